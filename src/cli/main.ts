@@ -1,0 +1,16 @@
+import { Command } from 'commander';
+
+/** Builds the `mcprl` command line. Each subcommand lives in its own file in this folder. */
+export function buildProgram(): Command {
+  const program = new Command();
+  program
+    .name('mcprl')
+    .description("Teach an open LLM to master any MCP server's tools by reinforcement learning.")
+    .version('0.1.0');
+  return program;
+}
+
+/** Runs the CLI; exit codes: 0 success, 1 a failure explained on one line of stderr. */
+export async function main(argv: string[]): Promise<void> {
+  await buildProgram().parseAsync(argv);
+}

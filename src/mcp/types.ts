@@ -1,0 +1,54 @@
+/**
+ * The contract between the MCP layer and everything downstream (scenarios, agent, ruler, train).
+ * Implementations live beside this file; other layers import only from `src/mcp/index.ts`.
+ */
+
+/** Where an MCP server lives. */
+export type Target =
+  | { kind: 'stdio'; command: string; args: string[]; env?: Record<string, string>; cwd?: string }
+  | { kind: 'http'; url: string; headers?: Record<string, string> };
+
+/** Tool annotations with the MCP spec's defaults filled in. They are untrusted hints. */
+export interface ToolAnnotations {
+  title?: string;
+  /** Default false. */
+  readOnlyHint: boolean;
+  /** Default true (only meaningful when readOnlyHint is false). */
+  destructiveHint: boolean;
+  /** Default false. */
+  idempotentHint: boolean;
+  /** Default true. */
+  openWorldHint: boolean;
+}
+
+/** One entry of a server's tool catalog. */
+export interface ToolInfo {
+  name: string;
+  title?: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+  annotations: ToolAnnotations;
+}
+
+/** A tool call's result, normalised to text a model can read. Tool failures are data, not exceptions. */
+export interface ToolCallOutcome {
+  /** Text for the model: text blocks joined, structuredContent as JSON, media summarised; capped. */
+  text: string;
+  /** True when the server said isError, the call timed out, the policy refused it, or output broke its schema. */
+  isError: boolean;
+  /** The server's structuredContent, when it sent one. */
+  structuredContent?: unknown;
+  /** True when `text` was cut at the output cap (a visible marker is in the text). */
+  truncated: boolean;
+  /** Wall time of the call in milliseconds. */
+  latencyMs: number;
+}
+
+export interface CallToolOptions {
+  /** Per-call timeout in milliseconds. Default 60000. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** Output cap in characters. Default 20000. */
+  maxChars?: number;
+}
