@@ -1,0 +1,158 @@
+/**
+ * The scenario contract: what AutoRL produces and what the agent, the judge and training consume.
+ *
+ * A scenario file is JSON Lines, one scenario per line:
+ *   {"id":"s-0001","task":"…","difficulty":2,"source":"schema","checks":[{"kind":"tool_called","tool":"get_book","args":{"book_id":"bk-001"}}]}
+ * A scenario set is a folder holding `train.jsonl` and `val.jsonl`.
+ */
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+
+/** A verifiable condition on a finished trajectory. */
+export const CheckSchema = z.discriminatedUnion('kind', [
+  /** The agent called `tool` with arguments that contain `args` (a recursive subset match, see argsMatch). */
+  z.object({ kind: z.literal('tool_called'), tool: z.string(), args: z.record(z.string(), z.unknown()) }),
+  /** The final answer contains `value` (normalised, case-insensitive, see answerContains). */
+  z.object({ kind: z.literal('answer_contains'), value: z.string() }),
+]);
+
+export const ScenarioSchema = z.object({
+  id: z.string(),
+  task: z.string().min(1),
+  difficulty: z.number().int().min(1).max(5),
+  source: z.enum(['llm', 'schema']),
+  checks: z.array(CheckSchema).optional(),
+});
+
+export type Check = z.infer<typeof CheckSchema>;
+export type Scenario = z.infer<typeof ScenarioSchema>;
+
+/** A scenario file that cannot be read or parsed; the message names file:line and the offending field. */
+export class ScenarioFileError extends Error {
+  readonly code = 'SCENARIO_FILE';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ScenarioFileError';
+  }
+}
+
+/** Parses a JSONL scenario file. Blank lines are skipped; any bad line fails the whole read. */
+export async function readScenarios(file: string): Promise<Scenario[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ScenarioFileError(`${file}: cannot read scenario file (${(err as Error).message})`);
+  }
+  return parseScenarios(text, file);
+}
+
+/** Parses JSONL text; `file` only labels error messages. */
+export function parseScenarios(text: string, file = '<scenarios>'): Scenario[] {
+  const out: Scenario[] = [];
+  const lines = text.split(/\r?\n/);
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i].trim();
+    if (line === '') continue;
+    let raw: unknown;
+    try {
+      raw = JSON.parse(line);
+    } catch (err) {
+      throw new ScenarioFileError(`${file}:${i + 1}: invalid JSON (${(err as Error).message})`);
+    }
+    const parsed = ScenarioSchema.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const field = issue.path.length > 0 ? issue.path.join('.') : '(scenario)';
+      throw new ScenarioFileError(`${file}:${i + 1}: field ${field}: ${issue.message}`);
+    }
+    out.push(parsed.data);
+  }
+  return out;
+}
+
+/** Serialises scenarios as JSONL (one object per line, trailing newline). */
+export function formatScenarios(scenarios: Scenario[]): string {
+  return scenarios.map((s) => JSON.stringify(ScenarioSchema.parse(s))).join('\n') + (scenarios.length ? '\n' : '');
+}
+
+/** Writes a file atomically: a reader sees either the old content or the new, never half of it. */
+async function writeAtomic(file: string, content: string): Promise<void> {
+  const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
+  await writeFile(tmp, content, 'utf8');
+  await rename(tmp, file);
+}
+
+/** Writes `dir/train.jsonl` and `dir/val.jsonl` (each atomically), creating `dir` if needed. */
+export async function writeScenarioSet(dir: string, train: Scenario[], val: Scenario[]): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await writeAtomic(path.join(dir, 'train.jsonl'), formatScenarios(train));
+  await writeAtomic(path.join(dir, 'val.jsonl'), formatScenarios(val));
+}
+
+/** Reads a scenario set written by writeScenarioSet. */
+export async function loadScenarioSet(dir: string): Promise<{ train: Scenario[]; val: Scenario[] }> {
+  const [train, val] = await Promise.all([
+    readScenarios(path.join(dir, 'train.jsonl')),
+    readScenarios(path.join(dir, 'val.jsonl')),
+  ]);
+  return { train, val };
+}
+
+/**
+ * The subset match used by tool_called checks. Every key of `expected` must be present in `actual` with a
+ * matching value: objects match recursively as subsets, arrays match element-wise with equal length, and
+ * scalars match exactly, except that strings compare case-insensitively after trimming and a number matches
+ * its decimal string form (models often quote numbers).
+ */
+export function argsMatch(expected: Record<string, unknown>, actual: Record<string, unknown>): boolean {
+  if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return false;
+  for (const [key, want] of Object.entries(expected)) {
+    if (!Object.prototype.hasOwnProperty.call(actual, key)) return false;
+    if (!valueMatches(want, actual[key])) return false;
+  }
+  return true;
+}
+
+function valueMatches(want: unknown, got: unknown): boolean {
+  if (want === null || want === undefined) return got === want;
+  if (Array.isArray(want)) {
+    return Array.isArray(got) && got.length === want.length && want.every((w, i) => valueMatches(w, got[i]));
+  }
+  if (typeof want === 'object') {
+    return got !== null && typeof got === 'object' && !Array.isArray(got) &&
+      argsMatch(want as Record<string, unknown>, got as Record<string, unknown>);
+  }
+  if (typeof want === 'string') {
+    if (typeof got === 'string') return got.trim().toLowerCase() === want.trim().toLowerCase();
+    if (typeof got === 'number') return String(got) === want.trim();
+    return false;
+  }
+  if (typeof want === 'number') {
+    if (typeof got === 'number') return got === want;
+    if (typeof got === 'string') return got.trim() !== '' && Number(got.trim()) === want;
+    return false;
+  }
+  return got === want;
+}
+
+/**
+ * Normalises text for answer matching: Unicode NFKC, lower case, thousands separators removed from numbers
+ * ("1,234.5" → "1234.5"), runs of whitespace collapsed to one space.
+ */
+export function normalizeAnswerText(text: string): string {
+  return text
+    .normalize('NFKC')
+    .toLowerCase()
+    .replace(/(\d),(?=\d{3}\b)/g, '$1')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+/** True when the answer contains the value after both are normalised (see normalizeAnswerText). */
+export function answerContains(answer: string, value: string): boolean {
+  const v = normalizeAnswerText(value);
+  if (v === '') return true;
+  return normalizeAnswerText(answer).includes(v);
+}
