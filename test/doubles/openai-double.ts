@@ -197,7 +197,8 @@ export async function startOpenAIDouble(replies: ScriptedReply[] = [], opts: Ope
   };
 }
 
-function send(res: http.ServerResponse, reply: Exclude<Reply, { kind: 'hang' }>, req: RecordedRequest): void {
+function send(res: http.ServerResponse, reply: Reply, req: RecordedRequest): void {
+  if (reply.kind === 'hang') return;
   if (reply.kind === 'raw') {
     res.writeHead(reply.status, { 'content-type': 'text/plain', ...reply.headers });
     res.end(reply.body);
