@@ -1,0 +1,191 @@
+import OpenAI from 'openai';
+import { APIError } from 'openai';
+
+/**
+ * The tool shape OpenAI-compatible endpoints take. Structurally identical to the one `toOpenAITools`
+ * in src/mcp produces; declared here so the policy layer does not depend on the MCP client.
+ */
+export interface OpenAITool {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
+/** One OpenAI chat message as the rollout loop keeps it. */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string | null;
+  tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[];
+  tool_call_id?: string;
+  name?: string;
+  /**
+   * Set on assistant turns produced by the local engine (or an endpoint that returns them): exact sampled
+   * token ids and their logprobs, so training never re-tokenises.
+   */
+  mcprl?: { token_ids: number[]; logprobs: number[] };
+}
+
+export interface PolicyRequest {
+  messages: ChatMessage[];
+  tools: OpenAITool[];
+  /** Sampling temperature. Default: the endpoint's. */
+  temperature?: number;
+  /** Cap on generated tokens for this turn. Default: the endpoint's. */
+  maxTokens?: number;
+  seed?: number;
+  signal?: AbortSignal;
+}
+
+/** What the policy produced for one assistant turn. */
+export interface PolicyTurn {
+  content: string | null;
+  toolCalls: { id: string; name: string; arguments: string }[];
+  finishReason: string;
+  /** Exact sampled token ids of this turn, when the policy knows them. */
+  tokenIds?: number[];
+  /** One logprob per sampled token, aligned with tokenIds when both are present. */
+  logprobs?: number[];
+  /** Tool calls the policy saw but could not parse (e.g. malformed Hermes `<tool_call>` blocks). */
+  invalidToolCalls?: { raw: string; error: string }[];
+}
+
+/** Anything that can take the next assistant turn: a remote endpoint or the in-process engine. */
+export interface Policy {
+  readonly name: string;
+  next(req: PolicyRequest): Promise<PolicyTurn>;
+}
+
+export type PolicyErrorCode = 'POLICY_HTTP' | 'POLICY_UNREACHABLE' | 'POLICY_BAD_RESPONSE' | 'POLICY_ABORTED';
+
+/** An infrastructure failure talking to the policy (not something the model did). */
+export class PolicyError extends Error {
+  readonly code: PolicyErrorCode;
+  readonly status?: number;
+  constructor(code: PolicyErrorCode, message: string, opts: { status?: number; cause?: unknown } = {}) {
+    super(message, { cause: opts.cause });
+    this.name = 'PolicyError';
+    this.code = code;
+    this.status = opts.status;
+  }
+}
+
+export interface OpenAIPolicyOptions {
+  /** Base URL of the OpenAI-compatible API, e.g. `http://localhost:8000/v1`. */
+  baseURL: string;
+  model: string;
+  /** API key. Default: a placeholder, which local servers accept. */
+  apiKey?: string;
+  /** Ask the endpoint for per-token logprobs. Default false (some hosted endpoints refuse it with tools). */
+  logprobs?: boolean;
+  /** Retries the SDK makes on 429/5xx/connection errors. Default 2. */
+  maxRetries?: number;
+  /** Request timeout in milliseconds. Default 120000. */
+  timeoutMs?: number;
+  /** Extra body fields passed through to the endpoint (e.g. `{ top_k: 20 }` for vLLM). */
+  extraBody?: Record<string, unknown>;
+}
+
+/**
+ * A policy behind any OpenAI-compatible chat-completions endpoint (hosted, vLLM, or `mcprl serve`). Tools are
+ * passed natively. Token ids are read from the `mcprl_token_ids` extension field that mcprl's own server puts
+ * on each choice; logprobs from the standard `logprobs.content` field.
+ */
+export class OpenAIPolicy implements Policy {
+  readonly name: string;
+  private readonly client: OpenAI;
+  private readonly opts: OpenAIPolicyOptions;
+
+  constructor(opts: OpenAIPolicyOptions) {
+    this.opts = opts;
+    this.name = opts.model;
+    this.client = new OpenAI({
+      baseURL: opts.baseURL,
+      apiKey: opts.apiKey ?? 'sk-no-key',
+      maxRetries: opts.maxRetries ?? 2,
+      timeout: opts.timeoutMs ?? 120_000,
+    });
+  }
+
+  async next(req: PolicyRequest): Promise<PolicyTurn> {
+    const body: Record<string, unknown> = {
+      model: this.opts.model,
+      messages: req.messages.map(toWireMessage),
+      ...(req.tools.length > 0 ? { tools: req.tools } : {}),
+      ...(req.temperature !== undefined ? { temperature: req.temperature } : {}),
+      ...(req.maxTokens !== undefined ? { max_tokens: req.maxTokens } : {}),
+      ...(req.seed !== undefined ? { seed: req.seed } : {}),
+      ...(this.opts.logprobs ? { logprobs: true } : {}),
+      ...this.opts.extraBody,
+    };
+    let completion: OpenAI.Chat.Completions.ChatCompletion;
+    try {
+      completion = (await this.client.chat.completions.create(
+        body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming,
+        { signal: req.signal },
+      )) as OpenAI.Chat.Completions.ChatCompletion;
+    } catch (err) {
+      throw toPolicyError(err);
+    }
+    return parseCompletion(completion);
+  }
+}
+
+/** Drops mcprl's private fields so that any endpoint accepts the messages. */
+function toWireMessage(m: ChatMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = { role: m.role, content: m.content };
+  if (m.tool_calls && m.tool_calls.length > 0) out.tool_calls = m.tool_calls;
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+  if (m.name !== undefined && m.role !== 'tool') out.name = m.name;
+  return out;
+}
+
+function toPolicyError(err: unknown): PolicyError {
+  if (err instanceof PolicyError) return err;
+  if (err instanceof APIError) {
+    if (err.name === 'APIUserAbortError' || err.constructor.name === 'APIUserAbortError') {
+      return new PolicyError('POLICY_ABORTED', 'policy request aborted', { cause: err });
+    }
+    if (err.status === undefined) {
+      return new PolicyError('POLICY_UNREACHABLE', `policy endpoint unreachable: ${err.message}`, { cause: err });
+    }
+    return new PolicyError('POLICY_HTTP', `policy endpoint answered HTTP ${err.status}: ${err.message}`, {
+      status: err.status,
+      cause: err,
+    });
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return new PolicyError('POLICY_UNREACHABLE', `policy request failed: ${message}`, { cause: err });
+}
+
+/** Turns a chat completion into a PolicyTurn; exported for tests and for other OpenAI-shaped sources. */
+export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompletion): PolicyTurn {
+  const choice = completion.choices?.[0] as
+    | (OpenAI.Chat.Completions.ChatCompletion.Choice & { mcprl_token_ids?: unknown })
+    | undefined;
+  if (!choice || !choice.message) {
+    throw new PolicyError('POLICY_BAD_RESPONSE', 'policy endpoint returned no choices');
+  }
+  const msg = choice.message;
+  const toolCalls: PolicyTurn['toolCalls'] = [];
+  const invalidToolCalls: NonNullable<PolicyTurn['invalidToolCalls']> = [];
+  for (const [i, tc] of (msg.tool_calls ?? []).entries()) {
+    const fn = (tc as { function?: { name?: unknown; arguments?: unknown } }).function;
+    if (!fn || typeof fn.name !== 'string' || fn.name.length === 0) {
+      // A call with no function name cannot be answered by name; keep it as an unparseable call.
+      invalidToolCalls.push({ raw: JSON.stringify(tc), error: 'tool call has no function name' });
+      continue;
+    }
+    const args = typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {});
+    toolCalls.push({ id: typeof tc.id === 'string' && tc.id ? tc.id : `call_${i}`, name: fn.name, arguments: args });
+  }
+  const turn: PolicyTurn = {
+    content: typeof msg.content === 'string' ? msg.content : null,
+    toolCalls,
+    finishReason: choice.finish_reason ?? 'stop',
+  };
+  if (invalidToolCalls.length > 0) turn.invalidToolCalls = invalidToolCalls;
+  const lp = choice.logprobs?.content;
+  if (Array.isArray(lp) && lp.length > 0) turn.logprobs = lp.map((t) => t.logprob);
+  const ids = choice.mcprl_token_ids;
+  if (Array.isArray(ids) && ids.every((x) => Number.isInteger(x))) turn.tokenIds = ids as number[];
+  return turn;
+}

@@ -1,0 +1,340 @@
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { CallToolOptions, ToolCallOutcome, ToolInfo } from '../mcp/types.js';
+import type { Scenario } from '../scenarios/scenario.js';
+import type { ChatMessage, OpenAITool, Policy, PolicyTurn } from './policy.js';
+import type { Trajectory } from './trajectory.js';
+import { ArgsValidator } from './validate-args.js';
+
+/** The tool the agent loop itself provides (as in ART): calling it ends the rollout with a final answer. */
+export const COMPLETE_TASK = 'complete_task';
+
+export const COMPLETE_TASK_TOOL: OpenAITool = {
+  type: 'function',
+  function: {
+    name: COMPLETE_TASK,
+    description:
+      'Call this once the task is done (or cannot be done). The summary is your final answer to the user: ' +
+      'state the concrete facts and values you found or the actions you took.',
+    parameters: {
+      type: 'object',
+      properties: { summary: { type: 'string', description: 'Your final answer to the task.' } },
+      required: ['summary'],
+    },
+  },
+};
+
+/** Tool answers starting with these mark calls the loop did not execute (see wasExecuted). */
+export const INVALID_CALL_PREFIX = 'Error: invalid tool call.';
+export const NOT_EXECUTED_PREFIX = 'Not executed:';
+
+/** True when a tool message answers a call that really reached the server (or complete_task). */
+export function wasExecuted(toolMessage: ChatMessage): boolean {
+  const c = toolMessage.content ?? '';
+  return !c.startsWith(INVALID_CALL_PREFIX) && !c.startsWith(NOT_EXECUTED_PREFIX);
+}
+
+export const DEFAULT_SYSTEM_PROMPT =
+  'You are an agent that completes tasks by calling the tools of an MCP server. Use the tools to look up the ' +
+  'information you need and to take the actions the task asks for; never guess a fact you could look up. ' +
+  'Call tools with arguments that match their parameter schemas. When the task is done, call complete_task ' +
+  'with a summary that answers the task and states the concrete values you found. If the task cannot be ' +
+  'done, call complete_task and explain why.';
+
+/** The part of an MCP session the loop needs; `McpSession` from src/mcp satisfies it. */
+export interface ToolCaller {
+  callTool(name: string, args: Record<string, unknown>, opts?: CallToolOptions): Promise<ToolCallOutcome>;
+}
+
+export interface RolloutOptions {
+  policy: Policy;
+  session: ToolCaller;
+  /** The server's tools (from listTools). complete_task is added by the loop. */
+  tools: ToolInfo[];
+  scenario: Scenario;
+  /** Default DEFAULT_SYSTEM_PROMPT. */
+  systemPrompt?: string;
+  /** Assistant turns before the rollout is cut off. Default 10. */
+  maxTurns?: number;
+  /** Timeout of one tool call in milliseconds. Default 60000. */
+  callTimeoutMs?: number;
+  /** Timeout of the whole rollout in milliseconds. Default 600000. */
+  rolloutTimeoutMs?: number;
+  temperature?: number;
+  /** Cap on tokens per assistant turn. Default: the policy's. */
+  maxTokens?: number;
+  seed?: number;
+  /** Trajectory id. Default `<scenario id>-<random>`. */
+  id?: string;
+  groupId?: string;
+  signal?: AbortSignal;
+}
+
+/** Converts MCP tools to the OpenAI function-tool shape the policy sees. */
+export function toolsForModel(tools: ToolInfo[]): OpenAITool[] {
+  return tools.map((t) => ({
+    type: 'function',
+    function: { name: t.name, description: t.description ?? '', parameters: t.inputSchema },
+  }));
+}
+
+class RolloutTimeout extends Error {
+  constructor(ms: number) {
+    super(`rollout timed out after ${ms} ms`);
+    this.name = 'RolloutTimeout';
+  }
+}
+
+/** Rejects with the signal's reason as soon as it aborts, whether or not `p` honours the signal itself. */
+function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+type ParsedArgs = { ok: true; args: Record<string, unknown> } | { ok: false; error: string };
+
+function parseArgs(raw: string): ParsedArgs {
+  // Some models send "" for a tool without parameters; that is not worth punishing.
+  if (raw.trim() === '') return { ok: true, args: {} };
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (err) {
+    return { ok: false, error: `arguments are not valid JSON (${(err as Error).message})` };
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return { ok: false, error: 'arguments must be a JSON object' };
+  }
+  return { ok: true, args: value as Record<string, unknown> };
+}
+
+/**
+ * Runs one agent attempt at a scenario: system prompt and task, then policy turns and tool calls until the
+ * agent calls complete_task, answers without a tool call, runs out of turns, or times out. Nothing the model
+ * outputs can make this throw; infrastructure failures (policy unreachable, timeout) end the rollout early
+ * and are recorded in `error`.
+ */
+export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
+  const started = performance.now();
+  const logs: string[] = [];
+  const log = (line: string) => logs.push(`[${Math.round(performance.now() - started)}ms] ${line}`);
+  const maxTurns = opts.maxTurns ?? 10;
+  const rolloutTimeoutMs = opts.rolloutTimeoutMs ?? 600_000;
+  const callTimeoutMs = opts.callTimeoutMs ?? 60_000;
+
+  const serverTools = opts.tools.filter((t) => {
+    if (t.name !== COMPLETE_TASK) return true;
+    log(`server tool "${COMPLETE_TASK}" is hidden: the agent loop provides its own`);
+    return false;
+  });
+  const toolByName = new Map(serverTools.map((t) => [t.name, t]));
+  const modelTools = [...toolsForModel(serverTools), COMPLETE_TASK_TOOL];
+  const validator = new ArgsValidator(serverTools);
+  for (const [name, why] of validator.uncompilable) log(`input schema of ${name} not validated locally: ${why}`);
+
+  const messages: ChatMessage[] = [
+    { role: 'system', content: opts.systemPrompt ?? DEFAULT_SYSTEM_PROMPT },
+    { role: 'user', content: opts.scenario.task },
+  ];
+  const metrics = { turns: 0, tool_calls: 0, tool_errors: 0, invalid_calls: 0 };
+  let completed = false;
+  let summary: string | null = null;
+  let lastText: string | null = null;
+  let error: string | undefined;
+
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new RolloutTimeout(rolloutTimeoutMs)), rolloutTimeoutMs);
+  const signal = opts.signal ? AbortSignal.any([opts.signal, deadline.signal]) : deadline.signal;
+
+  try {
+    while (metrics.turns < maxTurns && !completed && error === undefined) {
+      // ── ask the policy for the next turn ──
+      let turn: PolicyTurn;
+      try {
+        turn = await raceAbort(
+          opts.policy.next({
+            messages: messages.map((m) => ({ ...m })),
+            tools: modelTools,
+            temperature: opts.temperature,
+            maxTokens: opts.maxTokens,
+            seed: opts.seed,
+            signal,
+          }),
+          signal,
+        );
+      } catch (err) {
+        error = errorText(err);
+        log(`policy failed: ${error}`);
+        break;
+      }
+      metrics.turns++;
+
+      const calls = uniqueIds(turn.toolCalls, metrics.turns);
+      const assistant: ChatMessage = { role: 'assistant', content: turn.content ?? null };
+      if (calls.length > 0) {
+        assistant.tool_calls = calls.map((c) => ({
+          id: c.id,
+          type: 'function',
+          function: { name: c.name, arguments: c.arguments },
+        }));
+      }
+      if (turn.tokenIds) {
+        const aligned = turn.logprobs && turn.logprobs.length === turn.tokenIds.length;
+        if (turn.logprobs && !aligned) log(`turn ${metrics.turns}: logprobs not aligned with token ids; dropped`);
+        assistant.mcprl = { token_ids: turn.tokenIds, logprobs: aligned ? turn.logprobs! : [] };
+      }
+      messages.push(assistant);
+      if (turn.content && turn.content.trim() !== '') lastText = turn.content;
+      const unparsed = turn.invalidToolCalls ?? [];
+      log(
+        `turn ${metrics.turns}: finish=${turn.finishReason} calls=[${calls.map((c) => c.name).join(', ')}]` +
+          (unparsed.length ? ` unparseable=${unparsed.length}` : ''),
+      );
+
+      // ── a turn without any tool call is the agent's final answer ──
+      if (calls.length === 0 && unparsed.length === 0) {
+        if (turn.content && turn.content.trim() !== '') {
+          completed = true;
+        } else {
+          log('empty reply with no tool call; rollout ends unfinished');
+          break;
+        }
+        break;
+      }
+
+      // ── execute the calls in order, answering each one ──
+      for (const call of calls) {
+        metrics.tool_calls++;
+        const answer = (content: string) =>
+          messages.push({ role: 'tool', tool_call_id: call.id, name: call.name, content });
+        const invalid = (why: string) => {
+          metrics.invalid_calls++;
+          log(`invalid call ${call.name}: ${why}`);
+          answer(`${INVALID_CALL_PREFIX} ${why}`);
+        };
+        if (completed) {
+          answer(`${NOT_EXECUTED_PREFIX} complete_task was already called in this turn.`);
+          continue;
+        }
+        if (signal.aborted) {
+          answer(`${NOT_EXECUTED_PREFIX} ${errorText(signal.reason)}.`);
+          continue;
+        }
+        const parsed = parseArgs(call.arguments);
+        if (call.name === COMPLETE_TASK) {
+          if (!parsed.ok) {
+            invalid(`complete_task ${parsed.error}. Call it as complete_task({"summary": "..."}).`);
+          } else if (typeof parsed.args.summary !== 'string') {
+            invalid('complete_task needs a "summary" string: complete_task({"summary": "..."}).');
+          } else {
+            summary = parsed.args.summary;
+            completed = true;
+            answer('Task marked complete.');
+          }
+          continue;
+        }
+        if (!toolByName.has(call.name)) {
+          invalid(`Unknown tool "${call.name}". Available tools: ${[...toolByName.keys(), COMPLETE_TASK].join(', ')}.`);
+          continue;
+        }
+        if (!parsed.ok) {
+          invalid(`The ${parsed.error} for ${call.name}; send a JSON object matching its parameters schema.`);
+          continue;
+        }
+        const check = validator.check(call.name, parsed.args);
+        if (!check.ok) {
+          invalid(`Arguments for ${call.name} do not match its parameters schema: ${check.error}.`);
+          continue;
+        }
+        try {
+          const outcome = await raceAbort(
+            opts.session.callTool(call.name, parsed.args, { timeoutMs: callTimeoutMs, signal }),
+            signal,
+          );
+          if (outcome.isError) {
+            metrics.tool_errors++;
+            log(`tool error from ${call.name}: ${outcome.text.slice(0, 200)}`);
+          }
+          answer(outcome.isError && !/^error\b/i.test(outcome.text) ? `Error: ${outcome.text}` : outcome.text);
+        } catch (err) {
+          if (signal.aborted) {
+            answer(`${NOT_EXECUTED_PREFIX} ${errorText(signal.reason)}.`);
+            continue;
+          }
+          // The session turns tool failures into outcomes; a throw means the connection itself failed.
+          metrics.tool_errors++;
+          log(`call ${call.name} failed: ${errorText(err)}`);
+          answer(`Error: the tool call failed: ${errorText(err)}`);
+        }
+      }
+      if (unparsed.length > 0) {
+        metrics.tool_calls += unparsed.length;
+        metrics.invalid_calls += unparsed.length;
+        for (const u of unparsed) log(`unparseable tool call: ${u.error}: ${u.raw.slice(0, 200)}`);
+        // There is no call id to answer, so the errors go back as one user message.
+        messages.push({
+          role: 'user',
+          content: unparsed
+            .map((u) => `Error: a tool call could not be parsed (${u.error}): ${u.raw.slice(0, 500)}`)
+            .join('\n'),
+        });
+      }
+      if (signal.aborted) {
+        error = errorText(signal.reason);
+        log(error);
+      }
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+
+  const ranOut = !completed && error === undefined && metrics.turns >= maxTurns;
+  if (ranOut) log(`ran out of turns (${maxTurns})`);
+  const trajectory: Trajectory = {
+    id: opts.id ?? `${opts.scenario.id}-${randomUUID().slice(0, 8)}`,
+    scenario_id: opts.scenario.id,
+    ...(opts.groupId !== undefined ? { group_id: opts.groupId } : {}),
+    messages,
+    tools: modelTools,
+    final_answer: summary ?? lastText,
+    reward: 0,
+    reward_components: {},
+    metrics: {
+      ...metrics,
+      completed,
+      ran_out_of_turns: ranOut,
+      latency_ms: Math.round(performance.now() - started),
+    },
+    logs,
+  };
+  if (error !== undefined) trajectory.error = error;
+  return trajectory;
+}
+
+/** Tool call ids must be unique within a conversation for the answers to be unambiguous. */
+function uniqueIds(calls: PolicyTurn['toolCalls'], turn: number): PolicyTurn['toolCalls'] {
+  const seen = new Set<string>();
+  return calls.map((c, i) => {
+    let id = c.id || `call_${turn}_${i}`;
+    if (seen.has(id)) id = `${id}_${turn}_${i}`;
+    seen.add(id);
+    return { ...c, id };
+  });
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,70 @@
+import { z } from 'zod';
+
+export const ToolCallSchema = z.object({
+  id: z.string(),
+  type: z.literal('function'),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
+
+export const ChatMessageSchema = z.object({
+  role: z.enum(['system', 'user', 'assistant', 'tool']),
+  content: z.string().nullable(),
+  tool_calls: z.array(ToolCallSchema).optional(),
+  tool_call_id: z.string().optional(),
+  name: z.string().optional(),
+  /** Exact sampled token ids and logprobs of an assistant turn, when the policy returned them. */
+  mcprl: z.object({ token_ids: z.array(z.number().int()), logprobs: z.array(z.number()) }).optional(),
+});
+
+export const OpenAIToolSchema = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string(),
+    description: z.string(),
+    parameters: z.record(z.string(), z.unknown()),
+  }),
+});
+
+export const TrajectoryMetricsSchema = z.object({
+  /** Assistant turns taken (policy calls). */
+  turns: z.number().int().nonnegative(),
+  /** Tool calls the model emitted, valid or not, complete_task included. */
+  tool_calls: z.number().int().nonnegative(),
+  /** Valid calls that the server (or the safety policy, or a timeout) answered with an error. */
+  tool_errors: z.number().int().nonnegative(),
+  /** Calls that could not be executed: bad JSON, unknown tool, arguments failing the schema, unparseable. */
+  invalid_calls: z.number().int().nonnegative(),
+  /** The agent ended by itself: complete_task was called, or it answered without calling a tool. */
+  completed: z.boolean(),
+  ran_out_of_turns: z.boolean(),
+  /** Wall time of the whole rollout in milliseconds. */
+  latency_ms: z.number().nonnegative(),
+  checks_passed: z.number().int().nonnegative().optional(),
+  checks_total: z.number().int().nonnegative().optional(),
+});
+
+export const TrajectorySchema = z.object({
+  id: z.string(),
+  scenario_id: z.string(),
+  /** Trajectories of one group share a goal and are judged together. */
+  group_id: z.string().optional(),
+  messages: z.array(ChatMessageSchema),
+  tools: z.array(OpenAIToolSchema),
+  /** The complete_task summary, else the last assistant text, else null. */
+  final_answer: z.string().nullable(),
+  /** The reward used for training; see reward_components for its parts. */
+  reward: z.number(),
+  reward_components: z.object({ ruler: z.number().optional(), checks: z.number().optional() }),
+  metrics: TrajectoryMetricsSchema,
+  logs: z.array(z.string()),
+  /** An infrastructure failure that ended the rollout early (policy unreachable, timeout, connection lost). */
+  error: z.string().optional(),
+  /**
+   * Set when no reward could be computed (e.g. the judge failed for the whole group); `reward` is then 0 but
+   * meaningless, and training must leave the trajectory out.
+   */
+  unscored: z.string().optional(),
+});
+
+export type Trajectory = z.infer<typeof TrajectorySchema>;
+export type TrajectoryMetrics = z.infer<typeof TrajectoryMetricsSchema>;

@@ -1,0 +1,52 @@
+import { wasExecuted } from '../agent/rollout.js';
+import type { Trajectory } from '../agent/trajectory.js';
+import { answerContains, argsMatch, type Check, type Scenario } from '../scenarios/scenario.js';
+
+export interface ChecksScore {
+  passed: number;
+  total: number;
+  /** passed / total; 0 when the scenario has no checks (look at `total` before using it). */
+  fraction: number;
+  /** One entry per check, in the scenario's order. */
+  results: boolean[];
+}
+
+/** The calls a trajectory really made: name and parsed arguments, leaving out calls the loop rejected. */
+export function executedCalls(traj: Trajectory): { name: string; args: Record<string, unknown> }[] {
+  const answered = new Map<string, boolean>();
+  for (const m of traj.messages) {
+    if (m.role === 'tool' && m.tool_call_id !== undefined) answered.set(m.tool_call_id, wasExecuted(m));
+  }
+  const out: { name: string; args: Record<string, unknown> }[] = [];
+  for (const m of traj.messages) {
+    if (m.role !== 'assistant') continue;
+    for (const c of m.tool_calls ?? []) {
+      if (answered.get(c.id) === false) continue;
+      try {
+        const args = c.function.arguments.trim() === '' ? {} : JSON.parse(c.function.arguments);
+        if (args && typeof args === 'object' && !Array.isArray(args)) out.push({ name: c.function.name, args });
+      } catch {
+        // Unparseable arguments were never executed.
+      }
+    }
+  }
+  return out;
+}
+
+function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, answer: string | null): boolean {
+  if (check.kind === 'tool_called') return calls.some((c) => c.name === check.tool && argsMatch(check.args, c.args));
+  return answer !== null && answerContains(answer, check.value);
+}
+
+/**
+ * Scores a trajectory against its scenario's verifiable checks: a tool_called check passes when an executed
+ * call has matching arguments (subset match); an answer_contains check when the final answer (the
+ * complete_task summary or the last assistant text) contains the value.
+ */
+export function scoreChecks(traj: Trajectory, scenario: Scenario): ChecksScore {
+  const checks = scenario.checks ?? [];
+  const calls = executedCalls(traj);
+  const results = checks.map((c) => checkPasses(c, calls, traj.final_answer));
+  const passed = results.filter(Boolean).length;
+  return { passed, total: checks.length, fraction: checks.length > 0 ? passed / checks.length : 0, results };
+}
