@@ -1,0 +1,285 @@
+/**
+ * Opening one live connection to an MCP server: choosing the transport, the SSE fallback, the child
+ * environment, the connect timeout, and turning every way this can fail into an McpConnectError with a code.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
+import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { McpConnectError } from './errors.js';
+import type { Target } from './types.js';
+
+export type TransportKind = 'stdio' | 'streamable-http' | 'sse';
+
+/** One initialized client; a session replaces it when the server dies or the HTTP session expires. */
+export interface Connection {
+  client: Client;
+  transport: Transport;
+  kind: TransportKind;
+  protocolVersion: string;
+  /** The child's pid for stdio targets. */
+  pid?: number;
+}
+
+export interface OpenOptions {
+  timeoutMs: number;
+  clientName: string;
+  clientVersion: string;
+  /** Receives the stdio server's stderr; its last lines also go into connect errors. */
+  onStderr?: (chunk: string) => void;
+}
+
+/**
+ * The environment a stdio server is started with. The SDK passes only a whitelist (HOME, LOGNAME, PATH, SHELL,
+ * TERM, USER on POSIX) so that secrets in the parent's environment do not leak to arbitrary servers. mcprl
+ * keeps that whitelist, passes PATH explicitly (a server launched via npx or a shell script needs it), and
+ * adds exactly the variables the target names (the `env` of an mcpServers entry).
+ */
+export function childEnvironment(extra?: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = { ...getDefaultEnvironment() };
+  if (process.env.PATH !== undefined) env.PATH = process.env.PATH;
+  return { ...env, ...extra };
+}
+
+/** Keeps the last `max` characters written to a stream, for error messages. */
+class Tail {
+  private text = '';
+  constructor(private readonly max: number) {}
+  push(s: string): void {
+    this.text = (this.text + s).slice(-this.max);
+  }
+  lastLine(): string {
+    const lines = this.text.split('\n').map((l) => l.trim()).filter(Boolean);
+    return lines[lines.length - 1] ?? '';
+  }
+}
+
+function errorCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; cause?: { code?: unknown; errors?: { code?: unknown }[] } } | undefined;
+  if (typeof e?.code === 'string') return e.code;
+  if (typeof e?.cause?.code === 'string') return e.cause.code;
+  // Node's fetch reports a refused dual-stack connect as an AggregateError inside `cause`.
+  const inner = e?.cause?.errors?.find((x) => typeof x?.code === 'string');
+  return inner?.code as string | undefined;
+}
+
+const NETWORK_CODES: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host lookup failed',
+  ECONNRESET: 'connection reset',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ETIMEDOUT: 'connection timed out',
+  UND_ERR_CONNECT_TIMEOUT: 'connection timed out',
+  UND_ERR_SOCKET: 'socket error',
+  CERT_HAS_EXPIRED: 'TLS certificate expired',
+  DEPTH_ZERO_SELF_SIGNED_CERT: 'self-signed TLS certificate',
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'TLS certificate not trusted',
+};
+
+function oneLine(s: string): string {
+  return s.replace(/\s+/g, ' ').trim();
+}
+
+function describe(err: unknown): string {
+  return oneLine(err instanceof Error ? err.message : String(err));
+}
+
+/**
+ * Races `p` against a timer; on timeout calls `onTimeout` (which should tear the attempt down) and rejects
+ * with TIMEOUT, even when tearing down made `p` itself fail first with "connection closed".
+ */
+async function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => Promise<void>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let timedOut = false;
+  const timeoutError = () => new McpConnectError('TIMEOUT', `${what} did not complete initialize within ${ms} ms`);
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      timedOut = true;
+      void onTimeout().finally(() => reject(timeoutError()));
+    }, ms);
+  });
+  timeout.catch(() => undefined);
+  try {
+    return await Promise.race([p, timeout]);
+  } catch (err) {
+    if (timedOut) throw timeoutError();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function newClient(opts: OpenOptions): Client {
+  return new Client({ name: opts.clientName, version: opts.clientVersion }, { capabilities: {} });
+}
+
+/**
+ * Connects `client` over `transport` and returns the negotiated protocol version. The SDK keeps that version
+ * to itself except by handing it to `transport.setProtocolVersion`, so we listen there (stdio transports do
+ * not have the hook; we add it).
+ */
+async function initialize(client: Client, transport: Transport, timeoutMs: number): Promise<string> {
+  let negotiated = '';
+  const original = transport.setProtocolVersion?.bind(transport);
+  transport.setProtocolVersion = (v: string) => {
+    negotiated = v;
+    original?.(v);
+  };
+  await client.connect(transport, { timeout: timeoutMs });
+  return negotiated;
+}
+
+async function openStdio(target: Extract<Target, { kind: 'stdio' }>, opts: OpenOptions): Promise<Connection> {
+  if (target.cwd !== undefined && !(existsSync(target.cwd) && statSync(target.cwd).isDirectory())) {
+    throw new McpConnectError('CONFIG', `working directory does not exist: ${target.cwd}`);
+  }
+  const tail = new Tail(8192);
+  const transport = new StdioClientTransport({
+    command: target.command,
+    args: target.args,
+    env: childEnvironment(target.env),
+    cwd: target.cwd,
+    stderr: 'pipe',
+  });
+  // Reading stderr also keeps a chatty server from blocking on a full pipe.
+  transport.stderr?.on('data', (d: Buffer) => {
+    const s = d.toString('utf8');
+    tail.push(s);
+    opts.onStderr?.(s);
+  });
+  const client = newClient(opts);
+  const what = `stdio server '${target.command}'`;
+  try {
+    const protocolVersion = await withTimeout(
+      initialize(client, transport, opts.timeoutMs),
+      opts.timeoutMs,
+      () => client.close().catch(() => undefined),
+      what,
+    );
+    return { client, transport, kind: 'stdio', protocolVersion, pid: transport.pid ?? undefined };
+  } catch (err) {
+    await client.close().catch(() => undefined);
+    if (err instanceof McpConnectError) throw err;
+    const code = errorCode(err);
+    if (code === 'ENOENT') throw new McpConnectError('COMMAND_NOT_FOUND', `command not found: ${target.command}`, { cause: err });
+    if (code === 'EACCES') throw new McpConnectError('SPAWN_FAILED', `command is not executable: ${target.command}`, { cause: err });
+    if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed) {
+      const last = tail.lastLine();
+      throw new McpConnectError('SERVER_EXITED', `${what} exited during initialize${last ? `: ${oneLine(last)}` : ''}`, { cause: err });
+    }
+    if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) {
+      throw new McpConnectError('TIMEOUT', `${what} did not complete initialize within ${opts.timeoutMs} ms`, { cause: err });
+    }
+    if (code) throw new McpConnectError('SPAWN_FAILED', `cannot start ${target.command}: ${describe(err)}`, { cause: err });
+    throw new McpConnectError('PROTOCOL', `${what} failed to initialize: ${describe(err)}`, { cause: err });
+  }
+}
+
+function httpStatusOf(err: unknown): number | undefined {
+  if (err instanceof StreamableHTTPError || err instanceof SseError) {
+    return typeof err.code === 'number' && err.code > 0 ? err.code : undefined;
+  }
+  return undefined;
+}
+
+function httpFailure(url: string, err: unknown, timeoutMs: number): McpConnectError {
+  if (err instanceof McpConnectError) return err;
+  const code = errorCode(err);
+  if (code && NETWORK_CODES[code]) {
+    return new McpConnectError('UNREACHABLE', `cannot reach ${url}: ${NETWORK_CODES[code]} (${code})`, { cause: err });
+  }
+  if (err instanceof TypeError && /fetch failed/i.test(err.message)) {
+    return new McpConnectError('UNREACHABLE', `cannot reach ${url}: ${describe(err.cause ?? err)}`, { cause: err });
+  }
+  const status = httpStatusOf(err);
+  if (status === 401 || status === 403) {
+    return new McpConnectError(
+      'HTTP_ERROR',
+      `HTTP ${status} from ${url}: the server wants credentials; pass them with --header 'Authorization: Bearer <token>'`,
+      { cause: err },
+    );
+  }
+  if (status !== undefined) return new McpConnectError('HTTP_ERROR', `HTTP ${status} from ${url}: ${describe(err)}`, { cause: err });
+  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) {
+    return new McpConnectError('TIMEOUT', `HTTP server ${url} did not complete initialize within ${timeoutMs} ms`, { cause: err });
+  }
+  return new McpConnectError('PROTOCOL', `HTTP server ${url} failed to initialize: ${describe(err)}`, { cause: err });
+}
+
+async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOptions): Promise<Connection> {
+  let url: URL;
+  try {
+    url = new URL(target.url);
+  } catch {
+    throw new McpConnectError('CONFIG', `not a valid URL: ${target.url}`);
+  }
+  const requestInit: RequestInit = { headers: target.headers ?? {} };
+  const what = `HTTP server ${target.url}`;
+
+  const attempt = async (kind: 'streamable-http' | 'sse'): Promise<Connection> => {
+    const transport =
+      kind === 'sse' ? new SSEClientTransport(url, { requestInit }) : new StreamableHTTPClientTransport(url, { requestInit });
+    const client = newClient(opts);
+    try {
+      const protocolVersion = await withTimeout(
+        initialize(client, transport, opts.timeoutMs),
+        opts.timeoutMs,
+        () => client.close().catch(() => undefined),
+        what,
+      );
+      return { client, transport, kind, protocolVersion };
+    } catch (err) {
+      await client.close().catch(() => undefined);
+      throw err;
+    }
+  };
+
+  try {
+    return await attempt('streamable-http');
+  } catch (err) {
+    const status = httpStatusOf(err);
+    // Servers that only speak the older HTTP+SSE transport answer the initialize POST with a 4xx (usually
+    // 404 or 405); the spec's backwards-compatibility rule is to retry with SSE on a new client.
+    if (status === undefined || status < 400 || status >= 500) throw httpFailure(target.url, err, opts.timeoutMs);
+    try {
+      return await attempt('sse');
+    } catch (sseErr) {
+      const first = httpFailure(target.url, err, opts.timeoutMs);
+      if (status === 401 || status === 403) throw first;
+      throw new McpConnectError(
+        first.code,
+        `${first.message}; the SSE fallback failed too: ${httpFailure(target.url, sseErr, opts.timeoutMs).message}`,
+        { cause: sseErr },
+      );
+    }
+  }
+}
+
+/** Opens and initializes one connection, or throws McpConnectError. */
+export async function openConnection(target: Target, opts: OpenOptions): Promise<Connection> {
+  return target.kind === 'stdio' ? openStdio(target, opts) : openHttp(target, opts);
+}
+
+/** True when `err` means the request never reached a live server session, so repeating it is safe. */
+export function isRequestNotDelivered(err: unknown): boolean {
+  if (err instanceof StreamableHTTPError) {
+    // 404 is the spec's "session expired"; some servers (server-everything) answer 400 to an unknown session.
+    return err.code === 404 || (err.code === 400 && /session/i.test(err.message));
+  }
+  if (err instanceof Error && /^Not connected$/.test(err.message)) return true;
+  const code = errorCode(err);
+  return code === 'ECONNREFUSED' || code === 'EPIPE';
+}
+
+/** True when the connection died while a request was in flight (the server may or may not have acted). */
+export function isConnectionLost(err: unknown): boolean {
+  if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed && /connection closed/i.test(err.message)) return true;
+  if (err instanceof TypeError && /fetch failed|terminated/i.test(err.message)) return true;
+  const code = errorCode(err);
+  return code === 'ECONNRESET' || code === 'UND_ERR_SOCKET';
+}

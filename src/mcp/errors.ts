@@ -1,0 +1,54 @@
+/**
+ * Infrastructure failures of the MCP layer. Tool failures are never thrown: they come back as
+ * `ToolCallOutcome`s with `isError: true`. What is thrown is what stops the whole conversation with a server.
+ */
+
+/** Why a connection to an MCP server could not be made (or remade). */
+export type McpConnectErrorCode =
+  /** Nothing answered at the URL (connection refused, DNS failure, TLS failure). */
+  | 'UNREACHABLE'
+  /** The stdio command does not exist or is not executable. */
+  | 'COMMAND_NOT_FOUND'
+  /** The stdio command could not be started for another reason. */
+  | 'SPAWN_FAILED'
+  /** The server process exited or closed the connection before initialize completed. */
+  | 'SERVER_EXITED'
+  /** The server did not complete initialize within the connect timeout. */
+  | 'TIMEOUT'
+  /** The HTTP server answered with an error status (and the SSE fallback failed too). */
+  | 'HTTP_ERROR'
+  /** The server answered, but not with valid MCP (bad JSON-RPC, unsupported protocol version, ...). */
+  | 'PROTOCOL'
+  /** The target itself is invalid: a bad config file, an unknown server name, a malformed URL. */
+  | 'CONFIG';
+
+export class McpConnectError extends Error {
+  override readonly name = 'McpConnectError';
+  constructor(
+    readonly code: McpConnectErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Why listing a server's tools/resources/prompts failed after the connection was made. */
+export type McpListErrorCode =
+  /** The server kept returning new cursors past the page bound. */
+  | 'TOO_MANY_PAGES'
+  /** The server returned a cursor it had already returned (it would loop forever). */
+  | 'CURSOR_LOOP'
+  /** The list request itself failed. */
+  | 'REQUEST_FAILED';
+
+export class McpListError extends Error {
+  override readonly name = 'McpListError';
+  constructor(
+    readonly code: McpListErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

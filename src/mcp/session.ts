@@ -1,0 +1,387 @@
+/**
+ * McpSession: one logical conversation with an MCP server that survives the server process dying or its HTTP
+ * session expiring (the next request reconnects). Listing follows cursors to the end; tool calls come back as
+ * ToolCallOutcome data, never as exceptions, unless the server cannot be reached at all.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  ErrorCode,
+  McpError,
+  ToolListChangedNotificationSchema,
+  type CallToolResult,
+  type Prompt,
+  type Resource,
+  type ResourceTemplate,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
+import { toToolInfo } from './catalog.js';
+import { isConnectionLost, isRequestNotDelivered, openConnection, type Connection, type TransportKind } from './connection.js';
+import { McpConnectError, McpListError } from './errors.js';
+import { capText, DEFAULT_MAX_OUTPUT_CHARS, resultToText } from './normalize.js';
+import { SafetyPolicy } from './policy.js';
+import type { CallToolOptions, Target, ToolCallOutcome, ToolInfo } from './types.js';
+
+export interface ConnectOptions {
+  /** Timeout for connecting and initializing (also for each list request), in ms. Default 30000. */
+  timeoutMs?: number;
+  /** Which tools may run. Default `new SafetyPolicy()`: read-only and non-destructive tools run, others are refused. */
+  policy?: SafetyPolicy;
+  /** Default timeout of one tool call, in ms. Default 60000. */
+  callTimeoutMs?: number;
+  /** Default output cap of one tool result, in characters. Default 20000. */
+  maxOutputChars?: number;
+  /** clientInfo.name sent to the server. Default "mcprl". */
+  clientName?: string;
+  /** Bound on pages per list request before giving up on a cursor that never ends. Default 1000. */
+  maxPages?: number;
+  /** Receives what a stdio server writes to stderr (by default it is only kept for error messages). */
+  onStderr?: (chunk: string) => void;
+}
+
+/** Who the server said it is at initialize. */
+export interface ServerIdentity {
+  name: string;
+  version: string;
+  protocolVersion: string;
+}
+
+const CLIENT_VERSION = '0.1.0';
+
+function describe(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
+}
+
+/** The SDK's messages when a server's structuredContent breaks (or omits) its own outputSchema. */
+function isOutputSchemaViolation(err: unknown): boolean {
+  return (
+    err instanceof McpError &&
+    /Structured content does not match|has an output schema but did not return structured content|Failed to validate structured content/.test(
+      err.message,
+    )
+  );
+}
+
+export class McpSession {
+  private conn: Connection | undefined;
+  /** True once the current connection is known to be dead (process exited, transport closed). */
+  private stale = false;
+  private reconnecting: Promise<Connection> | undefined;
+  private closed = false;
+  private identity: ServerIdentity;
+  /** The tool catalog as listed over `catalogConn`; refreshed after a reconnect or a list_changed notice. */
+  private catalog: Map<string, ToolInfo> | undefined;
+  private catalogConn: Connection | undefined;
+
+  readonly policy: SafetyPolicy;
+  private readonly timeoutMs: number;
+  private readonly callTimeoutMs: number;
+  private readonly maxOutputChars: number;
+  private readonly maxPages: number;
+
+  private constructor(
+    readonly target: Target,
+    private readonly opts: ConnectOptions,
+    first: Connection,
+  ) {
+    this.policy = opts.policy ?? new SafetyPolicy();
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.callTimeoutMs = opts.callTimeoutMs ?? 60_000;
+    this.maxOutputChars = opts.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS;
+    this.maxPages = opts.maxPages ?? 1000;
+    this.identity = { name: '', version: '', protocolVersion: '' };
+    this.adopt(first);
+  }
+
+  /** Connects to `target` and completes initialize; throws McpConnectError with a code when it cannot. */
+  static async connect(target: Target, opts: ConnectOptions = {}): Promise<McpSession> {
+    const first = await openConnection(target, McpSession.openOptions(opts));
+    return new McpSession(target, opts, first);
+  }
+
+  private static openOptions(opts: ConnectOptions) {
+    return {
+      timeoutMs: opts.timeoutMs ?? 30_000,
+      clientName: opts.clientName ?? 'mcprl',
+      clientVersion: CLIENT_VERSION,
+      onStderr: opts.onStderr,
+    };
+  }
+
+  /** The server's name and version and the negotiated protocol version (as of the latest connection). */
+  get server(): ServerIdentity {
+    return this.identity;
+  }
+
+  /** The stdio server's process id (of the current connection), undefined for HTTP targets. */
+  get pid(): number | undefined {
+    return this.conn?.pid;
+  }
+
+  /** Which transport the current connection uses ('sse' means the HTTP server needed the SSE fallback). */
+  get transportKind(): TransportKind | undefined {
+    return this.conn?.kind;
+  }
+
+  private adopt(conn: Connection): void {
+    this.conn = conn;
+    this.stale = false;
+    const info = conn.client.getServerVersion();
+    this.identity = { name: info?.name ?? '', version: info?.version ?? '', protocolVersion: conn.protocolVersion };
+    conn.client.onclose = () => {
+      if (this.conn === conn) this.stale = true;
+    };
+    // Errors also surface on the pending requests; this only stops the SDK from logging them to the console.
+    conn.client.onerror = () => undefined;
+    if (conn.client.getServerCapabilities()?.tools?.listChanged) {
+      conn.client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+        if (this.conn === conn) this.catalogConn = undefined;
+      });
+    }
+  }
+
+  /** The live connection, reconnecting first when the previous one died. Concurrent callers share one reconnect. */
+  private async live(): Promise<Connection> {
+    if (this.closed) throw new McpConnectError('CONFIG', 'this MCP session was closed');
+    if (this.conn && !this.stale) return this.conn;
+    if (!this.reconnecting) {
+      const old = this.conn;
+      this.reconnecting = (async () => {
+        await old?.client.close().catch(() => undefined);
+        const fresh = await openConnection(this.target, McpSession.openOptions(this.opts));
+        if (this.closed) {
+          await fresh.client.close().catch(() => undefined);
+          throw new McpConnectError('CONFIG', 'this MCP session was closed');
+        }
+        this.adopt(fresh);
+        return fresh;
+      })().finally(() => {
+        this.reconnecting = undefined;
+      });
+    }
+    return this.reconnecting;
+  }
+
+  /** Marks `conn` dead so that the next request reconnects. */
+  private invalidate(conn: Connection): void {
+    if (this.conn === conn) this.stale = true;
+  }
+
+  /**
+   * Runs a request that is safe to repeat (listing). When the connection turns out dead, reconnects once and
+   * repeats it.
+   */
+  private async idempotent<T>(fn: (client: Client) => Promise<T>): Promise<T> {
+    const conn = await this.live();
+    try {
+      return await fn(conn.client);
+    } catch (err) {
+      if (!(isRequestNotDelivered(err) || isConnectionLost(err)) && !this.stale) throw err;
+      this.invalidate(conn);
+      const again = await this.live();
+      return fn(again.client);
+    }
+  }
+
+  /** Follows nextCursor to the end, with a bound and loop detection. */
+  private async paginate<T>(
+    what: string,
+    supported: (client: Client) => boolean,
+    page: (client: Client, cursor: string | undefined) => Promise<{ items: T[]; nextCursor?: string }>,
+  ): Promise<T[]> {
+    return this.idempotent(async (client) => {
+      if (!supported(client)) return [];
+      const items: T[] = [];
+      const seen = new Set<string>();
+      let cursor: string | undefined;
+      for (let n = 0; ; n++) {
+        if (n >= this.maxPages) {
+          throw new McpListError('TOO_MANY_PAGES', `listing ${what} did not end after ${this.maxPages} pages (the server keeps returning a nextCursor)`);
+        }
+        let result: { items: T[]; nextCursor?: string };
+        try {
+          result = await page(client, cursor);
+        } catch (err) {
+          // A server that declares a capability but does not implement the list method has nothing to list.
+          if (err instanceof McpError && err.code === ErrorCode.MethodNotFound) return [];
+          if (isRequestNotDelivered(err) || isConnectionLost(err)) throw err;
+          throw new McpListError('REQUEST_FAILED', `listing ${what} failed: ${describe(err)}`, { cause: err });
+        }
+        items.push(...result.items);
+        const next = result.nextCursor;
+        if (next === undefined || next === null || next === '') return items;
+        if (seen.has(next)) {
+          throw new McpListError('CURSOR_LOOP', `listing ${what}: the server returned cursor ${JSON.stringify(next)} twice`);
+        }
+        seen.add(next);
+        cursor = next;
+      }
+    });
+  }
+
+  private async listRawTools(): Promise<{ conn: Connection; tools: Tool[] }> {
+    const tools = await this.paginate<Tool>(
+      'tools',
+      (c) => Boolean(c.getServerCapabilities()?.tools),
+      async (c, cursor) => {
+        // client.listTools (not a raw request) so that the SDK caches output-schema validators for callTool.
+        const r = await c.listTools(cursor ? { cursor } : {}, { timeout: this.timeoutMs });
+        return { items: r.tools, nextCursor: r.nextCursor };
+      },
+    );
+    // paginate may have reconnected; the tools belong to whichever connection is current now.
+    return { conn: await this.live(), tools };
+  }
+
+  /** Every tool the server offers (all pages), with annotation defaults filled in. */
+  async listTools(): Promise<ToolInfo[]> {
+    const { conn, tools } = await this.listRawTools();
+    const infos = tools.map(toToolInfo);
+    this.catalog = new Map(infos.map((t) => [t.name, t]));
+    this.catalogConn = conn;
+    return infos;
+  }
+
+  async listResources(): Promise<Resource[]> {
+    return this.paginate<Resource>(
+      'resources',
+      (c) => Boolean(c.getServerCapabilities()?.resources),
+      async (c, cursor) => {
+        const r = await c.listResources(cursor ? { cursor } : {}, { timeout: this.timeoutMs });
+        return { items: r.resources, nextCursor: r.nextCursor };
+      },
+    );
+  }
+
+  async listResourceTemplates(): Promise<ResourceTemplate[]> {
+    return this.paginate<ResourceTemplate>(
+      'resource templates',
+      (c) => Boolean(c.getServerCapabilities()?.resources),
+      async (c, cursor) => {
+        const r = await c.listResourceTemplates(cursor ? { cursor } : {}, { timeout: this.timeoutMs });
+        return { items: r.resourceTemplates, nextCursor: r.nextCursor };
+      },
+    );
+  }
+
+  async listPrompts(): Promise<Prompt[]> {
+    return this.paginate<Prompt>(
+      'prompts',
+      (c) => Boolean(c.getServerCapabilities()?.prompts),
+      async (c, cursor) => {
+        const r = await c.listPrompts(cursor ? { cursor } : {}, { timeout: this.timeoutMs });
+        return { items: r.prompts, nextCursor: r.nextCursor };
+      },
+    );
+  }
+
+  /** The catalog for the current connection (listing again after a reconnect, so output validators exist). */
+  private async currentCatalog(): Promise<Map<string, ToolInfo>> {
+    const conn = await this.live();
+    if (!this.catalog || this.catalogConn !== conn) await this.listTools();
+    return this.catalog!;
+  }
+
+  /**
+   * Calls a tool and returns what a model should read. Never throws for tool-level failures: an unknown tool, a
+   * policy refusal, a timeout, a cancellation, a server error, output that breaks the tool's outputSchema, or a
+   * server that died during the call all come back with `isError: true` and a message naming the tool. It
+   * throws McpConnectError only when the server cannot be reached or restarted at all.
+   */
+  async callTool(name: string, args: Record<string, unknown>, opts: CallToolOptions = {}): Promise<ToolCallOutcome> {
+    const started = performance.now();
+    const maxChars = opts.maxChars ?? this.maxOutputChars;
+    const timeoutMs = opts.timeoutMs ?? this.callTimeoutMs;
+    const fail = (message: string): ToolCallOutcome => {
+      const { text, truncated } = capText(message, maxChars);
+      return { text, isError: true, truncated, latencyMs: performance.now() - started };
+    };
+
+    let catalog = await this.currentCatalog();
+    let tool = catalog.get(name);
+    if (!tool) {
+      // The server may have added the tool since we listed; look once more before calling it unknown.
+      await this.listTools();
+      catalog = this.catalog!;
+      tool = catalog.get(name);
+    }
+    if (!tool) {
+      const known = [...catalog.keys()];
+      return fail(`Unknown tool '${name}'. This server's tools are: ${known.length ? known.join(', ') : '(none)'}.`);
+    }
+    const decision = this.policy.check(tool);
+    if (!decision.allowed) return fail(decision.reason);
+    if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled before it started.`);
+
+    const invoke = async (conn: Connection): Promise<CallToolResult> =>
+      (await conn.client.callTool({ name, arguments: args }, undefined, {
+        timeout: timeoutMs,
+        signal: opts.signal,
+      })) as CallToolResult;
+
+    let conn = await this.live();
+    let result: CallToolResult;
+    try {
+      try {
+        result = await invoke(conn);
+      } catch (err) {
+        // An expired HTTP session or a connection that was already gone: the server never saw the call.
+        if (!isRequestNotDelivered(err)) throw err;
+        this.invalidate(conn);
+        await this.currentCatalog();
+        conn = await this.live();
+        result = await invoke(conn);
+      }
+    } catch (err) {
+      if (err instanceof McpConnectError) throw err;
+      if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled (the server was told to stop).`);
+      if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) {
+        return fail(`Tool '${name}' timed out after ${timeoutMs} ms; the call was cancelled.`);
+      }
+      if (isOutputSchemaViolation(err)) {
+        return fail(`Tool '${name}' returned output that breaks its own outputSchema: ${describe(err)}`);
+      }
+      if (isConnectionLost(err) || this.stale) {
+        this.invalidate(conn);
+        return fail(
+          `Tool '${name}' failed: the connection to the server was lost during the call (${describe(err)}); ` +
+            'it is not known whether the tool ran. The next call reconnects.',
+        );
+      }
+      return fail(`Tool '${name}' failed: ${describe(err)}`);
+    }
+
+    const { text, truncated } = capText(resultToText(result), maxChars);
+    const outcome: ToolCallOutcome = {
+      text,
+      isError: result.isError === true,
+      truncated,
+      latencyMs: performance.now() - started,
+    };
+    if (result.structuredContent !== undefined) outcome.structuredContent = result.structuredContent;
+    return outcome;
+  }
+
+  /** Ends the session: terminates the HTTP session (best effort) and stops a stdio server's process. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.reconnecting?.catch(() => undefined);
+    const conn = this.conn;
+    this.conn = undefined;
+    if (!conn) return;
+    if (conn.transport instanceof StreamableHTTPClientTransport && conn.transport.sessionId && !this.stale) {
+      // Tell the server it can drop the session; servers that do not support DELETE answer 405, which is fine.
+      await Promise.race([
+        conn.transport.terminateSession().catch(() => undefined),
+        new Promise((r) => setTimeout(r, 2000).unref()),
+      ]);
+    }
+    await conn.client.close().catch(() => undefined);
+  }
+}
+
+/** Connects to an MCP server. See McpSession and ConnectOptions. */
+export function connect(target: Target, opts?: ConnectOptions): Promise<McpSession> {
+  return McpSession.connect(target, opts);
+}
