@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { registerInspect } from './inspect.js';
 
 /** Builds the `mcprl` command line. Each subcommand lives in its own file in this folder. */
 export function buildProgram(): Command {
@@ -7,6 +8,7 @@ export function buildProgram(): Command {
     .name('mcprl')
     .description("Teach an open LLM to master any MCP server's tools by reinforcement learning.")
     .version('0.1.0');
+  registerInspect(program);
   return program;
 }
 

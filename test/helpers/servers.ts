@@ -140,3 +140,37 @@ export async function startEverythingHttp(): Promise<RunningHttpServer> {
     ready: /listening on port/i,
   });
 }
+
+export const PAGING_SERVER = path.join(REPO_ROOT, 'test', 'helpers', 'paging-server.ts');
+export const MISBEHAVING_SERVER = path.join(REPO_ROOT, 'test', 'helpers', 'misbehaving-server.ts');
+export const SSE_SERVER = path.join(REPO_ROOT, 'test', 'helpers', 'sse-server.ts');
+
+/** The paging test server (two items per page); mode 'endless' never stops paging, 'loop' repeats a cursor. */
+export function pagingStdioTarget(mode: 'normal' | 'endless' | 'loop' = 'normal'): Target {
+  return tsStdioTarget(PAGING_SERVER, mode === 'normal' ? [] : [`--${mode}`]);
+}
+
+/** The misbehaving test server (crash, hang, huge output, broken outputSchema, media, an unannotated tool). */
+export function misbehavingStdioTarget(): Target {
+  return tsStdioTarget(MISBEHAVING_SERVER);
+}
+
+/** The bookshop over the legacy HTTP+SSE transport only; `url` is its /sse endpoint. */
+export async function startSseOnlyServer(): Promise<RunningHttpServer> {
+  return spawnHttpServer({
+    command: process.execPath,
+    args: ['--import', 'tsx', SSE_SERVER],
+    ready: /listening on http:\/\/127\.0\.0\.1:(\d+)\/sse/,
+    endpoint: '/sse',
+  });
+}
+
+/** True while a process with this pid exists. */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
