@@ -1,14 +1,8 @@
 import OpenAI from 'openai';
 import { APIError } from 'openai';
+import type { OpenAITool } from '../mcp/index.js';
 
-/**
- * The tool shape OpenAI-compatible endpoints take. Structurally identical to the one `toOpenAITools`
- * in src/mcp produces; declared here so the policy layer does not depend on the MCP client.
- */
-export interface OpenAITool {
-  type: 'function';
-  function: { name: string; description: string; parameters: Record<string, unknown> };
-}
+export type { OpenAITool };
 
 /** One OpenAI chat message as the rollout loop keeps it. */
 export interface ChatMessage {

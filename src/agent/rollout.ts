@@ -1,6 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { CallToolOptions, ToolCallOutcome, ToolInfo } from '../mcp/types.js';
+import pLimit from 'p-limit';
+import {
+  connect,
+  toOpenAITools,
+  type CallToolOptions,
+  type McpSession,
+  type SafetyPolicy,
+  type Target,
+  type ToolCallOutcome,
+  type ToolInfo,
+} from '../mcp/index.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import type { ChatMessage, OpenAITool, Policy, PolicyTurn } from './policy.js';
 import type { Trajectory } from './trajectory.js';
@@ -70,14 +80,6 @@ export interface RolloutOptions {
   signal?: AbortSignal;
 }
 
-/** Converts MCP tools to the OpenAI function-tool shape the policy sees. */
-export function toolsForModel(tools: ToolInfo[]): OpenAITool[] {
-  return tools.map((t) => ({
-    type: 'function',
-    function: { name: t.name, description: t.description ?? '', parameters: t.inputSchema },
-  }));
-}
-
 class RolloutTimeout extends Error {
   constructor(ms: number) {
     super(`rollout timed out after ${ms} ms`);
@@ -141,7 +143,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
     return false;
   });
   const toolByName = new Map(serverTools.map((t) => [t.name, t]));
-  const modelTools = [...toolsForModel(serverTools), COMPLETE_TASK_TOOL];
+  const modelTools = [...toOpenAITools(serverTools), COMPLETE_TASK_TOOL];
   const validator = new ArgsValidator(serverTools);
   for (const [name, why] of validator.uncompilable) log(`input schema of ${name} not validated locally: ${why}`);
 
@@ -337,4 +339,145 @@ function uniqueIds(calls: PolicyTurn['toolCalls'], turn: number): PolicyTurn['to
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+export interface RolloutGroupsOptions {
+  policy: Policy;
+  target: Target;
+  scenarios: Scenario[];
+  /** K: attempts per scenario; the attempts at one scenario form a group. */
+  rolloutsPerGroup: number;
+  /** Rollouts in flight at once, across all groups. */
+  concurrency: number;
+  /**
+   * Start a fresh server process for every rollout (stdio targets only), so what a mutating tool did in one
+   * attempt cannot leak into another. Without it, stdio rollouts share one server process (one connection;
+   * MCP multiplexes requests) and HTTP rollouts each open their own connection to the one server.
+   */
+  isolate?: boolean;
+  /** Which tools may run. Default: src/mcp's default SafetyPolicy (no destructive tools). */
+  policyForSafety?: SafetyPolicy;
+  systemPrompt?: string;
+  /** Default 10. */
+  maxTurns?: number;
+  callTimeoutMs?: number;
+  rolloutTimeoutMs?: number;
+  temperature?: number;
+  maxTokens?: number;
+  /** Base seed; rollout k of a group gets seed + k so that the attempts differ. */
+  seed?: number;
+  /** Connect/initialize timeout in milliseconds. Default 30000. */
+  connectTimeoutMs?: number;
+  /** Output cap of one tool result in characters. Default: src/mcp's. */
+  maxOutputChars?: number;
+  /** Called as each rollout finishes (for progress output). */
+  onTrajectory?: (t: Trajectory, done: number, total: number) => void;
+  signal?: AbortSignal;
+}
+
+/**
+ * Runs K rollouts of every scenario, at most `concurrency` at a time, and returns them grouped by scenario in
+ * the scenarios' order (result[i][k] is attempt k at scenarios[i]). A rollout whose own connection cannot be
+ * opened comes back as a trajectory with `error`; a shared connection that cannot be opened throws
+ * (McpConnectError), since then nothing can run.
+ */
+export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Trajectory[][]> {
+  const connectOpts = {
+    timeoutMs: opts.connectTimeoutMs,
+    policy: opts.policyForSafety,
+    callTimeoutMs: opts.callTimeoutMs,
+    maxOutputChars: opts.maxOutputChars,
+  };
+  const shareOne = opts.target.kind === 'stdio' && !opts.isolate;
+  let shared: { session: McpSession; tools: ToolInfo[] } | undefined;
+  if (shareOne) {
+    const session = await connect(opts.target, connectOpts);
+    try {
+      shared = { session, tools: await session.listTools() };
+    } catch (err) {
+      await session.close().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  const limit = pLimit(Math.max(1, opts.concurrency));
+  const total = opts.scenarios.length * opts.rolloutsPerGroup;
+  let done = 0;
+
+  const one = async (scenario: Scenario, k: number): Promise<Trajectory> => {
+    const id = `${scenario.id}/${k}`;
+    const base = {
+      policy: opts.policy,
+      scenario,
+      systemPrompt: opts.systemPrompt,
+      maxTurns: opts.maxTurns,
+      callTimeoutMs: opts.callTimeoutMs,
+      rolloutTimeoutMs: opts.rolloutTimeoutMs,
+      temperature: opts.temperature,
+      maxTokens: opts.maxTokens,
+      seed: opts.seed !== undefined ? opts.seed + k : undefined,
+      id,
+      groupId: scenario.id,
+      signal: opts.signal,
+    };
+    let t: Trajectory;
+    if (shared) {
+      t = await rollout({ ...base, session: shared.session, tools: shared.tools });
+    } else {
+      let session: McpSession | undefined;
+      try {
+        session = await connect(opts.target, connectOpts);
+        const tools = await session.listTools();
+        t = await rollout({ ...base, session, tools });
+        if (opts.isolate && opts.target.kind === 'http') {
+          t.logs.push('isolate: HTTP targets cannot be restarted per rollout; this rollout had its own connection only');
+        }
+      } catch (err) {
+        t = failedTrajectory(base.id, scenario, opts.systemPrompt, err);
+      } finally {
+        await session?.close().catch(() => undefined);
+      }
+    }
+    opts.onTrajectory?.(t, ++done, total);
+    return t;
+  };
+
+  try {
+    return await Promise.all(
+      opts.scenarios.map((scenario) =>
+        Promise.all(Array.from({ length: opts.rolloutsPerGroup }, (_, k) => limit(() => one(scenario, k)))),
+      ),
+    );
+  } finally {
+    await shared?.session.close().catch(() => undefined);
+  }
+}
+
+/** A trajectory for a rollout that never started (its connection failed). */
+function failedTrajectory(id: string, scenario: Scenario, systemPrompt: string | undefined, err: unknown): Trajectory {
+  const message = errorText(err);
+  return {
+    id,
+    scenario_id: scenario.id,
+    group_id: scenario.id,
+    messages: [
+      { role: 'system', content: systemPrompt ?? DEFAULT_SYSTEM_PROMPT },
+      { role: 'user', content: scenario.task },
+    ],
+    tools: [],
+    final_answer: null,
+    reward: 0,
+    reward_components: {},
+    metrics: {
+      turns: 0,
+      tool_calls: 0,
+      tool_errors: 0,
+      invalid_calls: 0,
+      completed: false,
+      ran_out_of_turns: false,
+      latency_ms: 0,
+    },
+    logs: [`could not start the rollout: ${message}`],
+    error: message,
+  };
 }

@@ -1,0 +1,132 @@
+/**
+ * A scripted OpenAI-compatible *policy* for tests. It stands in for a remote model (which cannot run here):
+ * every request is answered by a strategy that reads the conversation so far and decides the next assistant
+ * turn. Strategies are stateless functions of the request, so any number of rollouts can run against one
+ * double concurrently. Built on the generic HTTP double in ./openai-double.ts.
+ *
+ * Strategies:
+ * - goodStrategy(scenarios): an oracle that performs exactly the scenario's checked tool calls, then calls
+ *   complete_task with a summary quoting every tool result (so answer_contains checks are met honestly).
+ * - badStrategy(): looks around with an irrelevant call, then gives up with a useless summary.
+ * - scriptedStrategy(turns): plays the given assistant turns in order (one per assistant turn already in the
+ *   conversation), then calls complete_task. Used for malformed output of every kind.
+ */
+import { startOpenAIDouble, type OpenAIDouble, type RecordedRequest, type Reply } from './openai-double.js';
+
+export interface ScenarioLike {
+  id: string;
+  task: string;
+  checks?: ({ kind: 'tool_called'; tool: string; args: Record<string, unknown> } | { kind: 'answer_contains'; value: string })[];
+}
+
+/** One assistant turn to play. `arguments` may be a string to send deliberately broken JSON. */
+export interface ScriptedTurn {
+  content?: string | null;
+  toolCalls?: { name?: string; arguments: Record<string, unknown> | string; id?: string }[];
+  finishReason?: string;
+  /** Sent as the `mcprl_token_ids` extension field on the choice. */
+  tokenIds?: number[];
+  /** Sent as standard `logprobs.content` entries. */
+  logprobs?: number[];
+  /** Send this HTTP error instead of a completion. */
+  httpStatus?: number;
+}
+
+export type Strategy = (body: any, req: RecordedRequest) => ScriptedTurn;
+
+let counter = 0;
+
+/** Encodes a ScriptedTurn as a chat.completion (or an error) in OpenAI's wire format. */
+export function turnReply(turn: ScriptedTurn): Reply {
+  if (turn.httpStatus !== undefined) {
+    return { kind: 'json', status: turn.httpStatus, json: { error: { message: `policy-double HTTP ${turn.httpStatus}`, type: 'server_error', param: null, code: null } } };
+  }
+  const calls = (turn.toolCalls ?? []).map((c, i) => ({
+    id: c.id ?? `call_${++counter}_${i}`,
+    type: 'function',
+    function: {
+      ...(c.name !== undefined ? { name: c.name } : {}),
+      arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments),
+    },
+  }));
+  const choice: Record<string, unknown> = {
+    index: 0,
+    message: { role: 'assistant', content: turn.content ?? null, ...(calls.length ? { tool_calls: calls } : {}) },
+    finish_reason: turn.finishReason ?? (calls.length ? 'tool_calls' : 'stop'),
+    logprobs: turn.logprobs
+      ? { content: turn.logprobs.map((lp, i) => ({ token: `t${i}`, logprob: lp, bytes: null, top_logprobs: [] })) }
+      : null,
+  };
+  if (turn.tokenIds) choice.mcprl_token_ids = turn.tokenIds;
+  return {
+    kind: 'json',
+    status: 200,
+    json: {
+      id: `chatcmpl-policy-${++counter}`,
+      object: 'chat.completion',
+      created: 1_700_000_000,
+      model: 'policy-double',
+      choices: [choice],
+      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    },
+  };
+}
+
+/** Starts an HTTP double whose every chat request is answered by `strategy`. */
+export async function startPolicyDouble(strategy: Strategy): Promise<OpenAIDouble> {
+  return startOpenAIDouble([], {
+    fallback: (req) => turnReply(strategy(req.body, req)),
+  });
+}
+
+/** Number of assistant turns already in the conversation = index of the turn to play now. */
+export function assistantTurns(body: any): number {
+  return (body?.messages ?? []).filter((m: any) => m.role === 'assistant').length;
+}
+
+/** The task: the first user message. */
+export function taskOf(body: any): string {
+  return (body?.messages ?? []).find((m: any) => m.role === 'user')?.content ?? '';
+}
+
+/** Contents of the tool messages so far. */
+export function toolResults(body: any): string[] {
+  return (body?.messages ?? []).filter((m: any) => m.role === 'tool').map((m: any) => String(m.content ?? ''));
+}
+
+/**
+ * The oracle. With `parallel` it issues all checked calls in one turn, otherwise one per turn; either way it
+ * then completes with a summary that quotes every tool result.
+ */
+export function goodStrategy(scenarios: ScenarioLike[], opts: { parallel?: boolean } = {}): Strategy {
+  const byTask = new Map(scenarios.map((s) => [s.task, s]));
+  return (body) => {
+    const scenario = byTask.get(taskOf(body));
+    if (!scenario) return { content: 'policy-double: unknown task' };
+    const calls = (scenario.checks ?? []).flatMap((c) => (c.kind === 'tool_called' ? [{ name: c.tool, arguments: c.args }] : []));
+    const step = assistantTurns(body);
+    if (opts.parallel) {
+      if (step === 0 && calls.length > 0) return { toolCalls: calls };
+    } else if (step < calls.length) {
+      return { toolCalls: [calls[step]] };
+    }
+    return { toolCalls: [{ name: 'complete_task', arguments: { summary: `Done. Findings: ${toolResults(body).join(' | ')}` } }] };
+  };
+}
+
+/** A policy that does not try: one irrelevant lookup, then gives up. */
+export function badStrategy(): Strategy {
+  return (body) => {
+    if (assistantTurns(body) === 0) return { toolCalls: [{ name: 'list_authors', arguments: {} }] };
+    return { toolCalls: [{ name: 'complete_task', arguments: { summary: 'Sorry, I could not work this out.' } }] };
+  };
+}
+
+/** Plays `turns` in order, then completes with `finalSummary`. */
+export function scriptedStrategy(turns: ScriptedTurn[], finalSummary = 'done'): Strategy {
+  return (body) => {
+    const step = assistantTurns(body);
+    if (step < turns.length) return turns[step];
+    return { toolCalls: [{ name: 'complete_task', arguments: { summary: finalSummary } }] };
+  };
+}
