@@ -1,0 +1,121 @@
+/** Verifiable checks scoring and reward blending (pure functions; no servers or doubles needed). */
+import { describe, expect, it } from 'vitest';
+import type { ChatMessage } from '../src/agent/policy.js';
+import { INVALID_CALL_PREFIX } from '../src/agent/rollout.js';
+import type { Trajectory } from '../src/agent/trajectory.js';
+import { blendRewards } from '../src/ruler/blend.js';
+import { scoreChecks, type ChecksScore } from '../src/ruler/checks.js';
+import type { Scenario } from '../src/scenarios/scenario.js';
+
+const scenario: Scenario = {
+  id: 's',
+  task: 'Price of bk-003 in EUR?',
+  difficulty: 2,
+  source: 'schema',
+  checks: [
+    { kind: 'tool_called', tool: 'get_book', args: { book_id: 'bk-003' } },
+    { kind: 'tool_called', tool: 'convert_price', args: { currency: 'EUR' } },
+    { kind: 'answer_contains', value: '12.87' },
+  ],
+};
+
+function traj(messages: ChatMessage[], finalAnswer: string | null): Trajectory {
+  return {
+    id: 't',
+    scenario_id: 's',
+    messages,
+    tools: [],
+    final_answer: finalAnswer,
+    reward: 0,
+    reward_components: {},
+    metrics: { turns: 1, tool_calls: 0, tool_errors: 0, invalid_calls: 0, completed: true, ran_out_of_turns: false, latency_ms: 0 },
+    logs: [],
+  };
+}
+const assistantCalls = (...calls: [string, string, string][]): ChatMessage => ({
+  role: 'assistant',
+  content: null,
+  tool_calls: calls.map(([id, name, args]) => ({ id, type: 'function', function: { name, arguments: args } })),
+});
+const toolAnswer = (id: string, content: string): ChatMessage => ({ role: 'tool', tool_call_id: id, content });
+
+describe('scoreChecks', () => {
+  it('counts executed calls with matching arguments and the final answer', () => {
+    const t = traj(
+      [
+        assistantCalls(['1', 'get_book', '{"book_id":"BK-003 "}'], ['2', 'convert_price', '{"amount":13.99,"currency":"EUR"}']),
+        toolAnswer('1', '{}'),
+        toolAnswer('2', '{}'),
+      ],
+      'It is 12.87 EUR.',
+    );
+    expect(scoreChecks(t, scenario)).toEqual({ passed: 3, total: 3, fraction: 1, results: [true, true, true] });
+  });
+
+  it('ignores calls the loop rejected, and a missing answer fails answer_contains', () => {
+    const t = traj(
+      [assistantCalls(['1', 'get_book', '{"book_id":"bk-003","extra":1}']), toolAnswer('1', `${INVALID_CALL_PREFIX} extra property`)],
+      null,
+    );
+    expect(scoreChecks(t, scenario)).toMatchObject({ passed: 0, total: 3, fraction: 0 });
+  });
+
+  it('a scenario without checks scores total 0', () => {
+    expect(scoreChecks(traj([], 'x'), { ...scenario, checks: undefined })).toMatchObject({ passed: 0, total: 0 });
+  });
+});
+
+describe('blendRewards', () => {
+  const checks = (...fractions: number[]): ChecksScore[] =>
+    fractions.map((f) => ({ passed: Math.round(f * 4), total: 4, fraction: f, results: [] }));
+  const group = () => [traj([], 'a'), traj([], 'b')];
+  const ruler = { scores: [0.8, 0.2], explanations: ['', ''], attempts: 1, cached: false };
+  const skipped = { skipped: true as const, reason: 'judge down', attempts: 4 };
+
+  it('blend: 0.5/0.5 by default, each component kept', () => {
+    const g = group();
+    expect(blendRewards(g, { mode: 'blend', ruler, checks: checks(1, 0.5) })).toEqual({ scored: true });
+    expect(g.map((t) => t.reward)).toEqual([0.9, 0.35]);
+    expect(g[0].reward_components).toEqual({ ruler: 0.8, checks: 1 });
+    expect(g[1].metrics).toMatchObject({ checks_passed: 2, checks_total: 4 });
+  });
+
+  it('blend honours rulerWeight', () => {
+    const g = group();
+    blendRewards(g, { mode: 'blend', ruler, checks: checks(1, 0), rulerWeight: 0.25 });
+    expect(g[0].reward).toBeCloseTo(0.25 * 0.8 + 0.75, 12);
+    expect(g[1].reward).toBeCloseTo(0.25 * 0.2, 12);
+  });
+
+  it('ruler and checks modes use one component but keep both', () => {
+    const g1 = group();
+    blendRewards(g1, { mode: 'ruler', ruler, checks: checks(0, 1) });
+    expect(g1.map((t) => t.reward)).toEqual([0.8, 0.2]);
+    expect(g1[1].reward_components).toEqual({ ruler: 0.2, checks: 1 });
+    const g2 = group();
+    blendRewards(g2, { mode: 'checks', ruler, checks: checks(0, 1) });
+    expect(g2.map((t) => t.reward)).toEqual([0, 1]);
+  });
+
+  it('blend falls back to the component that exists, and says so', () => {
+    const g = group();
+    expect(blendRewards(g, { mode: 'blend', ruler: skipped, checks: checks(1, 0.25) })).toEqual({ scored: true });
+    expect(g.map((t) => t.reward)).toEqual([1, 0.25]);
+    expect(g[0].reward_components).toEqual({ checks: 1 });
+    expect(g[0].logs.at(-1)).toMatch(/only the checks component/);
+  });
+
+  it('a failed judge in ruler mode marks the group unscored instead of giving zeros silently', () => {
+    const g = group();
+    const out = blendRewards(g, { mode: 'ruler', ruler: skipped, checks: checks(1, 1) });
+    expect(out).toEqual({ scored: false, reason: 'judge failed: judge down' });
+    expect(g.every((t) => t.unscored === 'judge failed: judge down')).toBe(true);
+    expect(g[0].reward_components).toEqual({ checks: 1 });
+  });
+
+  it('checks mode on a scenario without checks is unscored', () => {
+    const g = group();
+    expect(blendRewards(g, { mode: 'checks', ruler }).scored).toBe(false);
+    expect(g[0].unscored).toMatch(/no checks/);
+  });
+});
