@@ -11,7 +11,7 @@ import type { Trajectory } from '../src/agent/trajectory.js';
 import { JudgeError } from '../src/ruler/judge.js';
 import { DEFAULT_RUBRIC, buildRulerPrompt, commonPrefixLength } from '../src/ruler/prompt.js';
 import { parseJudgeAnswer, rulerScoreGroup } from '../src/ruler/ruler.js';
-import { chatReply, httpError, startOpenAIDouble, type OpenAIDouble, type RecordedRequest } from './doubles/openai-double.js';
+import { chatReply, httpError, startOpenAIDouble, type OpenAIDouble, type RecordedRequest, type ScriptedReply } from './doubles/openai-double.js';
 
 const TASK = 'Find the price of "The Silent Garden" in euros.';
 const SYSTEM = 'You are an agent. Call complete_task(summary) when done.';
@@ -49,7 +49,7 @@ const answer = (scores: Record<string, number>) =>
   chatReply(JSON.stringify({ scores: Object.entries(scores).map(([trajectory_id, score]) => ({ trajectory_id, explanation: `why ${trajectory_id}`, score })) }));
 
 const doubles: OpenAIDouble[] = [];
-async function judgeDouble(...replies: Parameters<typeof startOpenAIDouble>[0]): Promise<OpenAIDouble> {
+async function judgeDouble(...replies: ScriptedReply[]): Promise<OpenAIDouble> {
   const d = await startOpenAIDouble(replies);
   doubles.push(d);
   return d;
