@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { registerExport } from './export.js';
 import { registerInspect } from './inspect.js';
 
 /** Builds the `mcprl` command line. Each subcommand lives in its own file in this folder. */
@@ -9,6 +10,7 @@ export function buildProgram(): Command {
     .description("Teach an open LLM to master any MCP server's tools by reinforcement learning.")
     .version('0.1.0');
   registerInspect(program);
+  registerExport(program);
   return program;
 }
 

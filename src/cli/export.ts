@@ -1,0 +1,62 @@
+/**
+ * `mcprl export --model DIR [--adapter DIR] --format peft|merged|onnx --out DIR`: a PEFT adapter (validated
+ * copy), a merged Hugging Face folder, or an ONNX model of the forward pass.
+ */
+import type { Command } from 'commander';
+import { ExportError } from '../export/errors.js';
+import { exportModel, ExportFormatSchema } from '../export/export-model.js';
+
+interface ExportCliOptions {
+  model: string;
+  adapter?: string;
+  format: string;
+  out: string;
+  dtype: string;
+  externalData?: boolean;
+  force?: boolean;
+}
+
+export function registerExport(program: Command): Command {
+  const cmd = program
+    .command('export')
+    .description('export a LoRA adapter (PEFT), a merged Hugging Face model, or an ONNX model')
+    .requiredOption('--model <dir>', 'base model: a Hugging Face folder (qwen3, qwen2, llama)')
+    .option('--adapter <dir>', 'PEFT LoRA adapter folder (required for peft and merged; merged into the graph for onnx)')
+    .option('--format <format>', 'peft | merged | onnx', 'peft')
+    .requiredOption('--out <dir>', 'output folder (must not exist or be empty, unless --force)')
+    .option('--dtype <dtype>', 'merged: keep (each tensor keeps the base dtype) | f32', 'keep')
+    .option('--external-data', 'onnx: write the weights to model.onnx.data (automatic above 1.5 GiB)')
+    .option('--force', 'replace the output folder if it exists');
+  cmd.addHelpText(
+    'after',
+    `
+Examples:
+  mcprl export --model models/qwen3 --adapter runs/x/checkpoints/best --format peft --out out/adapter
+  mcprl export --model models/qwen3 --adapter runs/x/checkpoints/best --format merged --out out/merged
+  mcprl export --model models/qwen3 --adapter runs/x/checkpoints/best --format onnx --out out/onnx`,
+  );
+  cmd.action(async (opts: ExportCliOptions) => {
+    try {
+      const format = ExportFormatSchema.safeParse(opts.format);
+      if (!format.success) throw new Error(`--format must be peft, merged or onnx (got ${JSON.stringify(opts.format)})`);
+      const dtype = opts.dtype.toLowerCase();
+      if (dtype !== 'keep' && dtype !== 'f32') throw new Error(`--dtype must be keep or f32 (got ${JSON.stringify(opts.dtype)})`);
+      const summary = await exportModel({
+        modelDir: opts.model,
+        adapterDir: opts.adapter,
+        format: format.data,
+        out: opts.out,
+        dtype: dtype === 'f32' ? 'F32' : 'keep',
+        externalData: opts.externalData ? true : 'auto',
+        overwrite: opts.force ?? false,
+      });
+      process.stdout.write(`${summary.out}: ${summary.detail}\n`);
+    } catch (err) {
+      const kind = err instanceof ExportError ? `${err.code}: ` : '';
+      const msg = err instanceof Error ? err.message : String(err);
+      process.stderr.write(`mcprl export: ${kind}${msg.replace(/\s+/g, ' ').trim()}\n`);
+      process.exitCode = 1;
+    }
+  });
+  return cmd;
+}

@@ -1,0 +1,145 @@
+/**
+ * PEFT LoRA adapters (the format of DESIGN.md): `adapter_config.json` + `adapter_model.safetensors` with keys
+ * `base_model.model.model.layers.{i}.{self_attn|mlp}.{module}.lora_A.weight` ([r, in]) and `lora_B.weight`
+ * ([out, r]); the update of a weight W [out, in] is scale · B·A with scale α/r (α/√r with rslora).
+ * Reading validates the adapter against a model's spec, so that a merge or an export fails with a message
+ * naming the key instead of producing a wrong model.
+ */
+import { existsSync } from 'node:fs';
+import { copyFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { toFloat32 } from '../engine/safetensors.js';
+import { ExportError } from './errors.js';
+import { expectedTensors, readJson, readSafetensorsOrThrow, type FloatTensor, type ModelSpec } from './hf-folder.js';
+import { writeOutputFolder } from './out-dir.js';
+
+export const LORA_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+
+export const AdapterConfigSchema = z.looseObject({
+  peft_type: z.literal('LORA'),
+  r: z.number().int().positive(),
+  lora_alpha: z.number(),
+  /** Default false: scale α/r; true: α/√r. */
+  use_rslora: z.boolean().optional(),
+  target_modules: z.union([z.array(z.string()), z.string()]).nullish(),
+  /** Only false (nn.Linear layout) is supported. */
+  fan_in_fan_out: z.boolean().optional(),
+  use_dora: z.boolean().optional(),
+  bias: z.string().optional(),
+  modules_to_save: z.array(z.string()).nullish(),
+  rank_pattern: z.record(z.string(), z.unknown()).nullish(),
+  alpha_pattern: z.record(z.string(), z.unknown()).nullish(),
+  base_model_name_or_path: z.string().nullish(),
+});
+export type AdapterConfig = z.infer<typeof AdapterConfigSchema>;
+
+/** The LoRA factors of one projection. */
+export interface LoraPair {
+  /** The base weight it updates, e.g. `model.layers.0.self_attn.q_proj.weight`. */
+  target: string;
+  /** [r, in] */
+  a: FloatTensor;
+  /** [out, r] */
+  b: FloatTensor;
+}
+
+export interface Adapter {
+  dir: string;
+  config: AdapterConfig;
+  /** α/r, or α/√r with rslora. */
+  scale: number;
+  /** Keyed by the base weight name. */
+  pairs: Map<string, LoraPair>;
+}
+
+const KEY = /^base_model\.model\.(model\.layers\.(\d+)\.(self_attn|mlp)\.([a-z_]+))\.lora_(A|B)\.weight$/;
+const BLOCK: Record<string, string> = { q_proj: 'self_attn', k_proj: 'self_attn', v_proj: 'self_attn', o_proj: 'self_attn', gate_proj: 'mlp', up_proj: 'mlp', down_proj: 'mlp' };
+
+export async function readAdapterConfig(dir: string): Promise<AdapterConfig> {
+  const file = join(dir, 'adapter_config.json');
+  const parsed = AdapterConfigSchema.safeParse(await readJson(file));
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ExportError('BAD_ADAPTER', `${file}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  const c = parsed.data;
+  const unsupported = (what: string) => { throw new ExportError('BAD_ADAPTER', `${file}: ${what} is not supported`); };
+  if (c.fan_in_fan_out) unsupported('fan_in_fan_out: true');
+  if (c.use_dora) unsupported('use_dora: true (DoRA)');
+  if (c.bias && c.bias !== 'none') unsupported(`bias: ${JSON.stringify(c.bias)}`);
+  if (c.modules_to_save && c.modules_to_save.length > 0) unsupported('modules_to_save');
+  if (c.rank_pattern && Object.keys(c.rank_pattern).length > 0) unsupported('rank_pattern');
+  if (c.alpha_pattern && Object.keys(c.alpha_pattern).length > 0) unsupported('alpha_pattern');
+  return c;
+}
+
+export function loraScale(c: AdapterConfig): number {
+  return c.use_rslora ? c.lora_alpha / Math.sqrt(c.r) : c.lora_alpha / c.r;
+}
+
+/**
+ * Reads a PEFT adapter folder and checks every key and shape against the model spec: keys of the form above
+ * only, A and B in pairs, rank r as in the config, in/out matching the base weight, modules listed in
+ * target_modules.
+ */
+export async function readAdapter(dir: string, spec: ModelSpec): Promise<Adapter> {
+  const config = await readAdapterConfig(dir);
+  const file = join(dir, 'adapter_model.safetensors');
+  if (!existsSync(file)) {
+    const hint = existsSync(join(dir, 'adapter_model.bin')) ? ' (only adapter_model.bin, a pickle, is there; save with safe_serialization)' : '';
+    throw new ExportError('MISSING_FILE', `${file}: file does not exist${hint}`);
+  }
+  const { tensors } = await readSafetensorsOrThrow(file);
+  const baseShapes = new Map(expectedTensors(spec).map((e) => [e.name, e.shape]));
+  const targets = config.target_modules;
+  const halves = new Map<string, { a?: FloatTensor; b?: FloatTensor }>();
+  for (const [key, tensor] of tensors) {
+    const m = KEY.exec(key);
+    if (!m) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key} is not a LoRA weight mcprl understands (expected base_model.model.model.layers.{i}.{self_attn|mlp}.{module}.lora_{A|B}.weight)`);
+    const [, modulePath, layer, block, module, half] = m;
+    if (BLOCK[module] !== block) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key}: module ${module} is not a LoRA target (supported: ${LORA_MODULES.join(', ')})`);
+    if (Number(layer) >= spec.numLayers) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key}: layer ${layer} does not exist (the model has ${spec.numLayers})`);
+    if (Array.isArray(targets) && !targets.includes(module)) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key}: module ${module} is not in target_modules ${JSON.stringify(targets)}`);
+    if (tensor.shape.length !== 2) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key} has shape [${tensor.shape}] (expected 2 dimensions)`);
+    const target = `${modulePath}.weight`;
+    const [out, inF] = baseShapes.get(target)!;
+    const want = half === 'A' ? [config.r, inF] : [out, config.r];
+    if (tensor.shape[0] !== want[0] || tensor.shape[1] !== want[1]) {
+      throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key} has shape [${tensor.shape}] but r=${config.r} and ${target} [${out}, ${inF}] imply [${want}]`);
+    }
+    let data: Float32Array;
+    try {
+      data = toFloat32(tensor, key);
+    } catch {
+      throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key} has dtype ${tensor.dtype} (expected F32, F16 or BF16)`);
+    }
+    const entry = halves.get(target) ?? {};
+    entry[half === 'A' ? 'a' : 'b'] = { shape: tensor.shape, data };
+    halves.set(target, entry);
+  }
+  const pairs = new Map<string, LoraPair>();
+  for (const [target, { a, b }] of halves) {
+    const prefix = `base_model.model.${target.replace(/\.weight$/, '')}`;
+    if (!a) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${prefix}.lora_A.weight is missing (its lora_B is present)`);
+    if (!b) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${prefix}.lora_B.weight is missing (its lora_A is present)`);
+    pairs.set(target, { target, a, b });
+  }
+  if (pairs.size === 0) throw new ExportError('BAD_ADAPTER', `${file}: holds no LoRA weights`);
+  return { dir, config, scale: loraScale(config), pairs };
+}
+
+/**
+ * Writes a validated copy of a PEFT adapter folder (adapter_config.json, adapter_model.safetensors and a
+ * README.md if there is one). The files are copied byte for byte, so PEFT and vLLM (`--lora-modules`) load
+ * the result exactly as they would load the source.
+ */
+export async function exportPeft(opts: { adapterDir: string; spec: ModelSpec; out: string; overwrite?: boolean }): Promise<{ files: string[]; pairs: number }> {
+  const adapter = await readAdapter(opts.adapterDir, opts.spec);
+  const files = ['adapter_config.json', 'adapter_model.safetensors'];
+  if (existsSync(join(opts.adapterDir, 'README.md'))) files.push('README.md');
+  await writeOutputFolder(opts.out, opts.overwrite ?? false, async (tmp) => {
+    for (const f of files) await copyFile(join(opts.adapterDir, f), join(tmp, f));
+  });
+  return { files, pairs: adapter.pairs.size };
+}
