@@ -28,6 +28,7 @@ const tools = Array.from({ length: 7 }, (_, i) => ({
   name: `tool_${i}`,
   description: `Paged tool number ${i}.`,
   inputSchema: { type: 'object' as const, properties: {} },
+  annotations: { readOnlyHint: true },
 }));
 const resources = Array.from({ length: 5 }, (_, i) => ({ uri: `paging://resource/${i}`, name: `resource_${i}` }));
 const templates = Array.from({ length: 3 }, (_, i) => ({ uriTemplate: `paging://template/${i}/{x}`, name: `template_${i}` }));

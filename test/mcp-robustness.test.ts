@@ -1,0 +1,251 @@
+/**
+ * The client against servers that page, crash, hang, flood, break their own schemas, expire HTTP sessions or
+ * speak only the legacy SSE transport. All servers are real processes (test/helpers).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, McpConnectError, McpListError, SafetyPolicy, type McpSession } from '../src/mcp/index.js';
+import {
+  fixtureStdioTarget,
+  isAlive,
+  misbehavingStdioTarget,
+  pagingStdioTarget,
+  startFixtureHttp,
+  startSseOnlyServer,
+} from './helpers/servers.js';
+
+describe('pagination', () => {
+  it('follows nextCursor to the end for tools, resources, resource templates and prompts', async () => {
+    const s = await connect(pagingStdioTarget());
+    try {
+      expect((await s.listTools()).map((t) => t.name)).toEqual(Array.from({ length: 7 }, (_, i) => `tool_${i}`));
+      expect((await s.listResources()).map((r) => r.name)).toEqual(Array.from({ length: 5 }, (_, i) => `resource_${i}`));
+      expect((await s.listResourceTemplates()).map((r) => r.name)).toEqual(['template_0', 'template_1', 'template_2']);
+      expect((await s.listPrompts()).map((p) => p.name)).toEqual(['prompt_0', 'prompt_1', 'prompt_2', 'prompt_3']);
+      // A tool on the last page is callable (the catalog holds every page).
+      expect((await s.callTool('tool_6', {})).text).toBe('called tool_6');
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('stops a cursor that never ends at the page bound with a clear error', async () => {
+    const s = await connect(pagingStdioTarget('endless'), { maxPages: 40 });
+    try {
+      const err = await s.listTools().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(McpListError);
+      expect((err as McpListError).code).toBe('TOO_MANY_PAGES');
+      expect((err as Error).message).toContain('40 pages');
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('stops a cursor that repeats itself at once', async () => {
+    const s = await connect(pagingStdioTarget('loop'));
+    try {
+      const err = await s.listTools().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(McpListError);
+      expect((err as McpListError).code).toBe('CURSOR_LOOP');
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('misbehaving server', () => {
+  let s: McpSession;
+  beforeAll(async () => {
+    s = await connect(misbehavingStdioTarget(), { callTimeoutMs: 1500 });
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it('reports a crash during a call as a tool error, then reconnects to a new process on the next call', async () => {
+    const firstPid = Number((await s.callTool('whoami', {})).text);
+    expect(firstPid).toBe(s.pid);
+    const crash = await s.callTool('crash', {});
+    expect(crash.isError).toBe(true);
+    expect(crash.text).toContain("Tool 'crash'");
+    expect(crash.text).toContain('connection to the server was lost');
+    const again = await s.callTool('whoami', {});
+    expect(again.isError).toBe(false);
+    const secondPid = Number(again.text);
+    expect(secondPid).not.toBe(firstPid);
+    expect(isAlive(firstPid)).toBe(false);
+  });
+
+  it('reconnects when the server process died between calls', async () => {
+    const pid = s.pid!;
+    process.kill(pid, 'SIGKILL');
+    // Wait until the client has seen the process go (the transport's close event), without timing assertions.
+    while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20));
+    const r = await s.callTool('whoami', {});
+    expect(r.isError).toBe(false);
+    expect(Number(r.text)).not.toBe(pid);
+    expect((await s.listTools()).length).toBe(9);
+  });
+
+  it('times out a hanging tool as a tool error and cancels the request on the server', async () => {
+    const r = await s.callTool('hang', {}, { timeoutMs: 300 });
+    expect(r.isError).toBe(true);
+    expect(r.text).toBe("Tool 'hang' timed out after 300 ms; the call was cancelled.");
+    // The session stays usable, and the server saw the notifications/cancelled.
+    expect((await s.callTool('cancellations', {})).text).toBe('1');
+  });
+
+  it('returns an aborted call as a tool error', async () => {
+    const ac = new AbortController();
+    const pending = s.callTool('hang', {}, { signal: ac.signal, timeoutMs: 30_000 });
+    setTimeout(() => ac.abort(), 50);
+    const r = await pending;
+    expect(r.isError).toBe(true);
+    expect(r.text).toContain('cancelled');
+    expect((await s.callTool('cancellations', {})).text).toBe('2');
+  });
+
+  it('caps huge output with a visible marker instead of failing', async () => {
+    const r = await s.callTool('huge', { chars: 1_000_000 });
+    expect(r.isError).toBe(false);
+    expect(r.truncated).toBe(true);
+    expect(r.text.startsWith('x'.repeat(20_000))).toBe(true);
+    expect(r.text).toContain('showing 20000 of 1000000 characters');
+    const small = await s.callTool('huge', { chars: 500 }, { maxChars: 100 });
+    expect(small.truncated).toBe(true);
+    expect(small.text).toContain('showing 100 of 500 characters');
+    expect((await s.callTool('huge', { chars: 500 })).truncated).toBe(false);
+  });
+
+  it("returns output that breaks the tool's own outputSchema as a tool error naming the tool", async () => {
+    const r = await s.callTool('bad_output', {});
+    expect(r.isError).toBe(true);
+    expect(r.text).toContain("Tool 'bad_output' returned output that breaks its own outputSchema");
+  });
+
+  it('summarises images, audio and binary resources by type and size', async () => {
+    const r = await s.callTool('media', {});
+    expect(r.text).toBe(
+      '[image: image/png, 300 bytes]\n[audio: audio/wav, 1000 bytes]\n[resource: mem://note, text/plain, 6 chars]\na note\n' +
+        '[resource: mem://blob, application/octet-stream, 10 bytes]',
+    );
+  });
+
+  it('answers an unknown tool with the list of real ones', async () => {
+    const r = await s.callTool('nope', {});
+    expect(r.isError).toBe(true);
+    expect(r.text).toContain("Unknown tool 'nope'");
+    expect(r.text).toContain('whoami');
+  });
+
+  it('refuses an unannotated tool by default (the spec defaults make it possibly destructive)', async () => {
+    const r = await s.callTool('wipe', {});
+    expect(r.isError).toBe(true);
+    expect(r.text).toContain('--allow wipe');
+    expect((await s.listTools()).find((t) => t.name === 'wipe')!.annotations).toEqual({
+      readOnlyHint: false,
+      destructiveHint: true,
+      idempotentHint: false,
+      openWorldHint: true,
+    });
+  });
+});
+
+describe('safety policy given at connect', () => {
+  it('lets an allow-listed tool run and blocks a denied read-only one', async () => {
+    const s = await connect(misbehavingStdioTarget(), { policy: new SafetyPolicy({ allow: ['wipe'], deny: ['peek'] }) });
+    try {
+      expect(await s.callTool('wipe', {})).toMatchObject({ isError: false, text: 'wiped' });
+      const peek = await s.callTool('peek', {});
+      expect(peek.isError).toBe(true);
+      expect(peek.text).toContain('deny list');
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('lifecycle', () => {
+  it('close() leaves no child process behind', async () => {
+    const s = await connect(fixtureStdioTarget());
+    const pid = s.pid!;
+    expect(isAlive(pid)).toBe(true);
+    await s.close();
+    expect(isAlive(pid)).toBe(false);
+  });
+
+  it('a failed connect (server exits during initialize) leaves no child either and says why', async () => {
+    const err = await connect({
+      kind: 'stdio',
+      command: process.execPath,
+      args: ['-e', 'console.error("fatal: missing API key"); process.exit(2)'],
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(McpConnectError);
+    expect((err as McpConnectError).code).toBe('SERVER_EXITED');
+    expect((err as Error).message).toContain('fatal: missing API key');
+  });
+
+  it('passes PATH and the target env to a stdio server, but not other variables of ours', async () => {
+    process.env.MCPRL_TEST_SECRET = 'do-not-leak';
+    try {
+      const s = await connect({
+        kind: 'stdio',
+        command: process.execPath,
+        args: ['-e', 'process.stderr.write(JSON.stringify({p: !!process.env.PATH, x: process.env.EXTRA, s: process.env.MCPRL_TEST_SECRET ?? null}) + "\\n"); process.exit(1)'],
+        env: { EXTRA: 'yes' },
+      }).catch((e: unknown) => e);
+      expect((s as Error).message).toContain('{"p":true,"x":"yes","s":null}');
+    } finally {
+      delete process.env.MCPRL_TEST_SECRET;
+    }
+  });
+
+  it('reconnects when the HTTP session has expired (server restarted on the same port)', async () => {
+    let server = await startFixtureHttp();
+    const port = server.port;
+    const s = await connect({ kind: 'http', url: server.url });
+    try {
+      await s.callTool('restock', { book_id: 'bk-001', quantity: 1 });
+      await server.stop();
+      server = await startFixtureHttp({ port });
+      // The new process knows nothing of the old session: 404, a new session, and a fresh seeded state.
+      const r = await s.callTool('check_stock', { book_id: 'bk-001' });
+      expect(r.isError).toBe(false);
+      expect(JSON.parse(r.text).stock).toBe(1);
+      expect(s.transportKind).toBe('streamable-http');
+    } finally {
+      await s.close();
+      await server.stop();
+    }
+  });
+
+  it('throws McpConnectError when the HTTP server is gone for good', async () => {
+    const server = await startFixtureHttp();
+    const s = await connect({ kind: 'http', url: server.url });
+    await server.stop();
+    try {
+      const err = await s.listTools().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(McpConnectError);
+      expect((err as McpConnectError).code).toBe('UNREACHABLE');
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('SSE fallback', () => {
+  it('falls back to the legacy SSE transport when the initialize POST gets a 4xx', async () => {
+    const server = await startSseOnlyServer();
+    const s = await connect({ kind: 'http', url: server.url, headers: { 'X-Test': '1' } });
+    try {
+      expect(s.transportKind).toBe('sse');
+      expect(s.server.name).toBe('mcprl-bookshop');
+      expect((await s.listTools()).length).toBe(9);
+      const r = await s.callTool('get_book', { book_id: 'bk-001' });
+      expect(r.isError).toBe(false);
+      expect(r.structuredContent).toMatchObject({ id: 'bk-001' });
+    } finally {
+      await s.close();
+      await server.stop();
+    }
+  });
+});
