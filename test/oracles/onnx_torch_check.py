@@ -9,7 +9,7 @@ oracle until the shared forward reference (test/oracles/torch_ref.py) is in the 
 
 Usage: onnx_torch_check.py jobs.json  -> prints a JSON list, one {"logprobs": [[0, lp1, ...], ...]} per job.
 jobs: [{"model": dir, "adapter": dir | null, "ids": [[int, ...], ...], "logits_out": path | null}]
-logits_out receives the float32 logits of every sequence, concatenated, row-major [n_seq, T, V].
+logits_out receives the float32 logits of every sequence, concatenated along positions: [sum of T, V].
 """
 import json
 import math
@@ -142,7 +142,7 @@ def main():
             all_logits.append(logits.to(torch.float32))
         if job.get("logits_out"):
             with open(job["logits_out"], "wb") as f:
-                f.write(torch.stack(all_logits).numpy().tobytes())
+                f.write(torch.cat(all_logits).numpy().tobytes())
         results.append({"logprobs": lps})
     json.dump(results, sys.stdout)
 

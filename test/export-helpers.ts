@@ -1,0 +1,106 @@
+/**
+ * Shared helpers of the export tests: run an exported ONNX model in onnxruntime-node, ask the PyTorch
+ * reference for logprobs/logits, and run onnx's own checker. The reference and the checker are separate
+ * Python processes (Debian's python3-torch and python3-onnx via /usr/bin/python3); each is started once
+ * per test file with a list of jobs, since importing torch costs seconds.
+ */
+import { execFile } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import * as ort from 'onnxruntime-node';
+import { REPO_ROOT } from './helpers/servers.js';
+
+const run = promisify(execFile);
+export const PYTHON = '/usr/bin/python3';
+export const TORCH_CHECK = join(REPO_ROOT, 'test', 'oracles', 'onnx_torch_check.py');
+
+/** Per-token logprobs in the reference's convention: entry t is log p(ids[t] | ids[<t]), entry 0 is 0. */
+export function tokenLogprobs(logits: Float32Array, vocab: number, ids: number[][]): number[][] {
+  const seq = ids[0].length;
+  return ids.map((row, b) => {
+    const out = [0];
+    for (let t = 0; t + 1 < seq; t++) {
+      const base = (b * seq + t) * vocab;
+      let max = -Infinity;
+      for (let v = 0; v < vocab; v++) max = Math.max(max, logits[base + v]);
+      let sum = 0;
+      for (let v = 0; v < vocab; v++) sum += Math.exp(logits[base + v] - max);
+      out.push(logits[base + row[t + 1]] - max - Math.log(sum));
+    }
+    return out;
+  });
+}
+
+/** Runs `input_ids` [batch, seq] through an ONNX model; returns its logits and per-token logprobs. */
+export async function ortRun(session: ort.InferenceSession, ids: number[][]): Promise<{ logits: Float32Array; dims: readonly number[]; logprobs: number[][] }> {
+  const flat = BigInt64Array.from(ids.flat().map(BigInt));
+  const result = await session.run({ input_ids: new ort.Tensor('int64', flat, [ids.length, ids[0].length]) });
+  const logits = result.logits.data as Float32Array;
+  const vocab = result.logits.dims[2];
+  return { logits, dims: result.logits.dims, logprobs: tokenLogprobs(logits, vocab, ids) };
+}
+
+export interface TorchJob {
+  model: string;
+  adapter?: string | null;
+  ids: number[][];
+  /** Where the reference writes its float32 logits [n_seq, T, V]. */
+  logitsOut?: string;
+}
+
+/** The PyTorch reference (float64, adapter applied unmerged) for several jobs in one process. */
+export async function torchReference(jobs: TorchJob[], scratch: string): Promise<{ logprobs: number[][] }[]> {
+  const file = join(scratch, `torch-jobs-${Date.now()}.json`);
+  await writeFile(file, JSON.stringify(jobs.map((j) => ({ model: j.model, adapter: j.adapter ?? null, ids: j.ids, logits_out: j.logitsOut ?? null }))));
+  const { stdout } = await run(PYTHON, [TORCH_CHECK, file], { maxBuffer: 64 * 1024 * 1024, env: { ...process.env, OMP_NUM_THREADS: '1' } });
+  return JSON.parse(stdout);
+}
+
+export async function readF32(file: string): Promise<Float32Array> {
+  const b = await readFile(file);
+  return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
+}
+
+/** onnx.checker.check_model(path, full_check=True) on each file; returns the error text per file ('' when valid). */
+export async function onnxCheck(files: string[]): Promise<string[]> {
+  const script = [
+    'import json, sys, onnx',
+    'out = []',
+    'for f in sys.argv[1:]:',
+    '    try:',
+    '        onnx.checker.check_model(f, full_check=True)',
+    "        out.append('')",
+    '    except Exception as e:',
+    '        out.append(type(e).__name__ + ": " + str(e))',
+    'print(json.dumps(out))',
+  ].join('\n');
+  const { stdout } = await run(PYTHON, ['-c', script, ...files], { maxBuffer: 16 * 1024 * 1024 });
+  return JSON.parse(stdout);
+}
+
+export function maxAbsDiff(a: ArrayLike<number>[] | ArrayLike<number>, b: ArrayLike<number>[] | ArrayLike<number>): number {
+  const fa = flatten(a), fb = flatten(b);
+  if (fa.length !== fb.length) throw new Error(`length mismatch ${fa.length} vs ${fb.length}`);
+  let m = 0;
+  for (let i = 0; i < fa.length; i++) {
+    const d = Math.abs(fa[i] - fb[i]);
+    if (!(d <= m)) m = Number.isNaN(d) ? Infinity : d;
+  }
+  return m;
+}
+
+function flatten(a: ArrayLike<number>[] | ArrayLike<number>): ArrayLike<number> {
+  if (a.length > 0 && typeof (a as ArrayLike<unknown>)[0] === 'object') return (a as ArrayLike<number>[]).flatMap((r) => Array.from(r));
+  return a as ArrayLike<number>;
+}
+
+/** Deterministic token ids in [0, vocab). */
+export function tokenIds(batch: number, seq: number, vocab: number, seed: number): number[][] {
+  let s = seed >>> 0;
+  const next = () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s;
+  };
+  return Array.from({ length: batch }, () => Array.from({ length: seq }, () => next() % vocab));
+}

@@ -1,0 +1,107 @@
+/**
+ * ONNX export against two independent parties: onnx's own checker (full_check, with shape inference) and the
+ * PyTorch reference forward (test/oracles/onnx_torch_check.py, float64, adapter applied unmerged).
+ * The exported graph runs in onnxruntime-node at two sequence lengths on one session (dynamic shapes).
+ *
+ * Tolerance: max |Δ| ≤ 1e-4 on per-token logprobs and on raw logits, over every position of every sequence.
+ * The ONNX side computes in f32 and the reference in f64, so the gap is f32 rounding (about 1e-6 here).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeRandomAdapter, makeRandomModel, type RandomAdapterOptions, type RandomModelOptions } from '../scripts/random-model.js';
+import { exportOnnx, type OnnxExportResult } from '../src/export/onnx.js';
+import { maxAbsDiff, onnxCheck, ortRun, readF32, tokenIds, torchReference } from './export-helpers.js';
+
+const TOLERANCE = 1e-4;
+
+interface Case {
+  name: string;
+  model: RandomModelOptions;
+  adapter?: RandomAdapterOptions;
+  externalData?: boolean;
+}
+
+const CASES: Case[] = [
+  { name: 'qwen3 f32, tied, real 151936 vocabulary', model: { arch: 'qwen3' } },
+  { name: 'qwen3 f32 + merged adapter (rslora, all seven modules)', model: { arch: 'qwen3', vocabSize: 4096, seed: 2 }, adapter: { rank: 8, alpha: 16, useRslora: true, seed: 5 } },
+  { name: 'qwen2 f32 (qkv bias), untied + merged adapter on q/v', model: { arch: 'qwen2', vocabSize: 4096, tieWordEmbeddings: false, seed: 3 }, adapter: { targetModules: ['q_proj', 'v_proj'], seed: 6 } },
+  { name: 'llama bf16 (llama3 rope scaling), tied, 3 shards', model: { arch: 'llama', vocabSize: 4096, dtype: 'BF16', shards: 3, seed: 4 } },
+  { name: 'llama f32, untied, 8 query heads on 2 kv heads + merged adapter', model: { arch: 'llama', vocabSize: 4096, tieWordEmbeddings: false, numHeads: 8, numKvHeads: 2, seed: 7 }, adapter: { seed: 8 } },
+  { name: 'qwen3 bf16 + merged adapter, weights as ONNX external data', model: { arch: 'qwen3', vocabSize: 4096, dtype: 'BF16', seed: 9 }, adapter: { seed: 10 }, externalData: true },
+];
+
+/** Batch 2 × 12 tokens, then batch 1 × 37 tokens on the same session: the graph must not bake in a length. */
+const SHAPES = [[2, 12], [1, 37]] as const;
+
+let scratch: string;
+const exported = new Map<string, { result: OnnxExportResult; modelDir: string; adapterDir?: string; ids: number[][][] }>();
+let checks: string[];
+let reference: { logprobs: number[][] }[];
+let noAdapterReference: { logprobs: number[][] }[];
+
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'mcprl-export-onnx-'));
+  for (const [k, c] of CASES.entries()) {
+    const modelDir = join(scratch, `model-${k}`);
+    await makeRandomModel(modelDir, { ...c.model, tokenizer: k === 0 });
+    let adapterDir: string | undefined;
+    if (c.adapter) {
+      adapterDir = join(scratch, `adapter-${k}`);
+      await makeRandomAdapter(adapterDir, c.model, c.adapter);
+    }
+    const result = await exportOnnx({ modelDir, adapterDir, out: join(scratch, `onnx-${k}`), externalData: c.externalData ?? false });
+    const vocab = c.model.vocabSize ?? 151936;
+    const ids = SHAPES.map(([b, s], j) => tokenIds(b, s, vocab, 100 * k + j + 1));
+    exported.set(c.name, { result, modelDir, adapterDir, ids });
+  }
+  checks = await onnxCheck([...exported.values()].map((e) => e.result.file));
+  const jobs = [...exported.values()].map((e, k) => ({ model: e.modelDir, adapter: e.adapterDir, ids: e.ids.flat(), logitsOut: join(scratch, `ref-logits-${k}.bin`) }));
+  // The adapter cases once more without their adapter, to show the comparison can tell them apart.
+  const adapterJobs = [...exported.values()].filter((e) => e.adapterDir).map((e) => ({ model: e.modelDir, ids: e.ids.flat() }));
+  const all = await torchReference([...jobs, ...adapterJobs], scratch);
+  reference = all.slice(0, jobs.length);
+  noAdapterReference = all.slice(jobs.length);
+}, 120_000);
+
+afterAll(async () => {
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+describe('ONNX export', () => {
+  it('passes onnx.checker.check_model(full_check=True) for every case', () => {
+    expect(checks).toEqual(CASES.map(() => ''));
+  });
+
+  it.each(CASES.map((c, k) => [c.name, k] as const))('%s: onnxruntime-node matches the PyTorch reference (≤ 1e-4)', async (name, k) => {
+    const e = exported.get(name)!;
+    expect(e.result.externalData).toBe(CASES[k].externalData ?? false);
+    const session = await ort.InferenceSession.create(e.result.file);
+    const refLogits = await readF32(join(scratch, `ref-logits-${k}.bin`));
+    const vocab = CASES[k].model.vocabSize ?? 151936;
+    let row = 0;
+    let position = 0;
+    for (const [j, ids] of e.ids.entries()) {
+      const { logits, dims, logprobs } = await ortRun(session, ids);
+      expect(dims).toEqual([SHAPES[j][0], SHAPES[j][1], vocab]);
+      const ref = reference[k].logprobs.slice(row, row + ids.length);
+      const positions = ids.length * ids[0].length;
+      const refRows = refLogits.subarray(position * vocab, (position + positions) * vocab);
+      row += ids.length;
+      position += positions;
+      expect(maxAbsDiff(logprobs, ref)).toBeLessThanOrEqual(TOLERANCE);
+      expect(maxAbsDiff(logits, refRows)).toBeLessThanOrEqual(TOLERANCE);
+    }
+    await session.release();
+  });
+
+  it('the comparison has teeth: each merged adapter moves logprobs far beyond the tolerance', async () => {
+    const withAdapter = CASES.map((c, k) => [c, k] as const).filter(([c]) => c.adapter);
+    expect(withAdapter.length).toBe(noAdapterReference.length);
+    for (const [i, [, k]] of withAdapter.entries()) {
+      expect(maxAbsDiff(reference[k].logprobs, noAdapterReference[i].logprobs)).toBeGreaterThan(100 * TOLERANCE);
+    }
+  });
+});
