@@ -158,7 +158,18 @@ async function openStdio(target: Extract<Target, { kind: 'stdio' }>, opts: OpenO
     const protocolVersion = await withTimeout(
       initialize(client, transport, opts.timeoutMs),
       opts.timeoutMs,
-      () => client.close().catch(() => undefined),
+      async () => {
+        // A server stuck before initialize gets no grace period (the SDK's close waits 2 s for stdin EOF).
+        const pid = transport.pid;
+        if (pid) {
+          try {
+            process.kill(pid, 'SIGTERM');
+          } catch {
+            // Already gone.
+          }
+        }
+        await client.close().catch(() => undefined);
+      },
       what,
     );
     return { client, transport, kind: 'stdio', protocolVersion, pid: transport.pid ?? undefined };
