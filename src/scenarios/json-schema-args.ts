@@ -182,7 +182,8 @@ function gen(schema: JsonSchema, opts: SynthesisOptions, path: string[], name: s
     case 'integer':
       return genNumber(schema, rng, true);
     case 'number':
-      return genNumber(schema, rng, false);
+      // Counts, sizes and ids are whole numbers even when a schema only says "number".
+      return genNumber(schema, rng, /count|quantity|size|limit|steps|index|page|(^|_)(n|num|id)$|Id$/i.test(name ?? ''));
     case 'boolean':
       return rng.chance(0.5);
     case 'null':

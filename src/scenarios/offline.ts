@@ -1,0 +1,775 @@
+/**
+ * Verifiable scenarios with no LLM (`mcprl scenarios --offline`).
+ *
+ * 1. Discover: call the server's read-only tools that need no entity (listings, searches with an empty
+ *    query, enum filters) and harvest records, ids and names from their output.
+ * 2. Generate: synthesize arguments from each tool's inputSchema, preferring harvested values; call the tool;
+ *    turn its real output into a question whose answer is a value from that output. Three shapes:
+ *    - lookup (difficulty 1–2): one call, arguments stated in the task;
+ *    - chain (3–4): the task names an entity by its label ("the book "The Quiet Orchard"", "the author of
+ *      …"), so the agent must find the id with one tool before using it with another;
+ *    - flow (4–5): a number read from one tool's output feeds another tool's argument.
+ * 3. Replay every scenario's checks against the server and keep it only if every call succeeds and every
+ *    expected value is in the real output again (this also weeds out non-deterministic tools).
+ *
+ * Only tools annotated `readOnlyHint: true` are ever called, through a guard that throws otherwise.
+ * Everything is reproducible from `seed` (given the same server).
+ *
+ * Disjoint sets (warm-up / train / val): pass `partition: {index, of}`. Each scenario has an entity key
+ * (the arguments of its first checked call, e.g. `{"book_id":"bk-007"}`); only scenarios whose key hashes to
+ * bucket `index` of `of` are kept, and only phrasing templates with `templateIndex % of === index` are used.
+ * So partitions 0, 1, 2 of 3 never share an entity key nor a phrasing template. `exclude` additionally
+ * rejects scenarios mentioning given entity values or near-duplicating given tasks.
+ */
+import type { CallToolOptions, ToolCallOutcome, ToolInfo } from '../mcp/index.js';
+import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
+import { synthesizeArgs, validates, resolveRefs, type CandidateContext, type JsonSchema } from './json-schema-args.js';
+import { createRng, hashString, type Rng } from './rng.js';
+import { answerContains, type Check, type Scenario } from './scenario.js';
+
+/** What scenario generation needs from a server connection; an McpSession satisfies it. */
+export interface ScenarioServer {
+  listTools(): Promise<ToolInfo[]>;
+  callTool(name: string, args: Record<string, unknown>, opts?: CallToolOptions): Promise<ToolCallOutcome>;
+}
+
+/** Thrown if generation ever tries to call a tool that is not annotated read-only (a bug, never expected). */
+export class ReadOnlyViolationError extends Error {
+  readonly code = 'READ_ONLY_VIOLATION';
+  constructor(tool: string) {
+    super(`refusing to call ${tool} while generating scenarios: it is not annotated readOnlyHint: true`);
+    this.name = 'ReadOnlyViolationError';
+  }
+}
+
+export interface OfflineOptions {
+  /** How many scenarios to produce (fewer if the server does not offer enough). Default 24. */
+  count?: number;
+  /** Seed for every random choice. Default 1. */
+  seed?: number;
+  /** Keep only this bucket of entity keys and phrasing templates (see the module comment). */
+  partition?: { index: number; of: number };
+  /** Reject scenarios whose checked arguments use one of `entities`, or whose task near-duplicates one of `tasks`. */
+  exclude?: { entities?: Iterable<string>; tasks?: Iterable<string> };
+  /** Candidate scenarios to try before stopping. Default (10 · count + 50) · partition.of. */
+  maxAttempts?: number;
+  /** Timeout of one tool call in ms. Default 10000. A tool that times out is not used again. */
+  callTimeoutMs?: number;
+  /** Near-duplicate threshold (see dedup.ts). Default 0.8. */
+  duplicateThreshold?: number;
+}
+
+export interface OfflineResult {
+  scenarios: Scenario[];
+  /** Candidates dropped as duplicates (same checks, or near-duplicate task text). */
+  droppedDuplicates: number;
+  /** Candidates dropped because a call failed or the replay did not reproduce the expected values. */
+  droppedUnverifiable: number;
+  /** Candidates outside the requested partition or hitting `exclude`. */
+  droppedExcluded: number;
+  attempts: number;
+  /** Tools used for generation (read-only ones). */
+  readOnlyTools: string[];
+  /** Tools never called, with the reason. */
+  skippedTools: { tool: string; reason: string }[];
+}
+
+type Scalar = string | number | boolean;
+
+interface EntityRecord {
+  /** What the record is, singular ("book", "author"). */
+  noun: string;
+  fields: Record<string, Scalar>;
+}
+
+interface Candidate {
+  task: string;
+  difficulty: number;
+  checks: Check[];
+}
+
+const VERBS = new Set(['get', 'list', 'search', 'find', 'fetch', 'check', 'read', 'show', 'query', 'lookup', 'retrieve', 'describe', 'view']);
+const LABEL_KEYS = ['title', 'name', 'label', 'display_name', 'displayName', 'full_name', 'fullName'];
+const SEARCH_NAMES = /^(q|query|search|keyword|keywords|term|terms|text|filter|prefix)$/i;
+const SECRET_KEYS = /key|token|secret|password|passwd|auth|credential|cookie|session/i;
+
+// ------------------------------------------------------------------------------------------------ words
+
+function words(name: string): string[] {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .split(/[^A-Za-z0-9]+/)
+    .map((w) => w.toLowerCase())
+    .filter(Boolean);
+}
+
+function singular(w: string): string {
+  if (/ies$/.test(w) && w.length > 4) return w.slice(0, -3) + 'y';
+  if (/(ss|us)$/.test(w)) return w;
+  if (/(xes|ches|shes)$/.test(w)) return w.slice(0, -2);
+  if (/s$/.test(w) && w.length > 3) return w.slice(0, -1);
+  return w;
+}
+
+/** The thing a tool is about: get_book → "book", list_authors → "author". */
+function toolNoun(tool: string): string {
+  const ws = words(tool).filter((w) => !VERBS.has(w));
+  return singular(ws[ws.length - 1] ?? words(tool)[0] ?? 'item');
+}
+
+/** "book_id" / "bookId" → "book"; "id" → undefined. Undefined too for names that are not ids. */
+function idStem(name: string): string | undefined {
+  const ws = words(name);
+  if (ws.length < 2 || ws[ws.length - 1] !== 'id') return undefined;
+  return singular(ws[ws.length - 2]);
+}
+
+function isIdName(name: string): boolean {
+  return name.toLowerCase() === 'id' || idStem(name) !== undefined;
+}
+
+function label(key: string): string {
+  return words(key).join(' ');
+}
+
+function fmt(v: unknown): string {
+  if (typeof v === 'string') return `"${v}"`;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return JSON.stringify(v);
+}
+
+function argsPhrase(args: Record<string, unknown>): string {
+  const parts = Object.entries(args).map(([k, v]) => `${label(k)} ${fmt(v)}`);
+  if (parts.length <= 1) return parts.join('');
+  return `${parts.slice(0, -1).join(', ')} and ${parts[parts.length - 1]}`;
+}
+
+function actionPhrase(tool: ToolInfo): string {
+  // Titles such as "Echo Tool" read better without the trailing "Tool".
+  const t = (tool.title ?? words(tool.name).join(' ')).replace(/\s+tool$/i, '');
+  return t.charAt(0).toLowerCase() + t.slice(1);
+}
+
+function capitalise(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
+
+// ------------------------------------------------------------------------------------------------ templates
+
+type Fill = Record<string, string>;
+
+/** Phrasing templates; `{x}` is replaced from the fill. Each family has 6 so 3 partitions get 2 apiece. */
+const TEMPLATES = {
+  field: [
+    'What is the {field} of {subject}?',
+    'Tell me the {field} for {subject}.',
+    'Look up {subject} and give me its {field}.',
+    "I'd like to know the {field} of {subject}.",
+    'Can you check {subject} and report its {field}?',
+    'Find the {field} of {subject}, please.',
+  ],
+  actionField: [
+    'What is the {field} when you {action} with {args}?',
+    '{Action} with {args} and tell me the {field}.',
+    'I need the {field}: please {action} using {args}.',
+    'Could you {action} for {args}? Report the {field}.',
+    'Find out the {field} you get if you {action} with {args}.',
+    'Please {action} with {args}; what {field} comes back?',
+  ],
+  actionList: [
+    '{Action} with {args} and list the {field} of every {noun} returned.',
+    'Which {noun}s do you get when you {action} with {args}? Give their {field}.',
+    'Please {action} using {args} and name each result by its {field}.',
+    'I want the {field} of all {noun}s found when you {action} with {args}.',
+    'Could you {action} for {args} and tell me the {field} of each {noun}?',
+    'List the {field} of the {noun}s that come back when you {action} with {args}.',
+  ],
+  actionValues: [
+    '{Action} with {args} and list all the {field}.',
+    'Which {field} do you get when you {action} with {args}?',
+    'Please {action} using {args} and give me every one of the {field}.',
+    'I want all the {field} you get when you {action} with {args}.',
+    'Could you {action} for {args} and tell me the {field}?',
+    'List the {field} that come back when you {action} with {args}.',
+  ],
+  noArgsField: [
+    'What {field} do you get when you {action}?',
+    '{Action} and tell me the {field}.',
+    'I need the {field}: please {action}.',
+    'Could you {action}? Report the {field}.',
+    'Find out the {field} you get if you {action}.',
+    'Please {action}; what {field} comes back?',
+  ],
+  actionOnly: [
+    'Please {action} with {args}.',
+    'Go ahead and {action} using {args}.',
+    'I need you to {action} with {args}.',
+    'Can you {action} for {args}?',
+    '{Action} with {args}, please.',
+    'Run this for me: {action} with {args}.',
+  ],
+  flow: [
+    'Find the {first} of {subject}, then {action} with {param} set to that value{rest}. What is the {field}?',
+    'Take the {first} of {subject} and {action} with it as the {param}{rest}. Tell me the {field}.',
+    'Look up {subject}: use its {first} as the {param} to {action}{rest}, and report the {field}.',
+    'First get the {first} of {subject}. Then {action} with {param} equal to it{rest}. What {field} do you get?',
+    'I need the {field} you get when you {action} with the {first} of {subject} as {param}{rest}.',
+    'Using the {first} of {subject} as the {param}, {action}{rest} and give me the {field}.',
+  ],
+} as const;
+
+type TemplateFamily = keyof typeof TEMPLATES;
+
+// ------------------------------------------------------------------------------------------------ output parsing
+
+function outcomeData(o: ToolCallOutcome): unknown {
+  if (o.structuredContent !== undefined) return o.structuredContent;
+  const t = o.text.trim();
+  if (t.startsWith('{') || t.startsWith('[')) {
+    try {
+      return JSON.parse(t);
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+function isScalar(v: unknown): v is Scalar {
+  return typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean';
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** Scalar leaves outside arrays, with their key path. */
+function leaves(data: unknown, path: string[] = []): { path: string[]; value: Scalar }[] {
+  if (!isPlainObject(data)) return [];
+  const out: { path: string[]; value: Scalar }[] = [];
+  for (const [k, v] of Object.entries(data)) {
+    if (isScalar(v)) out.push({ path: [...path, k], value: v });
+    else if (isPlainObject(v) && path.length < 2) out.push(...leaves(v, [...path, k]));
+  }
+  return out;
+}
+
+/** Every object with at least two scalar fields anywhere in `data`, with a noun guessed from its context. */
+function records(data: unknown, tool: string, parentKey?: string, out: EntityRecord[] = []): EntityRecord[] {
+  if (Array.isArray(data)) {
+    const noun = parentKey && !/^(results?|items?|data|matches|hits|entries|records|list)$/i.test(parentKey) ? singular(words(parentKey).pop() ?? '') : toolNoun(tool);
+    for (const x of data) {
+      if (!isPlainObject(x)) continue;
+      const fields = scalarFields(x);
+      if (Object.keys(fields).length >= 2) out.push({ noun, fields });
+      for (const [k, v] of Object.entries(x)) if (Array.isArray(v) || isPlainObject(v)) records(v, tool, k, out);
+    }
+    return out;
+  }
+  if (!isPlainObject(data)) return out;
+  if (parentKey === undefined) {
+    const fields = scalarFields(data);
+    if (Object.keys(fields).length >= 2 && ('id' in fields || Object.keys(fields).some(isIdName))) out.push({ noun: toolNoun(tool), fields });
+  }
+  for (const [k, v] of Object.entries(data)) if (Array.isArray(v) || isPlainObject(v)) records(v, tool, k, out);
+  return out;
+}
+
+function scalarFields(o: Record<string, unknown>): Record<string, Scalar> {
+  const f: Record<string, Scalar> = {};
+  for (const [k, v] of Object.entries(o)) if (isScalar(v)) f[k] = v;
+  return f;
+}
+
+function recordLabel(r: EntityRecord): { key: string; value: string } | undefined {
+  for (const k of LABEL_KEYS) {
+    const v = r.fields[k];
+    if (typeof v === 'string' && v.length >= 2 && v.length <= 60) return { key: k, value: v };
+  }
+  return undefined;
+}
+
+function scalarArgValues(args: unknown, out = new Set<string>()): Set<string> {
+  if (isScalar(args)) out.add(String(args).trim().toLowerCase());
+  else if (Array.isArray(args)) for (const x of args) scalarArgValues(x, out);
+  else if (isPlainObject(args)) for (const v of Object.values(args)) scalarArgValues(v, out);
+  return out;
+}
+
+type Answer =
+  | { kind: 'field'; field: string; values: string[] }
+  | { kind: 'list'; field: string; noun: string; values: string[] }
+  | { kind: 'values'; field: string; values: string[] };
+
+/** Chooses what to ask about from a tool's real output; undefined when nothing checkable is there. */
+function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: ToolInfo, rng: Rng): Answer | undefined {
+  const data = outcomeData(o);
+  const argValues = scalarArgValues(args);
+  const usable = (key: string, v: Scalar): boolean => {
+    // Secrets must not land in scenario files; ALL_CAPS keys are environment variables, which differ per machine.
+    if (typeof v === 'boolean' || SECRET_KEYS.test(key) || /^[A-Z][A-Z0-9_]*$/.test(key)) return false;
+    const s = String(v).trim();
+    return s.length >= 2 && s.length <= 60 && !argValues.has(s.toLowerCase()) && !/\n/.test(s);
+  };
+  const options: Answer[] = [];
+  if (data !== undefined) {
+    for (const leaf of leaves(data)) {
+      const key = leaf.path[leaf.path.length - 1];
+      if (usable(key, leaf.value)) options.push({ kind: 'field', field: label(leaf.path.join(' ')), values: [String(leaf.value)] });
+    }
+    const arrays: [string, unknown[]][] = Array.isArray(data) ? [[toolNoun(tool.name), data]] : isPlainObject(data) ? Object.entries(data).filter((e): e is [string, unknown[]] => Array.isArray(e[1])) : [];
+    for (const [key, arr] of arrays) {
+      if (arr.length < 1 || arr.length > 4) continue;
+      const noun = Array.isArray(data) || /^(results?|items?|data|matches)$/i.test(key) ? toolNoun(tool.name) : singular(words(key).pop() ?? key);
+      if (arr.every(isPlainObject)) {
+        const lk = LABEL_KEYS.find((k) => arr.every((x) => typeof (x as Record<string, unknown>)[k] === 'string'));
+        if (lk) {
+          const values = arr.map((x) => String((x as Record<string, unknown>)[lk]));
+          if (values.every((v) => usable(lk, v))) options.push({ kind: 'list', field: label(lk), noun, values });
+        }
+      } else if (arr.every(isScalar) && arr.every((v) => usable(key, v as Scalar))) {
+        options.push({ kind: 'values', field: label(key), values: arr.map(String) });
+      }
+    }
+    return options.length ? rng.pick(options) : undefined;
+  }
+  // Plain text: a number the call produced (not one we passed in), else the whole short reply.
+  const text = o.text.trim();
+  // Only an unambiguous number counts: exactly one distinct number in the reply that we did not pass in.
+  const nums = [...new Set((text.match(/-?\d+(?:\.\d+)?/g) ?? []).filter((n) => !argValues.has(n)))];
+  if (nums.length === 1) return { kind: 'field', field: 'result', values: nums };
+  if (text.length >= 2 && text.length <= 80 && !text.includes('\n') && !text.startsWith('[')) return { kind: 'field', field: 'exact response', values: [text] };
+  return undefined;
+}
+
+// ------------------------------------------------------------------------------------------------ generator
+
+/** Generates verifiable scenarios from a server's read-only tools. Never calls any other tool. */
+export async function generateOfflineScenarios(server: ScenarioServer, opts: OfflineOptions = {}): Promise<OfflineResult> {
+  const count = opts.count ?? 24;
+  const seed = opts.seed ?? 1;
+  const partition = opts.partition;
+  if (partition && !(Number.isInteger(partition.of) && partition.of >= 1 && partition.index >= 0 && partition.index < partition.of)) {
+    throw new RangeError(`partition must satisfy 0 <= index < of, got ${JSON.stringify(partition)}`);
+  }
+  const rng = createRng(seed);
+  const callTimeoutMs = opts.callTimeoutMs ?? 10_000;
+  const maxAttempts = opts.maxAttempts ?? (10 * count + 50) * (partition?.of ?? 1);
+
+  const allTools = await server.listTools();
+  const skippedTools: { tool: string; reason: string }[] = [];
+  const tools: ToolInfo[] = [];
+  for (const t of allTools) {
+    if (t.annotations.readOnlyHint !== true) skippedTools.push({ tool: t.name, reason: 'not annotated read-only' });
+    else tools.push({ ...t, inputSchema: safeResolve(t.inputSchema) });
+  }
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  const disabled = new Set<string>();
+
+  // The only way this module calls the server: read-only tools, bounded time, cached within generation.
+  const cache = new Map<string, ToolCallOutcome>();
+  const call = async (name: string, args: Record<string, unknown>, fresh = false): Promise<ToolCallOutcome> => {
+    const tool = byName.get(name);
+    if (!tool || tool.annotations.readOnlyHint !== true) throw new ReadOnlyViolationError(name);
+    const key = `${name} ${canonical(args)}`;
+    if (!fresh && cache.has(key)) return cache.get(key)!;
+    const out = await server.callTool(name, args, { timeoutMs: callTimeoutMs });
+    if (out.isError && out.latencyMs >= callTimeoutMs * 0.9) {
+      disabled.add(name);
+      skippedTools.push({ tool: name, reason: `timed out after ${callTimeoutMs} ms` });
+    }
+    if (!fresh) cache.set(key, out);
+    return out;
+  };
+
+  // 1. Discover entities.
+  const recs: EntityRecord[] = [];
+  const keyValues = new Map<string, Scalar[]>();
+  const harvest = (tool: string, o: ToolCallOutcome) => {
+    if (o.isError) return;
+    const data = outcomeData(o);
+    for (const r of records(data, tool)) {
+      recs.push(r);
+      for (const [k, v] of Object.entries(r.fields)) push(keyValues, k, v);
+    }
+    for (const l of leaves(data)) push(keyValues, l.path[l.path.length - 1], l.value);
+  };
+  for (const tool of tools) {
+    for (const args of discoveryArgs(tool)) {
+      if (disabled.has(tool.name)) break;
+      harvest(tool.name, await call(tool.name, args));
+    }
+  }
+  // Second round: tools keyed by an id we now know (get_author with a listed author id) reveal more.
+  for (const tool of tools) {
+    const req = requiredNames(tool);
+    if (req.length !== 1 || !isIdName(req[0])) continue;
+    const ids = idCandidates(req[0], tool).slice(0, 3);
+    for (const id of ids) {
+      if (disabled.has(tool.name)) break;
+      const args = { [req[0]]: id };
+      if (validates(tool.inputSchema, args)) harvest(tool.name, await call(tool.name, args));
+    }
+  }
+  dedupeRecords(recs);
+
+  function idCandidates(name: string, tool: ToolInfo): Scalar[] {
+    const stem = idStem(name) ?? toolNoun(tool.name);
+    const out: Scalar[] = [];
+    for (const r of recs) {
+      if (r.noun === stem && r.fields.id !== undefined) out.push(r.fields.id);
+      for (const [k, v] of Object.entries(r.fields)) if (idStem(k) === stem) out.push(v);
+    }
+    out.push(...(keyValues.get(name) ?? []));
+    return [...new Set(out)];
+  }
+
+  const candidates = (tool: ToolInfo) => (ctx: CandidateContext): readonly unknown[] | undefined => {
+    const name = ctx.name;
+    if (!name) return undefined;
+    if (isIdName(name)) {
+      const c = idCandidates(name, tool);
+      return c.length ? c : undefined;
+    }
+    const exact = keyValues.get(name);
+    if (exact?.length) return exact;
+    if (SEARCH_NAMES.test(name)) {
+      const ws = recs.flatMap((r) => (recordLabel(r)?.value.split(/\s+/) ?? []).filter((w) => w.length >= 4));
+      return ws.length ? ws : undefined;
+    }
+    return undefined;
+  };
+
+  const templates = (family: TemplateFamily): readonly string[] =>
+    partition ? TEMPLATES[family].filter((_, i) => i % partition.of === partition.index) : TEMPLATES[family];
+  const render = (family: TemplateFamily, fill: Fill): string => {
+    const tpl = rng.pick(templates(family));
+    return tpl.replace(/\{(\w+)\}/g, (_, k: string) => {
+      const lower = k.charAt(0).toLowerCase() + k.slice(1);
+      const v = fill[lower] ?? '';
+      return k === lower ? v : capitalise(v);
+    });
+  };
+
+  const usableTools = () => tools.filter((t) => !disabled.has(t.name));
+
+  // 2a. lookup: one call with stated arguments.
+  async function lookup(): Promise<Candidate | 'unverifiable' | undefined> {
+    const pool = usableTools();
+    if (!pool.length) return undefined;
+    const tool = rng.pick(pool);
+    let args: Record<string, unknown>;
+    try {
+      args = synthesizeArgs(tool.inputSchema, { rng, optionalRate: 0.3, candidates: candidates(tool) });
+    } catch {
+      return undefined;
+    }
+    const out = await call(tool.name, args);
+    if (out.isError) return 'unverifiable';
+    const answer = chooseAnswer(out, args, tool, rng);
+    const keys = Object.keys(args);
+    const argText = keys.length ? argsPhrase(args) : 'no arguments';
+    const check: Check = { kind: 'tool_called', tool: tool.name, args };
+    if (!answer) {
+      if (!keys.length) return undefined; // "do X with no arguments" and nothing to check in the answer: too vague.
+      return { task: render('actionOnly', { action: actionPhrase(tool), args: argText }), difficulty: 1, checks: [check] };
+    }
+    const single = keys.length === 1 && isIdName(keys[0]) && typeof args[keys[0]] === 'string';
+    let task: string;
+    if (answer.kind === 'list') task = render('actionList', { action: actionPhrase(tool), args: argText, field: answer.field, noun: answer.noun });
+    else if (answer.kind === 'values') task = render('actionValues', { action: actionPhrase(tool), args: argText, field: answer.field });
+    else if (single) task = render('field', { field: answer.field, subject: `the ${idStem(keys[0]) ?? toolNoun(tool.name)} ${args[keys[0]] as string}` });
+    else if (keys.length) task = render('actionField', { action: actionPhrase(tool), args: argText, field: answer.field });
+    else task = render('noArgsField', { action: actionPhrase(tool), field: answer.field });
+    const difficulty = answer.kind !== 'field' || keys.length >= 2 ? 2 : 1;
+    return { task, difficulty, checks: [check, ...answer.values.map((value) => ({ kind: 'answer_contains' as const, value }))] };
+  }
+
+  // Labels that identify exactly one record, so a task can name an entity instead of giving its id.
+  const labelled = (): { rec: EntityRecord; label: string }[] => {
+    const counts = new Map<string, number>();
+    for (const r of recs) {
+      const l = recordLabel(r)?.value.toLowerCase();
+      if (l) counts.set(l, (counts.get(l) ?? 0) + 1);
+    }
+    return recs.flatMap((rec) => {
+      const l = recordLabel(rec);
+      return l && counts.get(l.value.toLowerCase()) === 1 ? [{ rec, label: l.value }] : [];
+    });
+  };
+  let labelledCache: { rec: EntityRecord; label: string }[] | undefined;
+
+  /** Tools whose only required argument is an id of `noun`. */
+  const idTools = (noun: string): { tool: ToolInfo; param: string }[] =>
+    usableTools().flatMap((tool) => {
+      const req = requiredNames(tool);
+      if (req.length !== 1) return [];
+      const p = req[0];
+      const stem = idStem(p) ?? (p.toLowerCase() === 'id' ? toolNoun(tool.name) : undefined);
+      return stem === noun ? [{ tool, param: p }] : [];
+    });
+
+  interface ChainStart {
+    subject: string;
+    tool: ToolInfo;
+    args: Record<string, unknown>;
+    out: ToolCallOutcome;
+    hops: number;
+  }
+
+  // An entity named by its label, resolved to an id that a single-id tool takes.
+  async function chainStart(): Promise<ChainStart | 'unverifiable' | undefined> {
+    labelledCache ??= labelled();
+    if (!labelledCache.length) return undefined;
+    const { rec, label: name } = rng.pick(labelledCache);
+    const links: { field: string; noun: string; hops: number }[] = [];
+    if (rec.fields.id !== undefined) links.push({ field: 'id', noun: rec.noun, hops: 1 });
+    for (const k of Object.keys(rec.fields)) {
+      const stem = idStem(k);
+      if (stem) links.push({ field: k, noun: stem, hops: stem === rec.noun ? 1 : 2 });
+    }
+    const options = links.flatMap((l) => idTools(l.noun).map((t) => ({ ...l, ...t })));
+    if (!options.length) return undefined;
+    const pick = rng.pick(options);
+    const args = { [pick.param]: rec.fields[pick.field] };
+    if (!validates(pick.tool.inputSchema, args)) return undefined;
+    const out = await call(pick.tool.name, args);
+    if (out.isError) return 'unverifiable';
+    const subject = pick.hops === 1 ? `the ${rec.noun} "${name}"` : `the ${label(pick.noun)} of the ${rec.noun} "${name}"`;
+    return { subject, tool: pick.tool, args, out, hops: pick.hops };
+  }
+
+  // 2b. chain: find the id from a label, then use it.
+  async function chain(): Promise<Candidate | 'unverifiable' | undefined> {
+    const start = await chainStart();
+    if (!start || start === 'unverifiable') return start;
+    const answer = chooseAnswer(start.out, start.args, start.tool, rng);
+    if (!answer || answer.kind !== 'field') return undefined;
+    const task = render('field', { field: answer.field, subject: start.subject });
+    return {
+      task,
+      difficulty: 2 + start.hops,
+      checks: [{ kind: 'tool_called', tool: start.tool.name, args: start.args }, ...answer.values.map((value) => ({ kind: 'answer_contains' as const, value }))],
+    };
+  }
+
+  // 2c. flow: a number from one output becomes another tool's argument.
+  async function flow(): Promise<Candidate | 'unverifiable' | undefined> {
+    const start = await chainStart();
+    if (!start || start === 'unverifiable') return start;
+    const nums = leaves(outcomeData(start.out)).filter((l) => typeof l.value === 'number');
+    const options: { key: string; value: number; tool: ToolInfo; param: string }[] = [];
+    for (const n of nums) {
+      const key = n.path[n.path.length - 1];
+      const keyWords = new Set(words(key).filter((w) => w !== 'id' && w.length >= 3));
+      for (const tool of usableTools()) {
+        if (tool.name === start.tool.name) continue;
+        const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+        for (const p of requiredNames(tool)) {
+          const ps = props[p];
+          if (!ps || (ps.type !== 'number' && ps.type !== 'integer')) continue;
+          const pWords = [...words(p), ...words(String(ps.description ?? ''))];
+          if (pWords.some((w) => keyWords.has(w)) && validates(ps, n.value)) options.push({ key, value: n.value as number, tool, param: p });
+        }
+      }
+    }
+    if (!options.length) return undefined;
+    const pick = rng.pick(options);
+    let rest: Record<string, unknown>;
+    try {
+      const full = synthesizeArgs(pick.tool.inputSchema, { rng, optionalRate: 0, candidates: candidates(pick.tool) });
+      rest = Object.fromEntries(Object.entries(full).filter(([k]) => k !== pick.param));
+    } catch {
+      return undefined;
+    }
+    const args = { ...rest, [pick.param]: pick.value };
+    if (!validates(pick.tool.inputSchema, args)) return undefined;
+    const out = await call(pick.tool.name, args);
+    if (out.isError) return 'unverifiable';
+    const answer = chooseAnswer(out, args, pick.tool, rng);
+    if (!answer || answer.kind !== 'field') return undefined;
+    const task = render('flow', {
+      first: label(pick.key),
+      subject: start.subject,
+      action: actionPhrase(pick.tool),
+      param: label(pick.param),
+      rest: Object.keys(rest).length ? ` and ${argsPhrase(rest)}` : '',
+      field: answer.field,
+    });
+    return {
+      task,
+      difficulty: Math.min(5, 3 + start.hops),
+      checks: [
+        { kind: 'tool_called', tool: start.tool.name, args: start.args },
+        { kind: 'tool_called', tool: pick.tool.name, args },
+        ...answer.values.map((value) => ({ kind: 'answer_contains' as const, value })),
+      ],
+    };
+  }
+
+  // 3. Replay: every checked call again, fresh, and every expected value in the real output again.
+  async function replay(c: Candidate): Promise<boolean> {
+    let outputs = '';
+    for (const check of c.checks) {
+      if (check.kind !== 'tool_called') continue;
+      const tool = byName.get(check.tool);
+      if (!tool || !validates(tool.inputSchema, check.args)) return false;
+      const out = await call(check.tool, check.args, true);
+      if (out.isError) return false;
+      outputs += out.text + '\n';
+    }
+    return c.checks.every((check) => check.kind !== 'answer_contains' || answerContains(outputs, check.value));
+  }
+
+  const excludedEntities = new Set([...(opts.exclude?.entities ?? [])].map((e) => e.trim().toLowerCase()));
+  const dupFilter = new DuplicateFilter(opts.duplicateThreshold ?? DEFAULT_DUPLICATE_THRESHOLD, opts.exclude?.tasks ?? []);
+  const seenChecks = new Set<string>();
+  const scenarios: Scenario[] = [];
+  let droppedDuplicates = 0;
+  let droppedUnverifiable = 0;
+  let droppedExcluded = 0;
+  let attempts = 0;
+  const shapes: [number, () => Promise<Candidate | 'unverifiable' | undefined>][] = [
+    [0.45, lookup],
+    [0.35, chain],
+    [0.2, flow],
+  ];
+
+  while (scenarios.length < count && attempts < maxAttempts && usableTools().length) {
+    attempts++;
+    let r = rng.next();
+    let shape = shapes[0][1];
+    for (const [w, fn] of shapes) {
+      if (r < w) {
+        shape = fn;
+        break;
+      }
+      r -= w;
+    }
+    const c = await shape();
+    if (c === undefined) continue;
+    if (c === 'unverifiable') {
+      droppedUnverifiable++;
+      continue;
+    }
+    const firstCall = c.checks.find((k) => k.kind === 'tool_called');
+    const entityKey = canonical(firstCall?.kind === 'tool_called' ? firstCall.args : {});
+    if (partition && hashString(entityKey) % partition.of !== partition.index) {
+      droppedExcluded++;
+      continue;
+    }
+    if (excludedEntities.size && [...scalarArgValues(c.checks.map((k) => (k.kind === 'tool_called' ? k.args : k.value)))].some((v) => excludedEntities.has(v))) {
+      droppedExcluded++;
+      continue;
+    }
+    // A value the task already states is no test of the agent.
+    const taskNorm = c.task.toLowerCase();
+    if (c.checks.some((k) => k.kind === 'answer_contains' && answerContains(taskNorm, k.value))) continue;
+    const checksKey = canonical(c.checks.map((k) => (k.kind === 'tool_called' ? { tool: k.tool, args: k.args } : k.value)));
+    if (seenChecks.has(checksKey) || dupFilter.isDuplicate(c.task)) {
+      droppedDuplicates++;
+      continue;
+    }
+    if (!(await replay(c))) {
+      droppedUnverifiable++;
+      continue;
+    }
+    seenChecks.add(checksKey);
+    dupFilter.add(c.task);
+    scenarios.push({ id: `schema-${hashString(c.task + checksKey).toString(16).padStart(8, '0')}`, task: c.task, difficulty: c.difficulty, source: 'schema', checks: c.checks });
+  }
+
+  return {
+    scenarios,
+    droppedDuplicates,
+    droppedUnverifiable,
+    droppedExcluded,
+    attempts,
+    readOnlyTools: tools.map((t) => t.name),
+    skippedTools,
+  };
+}
+
+/**
+ * A scenario's entities: the values in its checked call arguments and expected answers, lower-cased. Pass
+ * them as `exclude.entities` to build a set that shares no entity with this one.
+ */
+export function scenarioEntities(s: Scenario): string[] {
+  return [...scalarArgValues((s.checks ?? []).map((k) => (k.kind === 'tool_called' ? k.args : k.value)))];
+}
+
+function push(m: Map<string, Scalar[]>, k: string, v: Scalar): void {
+  const xs = m.get(k);
+  if (!xs) m.set(k, [v]);
+  else if (!xs.includes(v) && xs.length < 500) xs.push(v);
+}
+
+function dedupeRecords(recs: EntityRecord[]): void {
+  // The same entity seen by several tools keeps one merged record per (noun, id or label).
+  const byKey = new Map<string, EntityRecord>();
+  const out: EntityRecord[] = [];
+  for (const r of recs) {
+    const id = r.fields.id ?? recordLabel(r)?.value;
+    if (id === undefined) {
+      out.push(r);
+      continue;
+    }
+    const key = `${r.noun}\u0000${String(id)}`;
+    const prev = byKey.get(key);
+    if (prev) Object.assign(prev.fields, r.fields);
+    else {
+      byKey.set(key, r);
+      out.push(r);
+    }
+  }
+  recs.splice(0, recs.length, ...out);
+}
+
+function requiredNames(tool: ToolInfo): string[] {
+  return ((tool.inputSchema.required as string[] | undefined) ?? []).filter((n) => typeof n === 'string');
+}
+
+function safeResolve(schema: Record<string, unknown>): Record<string, unknown> {
+  try {
+    return resolveRefs(schema);
+  } catch {
+    return schema;
+  }
+}
+
+/** Argument sets for discovery: no required entity, so they can run before anything is known. */
+function discoveryArgs(tool: ToolInfo): Record<string, unknown>[] {
+  const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+  const required = requiredNames(tool);
+  const base: Record<string, unknown> = {};
+  // Ask for as many results as allowed.
+  for (const [k, s] of Object.entries(props)) {
+    if (/^(max|limit|count|top|page_?size|per_?page|n|num|k)(_|$)|max_?results|limit$/i.test(k) && typeof s.maximum === 'number') base[k] = s.maximum;
+  }
+  for (const r of required) {
+    const s = props[r];
+    if (!s) return [];
+    if (SEARCH_NAMES.test(r) && (s.type === 'string' || s.type === undefined) && !s.pattern && !(typeof s.minLength === 'number' && s.minLength > 0)) base[r] = '';
+    else if (Array.isArray(s.enum)) base[r] = s.enum[0];
+    else if (!(r in base)) return []; // needs an entity we do not know yet
+  }
+  const sets: Record<string, unknown>[] = [base];
+  // Each value of an enum filter (optional or required) surfaces entities the unfiltered call may cap away.
+  for (const [k, s] of Object.entries(props)) {
+    if (!Array.isArray(s.enum)) continue;
+    for (const v of s.enum.slice(0, 8)) if (base[k] !== v) sets.push({ ...base, [k]: v });
+  }
+  return sets.filter((a) => validates(tool.inputSchema, a)).slice(0, 10);
+}
+
+/** Stable JSON (sorted keys) for comparing argument objects. */
+export function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (isPlainObject(v)) {
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
