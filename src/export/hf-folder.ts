@@ -220,7 +220,7 @@ export async function readRawTensors(dir: string): Promise<Map<string, { tensor:
   if (weightMap) {
     for (const [name, f] of weightMap) {
       const got = out.get(name);
-      if (!got) throw new ExportError('MISSING_TENSOR', `${join(dir, f)}: tensor ${name} is named by model.safetensors.index.json but is not in the file`);
+      if (!got || got.file !== join(dir, f)) throw new ExportError('MISSING_TENSOR', `${join(dir, f)}: tensor ${name} is named by model.safetensors.index.json but is not in the file`);
     }
   }
   return out;
