@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { registerEval } from './eval.js';
 import { registerExport } from './export.js';
 import { registerInspect } from './inspect.js';
 
@@ -11,6 +12,7 @@ export function buildProgram(): Command {
     .version('0.1.0');
   registerInspect(program);
   registerExport(program);
+  registerEval(program);
   return program;
 }
 

@@ -1,0 +1,186 @@
+/**
+ * `mcprl eval <target> --scenarios DIR --model-base-url URL --model NAME`: run an agent on scenarios, score
+ * the attempts (checks, RULER, or a blend) and report; trajectories.jsonl and summary.json go to --out.
+ */
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { formatEvalSummary, runEval, writeEvalOutput } from '../agent/evaluate.js';
+import { OpenAIPolicy } from '../agent/policy.js';
+import { McpConnectError } from '../mcp/index.js';
+import { REWARD_MODES, type RewardMode } from '../ruler/blend.js';
+import { OpenAIJudge } from '../ruler/judge.js';
+import { loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
+import { addTargetOptions, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
+
+interface EvalCliOptions extends TargetCliOptions {
+  scenarios: string;
+  split: 'train' | 'val' | 'all';
+  limit?: number;
+  modelBaseUrl: string;
+  model: string;
+  modelApiKeyEnv: string;
+  judgeBaseUrl?: string;
+  judgeModel?: string;
+  judgeApiKeyEnv: string;
+  reward?: RewardMode;
+  rulerWeight: number;
+  rubricFile?: string;
+  judgeCache?: string;
+  rollouts?: number;
+  concurrency: number;
+  isolate?: boolean;
+  maxTurns: number;
+  temperature?: number;
+  seed?: number;
+  systemPromptFile?: string;
+  callTimeout?: number;
+  rolloutTimeout?: number;
+  out?: string;
+  json?: boolean;
+}
+
+const positiveInt = (what: string) => (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`expected a positive integer ${what}`);
+  return n;
+};
+const nonNegativeInt = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
+  return n;
+};
+const unitInterval = (value: string): number => {
+  const n = Number(value);
+  if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError('expected a number from 0 to 1');
+  return n;
+};
+const nonNegative = (value: string): number => {
+  const n = Number(value);
+  if (!(n >= 0)) throw new InvalidArgumentError('expected a number >= 0');
+  return n;
+};
+
+/** A scenario set folder (train.jsonl + val.jsonl, see `mcprl scenarios`) or a single .jsonl file. */
+async function loadScenarios(where: string, split: EvalCliOptions['split']): Promise<Scenario[]> {
+  if ((await stat(where)).isFile()) return readScenarios(where);
+  const set = await loadScenarioSet(where);
+  if (split === 'train') return set.train;
+  if (split === 'val') return set.val;
+  return [...set.train, ...set.val];
+}
+
+function apiKey(envName: string): string | undefined {
+  const v = process.env[envName];
+  return v && v.trim() !== '' ? v : undefined;
+}
+
+export function registerEval(program: Command): Command {
+  const cmd = program
+    .command('eval')
+    .description('run an agent on scenarios against an MCP server, score the attempts, and report')
+    .argument('[target...]', 'an http(s) URL, or the server command after --')
+    .requiredOption('--scenarios <path>', 'scenario set folder (train.jsonl + val.jsonl) or one .jsonl file')
+    .addOption(new Option('--split <split>', 'which scenarios of a set folder to run').choices(['train', 'val', 'all']).default('all'))
+    .option('--limit <n>', 'only the first N scenarios', positiveInt('(scenarios)'))
+    .requiredOption('--model-base-url <url>', 'OpenAI-compatible endpoint of the policy, e.g. http://localhost:8000/v1')
+    .requiredOption('--model <name>', 'model name at that endpoint')
+    .option('--model-api-key-env <var>', 'environment variable holding the policy API key', 'OPENAI_API_KEY')
+    .option('--judge-base-url <url>', 'OpenAI-compatible endpoint of the RULER judge')
+    .option('--judge-model <name>', 'judge model name')
+    .option('--judge-api-key-env <var>', 'environment variable holding the judge API key', 'OPENAI_API_KEY')
+    .addOption(new Option('--reward <mode>', 'reward: ruler, checks, or blend (default: blend with a judge, checks without)').choices([...REWARD_MODES]))
+    .option('--ruler-weight <w>', 'weight of RULER in blend (checks get the rest)', unitInterval, 0.5)
+    .option('--rubric-file <file>', "replaces RULER's default rubric")
+    .option('--judge-cache <dir>', 'cache folder for judge answers (default: <out>/judge-cache)')
+    .option('--rollouts <k>', 'attempts per scenario (default 4 with a judge, 1 without)', positiveInt('(rollouts)'))
+    .option('--concurrency <c>', 'rollouts in flight at once', positiveInt('(concurrency)'), 4)
+    .option('--isolate', 'fresh stdio server process per rollout (mutations cannot leak between attempts)')
+    .option('--max-turns <n>', 'assistant turns per rollout', positiveInt('(turns)'), 10)
+    .option('--temperature <t>', 'sampling temperature', nonNegative)
+    .option('--seed <s>', 'base sampling seed (rollout k gets seed + k)', nonNegativeInt)
+    .option('--system-prompt-file <file>', 'replaces the default agent system prompt')
+    .option('--call-timeout <ms>', 'timeout of one tool call', positiveInt('(milliseconds)'))
+    .option('--rollout-timeout <ms>', 'timeout of one whole rollout', positiveInt('(milliseconds)'))
+    .option('--out <dir>', 'output folder (default runs/eval-<timestamp>)')
+    .option('--json', 'print the summary as JSON');
+  addTargetOptions(cmd);
+  cmd.addHelpText(
+    'after',
+    `
+Examples:
+  mcprl eval --scenarios runs/bookshop/scenarios --model-base-url http://localhost:8000/v1 --model qwen3 \\
+    -- node --import tsx fixtures/server/main.ts
+  mcprl eval https://example.com/mcp --scenarios scen/ --model-base-url https://api.openai.com/v1 --model gpt-4.1-mini \\
+    --judge-base-url https://api.openai.com/v1 --judge-model o4-mini --rollouts 4 --reward blend`,
+  );
+  cmd.action(async (targetArgs: string[], opts: EvalCliOptions) => {
+    try {
+      const target = targetFromCli(targetArgs, opts);
+      const hasJudge = opts.judgeBaseUrl !== undefined || opts.judgeModel !== undefined;
+      if (hasJudge && (!opts.judgeBaseUrl || !opts.judgeModel)) {
+        throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
+      }
+      const reward: RewardMode = opts.reward ?? (hasJudge ? 'blend' : 'checks');
+      if (reward !== 'checks' && !hasJudge) {
+        throw new InvalidArgumentError(`--reward ${reward} needs a judge: add --judge-base-url and --judge-model`);
+      }
+      let scenarios = await loadScenarios(opts.scenarios, opts.split);
+      if (opts.limit !== undefined) scenarios = scenarios.slice(0, opts.limit);
+      if (scenarios.length === 0) throw new InvalidArgumentError(`no scenarios in ${opts.scenarios} (split ${opts.split})`);
+      if (opts.isolate && target.kind !== 'stdio') {
+        process.stderr.write('mcprl eval: --isolate only applies to stdio targets; HTTP rollouts share the one server\n');
+      }
+      const out = opts.out ?? path.join('runs', `eval-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+      const policy = new OpenAIPolicy({ baseURL: opts.modelBaseUrl, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv) });
+      const judge = hasJudge
+        ? new OpenAIJudge({ baseURL: opts.judgeBaseUrl!, model: opts.judgeModel!, apiKey: apiKey(opts.judgeApiKeyEnv) })
+        : undefined;
+
+      const { groups, summary } = await runEval({
+        policy,
+        target,
+        scenarios,
+        reward,
+        judge,
+        rubric: opts.rubricFile ? await readFile(opts.rubricFile, 'utf8') : undefined,
+        rulerWeight: opts.rulerWeight,
+        judgeCacheDir: judge ? (opts.judgeCache ?? path.join(out, 'judge-cache')) : undefined,
+        rolloutsPerGroup: opts.rollouts ?? (hasJudge ? 4 : 1),
+        concurrency: opts.concurrency,
+        isolate: opts.isolate,
+        policyForSafety: policyFromCli(opts),
+        systemPrompt: opts.systemPromptFile ? await readFile(opts.systemPromptFile, 'utf8') : undefined,
+        maxTurns: opts.maxTurns,
+        callTimeoutMs: opts.callTimeout,
+        rolloutTimeoutMs: opts.rolloutTimeout,
+        temperature: opts.temperature,
+        seed: opts.seed,
+        onTrajectory: opts.json
+          ? undefined
+          : (t, done, total) => {
+              const checks = t.metrics.checks_total ? ` checks ${t.metrics.checks_passed}/${t.metrics.checks_total}` : '';
+              const state = t.error ? `error: ${t.error}` : t.metrics.completed ? 'completed' : 'unfinished';
+              process.stderr.write(`[${done}/${total}] ${t.id}: ${state}, ${t.metrics.turns} turns${checks}\n`);
+            },
+      });
+      const files = await writeEvalOutput(out, groups, summary);
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify({ ...summary, files }, null, 2)}\n`);
+      } else {
+        process.stdout.write(`${formatEvalSummary(summary)}\n  wrote ${files.trajectories} and ${files.summary}\n`);
+      }
+      if (summary.rollout_errors === summary.trajectories) {
+        const first = groups.flat().find((t) => t.error)?.error ?? 'unknown error';
+        process.stderr.write(`mcprl eval: every rollout failed; the first: ${first}\n`);
+        process.exitCode = 1;
+      }
+    } catch (err) {
+      const kind = err instanceof McpConnectError ? `${err.code}: ` : '';
+      const msg = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
+      process.stderr.write(`mcprl eval: ${kind}${msg}\n`);
+      process.exitCode = 1;
+    }
+  });
+  return cmd;
+}
