@@ -1,0 +1,573 @@
+// N-API boundary. Every call either returns/throws synchronously (cheap bookkeeping) or returns a
+// Promise whose work runs on a libuv worker thread (Napi::AsyncWorker). Every C++ exception is caught
+// here and becomes a rejected promise or a thrown JS Error: the Node process never aborts.
+#include <napi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+
+#include "common.h"
+#include "gemm.h"
+#include "gradcheck.h"
+#include "model.h"
+#include "ops/logprob.h"
+#include "sample.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+using namespace mcprl;
+
+namespace {
+
+// Runs `work` off the JS thread; resolves with `done(env)` (undefined when null) or rejects with the message.
+class PromiseWorker : public Napi::AsyncWorker {
+ public:
+  PromiseWorker(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)), done_(std::move(done)) {}
+  void Execute() override {
+    try {
+      work_();
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    } catch (...) {
+      SetError("unknown native error");
+    }
+  }
+  void OnOK() override {
+    try {
+      deferred_.Resolve(done_ ? done_(Env()) : Env().Undefined());
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    } catch (const std::exception& e) {
+      deferred_.Reject(Napi::Error::New(Env(), e.what()).Value());
+    }
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::function<void()> work_;
+  std::function<Napi::Value(Napi::Env)> done_;
+};
+
+Napi::Value run_async(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done = nullptr) {
+  auto* w = new PromiseWorker(env, std::move(work), std::move(done));
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
+// Wraps a synchronous method body: C++ exceptions become JS exceptions.
+template <typename F>
+Napi::Value guard(const Napi::CallbackInfo& info, F f) {
+  try {
+    return f();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(info.Env(), e.what());
+  }
+}
+
+std::vector<int32_t> to_i32(const Napi::Value& v, const char* what) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be an Int32Array");
+  auto a = v.As<Napi::Int32Array>();
+  return std::vector<int32_t>(a.Data(), a.Data() + a.ElementLength());
+}
+
+std::vector<float> to_f32(const Napi::Value& v, const char* what) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a Float32Array");
+  auto a = v.As<Napi::Float32Array>();
+  return std::vector<float>(a.Data(), a.Data() + a.ElementLength());
+}
+
+std::vector<std::string> to_names(const Napi::Value& v, const char* what) {
+  if (!v.IsArray()) throw Napi::TypeError::New(v.Env(), std::string(what) + " must be an array of string|null");
+  auto a = v.As<Napi::Array>();
+  std::vector<std::string> out(a.Length());
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value e = a.Get(i);
+    if (e.IsString()) out[i] = e.As<Napi::String>().Utf8Value();
+    else if (!e.IsNull() && !e.IsUndefined()) throw Napi::TypeError::New(v.Env(), std::string(what) + " entries must be string|null");
+  }
+  return out;
+}
+
+Napi::Float32Array f32_array(Napi::Env env, const std::vector<float>& v) {
+  auto a = Napi::Float32Array::New(env, v.size());
+  std::copy(v.begin(), v.end(), a.Data());
+  return a;
+}
+
+Napi::Int32Array i32_array(Napi::Env env, const std::vector<int32_t>& v) {
+  auto a = Napi::Int32Array::New(env, v.size());
+  std::copy(v.begin(), v.end(), a.Data());
+  return a;
+}
+
+// Everything one loaded model owns. Shared with in-flight workers so close() cannot free it under them.
+struct EngineState {
+  std::mutex mu;  // one task at a time; the TS side also serialises calls
+  bool loaded = false, closed = false;
+  int threads = 0;
+  Model model;
+  std::map<std::string, std::unique_ptr<LoraAdapter>> adapters;
+  std::map<int, std::unique_ptr<KVSlot>> slots;
+  std::map<int, int> slot_caps;  // requested capacity of slots not yet allocated
+  int next_slot = 1;
+  RunState rs;
+  std::vector<float> logits;  // (B, V) sampling scratch
+
+  void begin() {
+    if (closed) FAIL("engine is closed");
+    set_threads(threads);
+  }
+  const LoraAdapter* adapter(const std::string& name) {
+    if (name.empty()) return nullptr;
+    auto it = adapters.find(name);
+    if (it == adapters.end()) FAIL("unknown adapter '" + name + "'");
+    return it->second.get();
+  }
+  KVSlot& slot(int id) {
+    auto it = slots.find(id);
+    if (it != slots.end()) return *it->second;
+    auto c = slot_caps.find(id);
+    if (c == slot_caps.end()) FAIL("unknown KV slot " + std::to_string(id));
+    auto s = std::make_unique<KVSlot>();
+    model.slot_init(*s, c->second);
+    KVSlot& ref = *s;
+    slots[id] = std::move(s);
+    slot_caps.erase(c);
+    return ref;
+  }
+  // logits of each slot's last hidden state, then one sampled token per slot.
+  void sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
+              const std::vector<int32_t>& top_k, std::vector<int32_t>& tok, std::vector<float>& lp) {
+    const int B = (int)ids.size(), C = model.cfg.hidden, V = model.cfg.vocab;
+    CHECK((int)temps.size() == B && (int)top_p.size() == B && (int)top_k.size() == B, "sampling arrays differ in length");
+    std::vector<float> h((size_t)B * C);
+    std::vector<KVSlot*> ss(B);
+    for (int i = 0; i < B; ++i) {
+      ss[i] = &slot(ids[i]);
+      CHECK(ss[i]->has_h, "KV slot " + std::to_string(ids[i]) + " has no prefilled tokens to sample from");
+      std::copy(ss[i]->last_h.begin(), ss[i]->last_h.end(), h.begin() + (size_t)i * C);
+    }
+    logits.resize((size_t)B * V);
+    model.be->logits_forward(logits.data(), h.data(), model.w.lm_head, B, C, V);
+    tok.assign(B, 0);
+    lp.assign(B, 0.0f);
+    std::vector<std::vector<int>> idx(B);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < B; ++i) {
+      SampleParams p;
+      p.temperature = temps[i];
+      p.top_p = top_p[i];
+      p.top_k = top_k[i];
+      tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, ss[i]->rng, &lp[i], idx[i]);
+    }
+  }
+};
+
+class Engine : public Napi::ObjectWrap<Engine> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    return DefineClass(env, "Engine",
+                       {InstanceMethod("load", &Engine::Load), InstanceMethod("loadAdapter", &Engine::LoadAdapter),
+                        InstanceMethod("unloadAdapter", &Engine::UnloadAdapter), InstanceMethod("score", &Engine::Score),
+                        InstanceMethod("slotCreate", &Engine::SlotCreate), InstanceMethod("slotFree", &Engine::SlotFree),
+                        InstanceMethod("slotSeed", &Engine::SlotSeed), InstanceMethod("fork", &Engine::Fork),
+                        InstanceMethod("prefill", &Engine::Prefill), InstanceMethod("sample", &Engine::Sample),
+                        InstanceMethod("step", &Engine::Step), InstanceMethod("close", &Engine::Close)});
+  }
+  explicit Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info), st_(std::make_shared<EngineState>()) {}
+  std::shared_ptr<EngineState> state() const { return st_; }  // for the trainer (train/train_napi.inc)
+
+ private:
+  std::shared_ptr<EngineState> st_;
+
+  // load(dir: string, threads: number): Promise<void>
+  Napi::Value Load(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      std::string dir = info[0].As<Napi::String>().Utf8Value();
+      int threads = info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0;
+      auto st = st_;
+      return run_async(info.Env(), [st, dir, threads] {
+        std::lock_guard<std::mutex> g(st->mu);
+        if (st->loaded) FAIL("engine already loaded");
+        st->threads = threads;
+        st->begin();
+        st->model.load(dir);
+        st->loaded = true;
+      });
+    });
+  }
+
+  // loadAdapter(name, dir): Promise<{ r, alpha, scale, targets: string[] }>
+  Napi::Value LoadAdapter(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      std::string name = info[0].As<Napi::String>().Utf8Value(), dir = info[1].As<Napi::String>().Utf8Value();
+      auto st = st_;
+      auto a = std::make_shared<std::unique_ptr<LoraAdapter>>(std::make_unique<LoraAdapter>());
+      return run_async(
+          info.Env(),
+          [st, name, dir, a] {
+            std::lock_guard<std::mutex> g(st->mu);
+            st->begin();
+            CHECK(st->loaded, "model not loaded");
+            (*a)->name = name;
+            lora_load(**a, st->model.cfg, dir);
+          },
+          [st, name, a](Napi::Env env) -> Napi::Value {
+            LoraAdapter& ad = **a;
+            auto o = Napi::Object::New(env);
+            o.Set("r", ad.r);
+            o.Set("alpha", ad.alpha);
+            o.Set("scale", ad.scale);
+            auto t = Napi::Array::New(env);
+            for (int m = 0, k = 0; m < NUM_MODULES; ++m)
+              if (ad.targets[m]) t.Set(k++, module_name(m));
+            o.Set("targets", t);
+            std::lock_guard<std::mutex> g(st->mu);
+            st->adapters[name] = std::move(*a);
+            return o;
+          });
+    });
+  }
+
+  Napi::Value UnloadAdapter(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      std::lock_guard<std::mutex> g(st_->mu);
+      st_->adapters.erase(info[0].As<Napi::String>().Utf8Value());
+      return info.Env().Undefined();
+    });
+  }
+
+  // score(tokens: Int32Array, lens: Int32Array, adapter: string|null): Promise<Float32Array>
+  // Output aligned with tokens: out[start] = 0, out[start + t] = log p(tok[t] | tok[<t]).
+  Napi::Value Score(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      auto tokens = std::make_shared<std::vector<int32_t>>(to_i32(info[0], "tokens"));
+      auto lens = to_i32(info[1], "lens");
+      std::string adapter = info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
+      auto out = std::make_shared<std::vector<float>>(tokens->size(), 0.0f);
+      auto st = st_;
+      return run_async(
+          info.Env(),
+          [st, tokens, lens, adapter, out] {
+            std::lock_guard<std::mutex> g(st->mu);
+            st->begin();
+            CHECK(st->loaded, "model not loaded");
+            const LoraAdapter* ad = st->adapter(adapter);
+            size_t total = 0;
+            for (int n : lens) { CHECK(n >= 0, "negative sequence length"); total += n; }
+            CHECK(total == tokens->size(), "sequence lengths do not add up to the token count");
+            Model& m = st->model;
+            const int C = m.cfg.hidden, V = m.cfg.vocab;
+            const int budget = 4096;  // tokens per forward: bounds activation memory
+            const int chunk = std::max(1, std::min(256, (int)(8000000 / V)));
+            std::vector<float> scratch((size_t)chunk * V);
+            size_t i = 0, off = 0;
+            while (i < lens.size()) {
+              std::vector<Segment> segs;
+              size_t start = off;
+              int T = 0;
+              while (i < lens.size() && (T == 0 || T + lens[i] <= budget)) {
+                if (lens[i] > 0) {
+                  Segment s;
+                  s.n = lens[i];
+                  s.adapter = ad;
+                  segs.push_back(s);
+                }
+                T += lens[i];
+                off += lens[i];
+                ++i;
+              }
+              if (T == 0) continue;
+              m.forward(tokens->data() + start, T, segs, st->rs, false);
+              std::vector<int32_t> tg(T, 0);
+              for (int t = 0; t + 1 < T; ++t) tg[t] = (*tokens)[start + t + 1];
+              std::vector<float> lp(T), lse(T);
+              m.be->logprob_forward(lp.data(), lse.data(), nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk);
+              size_t row = 0;
+              for (auto& s : segs) {
+                for (int t = 1; t < s.n; ++t) (*out)[start + row + t] = lp[row + t - 1];
+                row += s.n;
+              }
+            }
+          },
+          [out](Napi::Env env) -> Napi::Value { return f32_array(env, *out); });
+    });
+  }
+
+  // slotCreate(capacity): number — the cache is allocated lazily by the first task that uses it.
+  Napi::Value SlotCreate(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      std::lock_guard<std::mutex> g(st_->mu);
+      int cap = info[0].As<Napi::Number>().Int32Value();
+      CHECK(cap > 0, "KV slot capacity must be positive");
+      int id = st_->next_slot++;
+      st_->slot_caps[id] = cap;
+      return Napi::Number::New(info.Env(), id);
+    });
+  }
+
+  Napi::Value SlotFree(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      std::lock_guard<std::mutex> g(st_->mu);
+      int id = info[0].As<Napi::Number>().Int32Value();
+      st_->slots.erase(id);
+      st_->slot_caps.erase(id);
+      return info.Env().Undefined();
+    });
+  }
+
+  // slotSeed(id, seed, stream): the slot's sampling RNG state = f(seed, stream).
+  Napi::Value SlotSeed(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      std::lock_guard<std::mutex> g(st_->mu);
+      int id = info[0].As<Napi::Number>().Int32Value();
+      uint64_t seed = (uint64_t)info[1].As<Napi::Number>().Int64Value();
+      uint64_t stream = (uint64_t)info[2].As<Napi::Number>().Int64Value();
+      st_->slot(id).rng = rng_seed(seed, stream);
+      return info.Env().Undefined();
+    });
+  }
+
+  // fork(src, dsts: Int32Array): Promise<void> — copy src's cache into each dst (n samples share a prefill).
+  Napi::Value Fork(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      int src = info[0].As<Napi::Number>().Int32Value();
+      auto dsts = to_i32(info[1], "dsts");
+      auto st = st_;
+      return run_async(info.Env(), [st, src, dsts] {
+        std::lock_guard<std::mutex> g(st->mu);
+        st->begin();
+        KVSlot& s = st->slot(src);
+        for (int d : dsts) {
+          uint64_t rng = st->slot(d).rng;
+          st->model.slot_copy(st->slot(d), s);
+          st->slot(d).rng = rng;
+        }
+      });
+    });
+  }
+
+  // prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string|null)[]): Promise<void>
+  Napi::Value Prefill(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      auto ids = to_i32(info[0], "slots");
+      auto tokens = to_i32(info[1], "tokens");
+      auto lens = to_i32(info[2], "lens");
+      auto names = to_names(info[3], "adapters");
+      auto st = st_;
+      return run_async(info.Env(), [st, ids, tokens, lens, names] {
+        std::lock_guard<std::mutex> g(st->mu);
+        st->begin();
+        CHECK(st->loaded, "model not loaded");
+        CHECK(ids.size() == lens.size() && ids.size() == names.size(), "prefill arrays differ in length");
+        std::vector<Segment> segs(ids.size());
+        size_t total = 0;
+        for (size_t i = 0; i < ids.size(); ++i) {
+          segs[i].n = lens[i];
+          segs[i].slot = &st->slot(ids[i]);
+          segs[i].adapter = st->adapter(names[i]);
+          total += lens[i];
+        }
+        CHECK(total == tokens.size(), "prefill lengths do not add up to the token count");
+        st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false);
+      });
+    });
+  }
+
+  static Napi::Value sampled(Napi::Env env, const std::vector<int32_t>& tok, const std::vector<float>& lp) {
+    auto o = Napi::Object::New(env);
+    o.Set("tokens", i32_array(env, tok));
+    o.Set("logprobs", f32_array(env, lp));
+    return o;
+  }
+
+  // sample(slots, temps: Float32Array, topP: Float32Array, topK: Int32Array): Promise<{tokens, logprobs}>
+  Napi::Value Sample(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      auto ids = to_i32(info[0], "slots");
+      auto temps = to_f32(info[1], "temps");
+      auto top_p = to_f32(info[2], "topP");
+      auto top_k = to_i32(info[3], "topK");
+      auto tok = std::make_shared<std::vector<int32_t>>();
+      auto lp = std::make_shared<std::vector<float>>();
+      auto st = st_;
+      return run_async(
+          info.Env(),
+          [st, ids, temps, top_p, top_k, tok, lp] {
+            std::lock_guard<std::mutex> g(st->mu);
+            st->begin();
+            st->sample(ids, temps, top_p, top_k, *tok, *lp);
+          },
+          [tok, lp](Napi::Env env) { return sampled(env, *tok, *lp); });
+    });
+  }
+
+  // step(slots, tokens, adapters, temps, topP, topK): Promise<{tokens, logprobs}> — append one token to
+  // each slot (one shared decode forward), then sample each slot's next token.
+  Napi::Value Step(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      auto ids = to_i32(info[0], "slots");
+      auto tokens = to_i32(info[1], "tokens");
+      auto names = to_names(info[2], "adapters");
+      auto temps = to_f32(info[3], "temps");
+      auto top_p = to_f32(info[4], "topP");
+      auto top_k = to_i32(info[5], "topK");
+      auto tok = std::make_shared<std::vector<int32_t>>();
+      auto lp = std::make_shared<std::vector<float>>();
+      auto st = st_;
+      return run_async(
+          info.Env(),
+          [st, ids, tokens, names, temps, top_p, top_k, tok, lp] {
+            std::lock_guard<std::mutex> g(st->mu);
+            st->begin();
+            CHECK(ids.size() == tokens.size() && ids.size() == names.size(), "step arrays differ in length");
+            std::vector<Segment> segs(ids.size());
+            for (size_t i = 0; i < ids.size(); ++i) {
+              segs[i].n = 1;
+              segs[i].slot = &st->slot(ids[i]);
+              segs[i].adapter = st->adapter(names[i]);
+            }
+            st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false);
+            st->sample(ids, temps, top_p, top_k, *tok, *lp);
+          },
+          [tok, lp](Napi::Env env) { return sampled(env, *tok, *lp); });
+    });
+  }
+
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      // A running task holds the mutex and a reference to the state; it finishes first, then memory goes.
+      std::lock_guard<std::mutex> g(st_->mu);
+      st_->closed = true;
+      st_->adapters.clear();
+      st_->slots.clear();
+      st_->slot_caps.clear();
+      st_->rs = RunState();
+      st_->model = Model();
+      st_->logits = std::vector<float>();
+      return info.Env().Undefined();
+    });
+  }
+};
+
+// gradcheck(op, seed, eps, samples): [{ input, maxAbsErr, maxAbsGrad, checked }]
+Napi::Value Gradcheck(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    set_threads(1);
+    auto res = gradcheck_op(info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::Number>().Uint32Value(),
+                            info[2].As<Napi::Number>().DoubleValue(), info[3].As<Napi::Number>().Int32Value());
+    auto arr = Napi::Array::New(info.Env(), res.size());
+    for (size_t i = 0; i < res.size(); ++i) {
+      auto o = Napi::Object::New(info.Env());
+      o.Set("input", res[i].input);
+      o.Set("maxAbsErr", res[i].max_abs_err);
+      o.Set("maxAbsGrad", res[i].max_abs_grad);
+      o.Set("checked", res[i].checked);
+      arr.Set((uint32_t)i, o);
+    }
+    return arr;
+  });
+}
+
+// gemm(transA, transB, M, N, K, A, B, kernel: 'portable'|'blas'|'auto', threads): Float32Array C = op(A) op(B)
+Napi::Value Gemm(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    bool ta = info[0].ToBoolean(), tb = info[1].ToBoolean();
+    int M = info[2].As<Napi::Number>().Int32Value(), N = info[3].As<Napi::Number>().Int32Value(),
+        K = info[4].As<Napi::Number>().Int32Value();
+    auto A = to_f32(info[5], "A");
+    auto B = to_f32(info[6], "B");
+    std::string kernel = info[7].As<Napi::String>().Utf8Value();
+    set_threads(info[8].IsNumber() ? info[8].As<Napi::Number>().Int32Value() : 0);
+    CHECK(M > 0 && N > 0 && K > 0 && A.size() == (size_t)M * K && B.size() == (size_t)K * N, "gemm: bad sizes");
+    std::vector<float> C((size_t)M * N, 0.0f);
+    int lda = ta ? M : K, ldb = tb ? K : N;
+    if (kernel == "portable") gemm_portable(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+    else if (kernel == "blas") gemm_blas(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+    else gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+    return f32_array(info.Env(), C);
+  });
+}
+
+// gemmBench(n, kernel, reps, threads): Promise<number> GFLOP/s of an n x n x n sgemm (best of reps).
+Napi::Value GemmBench(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    int n = info[0].As<Napi::Number>().Int32Value();
+    std::string kernel = info[1].As<Napi::String>().Utf8Value();
+    int reps = info[2].As<Napi::Number>().Int32Value();
+    int threads = info[3].IsNumber() ? info[3].As<Napi::Number>().Int32Value() : 0;
+    if (kernel == "blas" && !gemm_have_blas()) throw Napi::Error::New(info.Env(), "this build has no OpenBLAS");
+    auto result = std::make_shared<double>(0.0);
+    return run_async(
+        info.Env(),
+        [n, kernel, reps, threads, result] {
+          set_threads(threads);
+          std::vector<float> A((size_t)n * n), B((size_t)n * n), C((size_t)n * n);
+          std::mt19937 rng(1);
+          std::uniform_real_distribution<float> d(-1, 1);
+          for (auto& x : A) x = d(rng);
+          for (auto& x : B) x = d(rng);
+          double best = 1e30;
+          for (int r = 0; r < reps; ++r) {
+            auto t0 = std::chrono::steady_clock::now();
+            if (kernel == "portable") gemm_portable(false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+            else gemm_blas(false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+            double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            best = std::min(best, s);
+          }
+          *result = 2.0 * n * (double)n * n / best / 1e9;
+        },
+        [result](Napi::Env env) -> Napi::Value { return Napi::Number::New(env, *result); });
+  });
+}
+
+Napi::Value SetPortableGemm(const Napi::CallbackInfo& info) {
+  gemm_set_portable(info[0].ToBoolean());
+  return info.Env().Undefined();
+}
+
+Napi::Value Info(const Napi::CallbackInfo& info) {
+  auto o = Napi::Object::New(info.Env());
+  o.Set("openblas", gemm_have_blas());
+  o.Set("portableGemm", !gemm_have_blas() || gemm_portable_forced());
+  o.Set("backend", cpu_backend().name);
+#ifdef _OPENMP
+  o.Set("maxThreads", omp_get_num_procs());
+#else
+  o.Set("maxThreads", 1);
+#endif
+  return o;
+}
+
+#include "train/train_napi.inc"  // the training half: Trainer, scheduleLr
+
+Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
+  exports.Set("Engine", Engine::Init(env));
+  exports.Set("gradcheck", Napi::Function::New(env, Gradcheck));
+  exports.Set("gemm", Napi::Function::New(env, Gemm));
+  exports.Set("gemmBench", Napi::Function::New(env, GemmBench));
+  exports.Set("setPortableGemm", Napi::Function::New(env, SetPortableGemm));
+  exports.Set("info", Napi::Function::New(env, Info));
+  init_train(env, exports);
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(mcprl_native, InitAll)

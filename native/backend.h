@@ -1,0 +1,47 @@
+// The backend seam: every op the model runs, as a table of function pointers with the CPU signatures
+// (outputs, inputs, sizes). The CPU backend fills it from native/ops/*.cc. A CUDA backend fills the same
+// table from native/cuda/*.cu (device pointers, same argument order) and the model code stays unchanged;
+// only the weight/run-state allocation (FloatBuffer) and the KV-cache copies differ per device.
+#pragma once
+#include <cstdint>
+
+#include "ops/attention.h"
+#include "ops/linear.h"
+#include "ops/rope.h"
+
+namespace mcprl {
+
+struct Backend {
+  const char* name;
+  void (*gemm)(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+               int ldb, float beta, float* C, int ldc);
+  void (*embedding_forward)(float* out, const int32_t* ids, const float* wte, int T, int C);
+  void (*embedding_backward)(float* dwte, const float* dout, const int32_t* ids, int T, int C);
+  void (*rmsnorm_forward)(float* out, float* rstd, const float* x, const float* w, int N, int C, float eps);
+  void (*rmsnorm_backward)(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                           const float* rstd, int N, int C);
+  void (*rope_forward)(float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D);
+  void (*rope_backward)(float* dx, const int32_t* pos, const float* inv_freq, int T, int H, int D);
+  void (*attention_forward)(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H,
+                            int Hkv, int D, float* scratch, int max_keys);
+  void (*attention_backward)(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                             const float* v, const float* out, const float* lse, const int* cu_seqlens, int nseq,
+                             int H, int Hkv, int D, float* scratch, int max_keys);
+  void (*swiglu_forward)(float* out, const float* gate, const float* up, long N);
+  void (*swiglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long N);
+  void (*linear_forward)(float* y, const float* x, const float* W, const float* b, int N, int in, int out);
+  void (*linear_backward)(float* dx, const float* dy, const float* W, int N, int in, int out);
+  void (*lora_forward)(float* y, float* xa, const float* x, const LoraView& l, int N, int in, int out);
+  void (*lora_backward)(float* dx, float* dA, float* dB, float* dh, const float* dy, const float* x,
+                        const float* xa, const LoraView& l, int N, int in, int out);
+  void (*logprob_forward)(float* logp, float* lse, float* entropy, const float* h, const float* W,
+                          const int32_t* targets, int N, int C, int V, float* scratch, int chunk);
+  void (*logprob_backward)(float* dh, const float* dlogp, const float* dentropy, const float* h, const float* W,
+                           const int32_t* targets, const float* lse, const float* entropy, int N, int C, int V,
+                           float* scratch, int chunk);
+  void (*logits_forward)(float* z, const float* h, const float* W, int N, int C, int V);
+};
+
+const Backend& cpu_backend();
+
+}  // namespace mcprl

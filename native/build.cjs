@@ -1,0 +1,22 @@
+// `npm install` runs this (package.json "install"): node-gyp rebuild of the native addon.
+// It passes --nodedir when this Node installation ships its own headers (Debian's /usr/include/node,
+// nvm, the official tarballs), because node-gyp otherwise downloads headers from nodejs.org, which
+// fails on offline machines such as CI here. Compiles with all cores (-j max).
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const prefix = path.resolve(process.execPath, '..', '..');
+const haveHeaders = ['node_api.h', 'common.gypi'].every((f) => fs.existsSync(path.join(prefix, 'include', 'node', f)));
+const candidates = [
+  process.env.npm_config_node_gyp,
+  path.join(prefix, 'lib', 'node_modules', 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'),
+].filter(Boolean);
+const gyp = candidates.find((p) => fs.existsSync(p));
+if (!gyp) {
+  console.error('mcprl: node-gyp not found (looked in npm_config_node_gyp and npm\'s bundled copy)');
+  process.exit(1);
+}
+const args = [gyp, 'rebuild', '-j', 'max', ...(haveHeaders ? [`--nodedir=${prefix}`] : []), ...process.argv.slice(2)];
+const r = spawnSync(process.execPath, args, { stdio: 'inherit', cwd: path.resolve(__dirname, '..') });
+process.exit(r.status ?? 1);

@@ -1,0 +1,194 @@
+// Portable GEMM after the BLIS/GotoBLAS scheme: pack a KC-deep slice of op(A) into MR-row panels and of
+// op(B) into NR-column panels, then a 6x16 register-tile microkernel written with GCC vector extensions
+// (compiles to AVX2+FMA under -march=x86-64-v3, to plain SIMD or scalar code elsewhere).
+#include "gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef MCPRL_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace mcprl {
+
+static std::atomic<bool> g_portable{[] {
+  const char* e = std::getenv("MCPRL_PORTABLE_GEMM");
+  return e != nullptr && e[0] == '1';
+}()};
+static std::atomic<int> g_threads{0};
+
+bool gemm_have_blas() {
+#ifdef MCPRL_HAVE_OPENBLAS
+  return true;
+#else
+  return false;
+#endif
+}
+bool gemm_portable_forced() { return g_portable.load(); }
+void gemm_set_portable(bool on) { g_portable.store(on); }
+
+void set_threads(int n) {
+  if (n <= 0) {
+#ifdef _OPENMP
+    n = omp_get_num_procs();
+#else
+    n = 1;
+#endif
+  }
+  g_threads.store(n);
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#endif
+#ifdef MCPRL_HAVE_OPENBLAS
+  openblas_set_num_threads(n);
+#endif
+}
+int get_threads() { return g_threads.load() > 0 ? g_threads.load() : 1; }
+
+namespace {
+
+constexpr int MR = 6, NR = 16, KC = 256, NC = 4096;
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+
+// acc(6,16) = sum_p a[p*6+i] * b[p*16+j]; then C(i,j) += alpha*acc for i<mr, j<nr.
+inline void kernel_6x16(int kc, const float* __restrict a, const float* __restrict b, float* c, int ldc,
+                        float alpha, int mr, int nr) {
+  v8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {}, c40 = {}, c41 = {},
+     c50 = {}, c51 = {};
+  for (int p = 0; p < kc; ++p) {
+    v8 b0 = *(const v8*)(b + p * NR), b1 = *(const v8*)(b + p * NR + 8);
+    const float* ap = a + p * MR;
+    c00 += ap[0] * b0; c01 += ap[0] * b1;
+    c10 += ap[1] * b0; c11 += ap[1] * b1;
+    c20 += ap[2] * b0; c21 += ap[2] * b1;
+    c30 += ap[3] * b0; c31 += ap[3] * b1;
+    c40 += ap[4] * b0; c41 += ap[4] * b1;
+    c50 += ap[5] * b0; c51 += ap[5] * b1;
+  }
+  v8 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (mr == MR && nr == NR) {
+    for (int i = 0; i < MR; ++i) {
+      v8u* row = (v8u*)(c + (size_t)i * ldc);
+      row[0] += alpha * acc[i][0];
+      row[1] += alpha * acc[i][1];
+    }
+  } else {
+    alignas(32) float tile[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      *(v8*)&tile[i][0] = acc[i][0];
+      *(v8*)&tile[i][8] = acc[i][1];
+    }
+    for (int i = 0; i < mr; ++i)
+      for (int j = 0; j < nr; ++j) c[(size_t)i * ldc + j] += alpha * tile[i][j];
+  }
+}
+
+}  // namespace
+
+void gemm_portable(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
+                   const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  // C = beta*C first; the microkernel then only accumulates.
+  if (beta != 1.0f) {
+#pragma omp parallel for schedule(static) if ((size_t)M * N > 65536)
+    for (int i = 0; i < M; ++i) {
+      float* ci = C + (size_t)i * ldc;
+      if (beta == 0.0f) std::memset(ci, 0, sizeof(float) * N);
+      else for (int j = 0; j < N; ++j) ci[j] *= beta;
+    }
+  }
+  if (K <= 0 || alpha == 0.0f) return;
+  // Few rows times a row-major weight (decode: x W^T): packing W would double the memory traffic of
+  // what is a matrix-vector product, so take dot products directly, in parallel over output columns.
+  if (M <= 8 && transB && !transA) {
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < N; ++j) {
+      const float* __restrict bj = B + (size_t)j * ldb;
+      for (int i = 0; i < M; ++i) {
+        const float* __restrict ai = A + (size_t)i * lda;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int p = 0; p < K; ++p) s += ai[p] * bj[p];
+        C[(size_t)i * ldc + j] += alpha * s;
+      }
+    }
+    return;
+  }
+  const int mpanels = (M + MR - 1) / MR;
+  FloatBuffer apack, bpack;
+  apack.allocate((size_t)mpanels * MR * KC);
+  bpack.allocate((size_t)((std::min(N, NC) + NR - 1) / NR) * NR * KC);
+  for (int jc = 0; jc < N; jc += NC) {
+    const int nc = std::min(NC, N - jc);
+    const int npanels = (nc + NR - 1) / NR;
+    for (int pc = 0; pc < K; pc += KC) {
+      const int kc = std::min(KC, K - pc);
+      float* ap = apack.data;
+      float* bp = bpack.data;
+      // Pack op(A)[:, pc:pc+kc] as panels of MR rows: ap[panel][p][i]; zero-padded.
+#pragma omp parallel for schedule(static)
+      for (int ip = 0; ip < mpanels; ++ip) {
+        float* dst = ap + (size_t)ip * MR * kc;
+        for (int p = 0; p < kc; ++p)
+          for (int i = 0; i < MR; ++i) {
+            int r = ip * MR + i;
+            dst[p * MR + i] = r < M ? (transA ? A[(size_t)(pc + p) * lda + r] : A[(size_t)r * lda + pc + p]) : 0.0f;
+          }
+      }
+      // Pack op(B)[pc:pc+kc, jc:jc+nc] as panels of NR columns: bp[panel][p][j]; zero-padded.
+#pragma omp parallel for schedule(static)
+      for (int jp = 0; jp < npanels; ++jp) {
+        float* dst = bp + (size_t)jp * NR * kc;
+        for (int p = 0; p < kc; ++p)
+          for (int j = 0; j < NR; ++j) {
+            int col = jc + jp * NR + j;
+            dst[p * NR + j] = col < jc + nc
+                                  ? (transB ? B[(size_t)col * ldb + pc + p] : B[(size_t)(pc + p) * ldb + col])
+                                  : 0.0f;
+          }
+      }
+      // Tiles, column panel outer so one B panel stays in cache across row panels.
+      const long ntiles = (long)npanels * mpanels;
+#pragma omp parallel for schedule(static)
+      for (long t = 0; t < ntiles; ++t) {
+        int jp = (int)(t / mpanels), ip = (int)(t % mpanels);
+        int mr = std::min(MR, M - ip * MR), nr = std::min(NR, nc - jp * NR);
+        kernel_6x16(kc, ap + (size_t)ip * MR * kc, bp + (size_t)jp * NR * kc,
+                    C + (size_t)ip * MR * ldc + jc + jp * NR, ldc, alpha, mr, nr);
+      }
+    }
+  }
+}
+
+void gemm_blas(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc) {
+#ifdef MCPRL_HAVE_OPENBLAS
+  if (M <= 0 || N <= 0) return;
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+#else
+  (void)transA; (void)transB; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda; (void)B; (void)ldb;
+  (void)beta; (void)C; (void)ldc;
+  FAIL("this build of the addon has no OpenBLAS");
+#endif
+}
+
+void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+          int ldb, float beta, float* C, int ldc) {
+  if (gemm_have_blas() && !g_portable.load())
+    gemm_blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    gemm_portable(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace mcprl

@@ -1,0 +1,169 @@
+#include "gradcheck.h"
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "backend.h"
+#include "common.h"
+
+namespace mcprl {
+
+namespace {
+
+using Vec = std::vector<float>;
+
+struct Checker {
+  std::mt19937 rng;
+  double eps;
+  int samples;
+  std::vector<GradcheckResult> results;
+
+  Vec randn(size_t n, float s = 1.0f) {
+    std::normal_distribution<float> d(0.0f, s);
+    Vec v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+  }
+  static double dot(const Vec& a, const Vec& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += (double)a[i] * b[i];
+    return s;
+  }
+  // Compare analytic gradient `g` of input `x` against central differences of loss().
+  void check(const std::string& name, Vec& x, const Vec& g, const std::function<double()>& loss) {
+    CHECK(g.size() == x.size(), "gradcheck: gradient size mismatch for " + name);
+    GradcheckResult r{name, 0.0, 0.0, 0};
+    std::uniform_int_distribution<size_t> pick(0, x.size() - 1);
+    int n = std::min<int>(samples, (int)x.size());
+    for (int s = 0; s < n; ++s) {
+      size_t i = (int)x.size() <= samples ? (size_t)s : pick(rng);
+      float orig = x[i];
+      x[i] = orig + (float)eps;
+      double lp = loss();
+      x[i] = orig - (float)eps;
+      double lm = loss();
+      x[i] = orig;
+      double num = (lp - lm) / (2.0 * eps);
+      r.max_abs_err = std::max(r.max_abs_err, std::fabs(num - (double)g[i]));
+      r.max_abs_grad = std::max(r.max_abs_grad, std::fabs(num));
+      r.checked++;
+    }
+    results.push_back(r);
+  }
+};
+
+}  // namespace
+
+std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, double eps, int samples) {
+  const Backend& be = cpu_backend();
+  Checker ck{std::mt19937(seed), eps, samples, {}};
+
+  if (op == "embedding") {
+    int V = 11, C = 8, T = 9;
+    std::vector<int32_t> ids = {3, 1, 3, 10, 0, 5, 3, 7, 1};  // repeated ids: grads must add up
+    Vec wte = ck.randn((size_t)V * C), w = ck.randn((size_t)T * C), out((size_t)T * C);
+    auto loss = [&] { be.embedding_forward(out.data(), ids.data(), wte.data(), T, C); return Checker::dot(out, w); };
+    Vec dwte((size_t)V * C, 0.0f);
+    be.embedding_backward(dwte.data(), w.data(), ids.data(), T, C);
+    ck.check("dwte", wte, dwte, loss);
+  } else if (op == "rmsnorm" || op == "qknorm") {
+    // qknorm: the same op applied per head (rows = T*H, C = head_dim), as Qwen3 does.
+    int N = op == "rmsnorm" ? 5 : 6 * 4, C = op == "rmsnorm" ? 16 : 8;
+    Vec x = ck.randn((size_t)N * C), wt = ck.randn(C), w = ck.randn((size_t)N * C), out((size_t)N * C), rstd(N);
+    for (auto& v : wt) v += 1.0f;
+    auto loss = [&] { be.rmsnorm_forward(out.data(), rstd.data(), x.data(), wt.data(), N, C, 1e-6f); return Checker::dot(out, w); };
+    loss();
+    Vec dx((size_t)N * C), dw(C, 0.0f);
+    be.rmsnorm_backward(dx.data(), dw.data(), w.data(), x.data(), wt.data(), rstd.data(), N, C);
+    ck.check("dx", x, dx, loss);
+    ck.check("dw", wt, dw, loss);
+  } else if (op == "rope") {
+    int T = 7, H = 3, D = 8;
+    std::vector<int32_t> pos = {0, 1, 2, 0, 1, 5, 1000};
+    Vec inv(D / 2);
+    RopeScaling sc; sc.type = 2; sc.factor = 8; sc.low_freq_factor = 1; sc.high_freq_factor = 4; sc.original_max_position = 64;
+    rope_inv_freq(inv.data(), D, 10000.0f, sc);
+    Vec x = ck.randn((size_t)T * H * D), w = ck.randn((size_t)T * H * D), out;
+    auto loss = [&] { out = x; be.rope_forward(out.data(), pos.data(), inv.data(), T, H, D); return Checker::dot(out, w); };
+    Vec dx = w;
+    be.rope_backward(dx.data(), pos.data(), inv.data(), T, H, D);
+    ck.check("dx", x, dx, loss);
+  } else if (op == "attention") {
+    // Two packed sequences (lengths 4 and 5), GQA with 4 query heads over 2 kv heads.
+    int H = 4, Hkv = 2, D = 8;
+    std::vector<int> cu = {0, 4, 9};
+    int T = 9, nseq = 2;
+    Vec q = ck.randn((size_t)T * H * D), k = ck.randn((size_t)T * Hkv * D), v = ck.randn((size_t)T * Hkv * D);
+    Vec w = ck.randn((size_t)T * H * D), out((size_t)T * H * D), lse((size_t)T * H);
+    Vec scratch(64 * 16);
+    auto fwd = [&] {
+      std::vector<AttnSegment> segs;
+      for (int s = 0; s < nseq; ++s) {
+        AttnSegment a;
+        a.q0 = cu[s]; a.nq = cu[s + 1] - cu[s]; a.npast = 0;
+        a.k = k.data() + (size_t)cu[s] * Hkv * D; a.v = v.data() + (size_t)cu[s] * Hkv * D;
+        segs.push_back(a);
+      }
+      be.attention_forward(out.data(), lse.data(), q.data(), segs.data(), nseq, H, Hkv, D, scratch.data(), 16);
+      return Checker::dot(out, w);
+    };
+    fwd();
+    Vec dq(q.size()), dk(k.size()), dv(v.size());
+    be.attention_backward(dq.data(), dk.data(), dv.data(), w.data(), q.data(), k.data(), v.data(), out.data(),
+                          lse.data(), cu.data(), nseq, H, Hkv, D, scratch.data(), 16);
+    ck.check("dq", q, dq, fwd);
+    ck.check("dk", k, dk, fwd);
+    ck.check("dv", v, dv, fwd);
+  } else if (op == "swiglu") {
+    long N = 40;
+    Vec g = ck.randn(N, 2.0f), u = ck.randn(N), w = ck.randn(N), out(N);
+    auto loss = [&] { be.swiglu_forward(out.data(), g.data(), u.data(), N); return Checker::dot(out, w); };
+    Vec dg(N), du(N);
+    be.swiglu_backward(dg.data(), du.data(), w.data(), g.data(), u.data(), N);
+    ck.check("dgate", g, dg, loss);
+    ck.check("dup", u, du, loss);
+  } else if (op == "linear" || op == "lora") {
+    // y = x W^T + b (+ s (x A^T) B^T): dx through the frozen W and the adapter, dA and dB.
+    int N = 5, in = 12, out = 10, r = 3;
+    Vec x = ck.randn((size_t)N * in), W = ck.randn((size_t)out * in), b = ck.randn(out);
+    Vec A = ck.randn((size_t)r * in), B = ck.randn((size_t)out * r), w = ck.randn((size_t)N * out);
+    Vec y((size_t)N * out), xa((size_t)N * r);
+    bool lora = op == "lora";
+    auto view = [&] { LoraView l; l.A = A.data(); l.B = B.data(); l.r = r; l.scale = 0.7f; return l; };
+    auto loss = [&] {
+      be.linear_forward(y.data(), x.data(), W.data(), b.data(), N, in, out);
+      if (lora) be.lora_forward(y.data(), xa.data(), x.data(), view(), N, in, out);
+      return Checker::dot(y, w);
+    };
+    loss();
+    Vec dx((size_t)N * in), dA((size_t)r * in, 0.0f), dB((size_t)out * r, 0.0f), dh((size_t)N * r);
+    be.linear_backward(dx.data(), w.data(), W.data(), N, in, out);
+    if (lora) be.lora_backward(dx.data(), dA.data(), dB.data(), dh.data(), w.data(), x.data(), xa.data(), view(), N, in, out);
+    ck.check("dx", x, dx, loss);
+    if (lora) {
+      ck.check("dA", A, dA, loss);
+      ck.check("dB", B, dB, loss);
+    }
+  } else if (op == "logprob") {
+    // L = sum_n a_n logp_n + c_n entropy_n, chunk 3 over 7 rows so chunk edges are exercised.
+    int N = 7, C = 6, V = 13, chunk = 3;
+    Vec h = ck.randn((size_t)N * C), W = ck.randn((size_t)V * C), a = ck.randn(N), c = ck.randn(N);
+    std::vector<int32_t> tg = {0, 12, 5, 5, 3, 7, 1};
+    Vec logp(N), lse(N), ent(N), scratch((size_t)chunk * V);
+    auto loss = [&] {
+      be.logprob_forward(logp.data(), lse.data(), ent.data(), h.data(), W.data(), tg.data(), N, C, V, scratch.data(), chunk);
+      return Checker::dot(logp, a) + Checker::dot(ent, c);
+    };
+    loss();
+    Vec dh((size_t)N * C);
+    be.logprob_backward(dh.data(), a.data(), c.data(), h.data(), W.data(), tg.data(), lse.data(), ent.data(), N, C, V,
+                        scratch.data(), chunk);
+    ck.check("dh", h, dh, loss);
+  } else {
+    FAIL("gradcheck: unknown op '" + op + "'");
+  }
+  return ck.results;
+}
+
+}  // namespace mcprl

@@ -1,0 +1,20 @@
+// Finite-difference checks of every op's backward, exposed to tests through the addon (gradcheck()).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace mcprl {
+
+struct GradcheckResult {
+  std::string input;    // which gradient, e.g. "dx", "dA"
+  double max_abs_err;   // max |analytic - numeric| over the checked entries
+  double max_abs_grad;  // max |numeric| over the checked entries (scale for the tolerance)
+  int checked;          // entries checked
+};
+
+// Central differences (f(x+eps) - f(x-eps)) / (2 eps) of L = sum(out * w) for a random upstream w,
+// at up to `samples` random entries of each input. Ops: embedding, rmsnorm, qknorm, rope, attention,
+// swiglu, linear, lora, logprob.
+std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, double eps, int samples);
+
+}  // namespace mcprl

@@ -1,0 +1,506 @@
+#include "model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "gemm.h"
+#include "json.h"
+#include "safetensors.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mcprl {
+
+const char* module_name(int m) {
+  static const char* n[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  return n[m];
+}
+const char* module_parent(int m) { return m <= O ? "self_attn" : "mlp"; }
+
+void module_dims(const ModelConfig& c, int m, int* in, int* out) {
+  const int C = c.hidden, HD = c.heads * c.head_dim, KD = c.kv_heads * c.head_dim, I = c.inter;
+  switch (m) {
+    case Q: *in = C; *out = HD; break;
+    case K: case V: *in = C; *out = KD; break;
+    case O: *in = HD; *out = C; break;
+    case GATE: case UP: *in = C; *out = I; break;
+    default: *in = I; *out = C; break;
+  }
+}
+
+static std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) FAIL(path + ": cannot read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+static bool file_exists(const std::string& p) {
+  std::ifstream f(p);
+  return (bool)f;
+}
+
+static double num_field(const Json& j, const std::string& key, const std::string& file, bool required, double dflt) {
+  const Json* v = j.get(key);
+  if (!v || v->kind == Json::Null) {
+    if (required) FAIL(file + ": missing '" + key + "'");
+    return dflt;
+  }
+  if (v->kind != Json::Number) FAIL(file + ": '" + key + "' must be a number");
+  return v->num;
+}
+
+static bool bool_field(const Json& j, const std::string& key, bool dflt) {
+  const Json* v = j.get(key);
+  return (v && v->kind == Json::Bool) ? v->b : dflt;
+}
+
+static ModelConfig parse_config(const std::string& file) {
+  Json j = json_parse(read_text(file), file);
+  if (j.kind != Json::Object) FAIL(file + ": not a JSON object");
+  ModelConfig c;
+  const Json* mt = j.get("model_type");
+  if (!mt || mt->kind != Json::String) FAIL(file + ": missing 'model_type'");
+  c.model_type = mt->str;
+  if (c.model_type != "qwen3" && c.model_type != "qwen2" && c.model_type != "llama")
+    FAIL(file + ": unsupported model_type '" + c.model_type + "' (supported: qwen3, qwen2, llama)");
+  c.vocab = (int)num_field(j, "vocab_size", file, true, 0);
+  c.hidden = (int)num_field(j, "hidden_size", file, true, 0);
+  c.layers = (int)num_field(j, "num_hidden_layers", file, true, 0);
+  c.heads = (int)num_field(j, "num_attention_heads", file, true, 0);
+  c.kv_heads = (int)num_field(j, "num_key_value_heads", file, false, c.heads);
+  c.inter = (int)num_field(j, "intermediate_size", file, true, 0);
+  c.head_dim = (int)num_field(j, "head_dim", file, false, c.heads > 0 ? c.hidden / c.heads : 0);
+  c.max_pos = (int)num_field(j, "max_position_embeddings", file, false, 32768);
+  c.eps = (float)num_field(j, "rms_norm_eps", file, false, 1e-6);
+  c.rope_theta = (float)num_field(j, "rope_theta", file, false, 10000.0);
+  c.tie = bool_field(j, "tie_word_embeddings", false);
+  bool attn_bias = bool_field(j, "attention_bias", false);
+  c.qkv_bias = c.model_type == "qwen2" ? true : attn_bias;
+  c.o_bias = c.model_type == "qwen2" ? false : attn_bias;
+  c.qk_norm = c.model_type == "qwen3";
+  if (bool_field(j, "mlp_bias", false)) FAIL(file + ": mlp_bias is not supported");
+  const Json* act = j.get("hidden_act");
+  if (act && act->kind == Json::String && act->str != "silu")
+    FAIL(file + ": unsupported hidden_act '" + act->str + "' (supported: silu)");
+  if (c.vocab <= 0 || c.hidden <= 0 || c.layers <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.inter <= 0 ||
+      c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 1024 || c.heads % c.kv_heads != 0)
+    FAIL(file + ": inconsistent sizes (heads must be a multiple of kv heads, head_dim even and <= 1024)");
+  const Json* rs = j.get("rope_scaling");
+  if (rs && rs->kind == Json::Object) {
+    const Json* t = rs->get("rope_type");
+    if (!t) t = rs->get("type");
+    std::string type = t && t->kind == Json::String ? t->str : "default";
+    if (type == "default") {
+    } else if (type == "linear") {
+      c.rope.type = 1;
+      c.rope.factor = (float)num_field(*rs, "factor", file, true, 1);
+    } else if (type == "llama3") {
+      c.rope.type = 2;
+      c.rope.factor = (float)num_field(*rs, "factor", file, true, 1);
+      c.rope.low_freq_factor = (float)num_field(*rs, "low_freq_factor", file, true, 1);
+      c.rope.high_freq_factor = (float)num_field(*rs, "high_freq_factor", file, true, 4);
+      c.rope.original_max_position = (int)num_field(*rs, "original_max_position_embeddings", file, true, 8192);
+    } else {
+      FAIL(file + ": unsupported rope_scaling type '" + type + "' (supported: default, linear, llama3)");
+    }
+  }
+  return c;
+}
+
+namespace {
+struct Expected {
+  std::string name;
+  std::vector<int64_t> shape;
+  float* dst;
+};
+}  // namespace
+
+void Model::load(const std::string& dir) {
+  cfg = parse_config(dir + "/config.json");
+  const ModelConfig& c = cfg;
+  const int64_t C = c.hidden, V = c.vocab, D = c.head_dim, L = c.layers;
+  // Layout of the flat weight buffer, in HF tensor order.
+  std::vector<Expected> ex;
+  size_t total = 0;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    ex.push_back({name, shape, nullptr});
+    total += (size_t)numel(shape);
+  };
+  add("model.embed_tokens.weight", {V, C});
+  for (int l = 0; l < L; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {C});
+    for (int m = 0; m < NUM_MODULES; ++m) {
+      int in, out;
+      module_dims(c, m, &in, &out);
+      std::string base = p + module_parent(m) + "." + module_name(m);
+      add(base + ".weight", {out, in});
+      if (((m == Q || m == K || m == Module::V) && c.qkv_bias) || (m == O && c.o_bias)) add(base + ".bias", {out});
+    }
+    if (c.qk_norm) {
+      add(p + "self_attn.q_norm.weight", {D});
+      add(p + "self_attn.k_norm.weight", {D});
+    }
+    add(p + "post_attention_layernorm.weight", {C});
+  }
+  add("model.norm.weight", {C});
+  if (!c.tie) add("lm_head.weight", {V, C});
+  w.memory.allocate(total);
+  std::map<std::string, Expected*> by_name;
+  {
+    float* p = w.memory.data;
+    for (auto& e : ex) { e.dst = p; p += numel(e.shape); by_name[e.name] = &e; }
+  }
+  // Named views.
+  w.wte = by_name["model.embed_tokens.weight"]->dst;
+  w.norm = by_name["model.norm.weight"]->dst;
+  w.lm_head = c.tie ? w.wte : by_name["lm_head.weight"]->dst;
+  w.layers.assign(L, LayerWeights{});
+  for (int l = 0; l < L; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights& lw = w.layers[l];
+    lw.ln1 = by_name[p + "input_layernorm.weight"]->dst;
+    lw.ln2 = by_name[p + "post_attention_layernorm.weight"]->dst;
+    for (int m = 0; m < NUM_MODULES; ++m) {
+      std::string base = p + module_parent(m) + "." + module_name(m);
+      lw.w[m] = by_name[base + ".weight"]->dst;
+      auto it = by_name.find(base + ".bias");
+      lw.b[m] = it == by_name.end() ? nullptr : it->second->dst;
+    }
+    lw.q_norm = c.qk_norm ? by_name[p + "self_attn.q_norm.weight"]->dst : nullptr;
+    lw.k_norm = c.qk_norm ? by_name[p + "self_attn.k_norm.weight"]->dst : nullptr;
+  }
+  // Which file holds which tensor: the index for sharded checkpoints, else model.safetensors.
+  std::map<std::string, std::string> where;  // tensor -> file name
+  std::vector<std::string> files;
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (file_exists(index)) {
+    Json j = json_parse(read_text(index), index);
+    const Json* wm = j.get("weight_map");
+    if (!wm || wm->kind != Json::Object) FAIL(index + ": missing 'weight_map'");
+    std::set<std::string> fs;
+    for (auto& kv : wm->obj) {
+      if (kv.second.kind != Json::String) FAIL(index + ": weight_map entry '" + kv.first + "' is not a file name");
+      where[kv.first] = kv.second.str;
+      fs.insert(kv.second.str);
+    }
+    files.assign(fs.begin(), fs.end());
+  } else if (file_exists(dir + "/model.safetensors")) {
+    files.push_back("model.safetensors");
+  } else {
+    FAIL(dir + ": no model.safetensors or model.safetensors.index.json");
+  }
+  // Tensors a checkpoint may carry that the model does not need.
+  auto ignorable = [&](const std::string& n) {
+    return (n.size() > 20 && n.compare(n.size() - 20, 20, "rotary_emb.inv_freq") == 0) || (c.tie && n == "lm_head.weight");
+  };
+  std::set<std::string> seen;
+  for (const std::string& fname : files) {
+    StFile f(dir + "/" + fname);
+    for (auto& kv : f.tensors()) {
+      const std::string& n = kv.first;
+      auto it = by_name.find(n);
+      if (it == by_name.end()) {
+        if (ignorable(n)) continue;
+        FAIL(f.path() + ": unexpected tensor '" + n + "' for a " + c.model_type + " model with this config");
+      }
+      if (!where.empty()) {
+        auto wi = where.find(n);
+        if (wi == where.end() || wi->second != fname)
+          FAIL(f.path() + ": tensor '" + n + "' is not listed for this file in model.safetensors.index.json");
+      }
+      if (seen.count(n)) FAIL(f.path() + ": tensor '" + n + "' appears in more than one file");
+      const Expected& e = *it->second;
+      if (kv.second.shape != e.shape)
+        FAIL(f.path() + ": tensor '" + n + "' has shape " + shape_str(kv.second.shape) + ", expected " + shape_str(e.shape));
+      f.read_f32(kv.second, e.dst);
+      seen.insert(n);
+    }
+  }
+  for (auto& e : ex)
+    if (!seen.count(e.name)) {
+      auto wi = where.find(e.name);
+      FAIL(dir + "/" + (wi != where.end() ? wi->second : files.empty() ? std::string("model.safetensors") : files[0]) +
+           ": missing tensor '" + e.name + "'");
+    }
+  for (auto& kv : where)
+    if (!seen.count(kv.first) && !ignorable(kv.first) && by_name.count(kv.first))
+      FAIL(dir + "/" + kv.second + ": missing tensor '" + kv.first + "' listed in model.safetensors.index.json");
+  inv_freq.assign(c.head_dim / 2, 0.0f);
+  rope_inv_freq(inv_freq.data(), c.head_dim, c.rope_theta, c.rope);
+}
+
+// ---------------------------------------------------------------- LoRA adapters
+
+void lora_allocate(LoraAdapter& a, const ModelConfig& c, int r, float alpha, bool rslora, const bool* targets) {
+  CHECK(r > 0, "LoRA rank must be positive");
+  a.r = r;
+  a.alpha = alpha;
+  a.rslora = rslora;
+  a.scale = rslora ? alpha / std::sqrt((float)r) : alpha / (float)r;
+  size_t total = 0;
+  for (int l = 0; l < c.layers; ++l)
+    for (int m = 0; m < NUM_MODULES; ++m)
+      if (targets[m]) {
+        int in, out;
+        module_dims(c, m, &in, &out);
+        total += (size_t)r * in + (size_t)out * r;
+      }
+  for (int m = 0; m < NUM_MODULES; ++m) a.targets[m] = targets[m];
+  a.memory.allocate(total);
+  a.tensors.clear();
+  a.views.assign(c.layers, std::vector<LoraView>(NUM_MODULES));
+  float* p = a.memory.data;
+  for (int l = 0; l < c.layers; ++l)
+    for (int m = 0; m < NUM_MODULES; ++m) {
+      if (!targets[m]) continue;
+      int in, out;
+      module_dims(c, m, &in, &out);
+      std::string key = "base_model.model.model.layers." + std::to_string(l) + "." + module_parent(m) + "." + module_name(m);
+      a.tensors.push_back({key + ".lora_A.weight", p, r, in});
+      LoraView& v = a.views[l][m];
+      v.A = p; p += (size_t)r * in;
+      a.tensors.push_back({key + ".lora_B.weight", p, out, r});
+      v.B = p; p += (size_t)out * r;
+      v.r = r;
+      v.scale = a.scale;
+    }
+}
+
+void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir) {
+  const std::string cfile = dir + "/adapter_config.json";
+  Json j = json_parse(read_text(cfile), cfile);
+  if (j.kind != Json::Object) FAIL(cfile + ": not a JSON object");
+  const Json* pt = j.get("peft_type");
+  if (pt && pt->kind == Json::String && pt->str != "LORA") FAIL(cfile + ": peft_type '" + pt->str + "' is not LORA");
+  int r = (int)num_field(j, "r", cfile, true, 0);
+  float alpha = (float)num_field(j, "lora_alpha", cfile, false, r);
+  bool rslora = bool_field(j, "use_rslora", false);
+  if (bool_field(j, "use_dora", false)) FAIL(cfile + ": DoRA adapters are not supported");
+  for (const char* k : {"rank_pattern", "alpha_pattern"}) {
+    const Json* p = j.get(k);
+    if (p && p->kind == Json::Object && !p->obj.empty()) FAIL(cfile + ": '" + k + "' is not supported");
+  }
+  const Json* bias = j.get("bias");
+  if (bias && bias->kind == Json::String && bias->str != "none") FAIL(cfile + ": bias '" + bias->str + "' is not supported");
+  bool targets[NUM_MODULES] = {};
+  const Json* tm = j.get("target_modules");
+  if (!tm) FAIL(cfile + ": missing 'target_modules'");
+  std::vector<std::string> names;
+  if (tm->kind == Json::String) names.push_back(tm->str);
+  else if (tm->kind == Json::Array) for (auto& x : tm->arr) names.push_back(x.str);
+  if (names.size() == 1 && names[0] == "all-linear") names = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  for (auto& n : names) {
+    int found = -1;
+    for (int m = 0; m < NUM_MODULES; ++m) if (n == module_name(m)) found = m;
+    if (found < 0) FAIL(cfile + ": unsupported target module '" + n + "' (supported: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj)");
+    targets[found] = true;
+  }
+  lora_allocate(a, c, r, alpha, rslora, targets);
+  StFile f(dir + "/adapter_model.safetensors");
+  std::set<std::string> seen;
+  std::map<std::string, const LoraTensor*> by_key;
+  for (auto& t : a.tensors) by_key[t.key] = &t;
+  for (auto& kv : f.tensors()) {
+    auto it = by_key.find(kv.first);
+    if (it == by_key.end())
+      FAIL(f.path() + ": unexpected tensor '" + kv.first + "' (not a lora_A/lora_B of a targeted module of this model)");
+    const LoraTensor& t = *it->second;
+    std::vector<int64_t> want = {t.rows, t.cols};
+    if (kv.second.shape != want)
+      FAIL(f.path() + ": tensor '" + kv.first + "' has shape " + shape_str(kv.second.shape) + ", expected " + shape_str(want));
+    f.read_f32(kv.second, t.data);
+    seen.insert(kv.first);
+  }
+  for (auto& t : a.tensors)
+    if (!seen.count(t.key)) FAIL(f.path() + ": missing tensor '" + t.key + "'");
+}
+
+// ---------------------------------------------------------------- run state, KV cache
+
+void Model::reserve(RunState& rs, int T, int r, int keys, bool save_all) {
+  if (T <= rs.T_cap && r <= rs.r_cap && keys <= rs.keys_cap && save_all == rs.save_all && rs.memory.data) return;
+  T = std::max(T, rs.T_cap);
+  r = std::max(r, rs.r_cap);
+  keys = std::max(keys, rs.keys_cap);
+  const ModelConfig& c = cfg;
+  const size_t C = c.hidden, HD = (size_t)c.heads * c.head_dim, KD = (size_t)c.kv_heads * c.head_dim, I = c.inter;
+  const size_t H = c.heads, Hkv = c.kv_heads, Tz = T, R = r;
+  const size_t per_layer = Tz * (C * 4 + 3 + HD * 3 + H + Hkv + KD * 3 + I * 3 + H) + NUM_MODULES * Tz * R;
+  const int nl = save_all ? c.layers : 1;
+  int threads = std::max(1, get_threads());
+#ifdef _OPENMP
+  threads = std::max(threads, omp_get_max_threads());
+#endif
+  const size_t total = per_layer * nl + Tz * (3 * C + 1) + (size_t)threads * keys;
+  rs.memory.allocate(total);
+  float* p = rs.memory.data;
+  auto take = [&](size_t n) { float* q = p; p += n; return q; };
+  rs.layers.assign(c.layers, LayerActs{});
+  for (int l = 0; l < nl; ++l) {
+    LayerActs& a = rs.layers[l];
+    a.x = take(Tz * C); a.xn1 = take(Tz * C); a.rstd1 = take(Tz);
+    a.q_pre = take(Tz * HD); a.q = take(Tz * HD); a.q_rstd = take(Tz * H);
+    a.k_pre = take(Tz * KD); a.k = take(Tz * KD); a.k_rstd = take(Tz * Hkv);
+    a.v = take(Tz * KD); a.att = take(Tz * HD); a.lse = take(Tz * H);
+    a.x2 = take(Tz * C); a.xn2 = take(Tz * C); a.rstd2 = take(Tz);
+    a.gate = take(Tz * I); a.up = take(Tz * I); a.act = take(Tz * I);
+    for (int m = 0; m < NUM_MODULES; ++m) a.xa[m] = take(Tz * R);
+  }
+  for (int l = nl; l < c.layers; ++l) rs.layers[l] = rs.layers[0];
+  rs.xf = take(Tz * C); rs.hf = take(Tz * C); rs.rstdf = take(Tz); rs.tmp = take(Tz * C);
+  rs.attn_scratch = take((size_t)threads * keys);
+  rs.T_cap = T; rs.r_cap = r; rs.keys_cap = keys; rs.save_all = save_all;
+}
+
+void Model::slot_init(KVSlot& s, int cap) const {
+  const size_t per = (size_t)cfg.layers * cap * cfg.kv_heads * cfg.head_dim;
+  s.cap = cap;
+  s.len = 0;
+  s.k.allocate(per);
+  s.v.allocate(per);
+  s.last_h.assign(cfg.hidden, 0.0f);
+  s.has_h = false;
+}
+
+void Model::slot_copy(KVSlot& dst, const KVSlot& src) const {
+  CHECK(dst.cap >= src.len, "KV slot too small to copy into");
+  const size_t row = (size_t)cfg.kv_heads * cfg.head_dim;
+  for (int l = 0; l < cfg.layers; ++l) {
+    std::memcpy(dst.k.data + (size_t)l * dst.cap * row, src.k.data + (size_t)l * src.cap * row, sizeof(float) * src.len * row);
+    std::memcpy(dst.v.data + (size_t)l * dst.cap * row, src.v.data + (size_t)l * src.cap * row, sizeof(float) * src.len * row);
+  }
+  dst.len = src.len;
+  dst.last_h = src.last_h;
+  dst.has_h = src.has_h;
+}
+
+// ---------------------------------------------------------------- forward
+
+void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& segs, RunState& rs, bool save_all) {
+  const ModelConfig& c = cfg;
+  const int C = c.hidden, H = c.heads, Hkv = c.kv_heads, D = c.head_dim, I = c.inter;
+  const int HD = H * D, KD = Hkv * D;
+  // Validate everything before any parallel region (see common.h).
+  int rows = 0, max_keys = 1, max_r = 1;
+  for (auto& s : segs) {
+    CHECK(s.n > 0, "empty sequence");
+    int past = s.slot ? s.slot->len : 0;
+    if (s.slot) CHECK(past + s.n <= s.slot->cap, "KV cache slot overflow");
+    CHECK(past + s.n <= c.max_pos, "sequence of " + std::to_string(past + s.n) + " tokens exceeds max_position_embeddings " + std::to_string(c.max_pos));
+    max_keys = std::max(max_keys, past + s.n);
+    if (s.adapter) max_r = std::max(max_r, s.adapter->r);
+    rows += s.n;
+  }
+  CHECK(rows == T, "segment lengths do not add up to the token count");
+  for (int t = 0; t < T; ++t)
+    CHECK(tokens[t] >= 0 && tokens[t] < c.vocab, "token id " + std::to_string(tokens[t]) + " out of range [0, " + std::to_string(c.vocab) + ")");
+  reserve(rs, T, max_r, max_keys, save_all);
+  rs.tokens.assign(tokens, tokens + T);
+  rs.pos.resize(T);
+  {
+    int t = 0;
+    for (auto& s : segs) {
+      int past = s.slot ? s.slot->len : 0;
+      for (int i = 0; i < s.n; ++i) rs.pos[t++] = past + i;
+    }
+  }
+  const Backend& B = *be;
+  B.embedding_forward(rs.layers[0].x, tokens, w.wte, T, C);
+
+  // LoRA over runs of consecutive segments that share an adapter.
+  auto lora = [&](int l, int m, float* y, const float* x, float* xa, int in, int out) {
+    int row = 0;
+    size_t si = 0;
+    while (si < segs.size()) {
+      const LoraAdapter* a = segs[si].adapter;
+      int start = row, n = 0;
+      while (si < segs.size() && segs[si].adapter == a) { n += segs[si].n; row += segs[si].n; ++si; }
+      if (!a || !a->targets[m]) continue;
+      B.lora_forward(y + (size_t)start * out, xa + (size_t)start * rs.r_cap, x + (size_t)start * in, a->views[l][m], n, in, out);
+    }
+  };
+
+  std::vector<AttnSegment> as(segs.size());
+  for (int l = 0; l < c.layers; ++l) {
+    LayerActs& a = rs.layers[l];
+    const LayerWeights& lw = w.layers[l];
+    float* x_next = l + 1 < c.layers ? rs.layers[l + 1].x : rs.xf;
+    // attention block
+    B.rmsnorm_forward(a.xn1, a.rstd1, a.x, lw.ln1, T, C, c.eps);
+    B.linear_forward(a.q_pre, a.xn1, lw.w[Q], lw.b[Q], T, C, HD);
+    B.linear_forward(a.k_pre, a.xn1, lw.w[K], lw.b[K], T, C, KD);
+    B.linear_forward(a.v, a.xn1, lw.w[V], lw.b[V], T, C, KD);
+    lora(l, Q, a.q_pre, a.xn1, a.xa[Q], C, HD);
+    lora(l, K, a.k_pre, a.xn1, a.xa[K], C, KD);
+    lora(l, V, a.v, a.xn1, a.xa[V], C, KD);
+    if (c.qk_norm) {
+      B.rmsnorm_forward(a.q, a.q_rstd, a.q_pre, lw.q_norm, T * H, D, c.eps);
+      B.rmsnorm_forward(a.k, a.k_rstd, a.k_pre, lw.k_norm, T * Hkv, D, c.eps);
+    } else {
+      std::memcpy(a.q, a.q_pre, sizeof(float) * (size_t)T * HD);
+      std::memcpy(a.k, a.k_pre, sizeof(float) * (size_t)T * KD);
+    }
+    B.rope_forward(a.q, rs.pos.data(), inv_freq.data(), T, H, D);
+    B.rope_forward(a.k, rs.pos.data(), inv_freq.data(), T, Hkv, D);
+    int row = 0;
+    for (size_t s = 0; s < segs.size(); ++s) {
+      const Segment& sg = segs[s];
+      AttnSegment& at = as[s];
+      at.q0 = row;
+      at.nq = sg.n;
+      if (sg.slot) {
+        KVSlot& sl = *sg.slot;
+        float* kc = sl.k.data + (size_t)l * sl.cap * KD;
+        float* vc = sl.v.data + (size_t)l * sl.cap * KD;
+        std::memcpy(kc + (size_t)sl.len * KD, a.k + (size_t)row * KD, sizeof(float) * sg.n * KD);
+        std::memcpy(vc + (size_t)sl.len * KD, a.v + (size_t)row * KD, sizeof(float) * sg.n * KD);
+        at.npast = sl.len;
+        at.k = kc;
+        at.v = vc;
+      } else {
+        at.npast = 0;
+        at.k = a.k + (size_t)row * KD;
+        at.v = a.v + (size_t)row * KD;
+      }
+      row += sg.n;
+    }
+    B.attention_forward(a.att, a.lse, a.q, as.data(), (int)as.size(), H, Hkv, D, rs.attn_scratch, rs.keys_cap);
+    B.linear_forward(rs.tmp, a.att, lw.w[O], lw.b[O], T, HD, C);
+    lora(l, O, rs.tmp, a.att, a.xa[O], HD, C);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)T * C; ++i) a.x2[i] = a.x[i] + rs.tmp[i];
+    // MLP block
+    B.rmsnorm_forward(a.xn2, a.rstd2, a.x2, lw.ln2, T, C, c.eps);
+    B.linear_forward(a.gate, a.xn2, lw.w[GATE], nullptr, T, C, I);
+    B.linear_forward(a.up, a.xn2, lw.w[UP], nullptr, T, C, I);
+    lora(l, GATE, a.gate, a.xn2, a.xa[GATE], C, I);
+    lora(l, UP, a.up, a.xn2, a.xa[UP], C, I);
+    B.swiglu_forward(a.act, a.gate, a.up, (long)T * I);
+    B.linear_forward(rs.tmp, a.act, lw.w[DOWN], nullptr, T, I, C);
+    lora(l, DOWN, rs.tmp, a.act, a.xa[DOWN], I, C);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)T * C; ++i) x_next[i] = a.x2[i] + rs.tmp[i];
+  }
+  B.rmsnorm_forward(rs.hf, rs.rstdf, rs.xf, w.norm, T, C, c.eps);
+  // Cache segments: advance the cache and keep the last row's hidden state for sampling.
+  int row = 0;
+  for (auto& s : segs) {
+    row += s.n;
+    if (!s.slot) continue;
+    s.slot->len += s.n;
+    std::memcpy(s.slot->last_h.data(), rs.hf + (size_t)(row - 1) * C, sizeof(float) * C);
+    s.slot->has_h = true;
+  }
+}
+
+}  // namespace mcprl

@@ -1,0 +1,145 @@
+// The transformer (Qwen3 / Qwen2 / Llama) as three kinds of state, after llm.c:
+//   ModelConfig  - the blueprint (config.json)
+//   ModelWeights - frozen base weights, ONE flat f32 allocation with named views per layer
+//   LoraAdapter  - one adapter's A/B matrices, ONE flat f32 allocation per adapter with named views
+//   RunState     - activations of one forward (optionally every layer's, for backward), ONE flat allocation
+//   KVSlot       - one sequence's KV cache for generation
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "common.h"
+
+namespace mcprl {
+
+struct ModelConfig {
+  std::string model_type;  // qwen3 | qwen2 | llama
+  int vocab = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, inter = 0, max_pos = 0;
+  float eps = 1e-6f, rope_theta = 10000.0f;
+  RopeScaling rope;
+  bool tie = false, qkv_bias = false, o_bias = false, qk_norm = false;
+};
+
+// Projection modules that can carry LoRA, in PEFT's names.
+enum Module { Q = 0, K, V, O, GATE, UP, DOWN, NUM_MODULES };
+const char* module_name(int m);          // "q_proj", ...
+const char* module_parent(int m);        // "self_attn" or "mlp"
+void module_dims(const ModelConfig& c, int m, int* in, int* out);
+
+struct LayerWeights {
+  float* ln1;            // (C) input_layernorm
+  float* w[NUM_MODULES]; // q (H*D, C), k (Hkv*D, C), v (Hkv*D, C), o (C, H*D), gate (I, C), up (I, C), down (C, I)
+  float* b[NUM_MODULES]; // biases (out) or null: q/k/v for qwen2 or attention_bias, o for attention_bias
+  float* q_norm;         // (D) qwen3 only
+  float* k_norm;         // (D) qwen3 only
+  float* ln2;            // (C) post_attention_layernorm
+};
+
+struct ModelWeights {
+  FloatBuffer memory;  // every float below lives here
+  float* wte = nullptr;      // (V, C)
+  float* lm_head = nullptr;  // (V, C); == wte when tied
+  float* norm = nullptr;     // (C)
+  std::vector<LayerWeights> layers;
+};
+
+struct LoraTensor {
+  std::string key;     // PEFT key, e.g. base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight
+  float* data;         // view into LoraAdapter::memory
+  int rows, cols;      // A: (r, in); B: (out, r)
+};
+
+struct LoraAdapter {
+  std::string name;
+  int r = 0;
+  float alpha = 0.0f, scale = 0.0f;  // scale = alpha / r, or alpha / sqrt(r) with rslora
+  bool rslora = false;
+  bool targets[NUM_MODULES] = {};
+  FloatBuffer memory;                // every A and B, contiguous (optimizer steps are one loop)
+  std::vector<LoraTensor> tensors;   // named views, PEFT key order: layer, module, A then B
+  // views[layer][module] (A, B null when the module is not targeted)
+  std::vector<std::vector<LoraView>> views;
+};
+
+// Allocates an adapter's flat buffer and views for `targets` (zero-filled). Used by loading and by
+// training to create a new adapter.
+void lora_allocate(LoraAdapter& a, const ModelConfig& c, int r, float alpha, bool rslora, const bool* targets);
+// Loads a PEFT folder (adapter_config.json + adapter_model.safetensors), validating names and shapes.
+void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir);
+
+struct LayerActs {
+  float* x;       // (T, C) residual stream entering the layer
+  float* xn1;     // (T, C) input_layernorm(x)
+  float* rstd1;   // (T)
+  float* q_pre;   // (T, H*D) q_proj output (q_norm input for qwen3)
+  float* q;       // (T, H*D) after q_norm and RoPE
+  float* q_rstd;  // (T*H) q_norm rstd
+  float* k_pre;   // (T, Hkv*D)
+  float* k;       // (T, Hkv*D) after k_norm and RoPE
+  float* k_rstd;  // (T*Hkv)
+  float* v;       // (T, Hkv*D)
+  float* att;     // (T, H*D) attention output (o_proj input)
+  float* lse;     // (T, H) attention log-sum-exp
+  float* x2;      // (T, C) residual after attention
+  float* xn2;     // (T, C) post_attention_layernorm(x2)
+  float* rstd2;   // (T)
+  float* gate;    // (T, I)
+  float* up;      // (T, I)
+  float* act;     // (T, I) silu(gate) * up (down_proj input)
+  float* xa[NUM_MODULES];  // (T, r_cap) LoRA x A^T per module (rows of a run of one adapter are a contiguous (n, r) block at row0 * r_cap)
+};
+
+struct RunState {
+  int T_cap = 0, r_cap = 0, keys_cap = 0;
+  bool save_all = false;  // every layer keeps its own LayerActs (for backward); else all layers share one
+  FloatBuffer memory;
+  std::vector<LayerActs> layers;  // size L (aliases of layer 0 when !save_all)
+  float* xf = nullptr;      // (T, C) residual after the last layer
+  float* hf = nullptr;      // (T, C) final norm output (LM head input)
+  float* rstdf = nullptr;   // (T)
+  float* tmp = nullptr;     // (T, C) o_proj / down_proj output before the residual add
+  float* attn_scratch = nullptr;  // (threads, keys_cap)
+  std::vector<int32_t> pos;       // (T) position ids
+  std::vector<int32_t> tokens;    // (T) input ids of the last forward
+};
+
+struct KVSlot {
+  int cap = 0, len = 0;
+  FloatBuffer k, v;        // (L, cap, Hkv, D) keys after k_norm+RoPE, values
+  std::vector<float> last_h;  // (C) final-normed hidden of the last token (next-token logits come from it)
+  uint64_t rng = 0;        // sampling RNG state (splitmix64)
+  bool has_h = false;
+};
+
+// One contiguous run of rows in a forward call.
+struct Segment {
+  int n = 0;                       // rows (tokens)
+  KVSlot* slot = nullptr;          // null: a packed sequence starting at position 0; else appended to the cache
+  const LoraAdapter* adapter = nullptr;  // null: base model
+};
+
+class Model {
+ public:
+  ModelConfig cfg;
+  ModelWeights w;
+  std::vector<float> inv_freq;  // (D/2)
+  const Backend* be = &cpu_backend();
+
+  // Reads config.json and the safetensors weights of an HF folder.
+  void load(const std::string& dir);
+  // Forward over the segments' tokens (concatenated in `tokens`, T rows). Leaves rs.hf (T, C) = final
+  // normed hidden. Cache segments append their keys/values to their slot and set slot->last_h.
+  // save_all keeps every layer's activations in rs for a backward pass.
+  void forward(const int32_t* tokens, int T, const std::vector<Segment>& segs, RunState& rs, bool save_all);
+  // Makes sure rs can hold T rows with adapters up to rank r and attention over up to `keys` keys.
+  void reserve(RunState& rs, int T, int r, int keys, bool save_all);
+  // Creates an empty cache slot holding up to cap tokens.
+  void slot_init(KVSlot& s, int cap) const;
+  // Copies src's first len rows (and last_h) into dst (dst->cap >= src.len).
+  void slot_copy(KVSlot& dst, const KVSlot& src) const;
+};
+
+}  // namespace mcprl

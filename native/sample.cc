@@ -1,0 +1,77 @@
+#include "sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace mcprl {
+
+uint64_t rng_next(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t rng_seed(uint64_t seed, uint64_t stream) {
+  uint64_t s = seed ^ (stream * 0xD1B54A32D192ED03ull);
+  rng_next(s);
+  return s;
+}
+
+int sample_token(const float* z, int V, const SampleParams& p, uint64_t& rng, float* logprob, std::vector<int>& idx) {
+  // log pi at temperature 1 over the full vocabulary.
+  float mx = -INFINITY;
+  int arg = 0;
+  for (int v = 0; v < V; ++v)
+    if (z[v] > mx) { mx = z[v]; arg = v; }
+  double sum = 0.0;
+  for (int v = 0; v < V; ++v) sum += std::exp((double)(z[v] - mx));
+  const double lse = mx + std::log(sum);
+  int tok = arg;
+  if (p.temperature > 0.0f && p.top_k != 1) {
+    const double invT = 1.0 / p.temperature;
+    idx.resize(V);
+    std::iota(idx.begin(), idx.end(), 0);
+    int n = V;
+    auto desc = [&](int a, int b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+    if (p.top_k > 0 && p.top_k < V) {
+      std::nth_element(idx.begin(), idx.begin() + p.top_k, idx.end(), desc);
+      n = p.top_k;
+    }
+    // Unnormalised tempered probabilities of the candidates; total over all of them.
+    auto weight = [&](int v) { return std::exp((double)(z[v] - mx) * invT); };
+    double total = 0.0;
+    for (int i = 0; i < n; ++i) total += weight(idx[i]);
+    if (p.top_p < 1.0f) {
+      // Sort candidates by logit; try the best 1024 first (almost always enough), else sort them all.
+      int head = std::min(n, 1024);
+      double need = (double)p.top_p * total, acc = 0.0;
+      bool done = false;
+      for (int pass = 0; pass < 2 && !done; ++pass) {
+        int m = pass == 0 ? head : n;
+        std::partial_sort(idx.begin(), idx.begin() + m, idx.begin() + n, desc);
+        acc = 0.0;
+        for (int i = 0; i < m; ++i) {
+          acc += weight(idx[i]);
+          // Keep the smallest prefix whose mass reaches top_p (the crossing token included).
+          if (acc >= need) { n = i + 1; done = true; break; }
+        }
+        if (m == n) done = true;
+      }
+      total = 0.0;
+      for (int i = 0; i < n; ++i) total += weight(idx[i]);
+    }
+    double u = (double)(rng_next(rng) >> 11) * (1.0 / 9007199254740992.0) * total;
+    tok = idx[n - 1];
+    double acc = 0.0;
+    for (int i = 0; i < n; ++i) {
+      acc += weight(idx[i]);
+      if (u < acc) { tok = idx[i]; break; }
+    }
+  }
+  *logprob = (float)(z[tok] - lse);
+  return tok;
+}
+
+}  // namespace mcprl

@@ -1,0 +1,36 @@
+// AdamW, global grad-norm clipping and learning-rate schedules on one flat parameter buffer (all LoRA A/B
+// tensors of an adapter back to back), so an optimiser step is a single loop.
+#pragma once
+#include <cstddef>
+
+namespace mcprl {
+
+struct AdamWConfig {
+  float lr = 1e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.99f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+};
+
+// One AdamW step exactly as torch.optim.AdamW (decoupled decay p -= lr*wd*p first; bias corrections
+// 1 − β^step; denominator sqrt(v)/sqrt(bc2) + eps). step is 1-based (the step being taken).
+// param, grad, m (first moment), v (second moment): n floats each.
+void adamw_step(float* param, const float* grad, float* m, float* v, size_t n, long step, float lr,
+                const AdamWConfig& c);
+
+// Global L2 norm of the gradient, accumulated in double in a fixed order (reproducible).
+double grad_norm(const float* grad, size_t n);
+
+// Scales grad by max_norm / (norm + 1e-6) when that is < 1 (torch.nn.utils.clip_grad_norm_). Returns norm.
+double clip_grad_norm(float* grad, size_t n, double max_norm);
+
+enum ScheduleKind : int { SCHEDULE_CONSTANT = 0, SCHEDULE_WARMUP = 1, SCHEDULE_COSINE = 2 };
+
+// Learning rate for the step with 0-based index `step`:
+//   constant: lr;  warmup: lr * min(1, (step + 1) / warmup);
+//   cosine: warmup as above, then lr * 0.5 * (1 + cos(pi * p)), p = (step − warmup) / max(1, total − warmup)
+//   clamped to [0, 1]. (HF's schedules give step 0 a zero learning rate; here the first step already learns.)
+double schedule_lr(int kind, double lr, long step, long warmup, long total);
+
+}  // namespace mcprl

@@ -1,0 +1,162 @@
+// Forward + loss + backward of one packed micro-batch (see train.h).
+#include "train.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "../gemm.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mcprl {
+
+// Rows of LM-head logits held at once: about 16M floats (64 MB) whatever the vocabulary.
+static int lm_chunk(int V, int M) { return std::max(1, std::min(M, (1 << 24) / std::max(V, 1))); }
+
+static void work_reserve(TrainWork& w, const ModelConfig& c, int T, int M, int r) {
+  int chunk = lm_chunk(c.vocab, std::max(M, 1));
+  if (T <= w.T_cap && M <= w.M_cap && r <= w.r_cap && chunk <= w.chunk && w.memory.data) return;
+  T = std::max(T, w.T_cap);
+  M = std::max(M, w.M_cap);
+  r = std::max(r, w.r_cap);
+  chunk = std::max(chunk, w.chunk);
+  const size_t C = c.hidden, I = c.inter, HD = (size_t)c.heads * c.head_dim, KD = (size_t)c.kv_heads * c.head_dim;
+  const size_t Tz = T, Mz = std::max(M, 1), V = c.vocab;
+  int threads = std::max(1, get_threads());
+#ifdef _OPENMP
+  threads = std::max(threads, omp_get_max_threads());
+#endif
+  const size_t total = Tz * C * 3 + Tz * I * 3 + Tz * HD * 3 + Tz * KD * 3 + Tz * r + (size_t)threads * Tz +
+                       Mz * C * 2 + Mz * 5 + (size_t)chunk * V;
+  w.memory.allocate(total);
+  float* p = w.memory.data;
+  auto take = [&](size_t n) { float* q = p; p += n; return q; };
+  w.dres = take(Tz * C); w.dxn = take(Tz * C); w.dtmp = take(Tz * C);
+  w.dact = take(Tz * I); w.dgate = take(Tz * I); w.dup = take(Tz * I);
+  w.datt = take(Tz * HD); w.dq = take(Tz * HD); w.dqpre = take(Tz * HD);
+  w.dk = take(Tz * KD); w.dkpre = take(Tz * KD); w.dv = take(Tz * KD);
+  w.dh = take(Tz * r);
+  w.attn_scratch = take((size_t)threads * Tz);
+  w.hsel = take(Mz * C); w.dhsel = take(Mz * C);
+  w.logp = take(Mz); w.lse = take(Mz); w.ent = take(Mz); w.dlogp = take(Mz); w.ref = take(Mz);
+  w.lm_scratch = take((size_t)chunk * V);
+  w.T_cap = T; w.M_cap = M; w.r_cap = r; w.chunk = chunk;
+}
+
+static void gather_rows(float* dst, const float* src, const int32_t* rows, int M, int C) {
+#pragma omp parallel for schedule(static)
+  for (int j = 0; j < M; ++j) std::memcpy(dst + (size_t)j * C, src + (size_t)rows[j] * C, sizeof(float) * C);
+}
+
+// Log-probabilities (and entropies) of the loss tokens from the final hidden rows of the last forward.
+static void loss_token_logprobs(const Model& m, const RunState& rs, const MicroBatch& mb, TrainWork& w, float* logp,
+                                float* lse, float* ent) {
+  const int M = (int)mb.loss_rows.size(), C = m.cfg.hidden;
+  if (M == 0) return;
+  gather_rows(w.hsel, rs.hf, mb.loss_rows.data(), M, C);
+  m.be->logprob_forward(logp, lse, ent, w.hsel, m.w.lm_head, mb.loss_targets.data(), M, C, m.cfg.vocab,
+                        w.lm_scratch, lm_chunk(m.cfg.vocab, M));
+}
+
+MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const MicroBatch& mb, const LossParams& p,
+                              TrainWork& w, float* logp_out) {
+  const ModelConfig& c = m.cfg;
+  const Backend& B = *m.be;
+  const int T = (int)mb.tokens.size(), M = (int)mb.loss_rows.size(), nseq = (int)mb.cu_seqlens.size() - 1;
+  const int C = c.hidden, H = c.heads, Hkv = c.kv_heads, D = c.head_dim, I = c.inter, HD = H * D, KD = Hkv * D;
+  CHECK(T > 0 && nseq > 0 && mb.cu_seqlens.front() == 0 && mb.cu_seqlens.back() == T, "bad micro-batch packing");
+  CHECK(mb.old_logp.empty() || (int)mb.old_logp.size() == M, "old log-probabilities do not match the loss tokens");
+  int max_len = 0;
+  for (int s = 0; s < nseq; ++s) max_len = std::max(max_len, mb.cu_seqlens[s + 1] - mb.cu_seqlens[s]);
+  for (int j = 0; j < M; ++j) {
+    CHECK(mb.loss_rows[j] >= 0 && mb.loss_rows[j] < T, "loss row out of range");
+    CHECK(mb.loss_targets[j] >= 0 && mb.loss_targets[j] < c.vocab, "loss target token out of range");
+  }
+  const int r = a ? a->r : 1;
+  work_reserve(w, c, T, M, r);
+
+  std::vector<Segment> segs(nseq);
+  for (int s = 0; s < nseq; ++s) segs[s].n = mb.cu_seqlens[s + 1] - mb.cu_seqlens[s];
+
+  // Reference (adapter-free) log-probabilities for the KL term.
+  const bool need_ref = p.beta > 0.0f && p.kind != LOSS_SFT;
+  if (need_ref) {
+    m.forward(mb.tokens.data(), T, segs, w.rs_ref, false);
+    loss_token_logprobs(m, w.rs_ref, mb, w, w.ref, w.lse, nullptr);
+  }
+
+  // Policy forward, saving every layer's activations when a backward follows.
+  for (auto& s : segs) s.adapter = a;
+  RunState& rs = w.rs;
+  const bool backward = grad != nullptr;
+  m.forward(mb.tokens.data(), T, segs, rs, backward);
+  loss_token_logprobs(m, rs, mb, w, w.logp, w.lse, w.ent);
+  if (logp_out && M) std::memcpy(logp_out, w.logp, sizeof(float) * M);
+
+  MicroResult res;
+  for (int j = 0; j < M; ++j) res.entropy_sum += w.ent[j];
+  loss_forward_backward(&res.loss, w.dlogp, w.logp, mb.old_logp.empty() ? nullptr : mb.old_logp.data(),
+                        need_ref ? w.ref : nullptr, mb.seqs.data(), (int)mb.seqs.size(), p);
+  if (!backward || M == 0 || !a) return res;
+
+  // LM head + log-softmax backward (chunked; the head is frozen), scattered back to the loss rows.
+  B.logprob_backward(w.dhsel, w.dlogp, nullptr, w.hsel, m.w.lm_head, mb.loss_targets.data(), w.lse, nullptr, M, C,
+                     c.vocab, w.lm_scratch, lm_chunk(c.vocab, M));
+  std::memset(w.dtmp, 0, sizeof(float) * (size_t)T * C);
+  for (int j = 0; j < M; ++j) {  // serial: two loss tokens never share a row, but keep it simple and exact
+    float* d = w.dtmp + (size_t)mb.loss_rows[j] * C;
+    const float* s = w.dhsel + (size_t)j * C;
+    for (int k = 0; k < C; ++k) d[k] += s[k];
+  }
+  // Final norm (frozen weight).
+  B.rmsnorm_backward(w.dres, nullptr, w.dtmp, rs.xf, m.w.norm, rs.rstdf, T, C);
+
+  auto G = [&](const float* view) { return grad + (view - a->memory.data); };
+  // Base projection backward (dx = dy W, overwritten) plus the LoRA term (dx +=, dA/dB +=).
+  auto proj_backward = [&](int l, int mod, float* dx, const float* dy, const float* x, int in, int out, bool accumulate) {
+    const float* W = m.w.layers[l].w[mod];
+    if (accumulate) B.gemm(false, false, T, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
+    else B.linear_backward(dx, dy, W, T, in, out);
+    if (!a->targets[mod]) return;
+    const LoraView& v = a->views[l][mod];
+    B.lora_backward(dx, G(v.A), G(v.B), w.dh, dy, x, rs.layers[l].xa[mod], v, T, in, out);
+  };
+
+  for (int l = c.layers - 1; l >= 0; --l) {
+    const LayerActs& s = rs.layers[l];
+    const LayerWeights& lw = m.w.layers[l];
+    // MLP block: x_next = x2 + down(silu(gate) * up); w.dres holds d x_next.
+    proj_backward(l, DOWN, w.dact, w.dres, s.act, I, C, false);
+    B.swiglu_backward(w.dgate, w.dup, w.dact, s.gate, s.up, (long)T * I);
+    proj_backward(l, GATE, w.dxn, w.dgate, s.xn2, C, I, false);
+    proj_backward(l, UP, w.dxn, w.dup, s.xn2, C, I, true);
+    B.rmsnorm_backward(w.dtmp, nullptr, w.dxn, s.x2, lw.ln2, s.rstd2, T, C);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)T * C; ++i) w.dres[i] += w.dtmp[i];  // now d x2
+    // Attention block: x2 = x + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
+    proj_backward(l, O, w.datt, w.dres, s.att, HD, C, false);
+    B.attention_backward(w.dq, w.dk, w.dv, w.datt, s.q, s.k, s.v, s.att, s.lse, mb.cu_seqlens.data(), nseq, H, Hkv,
+                         D, w.attn_scratch, max_len);
+    B.rope_backward(w.dq, rs.pos.data(), m.inv_freq.data(), T, H, D);
+    B.rope_backward(w.dk, rs.pos.data(), m.inv_freq.data(), T, Hkv, D);
+    const float* dqp = w.dq;
+    const float* dkp = w.dk;
+    if (c.qk_norm) {
+      B.rmsnorm_backward(w.dqpre, nullptr, w.dq, s.q_pre, lw.q_norm, s.q_rstd, T * H, D);
+      B.rmsnorm_backward(w.dkpre, nullptr, w.dk, s.k_pre, lw.k_norm, s.k_rstd, T * Hkv, D);
+      dqp = w.dqpre;
+      dkp = w.dkpre;
+    }
+    proj_backward(l, Q, w.dxn, dqp, s.xn1, C, HD, false);
+    proj_backward(l, K, w.dxn, dkp, s.xn1, C, KD, true);
+    proj_backward(l, V, w.dxn, w.dv, s.xn1, C, KD, true);
+    B.rmsnorm_backward(w.dtmp, nullptr, w.dxn, s.x, lw.ln1, s.rstd1, T, C);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)T * C; ++i) w.dres[i] += w.dtmp[i];  // now d x (the layer's input)
+  }
+  return res;
+}
+
+}  // namespace mcprl
