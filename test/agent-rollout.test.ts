@@ -12,7 +12,7 @@ import { scoreChecks } from '../src/ruler/checks.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
 import type { OpenAIDouble } from './doubles/openai-double.js';
 import { badStrategy, goodStrategy, scriptedStrategy, startPolicyDouble, type Strategy } from './doubles/policy-double.js';
-import { fixtureStdioTarget } from './helpers/servers.js';
+import { everythingStdioTarget, fixtureStdioTarget } from './helpers/servers.js';
 
 const book = BOOKS[2];
 const eur = Math.round(book.price_usd * RATES.EUR * 100) / 100;
@@ -262,5 +262,28 @@ describe('rolloutGroups', () => {
       ['price-eur-2', 'price-eur-2'],
     ]);
     for (const t of groups.flat()) expect(scoreChecks(t, priceScenario).fraction).toBe(1);
+  });
+});
+
+describe('rollout against server-everything', () => {
+  it('a tool call over its per-call timeout is answered with an error and the rollout carries on', async () => {
+    const everything = await connect(everythingStdioTarget());
+    try {
+      const everythingTools = await everything.listTools();
+      const { policy } = await policyFor(
+        scriptedStrategy([
+          { toolCalls: [{ name: 'trigger-long-running-operation', arguments: { duration: 30, steps: 2 } }] },
+          { toolCalls: [{ name: 'echo', arguments: { message: 'still here' } }] },
+        ]),
+      );
+      const t = await rollout({ policy, session: everything, tools: everythingTools, scenario: priceScenario, callTimeoutMs: 500 });
+      expect(t.error).toBeUndefined();
+      expect(t.metrics).toMatchObject({ turns: 3, tool_calls: 3, tool_errors: 1, invalid_calls: 0, completed: true });
+      const answers = t.messages.filter((m) => m.role === 'tool').map((m) => m.content!);
+      expect(answers[0]).toMatch(/^Error: .*tim/i);
+      expect(answers[1]).toMatch(/still here/);
+    } finally {
+      await everything.close();
+    }
   });
 });
