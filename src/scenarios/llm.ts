@@ -1,0 +1,264 @@
+/**
+ * LLM-generated scenarios (AutoRL): ask any OpenAI-compatible endpoint for realistic tasks a user would want
+ * done with a server's tools.
+ *
+ * Output format negotiation: `response_format: json_schema` first; if the endpoint rejects it (HTTP 400/422)
+ * we fall back to `json_object`, then to plain text from which the JSON is extracted (fenced block or the
+ * outermost braces). Each answer is validated with zod item by item; we ask again for the remainder until
+ * `count` valid, non-duplicate scenarios are collected or `maxAttempts` requests were made, and then fail
+ * with a clear message. HTTP failures (5xx, network) are retried by the SDK (`maxRetries`); if they persist,
+ * generation fails with ScenarioGenerationError instead of waiting forever (every request has `timeoutMs`).
+ */
+import OpenAI from 'openai';
+import { z } from 'zod';
+import type { ToolInfo } from '../mcp/index.js';
+import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
+import { hashString } from './rng.js';
+import type { Scenario } from './scenario.js';
+
+/** LLM generation failed for good (endpoint errors, or too few valid scenarios within the attempt budget). */
+export class ScenarioGenerationError extends Error {
+  readonly code = 'SCENARIO_GENERATION';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ScenarioGenerationError';
+  }
+}
+
+/** What the LLM is told about the server. */
+export interface ServerCatalog {
+  serverName?: string;
+  tools: ToolInfo[];
+  resources?: { uri: string; name?: string; description?: string }[];
+}
+
+export interface LlmGeneratorOptions {
+  /** Model name at the endpoint. */
+  model: string;
+  /** Endpoint base URL, e.g. https://api.openai.com/v1. Default: the SDK's (OPENAI_BASE_URL or OpenAI). */
+  baseURL?: string;
+  /** API key. Default: OPENAI_API_KEY. */
+  apiKey?: string;
+  /** Scenarios wanted. Default 24. */
+  count?: number;
+  /** The user's own guidance, appended to the prompt. */
+  instructions?: string;
+  /** Passed to the endpoint as `seed` (best effort; not every endpoint honours it). */
+  seed?: number;
+  /** Requests (not counting the SDK's HTTP retries) before giving up. Default 6. */
+  maxAttempts?: number;
+  /** Per-request timeout in ms. Default 120000. */
+  timeoutMs?: number;
+  /** SDK retries on 5xx / 429 / network errors, per request. Default 2. */
+  maxRetries?: number;
+  /** Near-duplicate threshold (see dedup.ts). Default 0.8. */
+  duplicateThreshold?: number;
+  /** Tasks to avoid (e.g. another scenario set's), as near-duplicates. */
+  avoidTasks?: Iterable<string>;
+  /** Use this client instead of building one (tests, custom fetch). */
+  client?: OpenAI;
+}
+
+export type ResponseFormatMode = 'json_schema' | 'json_object' | 'text';
+
+export interface LlmResult {
+  scenarios: Scenario[];
+  droppedDuplicates: number;
+  /** Items (or whole answers) that failed validation. */
+  droppedInvalid: number;
+  /** Chat completion requests made. */
+  attempts: number;
+  /** The response format that finally worked. */
+  responseFormat: ResponseFormatMode;
+}
+
+/** One generated item as the LLM returns it. Lenient on difficulty's type: some models quote numbers. */
+export const GeneratedItemSchema = z.object({
+  task: z.string().trim().min(8),
+  difficulty: z.coerce.number().int().min(1).max(5),
+});
+
+const RESPONSE_JSON_SCHEMA = {
+  type: 'object',
+  properties: {
+    scenarios: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: { task: { type: 'string' }, difficulty: { type: 'integer' } },
+        required: ['task', 'difficulty'],
+        additionalProperties: false,
+      },
+    },
+  },
+  required: ['scenarios'],
+  additionalProperties: false,
+} as const;
+
+/** Builds the prompt messages; exported so that the prompt can be inspected and tested. */
+export function buildPrompt(catalog: ServerCatalog, n: number, opts: { instructions?: string; avoid?: string[] } = {}): OpenAI.Chat.ChatCompletionMessageParam[] {
+  const tools = catalog.tools.map((t) => ({
+    name: t.name,
+    description: t.description,
+    input_schema: t.inputSchema,
+    read_only: t.annotations.readOnlyHint,
+  }));
+  const parts = [
+    `The MCP server${catalog.serverName ? ` "${catalog.serverName}"` : ''} offers these tools:`,
+    JSON.stringify(tools, null, 1),
+  ];
+  if (catalog.resources?.length) {
+    parts.push('And these resources:', JSON.stringify(catalog.resources.slice(0, 50), null, 1));
+  }
+  parts.push(
+    `Write ${n} realistic, diverse tasks that a user would want done with this server.`,
+    [
+      'Rules:',
+      '- Each task is a self-contained request in the user\'s own words, with the concrete values needed (names, ids, amounts).',
+      '- Never name the tools or say which tool to use; describe what the user wants.',
+      '- Mix single-step tasks with multi-step ones that need several tool calls (find something, then use it).',
+      '- Give each a difficulty from 1 (one obvious call) to 5 (several dependent calls and reasoning); spread them across the range.',
+      '- Prefer tasks whose outcome can be checked from the tools\' results; avoid tasks needing information the server cannot give.',
+      '- No two tasks may be near-duplicates.',
+    ].join('\n'),
+  );
+  if (opts.avoid?.length) parts.push('Do not repeat or paraphrase these existing tasks:\n' + opts.avoid.map((t) => `- ${t}`).join('\n'));
+  if (opts.instructions?.trim()) parts.push(`Additional guidance from the user:\n${opts.instructions.trim()}`);
+  parts.push('Answer with JSON only, exactly in this shape: {"scenarios": [{"task": "…", "difficulty": 1}]}');
+  return [
+    { role: 'system', content: 'You design evaluation tasks for AI agents that use MCP tools. You answer with JSON only.' },
+    { role: 'user', content: parts.join('\n\n') },
+  ];
+}
+
+/** Finds the JSON value in a model's text: the whole text, a ```json fenced block, or the outermost braces. */
+export function extractJson(text: string): unknown {
+  const tries: string[] = [text.trim()];
+  const fence = /```(?:json)?\s*([\s\S]*?)```/i.exec(text);
+  if (fence) tries.push(fence[1].trim());
+  const a = text.indexOf('{');
+  const b = text.lastIndexOf('}');
+  if (a >= 0 && b > a) tries.push(text.slice(a, b + 1));
+  const c = text.indexOf('[');
+  const d = text.lastIndexOf(']');
+  if (c >= 0 && d > c) tries.push(text.slice(c, d + 1));
+  for (const t of tries) {
+    try {
+      return JSON.parse(t);
+    } catch {
+      // try the next candidate
+    }
+  }
+  throw new SyntaxError('no JSON found in the answer');
+}
+
+/** Endpoints that do not support a response_format answer 400 (OpenAI-style) or 422 (some proxies). */
+function isFormatRejection(err: unknown): boolean {
+  return err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422);
+}
+
+function describeApiError(err: unknown, baseURL: string): string {
+  if (err instanceof OpenAI.APIConnectionTimeoutError) return `the request to ${baseURL} timed out`;
+  if (err instanceof OpenAI.APIConnectionError) return `cannot reach ${baseURL} (${err.message})`;
+  if (err instanceof OpenAI.APIError) {
+    const hint = err.status === 401 || err.status === 403 ? ' — check the API key (OPENAI_API_KEY or --generator-api-key-env)' : '';
+    return `${baseURL} answered HTTP ${err.status ?? '?'}: ${err.message}${hint}`;
+  }
+  return (err as Error)?.message ?? String(err);
+}
+
+/** Generates `count` LLM scenarios for a server catalog. */
+export async function generateLlmScenarios(catalog: ServerCatalog, opts: LlmGeneratorOptions): Promise<LlmResult> {
+  const count = opts.count ?? 24;
+  const maxAttempts = opts.maxAttempts ?? 6;
+  const client =
+    opts.client ??
+    new OpenAI({
+      baseURL: opts.baseURL,
+      apiKey: opts.apiKey ?? process.env.OPENAI_API_KEY ?? 'missing-api-key',
+      timeout: opts.timeoutMs ?? 120_000,
+      maxRetries: opts.maxRetries ?? 2,
+    });
+  const baseURL = client.baseURL;
+  const filter = new DuplicateFilter(opts.duplicateThreshold ?? DEFAULT_DUPLICATE_THRESHOLD, opts.avoidTasks ?? []);
+  const scenarios: Scenario[] = [];
+  let mode: ResponseFormatMode = 'json_schema';
+  let droppedDuplicates = 0;
+  let droppedInvalid = 0;
+  let attempts = 0;
+  let lastProblem = '';
+
+  while (scenarios.length < count && attempts < maxAttempts) {
+    attempts++;
+    const missing = count - scenarios.length;
+    // Ask for a few extra: some will be invalid or duplicates.
+    const ask = missing + Math.ceil(missing / 4);
+    const messages = buildPrompt(catalog, ask, { instructions: opts.instructions, avoid: scenarios.map((s) => s.task) });
+    const response_format =
+      mode === 'json_schema'
+        ? ({ type: 'json_schema', json_schema: { name: 'scenarios', strict: true, schema: RESPONSE_JSON_SCHEMA } } as const)
+        : mode === 'json_object'
+          ? ({ type: 'json_object' } as const)
+          : undefined;
+    let content: string | null | undefined;
+    try {
+      const completion = await client.chat.completions.create({
+        model: opts.model,
+        messages,
+        ...(response_format ? { response_format } : {}),
+        ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+      });
+      content = completion.choices?.[0]?.message?.content;
+    } catch (err) {
+      if (isFormatRejection(err) && mode !== 'text') {
+        // Not a failed attempt: the endpoint told us what it cannot do.
+        attempts--;
+        mode = mode === 'json_schema' ? 'json_object' : 'text';
+        continue;
+      }
+      throw new ScenarioGenerationError(`scenario generation failed: ${describeApiError(err, baseURL)}`, { cause: err });
+    }
+
+    let raw: unknown;
+    try {
+      raw = extractJson(content ?? '');
+    } catch {
+      droppedInvalid++;
+      lastProblem = `answer ${attempts} was not JSON: ${JSON.stringify((content ?? '').slice(0, 120))}`;
+      continue;
+    }
+    const items = Array.isArray(raw) ? raw : (raw as { scenarios?: unknown })?.scenarios;
+    if (!Array.isArray(items)) {
+      droppedInvalid++;
+      lastProblem = `answer ${attempts} had no "scenarios" array`;
+      continue;
+    }
+    for (const item of items) {
+      if (scenarios.length >= count) break;
+      const parsed = GeneratedItemSchema.safeParse(item);
+      if (!parsed.success) {
+        droppedInvalid++;
+        lastProblem = `answer ${attempts} had an invalid item: ${parsed.error.issues[0]?.path.join('.') || 'item'}: ${parsed.error.issues[0]?.message}`;
+        continue;
+      }
+      if (!filter.add(parsed.data.task)) {
+        droppedDuplicates++;
+        continue;
+      }
+      scenarios.push({
+        id: `llm-${hashString(parsed.data.task).toString(16).padStart(8, '0')}`,
+        task: parsed.data.task,
+        difficulty: parsed.data.difficulty,
+        source: 'llm',
+      });
+    }
+  }
+
+  if (scenarios.length < count) {
+    throw new ScenarioGenerationError(
+      `scenario generation got ${scenarios.length} of ${count} valid scenarios from ${opts.model} at ${baseURL} after ${attempts} requests ` +
+        `(${droppedInvalid} invalid, ${droppedDuplicates} duplicates)${lastProblem ? `; last problem: ${lastProblem}` : ''}`,
+    );
+  }
+  return { scenarios, droppedDuplicates, droppedInvalid, attempts, responseFormat: mode };
+}
