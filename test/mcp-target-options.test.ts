@@ -1,0 +1,95 @@
+/** The shared target options: URL vs command vs --config, headers, and the policy flags. */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { addTargetOptions, connectOptionsFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from '../src/cli/target-options.js';
+import { McpConnectError, toToolInfo } from '../src/mcp/index.js';
+
+function parse(argv: string[]): { args: string[]; opts: TargetCliOptions } {
+  let got: { args: string[]; opts: TargetCliOptions } | undefined;
+  const program = new Command().exitOverride();
+  const cmd = program.command('x').argument('[target...]');
+  addTargetOptions(cmd).action((args: string[], opts: TargetCliOptions) => {
+    got = { args, opts };
+  });
+  program.parse(['node', 'mcprl', 'x', ...argv]);
+  return got!;
+}
+
+const configError = (fn: () => unknown, pattern: RegExp) => {
+  let err: unknown;
+  try {
+    fn();
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(McpConnectError);
+  expect((err as McpConnectError).code).toBe('CONFIG');
+  expect((err as Error).message).toMatch(pattern);
+};
+
+describe('targetFromCli', () => {
+  it('reads a URL with repeatable headers', () => {
+    const { args, opts } = parse(['https://example.com/mcp', '--header', 'Authorization: Bearer abc', '--header', 'X-A:1']);
+    expect(targetFromCli(args, opts)).toEqual({
+      kind: 'http',
+      url: 'https://example.com/mcp',
+      headers: { Authorization: 'Bearer abc', 'X-A': '1' },
+    });
+  });
+
+  it('reads the command after -- verbatim, options included', () => {
+    const { args, opts } = parse(['--timeout', '5000', '--', 'node', 'server.js', '--http', '0']);
+    expect(targetFromCli(args, opts)).toEqual({ kind: 'stdio', command: 'node', args: ['server.js', '--http', '0'] });
+    expect(connectOptionsFromCli(opts).timeoutMs).toBe(5000);
+  });
+
+  it('reads --config/--server in the mcpServers shape, resolving cwd against the file', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'mcprl-config-'));
+    const file = path.join(dir, 'mcp.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: {
+          local: { command: 'node', args: ['s.js'], env: { API_KEY: 'k' }, cwd: 'sub' },
+          remote: { url: 'http://127.0.0.1:1/mcp', headers: { A: 'b' } },
+        },
+      }),
+    );
+    expect(targetFromCli([], parse(['--config', file, '--server', 'local']).opts)).toEqual({
+      kind: 'stdio',
+      command: 'node',
+      args: ['s.js'],
+      env: { API_KEY: 'k' },
+      cwd: path.join(dir, 'sub'),
+    });
+    expect(targetFromCli([], parse(['--config', file, '--server', 'remote', '--header', 'C: d']).opts)).toEqual({
+      kind: 'http',
+      url: 'http://127.0.0.1:1/mcp',
+      headers: { A: 'b', C: 'd' },
+    });
+    configError(() => targetFromCli([], parse(['--config', file]).opts), /has 2 servers; choose one with --server \(local, remote\)/);
+    writeFileSync(file, JSON.stringify({ servers: {} }));
+    configError(() => targetFromCli([], parse(['--config', file, '--server', 'x']).opts), /not in the mcpServers shape/);
+  });
+
+  it('rejects missing, ambiguous and malformed targets with a CONFIG error', () => {
+    configError(() => targetFromCli([], {}), /no MCP server given/);
+    configError(() => targetFromCli(['http://a/mcp', 'extra'], {}), /takes no further arguments/);
+    configError(() => targetFromCli(['node'], { header: ['A: b'] }), /--header applies to http/);
+    configError(() => targetFromCli(['http://a/mcp'], { header: ['no colon'] }), /Name: value/);
+    configError(() => targetFromCli(['node'], { server: 'x' }), /--server needs --config/);
+  });
+});
+
+describe('policyFromCli', () => {
+  const destructive = toToolInfo({ name: 'drop_table', inputSchema: { type: 'object' } });
+  it('maps --allow-destructive, --allow and --deny onto SafetyPolicy', () => {
+    expect(policyFromCli(parse([]).opts).check(destructive).allowed).toBe(false);
+    expect(policyFromCli(parse(['--allow-destructive']).opts).check(destructive).allowed).toBe(true);
+    expect(policyFromCli(parse(['--allow', 'drop_*']).opts).check(destructive).allowed).toBe(true);
+    expect(policyFromCli(parse(['--allow-destructive', '--deny', 'drop_table']).opts).check(destructive).allowed).toBe(false);
+  });
+});
