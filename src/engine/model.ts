@@ -1,0 +1,472 @@
+/**
+ * The local engine's model: an HF folder loaded into the native addon, with LoRA adapters, batched
+ * generation (continuous batching over a KV cache) and scoring.
+ *
+ * Log-probabilities: every sampled token comes with log π(token | context) under the model (with the
+ * request's adapter) at temperature 1 and without top-k/top-p truncation, i.e. log softmax(logits)[token].
+ * That is the policy's log π that GRPO's importance ratio needs; sampling settings only change which tokens
+ * are drawn, not how they are scored. Stop tokens (EOS or stopTokenIds) are included in tokenIds with their
+ * logprob, so training can teach the model to stop.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import { z } from 'zod';
+import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
+
+export { EngineError };
+export type { EngineErrorCode } from './native.js';
+
+export interface SamplingParams {
+  maxTokens: number;
+  /** Default 1; 0 = greedy. */
+  temperature?: number;
+  /** Default 1 (off). */
+  topP?: number;
+  /** Default 0 (off). */
+  topK?: number;
+  /** Seeds sample i of the request with (seed, i): the same request with the same seed gives the same tokens. */
+  seed?: number;
+  stopTokenIds?: number[];
+}
+
+export interface GenerateRequest {
+  promptIds: number[];
+  /** Default 1; the n samples share the prompt's prefill. */
+  n?: number;
+  adapter?: string | null;
+  sampling: SamplingParams;
+  signal?: AbortSignal;
+  onToken?: (sample: number, tokenId: number, logprob: number) => void;
+}
+
+export interface GeneratedSequence {
+  tokenIds: number[];
+  /** log π at temperature 1 of each token in tokenIds. */
+  logprobs: number[];
+  finishReason: 'stop' | 'length' | 'abort';
+}
+
+export interface ModelConfig {
+  modelType: 'qwen3' | 'qwen2' | 'llama';
+  vocabSize: number;
+  hiddenSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  intermediateSize: number;
+  maxPositionEmbeddings: number;
+  tieWordEmbeddings: boolean;
+  eosTokenIds: number[];
+  raw: Record<string, unknown>;
+}
+
+const IdOrIds = z.union([z.number().int(), z.array(z.number().int())]).nullish();
+
+const HfConfigSchema = z
+  .object({
+    model_type: z.string(),
+    vocab_size: z.number().int().positive(),
+    hidden_size: z.number().int().positive(),
+    num_hidden_layers: z.number().int().positive(),
+    num_attention_heads: z.number().int().positive(),
+    num_key_value_heads: z.number().int().positive().optional(),
+    head_dim: z.number().int().positive().nullish(),
+    intermediate_size: z.number().int().positive(),
+    max_position_embeddings: z.number().int().positive().optional(),
+    tie_word_embeddings: z.boolean().optional(),
+    eos_token_id: IdOrIds,
+  })
+  .passthrough();
+
+const GenerationConfigSchema = z.object({ eos_token_id: IdOrIds }).passthrough();
+
+function ids(v: number | number[] | null | undefined): number[] {
+  return v === null || v === undefined ? [] : Array.isArray(v) ? v : [v];
+}
+
+/** Reads config.json (and generation_config.json's EOS ids) of an HF folder. */
+export function readModelConfig(dir: string): ModelConfig {
+  const file = join(dir, 'config.json');
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+  } catch (e) {
+    throw new EngineError('ENGINE_LOAD', `${file}: ${(e as Error).message}`, { cause: e });
+  }
+  const parsed = HfConfigSchema.safeParse(raw);
+  if (!parsed.success) throw new EngineError('ENGINE_LOAD', `${file}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  const c = parsed.data;
+  if (c.model_type !== 'qwen3' && c.model_type !== 'qwen2' && c.model_type !== 'llama')
+    throw new EngineError('ENGINE_LOAD', `${file}: unsupported model_type '${c.model_type}' (supported: qwen3, qwen2, llama)`);
+  const eos = new Set(ids(c.eos_token_id));
+  const gen = join(dir, 'generation_config.json');
+  if (existsSync(gen)) {
+    try {
+      const g = GenerationConfigSchema.safeParse(JSON.parse(readFileSync(gen, 'utf8')));
+      if (g.success) for (const id of ids(g.data.eos_token_id)) eos.add(id);
+    } catch {
+      // generation_config.json is optional metadata; a broken one must not block loading the weights.
+    }
+  }
+  return {
+    modelType: c.model_type,
+    vocabSize: c.vocab_size,
+    hiddenSize: c.hidden_size,
+    numLayers: c.num_hidden_layers,
+    numHeads: c.num_attention_heads,
+    numKvHeads: c.num_key_value_heads ?? c.num_attention_heads,
+    headDim: c.head_dim ?? Math.floor(c.hidden_size / c.num_attention_heads),
+    intermediateSize: c.intermediate_size,
+    maxPositionEmbeddings: c.max_position_embeddings ?? 32768,
+    tieWordEmbeddings: c.tie_word_embeddings ?? false,
+    eosTokenIds: [...eos],
+    raw,
+  };
+}
+
+function nativeError(e: unknown, code: 'ENGINE_LOAD' | 'ENGINE_NATIVE' | 'ENGINE_REQUEST' = 'ENGINE_NATIVE'): EngineError {
+  if (e instanceof EngineError) return e;
+  return new EngineError(code, e instanceof Error ? e.message : String(e), { cause: e });
+}
+
+/** Upper bound on samples decoded together; further requests wait for free places. */
+const MAX_ACTIVE_SAMPLES = 64;
+
+interface Request {
+  req: GenerateRequest;
+  n: number;
+  adapter: string | null;
+  stops: Set<number>;
+  maxTokens: number;
+  capacity: number;
+  samples: Sample[];
+  resolve: (v: GeneratedSequence[]) => void;
+  reject: (e: unknown) => void;
+  failed: boolean;
+}
+
+interface Sample {
+  request: Request;
+  index: number;
+  slot: number;
+  out: GeneratedSequence;
+  done: boolean;
+  last: number;
+}
+
+const engines = new WeakMap<Model, NativeEngine>();
+
+/** The native engine behind a Model (for src/engine/trainer.ts, which adds training on the same weights). */
+export function engineOf(model: Model): NativeEngine {
+  const e = engines.get(model);
+  if (!e) throw new EngineError('ENGINE_CLOSED', 'model is closed');
+  return e;
+}
+
+/** The native addon (for code that calls module-level functions such as the trainer). */
+export function nativeAddon(): NativeAddon {
+  return loadNative();
+}
+
+export class Model {
+  private engine: NativeEngine | null;
+  private chain: Promise<unknown> = Promise.resolve();
+  private adapters = new Set<string>();
+  private pending: Request[] = [];
+  private active: Sample[] = [];
+  private looping = false;
+
+  private constructor(
+    readonly dir: string,
+    readonly config: ModelConfig,
+    engine: NativeEngine,
+  ) {
+    this.engine = engine;
+    engines.set(this, engine);
+  }
+
+  /** Loads an HF folder (config.json + safetensors). threads: OpenMP threads, default all cores. */
+  static async load(dir: string, opts: { threads?: number } = {}): Promise<Model> {
+    const abs = resolve(dir);
+    const config = readModelConfig(abs);
+    const addon = loadNative();
+    const engine = new addon.Engine();
+    try {
+      await engine.load(abs, opts.threads ?? 0);
+    } catch (e) {
+      throw nativeError(e, 'ENGINE_LOAD');
+    }
+    return new Model(abs, config, engine);
+  }
+
+  /** Runs native work strictly one call at a time (the native engine is single-tasked). */
+  run<T>(fn: (e: NativeEngine) => T | Promise<T>): Promise<T> {
+    const next = this.chain.then(() => fn(this.live()));
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  private live(): NativeEngine {
+    if (!this.engine) throw new EngineError('ENGINE_CLOSED', 'model is closed');
+    return this.engine;
+  }
+
+  adapterNames(): string[] {
+    return [...this.adapters];
+  }
+
+  /** Loads a PEFT adapter folder under `name` (replacing an adapter of that name). */
+  async loadAdapter(name: string, dir: string): Promise<void> {
+    try {
+      await this.run((e) => e.loadAdapter(name, resolve(dir)));
+    } catch (e) {
+      throw nativeError(e, 'ENGINE_LOAD');
+    }
+    this.adapters.add(name);
+  }
+
+  /** Registers an adapter that native code created under `name` (the trainer's new adapters). */
+  registerAdapter(name: string): void {
+    this.adapters.add(name);
+  }
+
+  unloadAdapter(name: string): void {
+    if (this.active.some((s) => s.request.adapter === name) || this.pending.some((r) => r.adapter === name))
+      throw new EngineError('ENGINE_REQUEST', `adapter '${name}' is in use by a running generation`);
+    this.adapters.delete(name);
+    void this.run((e) => e.unloadAdapter(name)).catch(() => undefined);
+  }
+
+  /** Per-token logprobs: out[i][t] = log p(seqs[i][t] | seqs[i][<t]), out[i][0] = 0. */
+  async score(seqs: number[][], opts: { adapter?: string | null } = {}): Promise<Float32Array[]> {
+    const adapter = opts.adapter ?? null;
+    this.checkAdapter(adapter);
+    const lens = Int32Array.from(seqs, (s) => s.length);
+    const flat = new Int32Array(lens.reduce((a, b) => a + b, 0));
+    let o = 0;
+    for (const s of seqs) {
+      for (const t of s) this.checkToken(t);
+      flat.set(s, o);
+      o += s.length;
+    }
+    let out: Float32Array;
+    try {
+      out = await this.run((e) => e.score(flat, lens, adapter));
+    } catch (e) {
+      throw nativeError(e);
+    }
+    const res: Float32Array[] = [];
+    o = 0;
+    for (const n of lens) {
+      res.push(out.slice(o, o + n));
+      o += n;
+    }
+    return res;
+  }
+
+  /** Samples n continuations of the prompt; joins the decode steps of any other running generation. */
+  generate(req: GenerateRequest): Promise<GeneratedSequence[]> {
+    return new Promise<GeneratedSequence[]>((resolveP, rejectP) => {
+      const n = req.n ?? 1;
+      const adapter = req.adapter ?? null;
+      const s = req.sampling;
+      if (!Number.isInteger(n) || n < 1) throw new EngineError('ENGINE_REQUEST', `n must be a positive integer, got ${n}`);
+      if (!Number.isInteger(s.maxTokens) || s.maxTokens < 0) throw new EngineError('ENGINE_REQUEST', `maxTokens must be a non-negative integer, got ${s.maxTokens}`);
+      if (req.promptIds.length === 0) throw new EngineError('ENGINE_REQUEST', 'empty prompt');
+      for (const t of req.promptIds) this.checkToken(t);
+      this.checkAdapter(adapter);
+      this.live();
+      const maxPos = this.config.maxPositionEmbeddings;
+      if (req.promptIds.length >= maxPos)
+        throw new EngineError('ENGINE_REQUEST', `prompt of ${req.promptIds.length} tokens leaves no room under max_position_embeddings ${maxPos}`);
+      const r: Request = {
+        req,
+        n,
+        adapter,
+        stops: new Set([...this.config.eosTokenIds, ...(s.stopTokenIds ?? [])]),
+        maxTokens: s.maxTokens,
+        // The cache holds the prompt and every generated token but the last (never fed back).
+        capacity: Math.min(req.promptIds.length + Math.max(s.maxTokens, 1), maxPos),
+        samples: [],
+        resolve: resolveP,
+        reject: rejectP,
+        failed: false,
+      };
+      if (s.maxTokens === 0 || req.signal?.aborted) {
+        const reason = s.maxTokens === 0 ? 'length' : 'abort';
+        resolveP(Array.from({ length: n }, () => ({ tokenIds: [], logprobs: [], finishReason: reason })));
+        return;
+      }
+      this.pending.push(r);
+      this.kick();
+    });
+  }
+
+  /** Frees native memory; later calls throw EngineError ENGINE_CLOSED. Running generations are rejected. */
+  close(): void {
+    const e = this.engine;
+    if (!e) return;
+    this.engine = null;
+    engines.delete(this);
+    const err = new EngineError('ENGINE_CLOSED', 'model closed during generation');
+    for (const r of this.pending) r.reject(err);
+    for (const smp of this.active) if (!smp.request.failed) { smp.request.failed = true; smp.request.reject(err); }
+    this.pending = [];
+    this.active = [];
+    // Waits for an in-flight native task: close() in native takes the engine lock.
+    void this.chain.then(() => e.close());
+  }
+
+  private checkToken(t: number): void {
+    if (!Number.isInteger(t) || t < 0 || t >= this.config.vocabSize)
+      throw new EngineError('ENGINE_REQUEST', `token id ${t} out of range [0, ${this.config.vocabSize})`);
+  }
+
+  private checkAdapter(a: string | null): void {
+    if (a !== null && !this.adapters.has(a)) throw new EngineError('ENGINE_REQUEST', `unknown adapter '${a}' (loaded: ${this.adapterNames().join(', ') || 'none'})`);
+  }
+
+  private kick(): void {
+    if (this.looping) return;
+    this.looping = true;
+    void this.loop().finally(() => {
+      this.looping = false;
+      if (this.engine && (this.pending.length || this.active.length)) this.kick();
+    });
+  }
+
+  // The scheduler: admit waiting requests (prefill, fork for n > 1, first sample), then one shared decode
+  // step for every running sample, until nothing is left. Other native calls (score, adapters) interleave
+  // between steps through run().
+  private async loop(): Promise<void> {
+    while (this.engine && (this.pending.length || this.active.length)) {
+      this.dropAborted();
+      if (this.pending.length && this.active.length + this.pending[0].n <= Math.max(MAX_ACTIVE_SAMPLES, this.pending[0].n)) await this.admit();
+      if (this.active.length) await this.decode();
+    }
+  }
+
+  private params(samples: Sample[]) {
+    const sp = samples.map((x) => x.request.req.sampling);
+    return {
+      temps: Float32Array.from(sp, (s) => s.temperature ?? 1),
+      topP: Float32Array.from(sp, (s) => s.topP ?? 1),
+      topK: Int32Array.from(sp, (s) => s.topK ?? 0),
+    };
+  }
+
+  private async admit(): Promise<void> {
+    const batch: Request[] = [];
+    let count = this.active.length;
+    while (this.pending.length && (batch.length === 0 || count + this.pending[0].n <= MAX_ACTIVE_SAMPLES)) {
+      const r = this.pending.shift()!;
+      count += r.n;
+      batch.push(r);
+    }
+    const fresh: Sample[] = [];
+    try {
+      await this.run(async (e) => {
+        for (const r of batch) {
+          const seed = r.req.sampling.seed ?? Math.floor(Math.random() * 2 ** 32);
+          for (let i = 0; i < r.n; i++) {
+            const slot = e.slotCreate(r.capacity);
+            e.slotSeed(slot, seed, i);
+            r.samples.push({ request: r, index: i, slot, done: false, last: -1, out: { tokenIds: [], logprobs: [], finishReason: 'length' } });
+          }
+        }
+        const prompts = batch.map((r) => r.req.promptIds);
+        const flat = Int32Array.from(prompts.flat());
+        await e.prefill(Int32Array.from(batch, (r) => r.samples[0].slot), flat, Int32Array.from(prompts, (p) => p.length), batch.map((r) => r.adapter));
+        for (const r of batch) if (r.n > 1) await e.fork(r.samples[0].slot, Int32Array.from(r.samples.slice(1), (x) => x.slot));
+        for (const r of batch) fresh.push(...r.samples);
+        const p = this.params(fresh);
+        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), p.temps, p.topP, p.topK);
+        this.active.push(...fresh);
+        this.accept(fresh, res);
+      });
+    } catch (err) {
+      for (const r of batch) this.fail(r, nativeError(err));
+    }
+  }
+
+  private async decode(): Promise<void> {
+    const live = this.active.slice();
+    try {
+      await this.run(async (e) => {
+        const p = this.params(live);
+        const res = await e.step(
+          Int32Array.from(live, (x) => x.slot),
+          Int32Array.from(live, (x) => x.last),
+          live.map((x) => x.request.adapter),
+          p.temps,
+          p.topP,
+          p.topK,
+        );
+        this.accept(live, res);
+      });
+    } catch (err) {
+      const reqs = new Set(live.map((x) => x.request));
+      for (const r of reqs) this.fail(r, nativeError(err));
+    }
+  }
+
+  // Records each sample's new token, calls onToken, and finishes samples on a stop token or length.
+  private accept(samples: Sample[], res: SampledTokens): void {
+    samples.forEach((x, i) => {
+      if (x.done || x.request.failed) return;
+      const tok = res.tokens[i];
+      const lp = res.logprobs[i];
+      x.out.tokenIds.push(tok);
+      x.out.logprobs.push(lp);
+      x.last = tok;
+      const r = x.request;
+      try {
+        r.req.onToken?.(x.index, tok, lp);
+      } catch (err) {
+        this.fail(r, err);
+        return;
+      }
+      const total = r.req.promptIds.length + x.out.tokenIds.length;
+      if (r.stops.has(tok)) this.finish(x, 'stop');
+      else if (x.out.tokenIds.length >= r.maxTokens || total >= r.capacity + 1 || total >= this.config.maxPositionEmbeddings) this.finish(x, 'length');
+    });
+  }
+
+  private dropAborted(): void {
+    for (const r of this.pending.slice()) {
+      if (r.req.signal?.aborted) {
+        this.pending.splice(this.pending.indexOf(r), 1);
+        r.resolve(Array.from({ length: r.n }, () => ({ tokenIds: [], logprobs: [], finishReason: 'abort' as const })));
+      }
+    }
+    for (const x of this.active.slice()) if (!x.done && x.request.req.signal?.aborted) this.finish(x, 'abort');
+  }
+
+  private release(x: Sample): void {
+    const i = this.active.indexOf(x);
+    if (i >= 0) this.active.splice(i, 1);
+    const e = this.engine;
+    if (e) void this.run(() => e.slotFree(x.slot)).catch(() => undefined);
+  }
+
+  private finish(x: Sample, reason: GeneratedSequence['finishReason']): void {
+    x.done = true;
+    x.out.finishReason = reason;
+    this.release(x);
+    const r = x.request;
+    if (!r.failed && r.samples.every((s) => s.done)) r.resolve(r.samples.map((s) => s.out));
+  }
+
+  private fail(r: Request, err: unknown): void {
+    if (r.failed) return;
+    r.failed = true;
+    for (const x of r.samples) if (!x.done) { x.done = true; this.release(x); }
+    r.reject(err);
+  }
+}
+
+/** A short name for a model folder (its last path component). */
+export function modelName(dir: string): string {
+  return basename(resolve(dir));
+}

@@ -1,0 +1,112 @@
+/**
+ * Typed loader of the native addon (build/Release/mcprl_native.node, built by `npm install` from native/).
+ * Everything here mirrors native/addon.cc one to one; src/engine/model.ts is the friendly face.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export type EngineErrorCode =
+  | 'ENGINE_UNAVAILABLE' // the addon is not built or cannot be loaded
+  | 'ENGINE_LOAD' // a model or adapter folder could not be loaded (bad file, tensor, config)
+  | 'ENGINE_REQUEST' // a request the engine cannot serve (unknown adapter, bad token id, too long)
+  | 'ENGINE_NATIVE' // a failure inside a native call
+  | 'ENGINE_CLOSED'; // the model was closed
+
+/** Infrastructure failure of the local engine; `message` carries the native file:line when it came from C++. */
+export class EngineError extends Error {
+  constructor(
+    readonly code: EngineErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'EngineError';
+  }
+}
+
+export interface SampledTokens {
+  tokens: Int32Array;
+  /** log softmax(logits)[token] at temperature 1, whatever the sampling settings. */
+  logprobs: Float32Array;
+}
+
+/** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
+export interface NativeEngine {
+  load(dir: string, threads: number): Promise<void>;
+  loadAdapter(name: string, dir: string): Promise<{ r: number; alpha: number; scale: number; targets: string[] }>;
+  unloadAdapter(name: string): void;
+  /** Flat output aligned with tokens: 0 at each sequence start, then log p(tok[t] | tok[<t]). */
+  score(tokens: Int32Array, lens: Int32Array, adapter: string | null): Promise<Float32Array>;
+  /** A KV-cache slot for up to `capacity` tokens (allocated by the first task that uses it). */
+  slotCreate(capacity: number): number;
+  slotFree(id: number): void;
+  /** Sampling RNG of the slot := f(seed, stream). */
+  slotSeed(id: number, seed: number, stream: number): void;
+  /** Copies src's cache and last hidden state into each dst. */
+  fork(src: number, dsts: Int32Array): Promise<void>;
+  /** Appends each segment's tokens to its slot (one shared forward). */
+  prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string | null)[]): Promise<void>;
+  /** Samples the next token of each slot from its last hidden state. */
+  sample(slots: Int32Array, temps: Float32Array, topP: Float32Array, topK: Int32Array): Promise<SampledTokens>;
+  /** Appends one token per slot (one shared decode forward), then samples each slot's next token. */
+  step(
+    slots: Int32Array,
+    tokens: Int32Array,
+    adapters: (string | null)[],
+    temps: Float32Array,
+    topP: Float32Array,
+    topK: Int32Array,
+  ): Promise<SampledTokens>;
+  close(): void;
+}
+
+export interface GradcheckRow {
+  input: string;
+  maxAbsErr: number;
+  maxAbsGrad: number;
+  checked: number;
+}
+
+export type GemmKernel = 'portable' | 'blas' | 'auto';
+
+export interface NativeAddon {
+  Engine: new () => NativeEngine;
+  /** Finite-difference check of one op's backward (native/gradcheck.cc). */
+  gradcheck(op: string, seed: number, eps: number, samples: number): GradcheckRow[];
+  /** C (M, N) = op(A) op(B), row-major, with the chosen kernel (tests). */
+  gemm(transA: boolean, transB: boolean, M: number, N: number, K: number, A: Float32Array, B: Float32Array, kernel: GemmKernel, threads?: number): Float32Array;
+  /** GFLOP/s of an n^3 sgemm, best of reps. */
+  gemmBench(n: number, kernel: 'portable' | 'blas', reps: number, threads?: number): Promise<number>;
+  /** Forces (true) or releases (false) the portable GEMM for every later call; MCPRL_PORTABLE_GEMM=1 sets it at load. */
+  setPortableGemm(on: boolean): void;
+  info(): { openblas: boolean; portableGemm: boolean; backend: string; maxThreads: number };
+  [key: string]: unknown;
+}
+
+let cached: NativeAddon | undefined;
+
+/** Finds the addon from this file's location (src/engine or dist/src/engine) upward. */
+function addonPath(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    const p = join(dir, 'build', 'Release', 'mcprl_native.node');
+    if (existsSync(p)) return p;
+    dir = dirname(dir);
+  }
+  throw new EngineError('ENGINE_UNAVAILABLE', 'native addon build/Release/mcprl_native.node not found: run `npm install` (or `node native/build.cjs`)');
+}
+
+/** The loaded addon (loaded once per process). */
+export function loadNative(): NativeAddon {
+  if (!cached) {
+    const path = addonPath();
+    try {
+      cached = createRequire(import.meta.url)(path) as NativeAddon;
+    } catch (e) {
+      throw new EngineError('ENGINE_UNAVAILABLE', `cannot load native addon ${path}: ${(e as Error).message}`, { cause: e });
+    }
+  }
+  return cached;
+}
