@@ -10,9 +10,9 @@ import { TrajectorySchema, type Trajectory } from '../src/agent/trajectory.js';
 import { connect, type McpSession, type ToolInfo } from '../src/mcp/index.js';
 import { scoreChecks } from '../src/ruler/checks.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
-import type { OpenAIDouble } from './doubles/openai-double.js';
+import { hangReply, startOpenAIDouble, type OpenAIDouble } from './doubles/openai-double.js';
 import { badStrategy, goodStrategy, scriptedStrategy, startPolicyDouble, type Strategy } from './doubles/policy-double.js';
-import { everythingStdioTarget, fixtureStdioTarget } from './helpers/servers.js';
+import { everythingStdioTarget, fixtureStdioTarget, startFixtureHttp } from './helpers/servers.js';
 
 const book = BOOKS[2];
 const eur = Math.round(book.price_usd * RATES.EUR * 100) / 100;
@@ -195,6 +195,15 @@ describe('rollout against the fixture server', () => {
     expect(t.metrics.completed).toBe(false);
   });
 
+  it('an OpenAI endpoint that never answers is aborted at the rollout timeout', async () => {
+    const silent = await startOpenAIDouble([], { fallback: hangReply() });
+    doubles.push(silent);
+    const policy = new OpenAIPolicy({ baseURL: silent.baseURL, model: 'silent', maxRetries: 0 });
+    const t = await rollout({ policy, session, tools, scenario: priceScenario, rolloutTimeoutMs: 300 });
+    expect(t.error).toMatch(/rollout timed out after 300 ms/);
+    expect(silent.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
+  });
+
   it('treats tool calls the policy could not parse (engine-style invalidToolCalls) as invalid calls', async () => {
     // An in-process Policy like the engine's, which reports malformed Hermes <tool_call> blocks it could not parse.
     let step = 0;
@@ -239,6 +248,28 @@ describe('rolloutGroups', () => {
     const { policy } = await policyFor(restockThenCheck);
     const groups = await rolloutGroups({ policy, target: fixtureStdioTarget(), scenarios: [stockScenario], rolloutsPerGroup: 3, concurrency: 1 });
     expect(groups[0].map(stockSeen)).toEqual([BOOKS[0].stock + 50, BOOKS[0].stock + 100, BOOKS[0].stock + 150]);
+  });
+
+  it('over HTTP every rollout has its own connection to the one server (state is the server\'s)', async () => {
+    const server = await startFixtureHttp();
+    try {
+      const { policy } = await policyFor(restockThenCheck);
+      const groups = await rolloutGroups({ policy, target: { kind: 'http', url: server.url }, scenarios: [stockScenario], rolloutsPerGroup: 2, concurrency: 1, isolate: true });
+      expect(groups[0].map(stockSeen)).toEqual([BOOKS[0].stock + 50, BOOKS[0].stock + 100]);
+      expect(groups[0][0].logs.join('\n')).toMatch(/isolate: HTTP targets cannot be restarted/);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('a rollout whose connection fails comes back as a trajectory with the error', async () => {
+    const { policy } = await policyFor(restockThenCheck);
+    const groups = await rolloutGroups({ policy, target: { kind: 'http', url: 'http://127.0.0.1:9/mcp' }, scenarios: [stockScenario], rolloutsPerGroup: 2, concurrency: 2, connectTimeoutMs: 5000 });
+    expect(groups[0]).toHaveLength(2);
+    for (const t of groups[0]) {
+      expect(TrajectorySchema.parse(t).error).toBeTruthy();
+      expect(t.metrics).toMatchObject({ turns: 0, completed: false });
+    }
   });
 
   it('runs K rollouts per scenario concurrently and keeps groups in scenario order', async () => {
