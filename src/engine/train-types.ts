@@ -1,0 +1,84 @@
+/**
+ * The training API's data types (shared by the trainer and the batch packer; see trainer.ts).
+ */
+import { z } from 'zod';
+
+export class TrainError extends Error {
+  constructor(readonly code: 'TRAIN_INVALID_BATCH' | 'TRAIN_INVALID_CONFIG' | 'TRAIN_NATIVE' | 'TRAIN_CLOSED', message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TrainError';
+  }
+}
+
+export interface TrainSequence {
+  tokenIds: number[];
+  /** 1 where token t carries loss (assistant tokens), aligned with tokenIds; mask[0] must be 0. */
+  mask: number[];
+  /** GRPO advantage of this sequence. Default 0. */
+  advantage?: number;
+  /** log π_old(token t) from sampling, aligned with tokenIds (entry 0 unused); missing => ratio 1. */
+  oldLogprobs?: number[];
+}
+
+export const LossConfigSchema = z.object({
+  kind: z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo', 'sft']),
+  /** Clip ε below 1 (and above 1 unless clipEpsilonHigh is given). Default 0.2. */
+  clipEpsilon: z.number().nonnegative().optional(),
+  /** Clip ε above 1. Default 0.28 for dapo, else clipEpsilon. */
+  clipEpsilonHigh: z.number().nonnegative().optional(),
+  /** KL coefficient (k3 estimator against the adapter-free model). Default 0 (no reference forward). */
+  beta: z.number().nonnegative().optional(),
+  /** CISPO's cap on the stop-gradient importance weight. Default 5. */
+  cispoEpsMax: z.number().positive().optional(),
+  /** dr_grpo's normaliser, in loss tokens. Default: the most loss tokens of any sequence in the batch. */
+  maxLength: z.number().int().positive().optional(),
+});
+export type LossConfig = z.infer<typeof LossConfigSchema>;
+
+export const OptimizerConfigSchema = z.object({
+  /** Peak learning rate. */
+  lr: z.number().nonnegative(),
+  /** Default 0.9. */
+  beta1: z.number().min(0).max(1).optional(),
+  /** Default 0.99. */
+  beta2: z.number().min(0).max(1).optional(),
+  /** Default 1e-8. */
+  eps: z.number().positive().optional(),
+  /** Decoupled weight decay. Default 0. */
+  weightDecay: z.number().nonnegative().optional(),
+  /** Global L2 gradient-norm clip; 0 disables. Default 1.0. */
+  maxGradNorm: z.number().nonnegative().optional(),
+  /** Learning-rate schedule over optimiser steps. Default constant. */
+  schedule: z.object({
+    kind: z.enum(['constant', 'warmup', 'cosine']),
+    /** Steps of linear warm-up (the first step uses lr / warmupSteps). Default 0. */
+    warmupSteps: z.number().int().nonnegative().optional(),
+    /** Cosine decay reaches 0 at this step. Required for cosine. */
+    totalSteps: z.number().int().positive().optional(),
+  }).optional(),
+});
+export type OptimizerConfig = z.infer<typeof OptimizerConfigSchema>;
+
+export interface StepMetrics {
+  /** Total loss (policy + β·KL), as defined for the loss kind. */
+  loss: number;
+  policyLoss: number;
+  /** Mean k3 KL estimate per loss token (0 when β = 0: no reference forward is run). */
+  kl: number;
+  /** Fraction of loss tokens whose ratio was clipped (cispo: capped). */
+  clipFraction: number;
+  /** Mean importance ratio per loss token (gspo: the sequence ratio). */
+  meanRatio: number;
+  /** Mean entropy of the policy over the loss tokens' positions (nats). */
+  entropy?: number;
+  /** Global gradient L2 norm before clipping. */
+  gradNorm: number;
+  /** Tokens that carried loss. */
+  trainedTokens: number;
+  /** All tokens forwarded (prompts included), per second of native work. */
+  tokensPerSecond: number;
+  /** Learning rate used by this step (absent for computeGradients). */
+  lr?: number;
+  /** Optimiser steps taken so far, this one included. */
+  step?: number;
+}
