@@ -20,4 +20,3 @@ export type {
   SafetyPolicyOptions,
   PolicyDecision,
 } from './mcp/index.js';
-export { OpenAIPolicy, PolicyError } from './agent/policy.js';
