@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { registerEval } from './eval.js';
 import { registerExport } from './export.js';
 import { registerInspect } from './inspect.js';
+import { registerScenarios } from './scenarios.js';
 
 /** Builds the `mcprl` command line. Each subcommand lives in its own file in this folder. */
 export function buildProgram(): Command {
@@ -11,6 +12,7 @@ export function buildProgram(): Command {
     .description("Teach an open LLM to master any MCP server's tools by reinforcement learning.")
     .version('0.1.0');
   registerInspect(program);
+  registerScenarios(program);
   registerExport(program);
   registerEval(program);
   return program;

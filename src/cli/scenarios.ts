@@ -1,0 +1,188 @@
+/**
+ * `mcprl scenarios <target> --out DIR`: AutoRL tasks for a server, written as DIR/train.jsonl and DIR/val.jsonl.
+ * With --offline they are verifiable scenarios built from the schemas and read-only tools alone; otherwise an
+ * OpenAI-compatible LLM writes them.
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import { connect, McpConnectError, McpListError, type McpSession } from '../mcp/index.js';
+import { generateLlmScenarios, ScenarioGenerationError } from '../scenarios/llm.js';
+import { generateOfflineScenarios } from '../scenarios/offline.js';
+import { writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
+import { DEFAULT_VAL_FRACTION, splitScenarios } from '../scenarios/split.js';
+import { addTargetOptions, connectOptionsFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
+
+export interface ScenarioSetOptions {
+  /** Scenarios wanted in total (train + val). Default 24. */
+  count?: number;
+  /** Seed for generation and the split. Default 1. */
+  seed?: number;
+  /** Share held out for validation. Default 1/3. */
+  valFraction?: number;
+  /** Schema-driven verifiable scenarios (no LLM). */
+  offline?: boolean;
+  /** LLM settings (required unless offline). */
+  generator?: { baseURL?: string; model: string; apiKey?: string };
+  instructions?: string;
+}
+
+export interface ScenarioSummary {
+  total: number;
+  train: number;
+  val: number;
+  byDifficulty: Record<'1' | '2' | '3' | '4' | '5', number>;
+  bySource: { llm: number; schema: number };
+  droppedDuplicates: number;
+  droppedUnverifiable: number;
+  droppedInvalid: number;
+  /** Tools the offline generator did not call, with why. */
+  skippedTools: { tool: string; reason: string }[];
+}
+
+/** Generates and splits a scenario set for a connected server (the command's work, minus I/O). */
+export async function generateScenarioSet(
+  session: McpSession,
+  opts: ScenarioSetOptions,
+): Promise<{ train: Scenario[]; val: Scenario[]; summary: ScenarioSummary }> {
+  const count = opts.count ?? 24;
+  const seed = opts.seed ?? 1;
+  let scenarios: Scenario[];
+  let droppedDuplicates = 0;
+  let droppedUnverifiable = 0;
+  let droppedInvalid = 0;
+  let skippedTools: { tool: string; reason: string }[] = [];
+  if (opts.offline) {
+    const r = await generateOfflineScenarios(session, { count, seed });
+    ({ scenarios, droppedDuplicates, droppedUnverifiable, skippedTools } = r);
+  } else {
+    if (!opts.generator?.model) throw new ScenarioGenerationError('--generator-model is required unless --offline is given');
+    const tools = await session.listTools();
+    const resources = await session.listResources().catch(() => []);
+    const r = await generateLlmScenarios(
+      { serverName: session.server.name, tools, resources: resources.map((x) => ({ uri: x.uri, name: x.name, description: x.description })) },
+      { ...opts.generator, count, seed, instructions: opts.instructions },
+    );
+    ({ scenarios, droppedDuplicates, droppedInvalid } = r);
+  }
+  const { train, val } = splitScenarios(scenarios, { valFraction: opts.valFraction ?? DEFAULT_VAL_FRACTION, seed });
+  const byDifficulty = { '1': 0, '2': 0, '3': 0, '4': 0, '5': 0 };
+  const bySource = { llm: 0, schema: 0 };
+  for (const s of scenarios) {
+    byDifficulty[String(s.difficulty) as keyof typeof byDifficulty]++;
+    bySource[s.source]++;
+  }
+  return {
+    train,
+    val,
+    summary: { total: scenarios.length, train: train.length, val: val.length, byDifficulty, bySource, droppedDuplicates, droppedUnverifiable, droppedInvalid, skippedTools },
+  };
+}
+
+/** The human-readable summary the command prints. */
+export function formatSummary(s: ScenarioSummary, out: string): string {
+  const diff = Object.entries(s.byDifficulty).map(([d, n]) => `${d}:${n}`).join(' ');
+  const lines = [
+    `${s.total} scenarios → ${out}/train.jsonl (${s.train}), ${out}/val.jsonl (${s.val})`,
+    `by difficulty  ${diff}`,
+    `by source      llm:${s.bySource.llm} schema:${s.bySource.schema}`,
+    `dropped        ${s.droppedDuplicates} duplicates, ${s.droppedUnverifiable} unverifiable, ${s.droppedInvalid} invalid`,
+  ];
+  if (s.skippedTools.length) lines.push(`not called     ${s.skippedTools.map((t) => `${t.tool} (${t.reason})`).join(', ')}`);
+  return lines.join('\n');
+}
+
+function positiveInt(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+function integer(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');
+  return n;
+}
+
+function fraction(v: string): number {
+  const n = v.includes('/') ? Number(v.split('/')[0]) / Number(v.split('/')[1]) : Number(v);
+  if (!(n >= 0 && n < 1)) throw new InvalidArgumentError('expected a fraction in [0, 1), e.g. 0.25 or 1/3');
+  return n;
+}
+
+interface ScenariosCliOptions extends TargetCliOptions {
+  out: string;
+  offline?: boolean;
+  count: number;
+  seed: number;
+  valFraction: number;
+  json?: boolean;
+  generatorBaseUrl?: string;
+  generatorModel?: string;
+  generatorApiKeyEnv: string;
+  instructions?: string;
+}
+
+export function registerScenarios(program: Command): Command {
+  const cmd = program
+    .command('scenarios')
+    .description('generate training and validation tasks for an MCP server (AutoRL)')
+    .argument('[target...]', 'an http(s) URL, or the server command after --')
+    .requiredOption('--out <dir>', 'folder for train.jsonl and val.jsonl')
+    .option('--offline', 'no LLM: verifiable scenarios from the tool schemas and read-only tools')
+    .option('--count <n>', 'scenarios in total', positiveInt, 24)
+    .option('--seed <s>', 'seed for generation and the train/val split', integer, 1)
+    .option('--val-fraction <f>', 'share of scenarios held out for validation', fraction, DEFAULT_VAL_FRACTION)
+    .option('--json', 'print the summary as JSON')
+    .option('--generator-base-url <url>', 'OpenAI-compatible endpoint (default: OpenAI, or $OPENAI_BASE_URL)')
+    .option('--generator-model <model>', 'model that writes the tasks (required unless --offline)')
+    .option('--generator-api-key-env <var>', 'environment variable holding the API key', 'OPENAI_API_KEY')
+    .option('--instructions <text>', 'extra guidance for the LLM about the tasks you want');
+  addTargetOptions(cmd);
+  cmd.addHelpText(
+    'after',
+    `
+Examples:
+  mcprl scenarios --offline --out runs/shop/scenarios --count 40 -- node --import tsx fixtures/server/main.ts
+  mcprl scenarios http://127.0.0.1:3001/mcp --out scen --generator-model gpt-4.1-mini
+  mcprl scenarios --out scen --generator-base-url http://localhost:8000/v1 --generator-model qwen3 \\
+      --generator-api-key-env VLLM_KEY -- npx @modelcontextprotocol/server-everything`,
+  );
+  cmd.action(async (targetArgs: string[], opts: ScenariosCliOptions) => {
+    let session: McpSession | undefined;
+    try {
+      const target = targetFromCli(targetArgs, opts);
+      let generator: ScenarioSetOptions['generator'];
+      if (!opts.offline) {
+        if (!opts.generatorModel) throw new ScenarioGenerationError('--generator-model is required unless --offline is given');
+        const apiKey = process.env[opts.generatorApiKeyEnv];
+        // Local endpoints (vLLM, llama.cpp) often need no key; OpenAI itself always does.
+        if (!apiKey && !opts.generatorBaseUrl) {
+          throw new ScenarioGenerationError(`no API key: set ${opts.generatorApiKeyEnv} (or name another variable with --generator-api-key-env)`);
+        }
+        generator = { baseURL: opts.generatorBaseUrl, model: opts.generatorModel, apiKey: apiKey || 'no-key' };
+      }
+      session = await connect(target, connectOptionsFromCli(opts));
+      const { train, val, summary } = await generateScenarioSet(session, {
+        count: opts.count,
+        seed: opts.seed,
+        valFraction: opts.valFraction,
+        offline: opts.offline,
+        generator,
+        instructions: opts.instructions,
+      });
+      if (summary.total === 0) throw new ScenarioGenerationError('no scenarios could be generated for this server');
+      await writeScenarioSet(opts.out, train, val);
+      process.stdout.write(opts.json ? `${JSON.stringify({ out: opts.out, ...summary }, null, 2)}\n` : `${formatSummary(summary, opts.out)}\n`);
+      if (summary.total < opts.count) {
+        process.stderr.write(`mcprl scenarios: only ${summary.total} of ${opts.count} scenarios could be generated for this server\n`);
+      }
+    } catch (err) {
+      const code = err instanceof McpConnectError || err instanceof McpListError || err instanceof ScenarioGenerationError ? `${err.code}: ` : '';
+      const msg = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
+      process.stderr.write(`mcprl scenarios: ${code}${msg}\n`);
+      process.exitCode = 1;
+    } finally {
+      await session?.close();
+    }
+  });
+  return cmd;
+}

@@ -1,0 +1,25 @@
+/** AutoRL scenarios: the public API of this folder. */
+export {
+  CheckSchema,
+  ScenarioSchema,
+  ScenarioFileError,
+  readScenarios,
+  parseScenarios,
+  formatScenarios,
+  writeScenarioSet,
+  loadScenarioSet,
+  argsMatch,
+  answerContains,
+  normalizeAnswerText,
+} from './scenario.js';
+export type { Check, Scenario } from './scenario.js';
+export { generateOfflineScenarios, scenarioEntities, ReadOnlyViolationError, canonical } from './offline.js';
+export type { ScenarioServer, OfflineOptions, OfflineResult } from './offline.js';
+export { generateLlmScenarios, buildPrompt, extractJson, ScenarioGenerationError, GeneratedItemSchema } from './llm.js';
+export type { LlmGeneratorOptions, LlmResult, ServerCatalog, ResponseFormatMode } from './llm.js';
+export { synthesizeArgs, synthesizeValidValue, generateFromPattern, resolveRefs, ArgSynthesisError } from './json-schema-args.js';
+export type { JsonSchema, SynthesisOptions, CandidateContext } from './json-schema-args.js';
+export { dropNearDuplicates, taskSimilarity, normalizeTask, DuplicateFilter, DEFAULT_DUPLICATE_THRESHOLD } from './dedup.js';
+export { splitScenarios, DEFAULT_VAL_FRACTION } from './split.js';
+export { createRng, hashString } from './rng.js';
+export type { Rng } from './rng.js';

@@ -1,0 +1,72 @@
+// `mcprl scenarios` end to end as a child process, against the real fixture server (stdio). The LLM run uses
+// the OpenAI test double (a stand-in for a remote LLM API, which cannot run here).
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadScenarioSet } from '../src/scenarios/scenario.js';
+import { chatReply, startOpenAIDouble, type OpenAIDouble } from './doubles/openai-double.js';
+import { FIXTURE_SERVER_MAIN, REPO_ROOT } from './helpers/servers.js';
+
+const run = promisify(execFile);
+const ENTRY = path.join(REPO_ROOT, 'src', 'cli', 'entry.ts');
+const SERVER = ['--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN];
+
+async function mcprl(args: string[], env: Record<string, string> = {}) {
+  return run(process.execPath, ['--import', 'tsx', ENTRY, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env } }).then(
+    (r) => ({ code: 0, ...r }),
+    (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+  );
+}
+
+let llm: OpenAIDouble | undefined;
+afterEach(async () => {
+  await llm?.close();
+  llm = undefined;
+});
+
+describe('mcprl scenarios', () => {
+  it('--offline writes a seeded, reproducible train/val split and prints a JSON summary', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'mcprl-cli-scn-'));
+    const a = await mcprl(['scenarios', '--offline', '--out', path.join(dir, 'a'), '--count', '15', '--seed', '4', '--json', ...SERVER]);
+    expect(a.code, a.stderr).toBe(0);
+    const summary = JSON.parse(a.stdout);
+    expect(summary).toMatchObject({ total: 15, train: 10, val: 5, bySource: { llm: 0, schema: 15 } });
+    expect(Object.values(summary.byDifficulty as Record<string, number>).reduce((x, y) => x + y, 0)).toBe(15);
+    expect(summary.skippedTools.map((t: { tool: string }) => t.tool).sort()).toEqual(['cancel_order', 'place_order', 'restock']);
+    const set = await loadScenarioSet(path.join(dir, 'a'));
+    expect(set.train).toHaveLength(10);
+    expect(set.val).toHaveLength(5);
+    const b = await mcprl(['scenarios', '--offline', '--out', path.join(dir, 'b'), '--count', '15', '--seed', '4', ...SERVER]);
+    expect(b.code, b.stderr).toBe(0);
+    expect(b.stdout).toMatch(/15 scenarios .*train\.jsonl \(10\).*val\.jsonl \(5\)/);
+    expect(b.stdout).toMatch(/dropped +\d+ duplicates, \d+ unverifiable/);
+    for (const f of ['train.jsonl', 'val.jsonl']) {
+      expect(await readFile(path.join(dir, 'b', f), 'utf8')).toBe(await readFile(path.join(dir, 'a', f), 'utf8'));
+    }
+  });
+
+  it('LLM mode talks to --generator-base-url with the key from --generator-api-key-env', async () => {
+    const tasks = Array.from({ length: 6 }, (_, i) => ({ task: `Find a book ${['about', 'for', 'with', 'on', 'like', 'near'][i]} topic number ${i + 1} please`, difficulty: (i % 5) + 1 }));
+    llm = await startOpenAIDouble([chatReply(JSON.stringify({ scenarios: tasks }))]);
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'mcprl-cli-scn-'));
+    const r = await mcprl(
+      ['scenarios', '--out', dir, '--count', '6', '--json', '--generator-base-url', llm.baseURL, '--generator-model', 'gen', '--generator-api-key-env', 'MY_GEN_KEY', '--instructions', 'Only about books.', ...SERVER],
+      { MY_GEN_KEY: 'secret-123' },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ total: 6, train: 4, val: 2, bySource: { llm: 6, schema: 0 } });
+    expect(llm.requests[0].headers.authorization).toBe('Bearer secret-123');
+    expect(llm.requests[0].body.messages[1].content).toContain('Only about books.');
+    expect(llm.requests[0].body.messages[1].content).toContain('search_books');
+  });
+
+  it('fails with one clear line when no generator model is given', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'mcprl-cli-scn-'));
+    const r = await mcprl(['scenarios', '--out', dir, ...SERVER]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toMatch(/^mcprl scenarios: SCENARIO_GENERATION: --generator-model is required unless --offline/);
+  });
+});
