@@ -20,3 +20,19 @@ export type {
   SafetyPolicyOptions,
   PolicyDecision,
 } from './mcp/index.js';
+export { OpenAIPolicy, PolicyError } from './agent/policy.js';
+export type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from './agent/policy.js';
+export { rollout, rolloutGroups, COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT } from './agent/rollout.js';
+export type { RolloutOptions, RolloutGroupsOptions } from './agent/rollout.js';
+export { TrajectorySchema } from './agent/trajectory.js';
+export type { Trajectory } from './agent/trajectory.js';
+export { runEval, isSuccess } from './agent/evaluate.js';
+export type { EvalOptions, EvalSummary } from './agent/evaluate.js';
+export { rulerScoreGroup } from './ruler/ruler.js';
+export type { RulerOptions, RulerResult } from './ruler/ruler.js';
+export { JudgeError, OpenAIJudge } from './ruler/judge.js';
+export type { JudgeClient } from './ruler/judge.js';
+export { DEFAULT_RUBRIC } from './ruler/prompt.js';
+export { scoreChecks } from './ruler/checks.js';
+export { blendRewards } from './ruler/blend.js';
+export type { RewardMode } from './ruler/blend.js';

@@ -173,6 +173,13 @@ describe('rollout against the fixture server', () => {
     expect(t.final_answer).toBe(`It costs ${eur} EUR.`);
   });
 
+  it('an empty reply without a tool call ends the rollout unfinished', async () => {
+    const { policy } = await policyFor(scriptedStrategy([{ content: '  ' }]));
+    const t = await rollout({ policy, session, tools, scenario: priceScenario });
+    expect(t.metrics).toMatchObject({ turns: 1, completed: false, ran_out_of_turns: false });
+    expect(t.final_answer).toBeNull();
+  });
+
   it('stops at max turns', async () => {
     const { policy } = await policyFor(() => ({ toolCalls: [{ name: 'list_authors', arguments: {} }] }));
     const t = await rollout({ policy, session, tools, scenario: priceScenario, maxTurns: 3 });

@@ -208,12 +208,8 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
 
       // ── a turn without any tool call is the agent's final answer ──
       if (calls.length === 0 && unparsed.length === 0) {
-        if (turn.content && turn.content.trim() !== '') {
-          completed = true;
-        } else {
-          log('empty reply with no tool call; rollout ends unfinished');
-          break;
-        }
+        completed = (turn.content ?? '').trim() !== '';
+        if (!completed) log('empty reply with no tool call; rollout ends unfinished');
         break;
       }
 
