@@ -46,7 +46,7 @@ export async function generateScenarioSet(
   const count = opts.count ?? 24;
   const seed = opts.seed ?? 1;
   let scenarios: Scenario[];
-  let droppedDuplicates = 0;
+  let droppedDuplicates: number;
   let droppedUnverifiable = 0;
   let droppedInvalid = 0;
   let skippedTools: { tool: string; reason: string }[] = [];
