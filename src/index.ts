@@ -36,3 +36,18 @@ export { DEFAULT_RUBRIC } from './ruler/prompt.js';
 export { scoreChecks } from './ruler/checks.js';
 export { blendRewards } from './ruler/blend.js';
 export type { RewardMode } from './ruler/blend.js';
+export {
+  ScenarioSchema,
+  CheckSchema,
+  readScenarios,
+  writeScenarioSet,
+  loadScenarioSet,
+  argsMatch,
+  answerContains,
+  generateOfflineScenarios,
+  scenarioEntities,
+  generateLlmScenarios,
+  ScenarioGenerationError,
+  splitScenarios,
+} from './scenarios/index.js';
+export type { Scenario, Check, OfflineOptions, OfflineResult, LlmGeneratorOptions, LlmResult } from './scenarios/index.js';
