@@ -14,7 +14,7 @@
 
 namespace mcprl {
 
-static constexpr uint64_t kMaxHeader = 100ull * 1000 * 1000;  // 100 MB, as the safetensors format caps it
+static constexpr uint64_t kMaxHeader = 100ull * 1024 * 1024;  // 100 MiB, as the safetensors format caps it
 
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -75,7 +75,7 @@ StFile::StFile(const std::string& path) : path_(path) {
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= (uint64_t)map_[i] << (8 * i);  // little-endian u64
   if (n > kMaxHeader)
-    FAIL(path + ": safetensors header of " + std::to_string(n) + " bytes exceeds the 100 MB limit");
+    FAIL(path + ": safetensors header of " + std::to_string(n) + " bytes exceeds the 100 MiB limit");
   if (8 + n > size_)
     FAIL(path + ": truncated safetensors file: header claims " + std::to_string(n) + " bytes but the file has " +
          std::to_string(size_) + " bytes");
