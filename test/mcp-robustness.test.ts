@@ -79,7 +79,8 @@ describe('misbehaving server', () => {
     const pid = s.pid!;
     process.kill(pid, 'SIGKILL');
     // Wait until the client has seen the process go (the transport's close event), without timing assertions.
-    while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20));
+    while (s.connected) await new Promise((r) => setTimeout(r, 20));
+    expect(isAlive(pid)).toBe(false);
     const r = await s.callTool('whoami', {});
     expect(r.isError).toBe(false);
     expect(Number(r.text)).not.toBe(pid);

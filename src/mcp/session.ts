@@ -118,6 +118,14 @@ export class McpSession {
     return this.conn?.pid;
   }
 
+  /**
+   * False once the current connection is known to be dead (the stdio process exited, the transport closed) or the
+   * session was closed; the next request then reconnects (unless closed).
+   */
+  get connected(): boolean {
+    return !this.closed && this.conn !== undefined && !this.stale;
+  }
+
   /** Which transport the current connection uses ('sse' means the HTTP server needed the SSE fallback). */
   get transportKind(): TransportKind | undefined {
     return this.conn?.kind;
