@@ -51,3 +51,11 @@ export {
   splitScenarios,
 } from './scenarios/index.js';
 export type { Scenario, Check, OfflineOptions, OfflineResult, LlmGeneratorOptions, LlmResult } from './scenarios/index.js';
+export { exportModel, ExportFormatSchema, ExportRequestSchema } from './export/export-model.js';
+export type { ExportFormat, ExportRequest, ExportSummary } from './export/export-model.js';
+export { ExportError } from './export/errors.js';
+export type { ExportErrorCode } from './export/errors.js';
+export { exportOnnx } from './export/onnx.js';
+export type { OnnxExportOptions, OnnxExportResult } from './export/onnx.js';
+export { mergeAdapter } from './export/merge.js';
+export type { MergeOptions } from './export/merge.js';
