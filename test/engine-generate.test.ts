@@ -1,0 +1,184 @@
+/**
+ * Generation on the native engine (random qwen3 folder with the real vocabulary size): determinism by seed,
+ * stop tokens, max_tokens, n > 1 sharing one prefill, concurrent requests joining shared decode steps,
+ * per-request adapters, abort, and the contract that every returned logprob is log π at temperature 1 —
+ * checked against score() of the same tokens (the packed no-cache forward), |Δ| <= 1e-4.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeRandomAdapter, makeRandomModel } from '../scripts/random-model.js';
+import { EngineError, Model, type GeneratedSequence, type GenerateRequest } from '../src/engine/model.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'mcprl-gen-'));
+let model: Model;
+const PROMPT = [151644, 872, 198, 9707, 11, 1879, 0];
+
+beforeAll(async () => {
+  const opts = { arch: 'qwen3' as const, seed: 5, tokenizer: false };
+  await makeRandomModel(join(dir, 'm'), opts);
+  await makeRandomAdapter(join(dir, 'a1'), opts, { seed: 6 });
+  await makeRandomAdapter(join(dir, 'a2'), opts, { seed: 7, targetModules: ['q_proj', 'down_proj'], alpha: 32 });
+  model = await Model.load(join(dir, 'm'), { threads: 2 });
+  await model.loadAdapter('a1', join(dir, 'a1'));
+  await model.loadAdapter('a2', join(dir, 'a2'));
+}, 60_000);
+
+afterAll(() => {
+  model?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** max |generated logprob - score()| over the samples, scoring prompt + tokens under `adapter`. */
+async function maxScoreGap(prompt: number[], seqs: GeneratedSequence[], adapter: string | null): Promise<number> {
+  const scored = await model.score(seqs.map((s) => [...prompt, ...s.tokenIds]), { adapter });
+  let max = 0;
+  seqs.forEach((s, i) => s.logprobs.forEach((lp, t) => (max = Math.max(max, Math.abs(lp - scored[i][prompt.length + t])))));
+  return max;
+}
+
+/**
+ * Same tokens and finish reasons; logprobs within 1e-5 (a batch of different size may take another GEMM
+ * blocking, so the f32 sums round differently, ~1e-6).
+ */
+function expectSame(a: GeneratedSequence[], b: GeneratedSequence[]): void {
+  expect(a.map((s) => [s.tokenIds, s.finishReason])).toEqual(b.map((s) => [s.tokenIds, s.finishReason]));
+  a.forEach((s, i) => s.logprobs.forEach((lp, t) => expect(Math.abs(lp - b[i].logprobs[t])).toBeLessThanOrEqual(1e-5)));
+}
+
+const sampled = (seed: number, extra: Partial<GenerateRequest> = {}): GenerateRequest => ({
+  promptIds: PROMPT,
+  sampling: { maxTokens: 6, temperature: 0.9, topP: 0.95, topK: 50, seed },
+  ...extra,
+});
+
+describe('engine generation', () => {
+  it('reads EOS ids from config.json and generation_config.json', () => {
+    expect(new Set(model.config.eosTokenIds)).toEqual(new Set([151645, 151643]));
+    expect(model.config.modelType).toBe('qwen3');
+    expect(model.config.headDim).toBe(32);
+  });
+
+  it('is deterministic by seed, and different seeds give different samples', async () => {
+    const a = await model.generate(sampled(42));
+    const b = await model.generate(sampled(42));
+    const c = await model.generate(sampled(43));
+    expect(a).toEqual(b);
+    expect(a[0].tokenIds).not.toEqual(c[0].tokenIds);
+    expect(a[0].tokenIds).toHaveLength(6);
+    expect(a[0].finishReason).toBe('length');
+  });
+
+  it('returns log π at temperature 1 (== score of the same tokens), whatever temperature/top-k/top-p', async () => {
+    const hot = await model.generate({ promptIds: PROMPT, n: 3, sampling: { maxTokens: 8, temperature: 1.7, topK: 5, seed: 1 } });
+    const cold = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 8, temperature: 0 } });
+    expect(await maxScoreGap(PROMPT, hot, null)).toBeLessThanOrEqual(1e-4);
+    expect(await maxScoreGap(PROMPT, cold, null)).toBeLessThanOrEqual(1e-4);
+  });
+
+  it('top_k = 1 and a tiny top_p both reduce sampling to greedy', async () => {
+    const [g] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 4, temperature: 0 } });
+    const [k1] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 4, temperature: 1.5, topK: 1, seed: 9 } });
+    const [p0] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 4, temperature: 1.5, topP: 1e-6, seed: 9 } });
+    expect(k1.tokenIds).toEqual(g.tokenIds);
+    expect(p0.tokenIds).toEqual(g.tokenIds);
+  });
+
+  it('stops on a stop token (included, with its logprob) and on max_tokens', async () => {
+    const [free] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 10, temperature: 0 } });
+    let k = 0;
+    for (let i = 0; i < free.tokenIds.length; i++) if (free.tokenIds.indexOf(free.tokenIds[i]) === i) k = i;
+    const stop = free.tokenIds[k];
+    const [stopped] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 10, temperature: 0, stopTokenIds: [stop] } });
+    expect(stopped.finishReason).toBe('stop');
+    expect(stopped.tokenIds).toEqual(free.tokenIds.slice(0, k + 1));
+    expect(stopped.logprobs).toEqual(free.logprobs.slice(0, k + 1));
+    const [short] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 2, temperature: 0 } });
+    expect(short).toEqual({ tokenIds: free.tokenIds.slice(0, 2), logprobs: free.logprobs.slice(0, 2), finishReason: 'length' });
+    const [none] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 0 } });
+    expect(none).toEqual({ tokenIds: [], logprobs: [], finishReason: 'length' });
+  });
+
+  it('n samples share the prefill: greedy samples equal n = 1; sampled ones keep exact logprobs', async () => {
+    const [one] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 5, temperature: 0 } });
+    const three = await model.generate({ promptIds: PROMPT, n: 3, sampling: { maxTokens: 5, temperature: 0 } });
+    expectSame(three, [one, one, one]);
+    const four = await model.generate({ promptIds: PROMPT, n: 4, adapter: 'a1', sampling: { maxTokens: 5, seed: 3 } });
+    expect(new Set(four.map((s) => s.tokenIds.join(','))).size).toBeGreaterThan(1);
+    expect(await maxScoreGap(PROMPT, four, 'a1')).toBeLessThanOrEqual(1e-4);
+  });
+
+  it('concurrent requests join shared decode steps and give the same results as alone', async () => {
+    const reqs = [sampled(1), sampled(2, { promptIds: [5, 6, 7] }), sampled(3, { adapter: 'a2' })];
+    const alone: GeneratedSequence[][] = [];
+    for (const r of reqs) alone.push(await model.generate(r));
+    const events: string[] = [];
+    let late: Promise<GeneratedSequence[]> | undefined;
+    const lateReq = sampled(4, { promptIds: [9, 10] });
+    const together = await Promise.all(
+      reqs.map((r, i) =>
+        model.generate({
+          ...r,
+          onToken: (_s, _tok, _lp) => {
+            events.push(`r${i}`);
+            // A request arriving mid-way joins the running batch (continuous batching).
+            if (i === 0 && events.filter((e) => e === 'r0').length === 2)
+              late = model.generate({ ...lateReq, onToken: () => events.push('late') });
+          },
+        }),
+      ),
+    );
+    const lateRes = await late!;
+    together.forEach((t, i) => expectSame(t, alone[i]));
+    expectSame(lateRes, await model.generate(lateReq));
+    // Interleaved tokens prove shared steps: r1 and r2 got tokens before r0 finished; 'late' too.
+    const lastR0 = events.lastIndexOf('r0');
+    expect(events.indexOf('r1')).toBeLessThan(lastR0);
+    expect(events.indexOf('r2')).toBeLessThan(lastR0);
+    expect(events.indexOf('late')).toBeLessThan(lastR0);
+  });
+
+  it('selects the adapter per request within one batch', async () => {
+    const adapters = ['a1', 'a2', null] as const;
+    const res = await Promise.all(adapters.map((adapter) => model.generate({ promptIds: PROMPT, adapter, sampling: { maxTokens: 6, seed: 11 } })));
+    for (const [i, adapter] of adapters.entries()) {
+      expect(await maxScoreGap(PROMPT, res[i], adapter)).toBeLessThanOrEqual(1e-4);
+      const other = adapters[(i + 1) % 3];
+      expect(await maxScoreGap(PROMPT, res[i], other)).toBeGreaterThan(1e-3);
+    }
+  });
+
+  it('aborts on the signal, keeping the tokens so far', async () => {
+    const ac = new AbortController();
+    let count = 0;
+    const [s] = await model.generate({ promptIds: PROMPT, signal: ac.signal, sampling: { maxTokens: 50, seed: 2 }, onToken: () => ++count === 3 && ac.abort() });
+    expect(s.finishReason).toBe('abort');
+    expect(s.tokenIds).toHaveLength(3);
+    const pre = new AbortController();
+    pre.abort();
+    expect(await model.generate({ promptIds: PROMPT, n: 2, signal: pre.signal, sampling: { maxTokens: 5 } })).toEqual([
+      { tokenIds: [], logprobs: [], finishReason: 'abort' },
+      { tokenIds: [], logprobs: [], finishReason: 'abort' },
+    ]);
+  });
+
+  it('rejects bad requests with EngineError and keeps serving', async () => {
+    await expect(model.generate({ promptIds: PROMPT, adapter: 'nope', sampling: { maxTokens: 2 } })).rejects.toMatchObject({ code: 'ENGINE_REQUEST', message: expect.stringMatching(/unknown adapter 'nope'/) });
+    await expect(model.generate({ promptIds: [151936], sampling: { maxTokens: 2 } })).rejects.toBeInstanceOf(EngineError);
+    await expect(model.generate({ promptIds: [], sampling: { maxTokens: 2 } })).rejects.toThrow(/empty prompt/);
+    await expect(model.score([[1, -1]])).rejects.toThrow(/out of range/);
+    expect(() => model.unloadAdapter('a1')).not.toThrow();
+    await expect(model.score([[1, 2]], { adapter: 'a1' })).rejects.toThrow(/unknown adapter 'a1'/);
+    await model.loadAdapter('a1', join(dir, 'a1'));
+    const [ok] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 1, temperature: 0 } });
+    expect(ok.tokenIds).toHaveLength(1);
+  });
+
+  it('a closed model rejects calls with ENGINE_CLOSED', async () => {
+    const m2 = await Model.load(join(dir, 'm'), { threads: 1 });
+    m2.close();
+    await expect(m2.score([[1, 2]])).rejects.toMatchObject({ code: 'ENGINE_CLOSED' });
+    await expect(m2.generate({ promptIds: [1], sampling: { maxTokens: 1 } })).rejects.toMatchObject({ code: 'ENGINE_CLOSED' });
+  });
+});
