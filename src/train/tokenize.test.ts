@@ -1,0 +1,85 @@
+/**
+ * Training sequences from trajectories, on a real (random-weight) Qwen3-shaped model folder with the real Qwen3
+ * tokenizer and chat template: every masked span must be exactly an assistant turn, in exactly the context the
+ * engine renders for generation.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeRandomModel } from '../../scripts/random-model.js';
+import type { ChatMessage, OpenAITool } from '../agent/policy.js';
+import { ChatEngine } from '../engine/chat.js';
+import { trajectoryToSequences } from './tokenize.js';
+
+let dir: string;
+let engine: ChatEngine;
+const tools: OpenAITool[] = [{ type: 'function', function: { name: 'get_book', description: 'Get a book', parameters: { type: 'object', properties: { book_id: { type: 'string' } }, required: ['book_id'] } } }];
+const call = { id: 'c1', type: 'function' as const, function: { name: 'get_book', arguments: '{"book_id": "bk-001"}' } };
+const base: ChatMessage[] = [
+  { role: 'system', content: 'Use the tools.' },
+  { role: 'user', content: 'Price of bk-001?' },
+];
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'mcprl-tokenize-'));
+  await makeRandomModel(join(dir, 'm'), { arch: 'qwen3', hiddenSize: 32, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 16, intermediateSize: 32 });
+  engine = await ChatEngine.load(join(dir, 'm'));
+});
+
+afterAll(async () => {
+  engine?.model && (engine.model as { close(): void }).close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const spans = (seq: { tokenIds: number[]; mask: number[] }) => {
+  const out: number[][] = [];
+  seq.mask.forEach((m, t) => {
+    if (m === 1 && (t === 0 || seq.mask[t - 1] === 0)) out.push([]);
+    if (m === 1) out[out.length - 1].push(seq.tokenIds[t]);
+  });
+  return out;
+};
+
+describe('trajectoryToSequences', () => {
+  it('uses sampled token ids verbatim, with their logprobs, after the exact generation prompt', () => {
+    const sampled = engine.tokenizer.encode('<tool_call>\n{"name": "get_book", "arguments": {"book_id": "bk-001"}}\n</tool_call><|im_end|>');
+    const lps = sampled.map((_, k) => -0.01 * (k + 1));
+    const messages: ChatMessage[] = [...base, { role: 'assistant', content: null, tool_calls: [call], mcprl: { token_ids: sampled, logprobs: lps } }];
+    const seqs = trajectoryToSequences(engine, { messages, tools }, 0.5);
+    expect(seqs).toHaveLength(1);
+    const [s] = seqs;
+    const prompt = engine.promptIds(engine.parseRequest({ model: engine.modelName, messages: base, tools }));
+    expect(s.tokenIds).toEqual([...prompt, ...sampled]);
+    expect(s.mask).toEqual([...prompt.map(() => 0), ...sampled.map(() => 1)]);
+    expect(s.oldLogprobs!.slice(prompt.length)).toEqual(lps);
+    expect(s.advantage).toBe(0.5);
+  });
+
+  it('masks exactly the template-rendered assistant turns of a multi-turn transcript, ending at <|im_end|>', () => {
+    const messages: ChatMessage[] = [
+      ...base,
+      { role: 'assistant', content: null, tool_calls: [call] },
+      { role: 'tool', tool_call_id: 'c1', content: '{"price_usd": 12.99}' },
+      { role: 'assistant', content: 'It costs 12.99 USD.' },
+    ];
+    const seqs = trajectoryToSequences(engine, { messages, tools });
+    const all = seqs.flatMap(spans).map((ids) => engine.tokenizer.decode(ids, { skipSpecialTokens: false }));
+    expect(all).toHaveLength(2);
+    expect(all[0]).toContain('"book_id": "bk-001"');
+    expect(all[0].endsWith('<|im_end|>')).toBe(true);
+    expect(all[1]).toContain('It costs 12.99 USD.');
+    expect(all[1].endsWith('<|im_end|>')).toBe(true);
+    for (const s of seqs) {
+      expect(s.mask[0]).toBe(0);
+      expect(s.oldLogprobs).toBeUndefined();
+      // Each sequence starts with the generation prompt of its first assistant turn.
+      expect(engine.tokenizer.decode(s.tokenIds.slice(0, 3), { skipSpecialTokens: false })).toContain('<|im_start|>');
+    }
+    // The second turn's context is the engine's own prompt for it, token for token.
+    const prompt2 = engine.promptIds(engine.parseRequest({ model: engine.modelName, messages: messages.slice(0, 4), tools }));
+    const last = seqs[seqs.length - 1];
+    const firstMasked = last.mask.lastIndexOf(0) + 1;
+    expect(last.tokenIds.slice(firstMasked - prompt2.length, firstMasked)).toEqual(prompt2);
+  });
+});

@@ -1,0 +1,141 @@
+/**
+ * From trajectories to training sequences with assistant masks.
+ *
+ * Each assistant turn was sampled from a prompt: the conversation so far rendered by the model's chat template
+ * with a generation prompt. We rebuild exactly that prompt with the engine's own renderer (`ChatEngine.promptIds`,
+ * the code path generation used), and append the turn's tokens:
+ * - turns sampled by the local engine carry their exact sampled ids and logprobs (`message.mcprl`), used as they
+ *   are — no re-tokenisation drift, and the logprobs become log π_old;
+ * - other turns (scripted transcripts for SFT, remote policies) are the template's own rendering of the turn,
+ *   up to and including the end-of-turn token.
+ * Consecutive turns share one sequence when the next prompt extends the previous sequence token for token (the
+ * usual case: fewer tokens to train on). When a template re-renders history differently from what was sampled,
+ * the next turn starts a new sequence whose prefix is exactly the prompt the policy saw, so every assistant
+ * token is always trained in its true context.
+ */
+import type { ChatMessage } from '../agent/policy.js';
+import type { ChatEngine } from '../engine/chat.js';
+import type { TemplateTool } from '../engine/chat-template.js';
+import type { TrainSequence } from '../engine/train-types.js';
+import type { OpenAITool } from '../mcp/index.js';
+
+export interface TokenizeOptions {
+  /** Chat template variables used when the trajectory was generated (e.g. `{ enable_thinking: false }`). */
+  chatTemplateKwargs?: Record<string, unknown>;
+}
+
+export class TokenizeError extends Error {
+  readonly code = 'TOKENIZE';
+  constructor(message: string) {
+    super(message);
+    this.name = 'TokenizeError';
+  }
+}
+
+/** Token sequences (with loss masks and, when known, sampling logprobs) for one trajectory. */
+export function trajectoryToSequences(
+  engine: ChatEngine,
+  trajectory: { messages: ChatMessage[]; tools: OpenAITool[] },
+  advantage = 0,
+  opts: TokenizeOptions = {},
+): TrainSequence[] {
+  const { messages, tools } = trajectory;
+  const stopIds = new Set(engine.model.config.eosTokenIds);
+  const eos = engine.tokenizer.eosToken;
+  if (eos !== null) {
+    const id = engine.tokenizer.tokenToId(eos);
+    if (id !== undefined) stopIds.add(id);
+  }
+  const kwargs = opts.chatTemplateKwargs;
+  const promptFor = (upTo: number): number[] =>
+    engine.promptIds(engine.parseRequest({
+      model: engine.modelName,
+      messages: messages.slice(0, upTo).map(plainMessage),
+      ...(tools.length > 0 ? { tools } : {}),
+      ...(kwargs ? { chat_template_kwargs: kwargs } : {}),
+    }));
+
+  const out: TrainSequence[] = [];
+  let ids: number[] = [];
+  let mask: number[] = [];
+  let lps: number[] = [];
+  let sampled = true;
+  const flush = () => {
+    if (ids.length > 0 && mask.some((m) => m === 1)) {
+      out.push({ tokenIds: ids, mask, advantage, ...(sampled ? { oldLogprobs: lps } : {}) });
+    }
+    ids = [];
+    mask = [];
+    lps = [];
+    sampled = true;
+  };
+
+  messages.forEach((m, i) => {
+    if (m.role !== 'assistant') return;
+    const prompt = promptFor(i);
+    let completion: number[];
+    let completionLps: number[] | undefined;
+    if (m.mcprl && m.mcprl.token_ids.length > 0) {
+      completion = m.mcprl.token_ids;
+      completionLps = m.mcprl.logprobs;
+      if (completionLps.length !== completion.length) {
+        throw new TokenizeError(`message ${i}: ${completion.length} sampled token ids but ${completionLps.length} logprobs`);
+      }
+    } else {
+      completion = renderedTurn(engine, messages, i, tools, kwargs, stopIds);
+    }
+    if (!(ids.length > 0 && startsWith(prompt, ids))) {
+      flush();
+    }
+    for (let t = ids.length; t < prompt.length; t++) {
+      ids.push(prompt[t]);
+      mask.push(0);
+      lps.push(0);
+    }
+    completion.forEach((tok, k) => {
+      ids.push(tok);
+      mask.push(1);
+      lps.push(completionLps ? completionLps[k] : 0);
+    });
+    if (!completionLps) sampled = false;
+  });
+  flush();
+  return out;
+}
+
+/** The template's rendering of assistant message i, as tokens, cut after its first end-of-turn token. */
+function renderedTurn(
+  engine: ChatEngine,
+  messages: ChatMessage[],
+  i: number,
+  tools: OpenAITool[],
+  kwargs: Record<string, unknown> | undefined,
+  stopIds: Set<number>,
+): number[] {
+  const render = (upTo: number, addGenerationPrompt: boolean) =>
+    engine.template.render(messages.slice(0, upTo).map(plainMessage), {
+      tools: tools.length > 0 ? (tools as TemplateTool[]) : undefined,
+      addGenerationPrompt,
+      ...(kwargs ? { kwargs } : {}),
+    });
+  const before = render(i, true);
+  const through = render(i + 1, false);
+  if (!through.startsWith(before)) {
+    throw new TokenizeError(`message ${i}: the chat template does not render the conversation as a prefix of itself plus this turn, so the turn's tokens cannot be isolated`);
+  }
+  const ids = engine.tokenizer.encode(through.slice(before.length));
+  const end = ids.findIndex((t) => stopIds.has(t));
+  return end >= 0 ? ids.slice(0, end + 1) : ids;
+}
+
+function startsWith(a: readonly number[], prefix: readonly number[]): boolean {
+  if (prefix.length > a.length) return false;
+  for (let k = 0; k < prefix.length; k++) if (a[k] !== prefix[k]) return false;
+  return true;
+}
+
+/** The message without mcprl's private fields, as an OpenAI client would send it. */
+function plainMessage(m: ChatMessage): Record<string, unknown> & ChatMessage {
+  const { mcprl: _omit, ...rest } = m;
+  return rest;
+}
