@@ -1,19 +1,14 @@
 /**
- * Shared helpers of the export tests: run an exported ONNX model in onnxruntime-node, ask the PyTorch
- * reference for logprobs/logits, and run onnx's own checker. The reference and the checker are separate
- * Python processes (Debian's python3-torch and python3-onnx via /usr/bin/python3); each is started once
- * per test file with a list of jobs, since importing torch costs seconds.
+ * Shared helpers of the export tests: run an exported ONNX model in onnxruntime-node and run onnx's own
+ * checker (Debian's python3-onnx via /usr/bin/python3, one process for many files). The PyTorch reference is
+ * the project's shared one, test/oracles/torch_ref.py through test/oracles/torch-oracle.ts.
  */
 import { execFile } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import * as ort from 'onnxruntime-node';
-import { REPO_ROOT } from './helpers/servers.js';
 
 const run = promisify(execFile);
 export const PYTHON = '/usr/bin/python3';
-export const TORCH_CHECK = join(REPO_ROOT, 'test', 'oracles', 'onnx_torch_check.py');
 
 /** Per-token logprobs in the reference's convention: entry t is log p(ids[t] | ids[<t]), entry 0 is 0. */
 export function tokenLogprobs(logits: Float32Array, vocab: number, ids: number[][]): number[][] {
@@ -39,27 +34,6 @@ export async function ortRun(session: ort.InferenceSession, ids: number[][]): Pr
   const logits = result.logits.data as Float32Array;
   const vocab = result.logits.dims[2];
   return { logits, dims: result.logits.dims, logprobs: tokenLogprobs(logits, vocab, ids) };
-}
-
-export interface TorchJob {
-  model: string;
-  adapter?: string | null;
-  ids: number[][];
-  /** Where the reference writes its float32 logits [n_seq, T, V]. */
-  logitsOut?: string;
-}
-
-/** The PyTorch reference (float64, adapter applied unmerged) for several jobs in one process. */
-export async function torchReference(jobs: TorchJob[], scratch: string): Promise<{ logprobs: number[][] }[]> {
-  const file = join(scratch, `torch-jobs-${Date.now()}.json`);
-  await writeFile(file, JSON.stringify(jobs.map((j) => ({ model: j.model, adapter: j.adapter ?? null, ids: j.ids, logits_out: j.logitsOut ?? null }))));
-  const { stdout } = await run(PYTHON, [TORCH_CHECK, file], { maxBuffer: 64 * 1024 * 1024, env: { ...process.env, OMP_NUM_THREADS: '1' } });
-  return JSON.parse(stdout);
-}
-
-export async function readF32(file: string): Promise<Float32Array> {
-  const b = await readFile(file);
-  return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
 }
 
 /** onnx.checker.check_model(path, full_check=True) on each file; returns the error text per file ('' when valid). */

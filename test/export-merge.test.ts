@@ -1,7 +1,7 @@
 /**
- * Merged HF folders and PEFT copies. The merged folder is judged by the PyTorch reference
- * (test/oracles/onnx_torch_check.py, float64): the merged model alone must give the same logits as the base
- * model with the adapter applied unmerged, max |Δlogit| ≤ 1e-4 and max |Δlogprob| ≤ 1e-4 (f32 merge: the gap
+ * Merged HF folders and PEFT copies. The merged folder is judged by the project's PyTorch reference
+ * (test/oracles/torch_ref.py, float64): the merged model alone must give the same per-token logprobs as the
+ * base model with the adapter applied unmerged, max |Δlogprob| ≤ 1e-4 over every position (f32 merge: the gap
  * is one f32 rounding of each merged weight, about 1e-6 here).
  */
 import { existsSync } from 'node:fs';
@@ -15,7 +15,8 @@ import { ExportError } from '../src/export/errors.js';
 import { readModelConfig } from '../src/export/hf-folder.js';
 import { mergeAdapter } from '../src/export/merge.js';
 import { exportPeft, readAdapter } from '../src/export/peft.js';
-import { maxAbsDiff, readF32, tokenIds, torchReference } from './export-helpers.js';
+import { maxAbsDiff, tokenIds } from './export-helpers.js';
+import { torchLogprobs } from './oracles/torch-oracle.js';
 
 const TOLERANCE = 1e-4;
 const QWEN3: RandomModelOptions = { arch: 'qwen3', vocabSize: 2048, shards: 2, seed: 11 };
@@ -27,7 +28,7 @@ const dirs = {
   llama: '', llamaAdapter: '', llamaMergedF32: '', llamaMergedKeep: '',
 };
 const ids = tokenIds(2, 10, 2048, 77);
-let ref: { logprobs: number[][] }[];
+let ref: number[][][];
 
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'mcprl-export-merge-'));
@@ -39,13 +40,13 @@ beforeAll(async () => {
   await mergeAdapter({ modelDir: dirs.qwen3, adapterDir: dirs.qwen3Adapter, out: dirs.qwen3Merged });
   await mergeAdapter({ modelDir: dirs.llama, adapterDir: dirs.llamaAdapter, out: dirs.llamaMergedF32, dtype: 'F32' });
   await mergeAdapter({ modelDir: dirs.llama, adapterDir: dirs.llamaAdapter, out: dirs.llamaMergedKeep });
-  const job = (model: string, adapter: string | null, name: string) => ({ model, adapter, ids, logitsOut: join(scratch, `${name}.bin`) });
-  ref = await torchReference([
-    job(dirs.qwen3, dirs.qwen3Adapter, 'qwen3-unmerged'),
-    job(dirs.qwen3Merged, null, 'qwen3-merged'),
-    job(dirs.llama, dirs.llamaAdapter, 'llama-unmerged'),
-    job(dirs.llamaMergedF32, null, 'llama-merged'),
-    job(dirs.llama, null, 'llama-base'),
+  const job = (model: string, adapter: string | null) => ({ model, adapter, sequences: ids });
+  ref = torchLogprobs([
+    job(dirs.qwen3, dirs.qwen3Adapter),
+    job(dirs.qwen3Merged, null),
+    job(dirs.llama, dirs.llamaAdapter),
+    job(dirs.llamaMergedF32, null),
+    job(dirs.llama, null),
   ], scratch);
 }, 120_000);
 
@@ -54,16 +55,14 @@ afterAll(async () => {
 });
 
 describe('merged HF folder', () => {
-  it('qwen3 (2 shards, f32): merged model = base + adapter in the PyTorch reference (≤ 1e-4)', async () => {
-    expect(maxAbsDiff(await readF32(join(scratch, 'qwen3-merged.bin')), await readF32(join(scratch, 'qwen3-unmerged.bin')))).toBeLessThanOrEqual(TOLERANCE);
-    expect(maxAbsDiff(ref[1].logprobs, ref[0].logprobs)).toBeLessThanOrEqual(TOLERANCE);
+  it('qwen3 (2 shards, f32): merged model = base + adapter in the PyTorch reference (≤ 1e-4)', () => {
+    expect(maxAbsDiff(ref[1], ref[0])).toBeLessThanOrEqual(TOLERANCE);
   });
 
-  it('llama (bf16, untied, rslora on q/o/down) merged as f32: same logits as base + adapter (≤ 1e-4)', async () => {
-    expect(maxAbsDiff(await readF32(join(scratch, 'llama-merged.bin')), await readF32(join(scratch, 'llama-unmerged.bin')))).toBeLessThanOrEqual(TOLERANCE);
-    expect(maxAbsDiff(ref[3].logprobs, ref[2].logprobs)).toBeLessThanOrEqual(TOLERANCE);
-    // And the adapter really changes the model, so the comparison above can fail.
-    expect(maxAbsDiff(ref[4].logprobs, ref[2].logprobs)).toBeGreaterThan(100 * TOLERANCE);
+  it('llama (bf16, untied, rslora on q/o/down) merged as f32: same logprobs as base + adapter (≤ 1e-4)', () => {
+    expect(maxAbsDiff(ref[3], ref[2])).toBeLessThanOrEqual(TOLERANCE);
+    // And the adapter really changes the model, so the comparisons above can fail.
+    expect(maxAbsDiff(ref[4], ref[2])).toBeGreaterThan(100 * TOLERANCE);
   });
 
   it('is a standard HF folder: same weight files and index, config, tokenizer and generation files copied', async () => {
