@@ -193,7 +193,6 @@ class Engine : public Napi::ObjectWrap<Engine> {
   explicit Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info), st_(std::make_shared<EngineState>()) {}
   // Shared with the training bindings (native/train) so they use the same model, adapters and mutex.
   std::shared_ptr<EngineState> state() const { return st_; }
-  std::shared_ptr<EngineState> state() const { return st_; }  // for the trainer (train/train_napi.inc)
 
  private:
   std::shared_ptr<EngineState> st_;

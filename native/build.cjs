@@ -1,4 +1,6 @@
-// `npm install` runs this (package.json "install"): node-gyp rebuild of the native addon.
+// `npm install` runs this (package.json "install"): node-gyp configure + build of the native addon.
+// Not `rebuild`: that first deletes build/, so every build would briefly remove the addon from under other
+// processes using this checkout; configure + build is incremental and replaces the .node file at the end.
 // It passes --nodedir when this Node installation ships its own headers (Debian's /usr/include/node,
 // nvm, the official tarballs), because node-gyp otherwise downloads headers from nodejs.org, which
 // fails on offline machines such as CI here. Compiles with all cores (-j max).
@@ -17,6 +19,8 @@ if (!gyp) {
   console.error('mcprl: node-gyp not found (looked in npm_config_node_gyp and npm\'s bundled copy)');
   process.exit(1);
 }
-const args = [gyp, 'rebuild', '-j', 'max', ...(haveHeaders ? [`--nodedir=${prefix}`] : []), ...process.argv.slice(2)];
-const r = spawnSync(process.execPath, args, { stdio: 'inherit', cwd: path.resolve(__dirname, '..') });
-process.exit(r.status ?? 1);
+const common = [...(haveHeaders ? [`--nodedir=${prefix}`] : []), ...process.argv.slice(2)];
+for (const cmd of [['configure', ...common], ['build', '-j', 'max', ...common]]) {
+  const r = spawnSync(process.execPath, [gyp, ...cmd], { stdio: 'inherit', cwd: path.resolve(__dirname, '..') });
+  if (r.status !== 0) process.exit(r.status ?? 1);
+}

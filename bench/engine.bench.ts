@@ -1,0 +1,66 @@
+/**
+ * Native engine figures: sgemm GFLOP/s (portable kernel vs OpenBLAS, n = 2048), and prefill / decode
+ * tokens per second on a ~50M-parameter random Qwen3-shaped model (scripts/random-model.ts BENCH_50M:
+ * hidden 256, 4 layers, 8 heads / 4 kv heads, head_dim 32, intermediate 768, the real 151,936-token
+ * vocabulary with tied embeddings, which is most of the parameters).
+ *
+ * prefill: one 512-token prompt, generate with maxTokens 1 (forward + first sample), best of 3.
+ * decode: (time of maxTokens 65 - time of maxTokens 1) / 64 steps, with 1 or 16 concurrent requests
+ * (16 requests share each decode step: continuous batching).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BENCH_50M, makeRandomModel, makeRng } from '../scripts/random-model.js';
+import { Model } from '../src/engine/model.js';
+import { loadNative } from '../src/engine/native.js';
+import type { Emit } from './run.js';
+
+async function time(fn: () => Promise<unknown>, reps = 1): Promise<number> {
+  let best = Infinity;
+  for (let i = 0; i < reps; i++) {
+    const t0 = performance.now();
+    await fn();
+    best = Math.min(best, (performance.now() - t0) / 1000);
+  }
+  return best;
+}
+
+export default async function engineBench(emit: Emit): Promise<void> {
+  const addon = loadNative();
+  const threads = addon.info().maxThreads;
+  emit('engine.threads', threads, 'threads');
+  emit('gemm.portable.n2048', await addon.gemmBench(2048, 'portable', 3), 'GFLOP/s');
+  if (addon.info().openblas) emit('gemm.openblas.n2048', await addon.gemmBench(2048, 'blas', 3), 'GFLOP/s');
+
+  const dir = mkdtempSync(join(tmpdir(), 'mcprl-bench-'));
+  try {
+    const modelOpts = { ...BENCH_50M, arch: 'qwen3' as const, seed: 1, tokenizer: false };
+    await makeRandomModel(dir, modelOpts);
+    const model = await Model.load(dir, { threads });
+    const c = model.config;
+    const params = c.vocabSize * c.hiddenSize + c.numLayers * (c.hiddenSize * c.headDim * (2 * c.numHeads + 2 * c.numKvHeads) + 3 * c.hiddenSize * c.intermediateSize);
+    emit('engine.model.params', params / 1e6, 'M');
+    const rng = makeRng(7);
+    const prompt = (n: number) => Array.from({ length: n }, () => Math.floor(rng.uniform() * c.vocabSize));
+
+    const p512 = prompt(512);
+    const tPrefill = await time(() => model.generate({ promptIds: p512, sampling: { maxTokens: 1, temperature: 0 } }), 3);
+    emit('engine.prefill.512tok.batch1', 512 / tPrefill, 'tok/s');
+    const seqs = Array.from({ length: 8 }, () => prompt(256));
+    const tScore = await time(() => model.score(seqs), 2);
+    emit('engine.score.8x256tok', (8 * 256) / tScore, 'tok/s');
+
+    for (const batch of [1, 16]) {
+      const prompts = Array.from({ length: batch }, () => prompt(16));
+      const run = (maxTokens: number) =>
+        Promise.all(prompts.map((p, i) => model.generate({ promptIds: p, sampling: { maxTokens, seed: i, stopTokenIds: [] } })));
+      const t1 = await time(() => run(1), 2);
+      const t65 = await time(() => run(65), 2);
+      emit(`engine.decode.batch${batch}`, (batch * 64) / Math.max(t65 - t1, 1e-9), 'tok/s');
+    }
+    model.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
