@@ -36,6 +36,16 @@ export async function ortRun(session: ort.InferenceSession, ids: number[][]): Pr
   return { logits, dims: result.logits.dims, logprobs: tokenLogprobs(logits, vocab, ids) };
 }
 
+/** Null when /usr/bin/python3 can import onnx, else the reason (checker tests skip with it, as the torch ones do). */
+export async function onnxUnavailable(): Promise<string | null> {
+  try {
+    await run(PYTHON, ['-c', 'import onnx']);
+    return null;
+  } catch (e) {
+    return `${PYTHON} cannot import onnx (install Debian's python3-onnx): ${(e as Error).message.split('\n').slice(-2).join(' ')}`;
+  }
+}
+
 /** onnx.checker.check_model(path, full_check=True) on each file; returns the error text per file ('' when valid). */
 export async function onnxCheck(files: string[]): Promise<string[]> {
   const script = [
