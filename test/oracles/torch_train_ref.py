@@ -7,12 +7,14 @@ sequences are run one at a time (no packing), full logits and log_softmax, autog
 The loss definitions follow native/train/loss.h (and DESIGN.md); they are written here with torch ops
 (torch.min / torch.clamp / detach) so autograd, not a hand-derived formula, gives the gradient.
 
-Usage: torch_train_ref.py request.json   (prints a JSON result on stdout)
+Usage: torch_train_ref.py request.json   (prints a JSON result on stdout; a list of requests gives a list)
 request: {"model": dir, "adapter": dir | null, "sequences": [{tokenIds, mask, advantage?, oldLogprobs?}],
           "loss": {kind, clipEpsilon?, clipEpsilonHigh?, beta?, cispoEpsMax?, maxLength?} | null,
           "grads_out": path | null}
 result: {"loss", "policyLoss", "kl", "clipFraction", "meanRatio", "entropy", "logprobs": [[...per token, 0 at t=0]]}
 and, with grads_out, a safetensors file of F32 gradients under the adapter's PEFT key names.
+With "optimizer": {lr, beta1, beta2, eps, weightDecay, maxGradNorm} and "params_out", one optimiser step is
+taken with torch.nn.utils.clip_grad_norm_ and torch.optim.AdamW and the new adapter weights are written.
 The adapter is loaded strictly by its PEFT key names: a missing or unexpected key is an error.
 """
 import json
@@ -183,9 +185,10 @@ def token_logprobs(logits, ids):
     return lp, ent
 
 
-def main():
-    req = json.load(open(sys.argv[1]))
-    cfg, w = load_model(req["model"])
+def run(req, models):
+    if req["model"] not in models:
+        models[req["model"]] = load_model(req["model"])
+    cfg, w = models[req["model"]]
     lora, scale = load_adapter(req["adapter"], cfg) if req.get("adapter") else (None, 0.0)
     lc = req.get("loss") or {"kind": "sft"}
     kind = lc["kind"]
@@ -265,7 +268,24 @@ def main():
             out[ka] = gA if gA is not None else torch.zeros_like(A)
             out[kb] = gB if gB is not None else torch.zeros_like(B)
         write_safetensors(req["grads_out"], out)
-    json.dump(result, sys.stdout)
+        if req.get("optimizer"):
+            o = req["optimizer"]
+            for p, g in zip(params, grads):
+                p.grad = g if g is not None else torch.zeros_like(p)
+            if o.get("maxGradNorm", 1.0) > 0:
+                result["gradNorm"] = float(torch.nn.utils.clip_grad_norm_(params, o.get("maxGradNorm", 1.0)))
+            opt = torch.optim.AdamW(params, lr=o["lr"], betas=(o.get("beta1", 0.9), o.get("beta2", 0.99)),
+                                    eps=o.get("eps", 1e-8), weight_decay=o.get("weightDecay", 0.0))
+            opt.step()
+            write_safetensors(req["params_out"], {k: t for (A, B, ka, kb) in lora.values() for k, t in ((ka, A), (kb, B))})
+    return result
+
+
+def main():
+    req = json.load(open(sys.argv[1]))
+    models = {}
+    out = [run(r, models) for r in req] if isinstance(req, list) else run(req, models)
+    json.dump(out, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,348 @@
+/**
+ * LoRA training on the native engine: GRPO-family policy-gradient steps, SFT steps, AdamW, checkpoints.
+ *
+ * One Trainer owns one trainable adapter, registered in the loaded Model under `adapterName`: generation and
+ * scoring with that name see the newest weights after every step, with no reload. The loss definitions are in
+ * native/train/loss.h; the per-token log-probability of token t is log π(tokenIds[t] | tokenIds[<t]).
+ *
+ * A step packs the batch into micro-batches of about `microBatchTokens` tokens (attention never crosses a
+ * sequence), runs forward + backward on each, and accumulates gradients. Every batch-level normaliser (number
+ * of sequences, number of loss tokens, dr_grpo's max length) is fixed from the whole batch before the first
+ * micro-batch, so the accumulated gradient equals the whole-batch gradient whatever the packing.
+ */
+import { readFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import {
+  LORA_TARGETS,
+  adapterLayout,
+  modelDims,
+  readOptimizerState,
+  readPeftAdapter,
+  targetList,
+  validateAdapter,
+  writeDirAtomic,
+  writeOptimizerState,
+  writePeftAdapter,
+  type LoraMatrix,
+  type LoraTarget,
+  type TrainerState,
+} from './adapter-io.js';
+import { engineOf, nativeAddon, type Model } from './model.js';
+import { packBatch, type NativeMicroBatch } from './train-batch.js';
+import {
+  LossConfigSchema,
+  OptimizerConfigSchema,
+  TrainError,
+  type LossConfig,
+  type OptimizerConfig,
+  type StepMetrics,
+  type TrainSequence,
+} from './train-types.js';
+
+export { LossConfigSchema, OptimizerConfigSchema, TrainError, packBatch };
+export type { LossConfig, OptimizerConfig, StepMetrics, TrainSequence };
+
+export interface CreateTrainerOptions {
+  adapterName: string;
+  rank: number;
+  alpha: number;
+  /** Module names, e.g. ['q_proj', 'v_proj'] (see LORA_TARGETS). */
+  targets: string[];
+  /** Scale alpha / sqrt(rank) instead of alpha / rank. Default false. */
+  rslora?: boolean;
+  /** Seeds the kaiming-uniform initialisation of every A (B starts at zero). */
+  seed: number;
+  optimizer: OptimizerConfig;
+}
+
+export interface ResumeTrainerOptions {
+  /** Name to register the adapter under. Default: the saved trainer state's name, else the folder's name. */
+  adapterName?: string;
+  /** Overrides the saved optimiser config (required when the folder holds a bare adapter). */
+  optimizer?: OptimizerConfig;
+  /** Seed recorded for a bare adapter. Default 0. */
+  seed?: number;
+}
+
+export interface StepOptions {
+  /** Token budget per packed micro-batch. Default 4096. A longer sequence gets a micro-batch of its own. */
+  microBatchTokens?: number;
+}
+
+interface LayoutEntry { key: string; offset: number; rows: number; cols: number }
+interface NativeRunResult {
+  loss: number; policyLoss: number; klSum: number; ratioSum: number; clipped: number; tokens: number;
+  nllSum: number; entropySum: number; gradNorm: number; seconds: number; logprobs?: Float32Array;
+}
+interface NativeTrainer {
+  layout(): LayoutEntry[];
+  read(which: 'params' | 'grads' | 'exp_avg' | 'exp_avg_sq'): Float32Array;
+  write(which: 'params' | 'grads' | 'exp_avg' | 'exp_avg_sq', data: Float32Array): void;
+  run(microBatches: NativeMicroBatch[], loss: Record<string, unknown>, optim: Record<string, unknown> | null, wantLogprobs: boolean): Promise<NativeRunResult>;
+}
+
+/** The training part of the addon (native/train/train_napi.inc). */
+interface TrainAddon {
+  Trainer: new (engine: unknown, name: string, r: number, alpha: number, rslora: boolean, targets: string[]) => NativeTrainer;
+  scheduleLr(kind: string, lr: number, step: number, warmup: number, total: number): number;
+}
+function trainAddon(): TrainAddon {
+  const a = nativeAddon() as unknown as Partial<TrainAddon>;
+  if (typeof a.Trainer !== 'function' || typeof a.scheduleLr !== 'function') throw new TrainError('TRAIN_NATIVE', 'the native addon was built without the trainer (rebuild: npm install)');
+  return a as TrainAddon;
+}
+
+/** mulberry32; its whole state is one 32-bit word, saved with checkpoints. */
+class Rng {
+  constructor(public state: number) {
+    this.state >>>= 0;
+  }
+  uniform(): number {
+    this.state = (this.state + 0x6d2b79f5) >>> 0;
+    let t = this.state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+}
+
+export class Trainer {
+  /** Optimiser steps taken so far. */
+  step: number;
+  readonly adapterName: string;
+  private closed = false;
+
+  private constructor(
+    readonly model: Model,
+    private readonly native: NativeTrainer,
+    readonly config: { rank: number; alpha: number; rslora: boolean; targets: LoraTarget[]; seed: number },
+    public optimizer: OptimizerConfig,
+    private readonly rng: Rng,
+    private readonly layout: LayoutEntry[],
+    adapterName: string,
+    step: number,
+  ) {
+    this.adapterName = adapterName;
+    this.step = step;
+  }
+
+  /** Creates the native adapter + optimiser buffers and fills them, in the model's queue of native calls. */
+  private static async makeNative(model: Model, name: string, rank: number, alpha: number, rslora: boolean, targets: LoraTarget[],
+    fill: (n: NativeTrainer, layout: LayoutEntry[]) => void): Promise<{ native: NativeTrainer; layout: LayoutEntry[] }> {
+    if (!Number.isInteger(rank) || rank <= 0) throw new TrainError('TRAIN_INVALID_CONFIG', `rank must be a positive integer, got ${rank}`);
+    if (!(alpha > 0)) throw new TrainError('TRAIN_INVALID_CONFIG', `alpha must be positive, got ${alpha}`);
+    if (targets.length === 0) throw new TrainError('TRAIN_INVALID_CONFIG', 'at least one LoRA target module is needed');
+    const addon = trainAddon();
+    return model.run(() => {
+      let native: NativeTrainer;
+      try {
+        native = new addon.Trainer(engineOf(model), name, rank, alpha, rslora, targets);
+      } catch (e) {
+        throw new TrainError('TRAIN_NATIVE', (e as Error).message, { cause: e });
+      }
+      const layout = native.layout();
+      try {
+        fill(native, layout);
+      } catch (e) {
+        engineOf(model).unloadAdapter(name);
+        throw e;
+      }
+      model.registerAdapter(name);
+      return { native, layout };
+    });
+  }
+
+  private static checkTargets(targets: string[]): LoraTarget[] {
+    for (const t of targets) {
+      if (!(LORA_TARGETS as readonly string[]).includes(t)) throw new TrainError('TRAIN_INVALID_CONFIG', `unsupported LoRA target ${JSON.stringify(t)} (supported: ${LORA_TARGETS.join(', ')})`);
+    }
+    return LORA_TARGETS.filter((t) => targets.includes(t));
+  }
+
+  /** A new adapter: every A kaiming-uniform (PEFT's default, bound 1/sqrt(in)) from `seed`, every B zero. */
+  static async create(model: Model, opts: CreateTrainerOptions): Promise<Trainer> {
+    const optimizer = parseOptimizer(opts.optimizer);
+    const targets = Trainer.checkTargets(opts.targets);
+    const rslora = opts.rslora ?? false;
+    const rng = new Rng(opts.seed);
+    const { native, layout } = await Trainer.makeNative(model, opts.adapterName, opts.rank, opts.alpha, rslora, targets, (n, layout) => {
+      const params = new Float32Array(n.read('params').length);
+      for (const e of layout) {
+        if (!e.key.endsWith('.lora_A.weight')) continue;
+        // torch.nn.init.kaiming_uniform_(A, a=sqrt(5)): bound = sqrt(6 / ((1 + 5) fan_in)) = 1 / sqrt(fan_in).
+        const bound = 1 / Math.sqrt(e.cols);
+        for (let i = 0; i < e.rows * e.cols; i++) params[e.offset + i] = (2 * rng.uniform() - 1) * bound;
+      }
+      n.write('params', params);
+    });
+    return new Trainer(model, native, { rank: opts.rank, alpha: opts.alpha, rslora, targets, seed: opts.seed }, optimizer, rng, layout, opts.adapterName, 0);
+  }
+
+  /** Continues from a folder written by save() (adapter + optimiser state), or starts from a bare PEFT adapter. */
+  static async resume(model: Model, adapterDir: string, opts: ResumeTrainerOptions = {}): Promise<Trainer> {
+    const adapter = await readPeftAdapter(adapterDir);
+    const saved = await readOptimizerState(adapterDir);
+    const dims = modelDims(JSON.parse(await readFile(join(model.dir, 'config.json'), 'utf8')));
+    validateAdapter(adapter, dims, adapterDir);
+    const optimizer = parseOptimizer(opts.optimizer ?? (saved?.state.optimizer as OptimizerConfig | undefined) ?? (() => {
+      throw new TrainError('TRAIN_INVALID_CONFIG', `${adapterDir} holds no trainer_state.json: pass opts.optimizer`);
+    })());
+    const targets = targetList(adapter.config, adapterDir);
+    const name = opts.adapterName ?? saved?.state.adapterName ?? basename(adapterDir);
+    const c = adapter.config;
+    const { native, layout } = await Trainer.makeNative(model, name, c.r, c.lora_alpha, c.use_rslora, targets, (n, layout) => {
+      const expected = adapterLayout(dims, c.r, targets);
+      if (expected.length !== layout.length || expected.some((e, i) => e.key !== layout[i].key)) {
+        throw new TrainError('TRAIN_NATIVE', 'native adapter layout differs from the PEFT layout (engine and adapter-io disagree)');
+      }
+      n.write('params', pack(layout, adapter.tensors, adapterDir));
+      if (saved) {
+        n.write('exp_avg', pack(layout, saved.moments.expAvg, `${adapterDir}/optimizer.safetensors (exp_avg)`));
+        n.write('exp_avg_sq', pack(layout, saved.moments.expAvgSq, `${adapterDir}/optimizer.safetensors (exp_avg_sq)`));
+      }
+    });
+    const seed = saved?.state.seed ?? opts.seed ?? 0;
+    return new Trainer(model, native, { rank: c.r, alpha: c.lora_alpha, rslora: c.use_rslora, targets, seed }, optimizer,
+      new Rng(saved?.state.rng ?? seed), layout, name, saved?.state.step ?? 0);
+  }
+
+  /** One optimiser step on the batch: forward/backward over packed micro-batches, clip, AdamW. */
+  async trainStep(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<StepMetrics> {
+    const lc = parseLoss(loss);
+    const mbs = packBatch(batch, lc, opts.microBatchTokens ?? 4096);
+    const o = this.optimizer;
+    const s = o.schedule ?? { kind: 'constant' as const };
+    if (s.kind === 'cosine' && !s.totalSteps) throw new TrainError('TRAIN_INVALID_CONFIG', 'cosine schedule needs totalSteps');
+    const lr = trainAddon().scheduleLr(s.kind, o.lr, this.step, s.warmupSteps ?? 0, s.totalSteps ?? 0);
+    const optim = {
+      lr, beta1: o.beta1 ?? 0.9, beta2: o.beta2 ?? 0.99, eps: o.eps ?? 1e-8, weightDecay: o.weightDecay ?? 0,
+      maxGradNorm: o.maxGradNorm ?? 1.0, step: this.step + 1,
+    };
+    const r = await this.run(mbs.microBatches, lc, optim);
+    this.step += 1;
+    return { ...metrics(r, mbs.totalTokens), lr, step: this.step };
+  }
+
+  /** SFT: cross-entropy on the masked tokens, averaged over all masked tokens of the batch. */
+  async sftStep(batch: TrainSequence[], opts: StepOptions = {}): Promise<StepMetrics> {
+    return this.trainStep(batch, { kind: 'sft' }, opts);
+  }
+
+  /** Gradients of the loss w.r.t. every LoRA tensor (PEFT key → values, row-major), with no update or clipping. */
+  async computeGradients(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<Map<string, Float32Array>> {
+    return (await this.gradientsWithMetrics(batch, loss, opts)).grads;
+  }
+
+  /** computeGradients plus the step's metrics and the current log-probabilities of the loss tokens. */
+  async gradientsWithMetrics(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<{ grads: Map<string, Float32Array>; metrics: StepMetrics; logprobs: Float32Array }> {
+    const lc = parseLoss(loss);
+    const mbs = packBatch(batch, lc, opts.microBatchTokens ?? 4096);
+    const r = await this.run(mbs.microBatches, lc, null, true);
+    const flat = await this.nativeRead('grads');
+    const grads = new Map<string, Float32Array>();
+    for (const e of this.layout) grads.set(e.key, flat.slice(e.offset, e.offset + e.rows * e.cols));
+    return { grads, metrics: metrics(r, mbs.totalTokens), logprobs: r.logprobs ?? new Float32Array(0) };
+  }
+
+  /** The adapter's current weights (PEFT key → matrix). */
+  async weights(): Promise<Map<string, LoraMatrix>> {
+    return unpack(this.layout, await this.nativeRead('params'));
+  }
+
+  /** Writes the PEFT adapter and the optimiser state into `dir`, atomically (a complete folder or none). */
+  async save(dir: string): Promise<void> {
+    const [params, m, v] = await this.model.run(() => [this.native.read('params'), this.native.read('exp_avg'), this.native.read('exp_avg_sq')]);
+    const state: TrainerState = {
+      format: 'mcprl-trainer-state', version: 1, step: this.step, seed: this.config.seed, rng: this.rng.state,
+      adapterName: this.adapterName, optimizer: this.optimizer as Record<string, unknown>, baseModel: this.model.dir,
+    };
+    await writeDirAtomic(dir, async (tmp) => {
+      await writePeftAdapter(tmp, {
+        config: {
+          peft_type: 'LORA', task_type: 'CAUSAL_LM', r: this.config.rank, lora_alpha: this.config.alpha,
+          use_rslora: this.config.rslora, target_modules: this.config.targets, base_model_name_or_path: this.model.dir,
+        },
+        tensors: unpack(this.layout, params),
+      });
+      await writeOptimizerState(tmp, state, { expAvg: unpack(this.layout, m), expAvgSq: unpack(this.layout, v) });
+    });
+  }
+
+  /** Removes the adapter from the model (generation can no longer use it); the trainer is unusable after. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.model.unloadAdapter(this.adapterName);
+  }
+
+  private async nativeRead(which: 'params' | 'grads' | 'exp_avg' | 'exp_avg_sq'): Promise<Float32Array> {
+    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
+    try {
+      return await this.model.run(() => this.native.read(which));
+    } catch (e) {
+      throw new TrainError('TRAIN_NATIVE', (e as Error).message, { cause: e });
+    }
+  }
+
+  private async run(mbs: NativeMicroBatch[], lc: LossConfig, optim: Record<string, unknown> | null, wantLogprobs = false): Promise<NativeRunResult> {
+    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
+    const epsLow = lc.clipEpsilon ?? 0.2;
+    const loss = {
+      kind: lc.kind, epsLow, epsHigh: lc.clipEpsilonHigh ?? (lc.kind === 'dapo' ? 0.28 : epsLow),
+      beta: lc.beta ?? 0, cispoEpsMax: lc.cispoEpsMax ?? 5,
+    };
+    try {
+      // Queued behind (and ahead of) the model's other native calls: generation never sees half-updated weights.
+      return await this.model.run(() => this.native.run(mbs, loss, optim, wantLogprobs));
+    } catch (e) {
+      throw new TrainError('TRAIN_NATIVE', (e as Error).message, { cause: e });
+    }
+  }
+}
+
+function parseOptimizer(o: OptimizerConfig): OptimizerConfig {
+  const r = OptimizerConfigSchema.safeParse(o);
+  if (!r.success) throw new TrainError('TRAIN_INVALID_CONFIG', `optimizer: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return r.data;
+}
+
+function parseLoss(l: LossConfig): LossConfig {
+  const r = LossConfigSchema.safeParse(l);
+  if (!r.success) throw new TrainError('TRAIN_INVALID_CONFIG', `loss: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return r.data;
+}
+
+function metrics(r: NativeRunResult, totalTokens: number): StepMetrics {
+  const n = Math.max(r.tokens, 1);
+  return {
+    loss: r.loss,
+    policyLoss: r.policyLoss,
+    kl: r.klSum / n,
+    clipFraction: r.clipped / n,
+    meanRatio: r.ratioSum / n,
+    entropy: r.entropySum / n,
+    gradNorm: r.gradNorm,
+    trainedTokens: r.tokens,
+    tokensPerSecond: r.seconds > 0 ? totalTokens / r.seconds : 0,
+  };
+}
+
+/** Flat buffer (native layout) from PEFT matrices; every key must be present with its shape. */
+function pack(layout: LayoutEntry[], tensors: Map<string, LoraMatrix>, what: string): Float32Array {
+  const last = layout[layout.length - 1];
+  const out = new Float32Array(last ? last.offset + last.rows * last.cols : 0);
+  for (const e of layout) {
+    const t = tensors.get(e.key);
+    if (!t) throw new TrainError('TRAIN_INVALID_CONFIG', `${what}: missing tensor ${e.key}`);
+    if (t.shape[0] !== e.rows || t.shape[1] !== e.cols) throw new TrainError('TRAIN_INVALID_CONFIG', `${what}: tensor ${e.key} has shape [${t.shape}], expected [${e.rows},${e.cols}]`);
+    out.set(t.data, e.offset);
+  }
+  return out;
+}
+
+function unpack(layout: LayoutEntry[], flat: Float32Array): Map<string, LoraMatrix> {
+  const out = new Map<string, LoraMatrix>();
+  for (const e of layout) out.set(e.key, { shape: [e.rows, e.cols], data: flat.slice(e.offset, e.offset + e.rows * e.cols) });
+  return out;
+}
+
