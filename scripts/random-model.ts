@@ -38,8 +38,17 @@ export interface RandomModelOptions {
   shards?: number;
   /** Standard deviation of the random weights. Default 0.08, large enough that logits are far from uniform. */
   std?: number;
+  /** Standard deviation of the embedding (the LM head too when tied). Default `std`. */
+  embedStd?: number;
+  /** Mean of the final norm's weight (a larger value sharpens the logits of a tied head). Default 1. */
+  finalNormMean?: number;
   /** Copy the real Qwen3 tokenizer files. Default true. */
   tokenizer?: boolean;
+  /** Special token ids written to config.json. Default the Qwen3 ones (151643 / 151645). */
+  bosTokenId?: number;
+  eosTokenId?: number;
+  /** Default 4096. */
+  maxPositionEmbeddings?: number;
 }
 
 export interface RandomAdapterOptions {
@@ -126,12 +135,12 @@ export async function makeRandomModel(dir: string, o: RandomModelOptions): Promi
     num_attention_heads: s.numHeads,
     num_key_value_heads: s.numKvHeads,
     hidden_act: 'silu',
-    max_position_embeddings: 4096,
+    max_position_embeddings: o.maxPositionEmbeddings ?? 4096,
     rms_norm_eps: 1e-6,
     tie_word_embeddings: s.tie,
     torch_dtype: { F32: 'float32', F16: 'float16', BF16: 'bfloat16' }[dtype],
-    bos_token_id: 151643,
-    eos_token_id: 151645,
+    bos_token_id: o.bosTokenId ?? 151643,
+    eos_token_id: o.eosTokenId ?? 151645,
   };
   if (o.arch === 'qwen3') Object.assign(config, { head_dim: s.headDim, rope_theta: 1000000, attention_bias: false });
   if (o.arch === 'qwen2') Object.assign(config, { rope_theta: 1000000 });
@@ -151,9 +160,9 @@ export async function makeRandomModel(dir: string, o: RandomModelOptions): Promi
   const put = (name: string, shape: number[], values: Float32Array) => tensors.set(name, floatTensor(dtype, shape, values));
   const n = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
   const weight = (name: string, shape: number[]) => put(name, shape, randn(rng, n(shape), std));
-  const norm = (name: string, size: number) => put(name, [size], randn(rng, size, 0.1, 1));
+  const norm = (name: string, size: number, mean = 1) => put(name, [size], randn(rng, size, 0.1 * mean, mean));
 
-  weight('model.embed_tokens.weight', [s.vocabSize, H]);
+  put('model.embed_tokens.weight', [s.vocabSize, H], randn(rng, s.vocabSize * H, o.embedStd ?? std));
   for (let i = 0; i < s.numLayers; i++) {
     const p = `model.layers.${i}`;
     norm(`${p}.input_layernorm.weight`, H);
@@ -175,7 +184,7 @@ export async function makeRandomModel(dir: string, o: RandomModelOptions): Promi
     weight(`${p}.mlp.up_proj.weight`, [I, H]);
     weight(`${p}.mlp.down_proj.weight`, [H, I]);
   }
-  norm('model.norm.weight', H);
+  norm('model.norm.weight', H, o.finalNormMean ?? 1);
   if (!s.tie) weight('lm_head.weight', [s.vocabSize, H]);
 
   const shards = Math.max(1, o.shards ?? 1);
@@ -199,7 +208,7 @@ export async function makeRandomModel(dir: string, o: RandomModelOptions): Promi
     await writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2));
   }
   await writeFile(join(dir, 'config.json'), JSON.stringify(config, null, 2));
-  await writeFile(join(dir, 'generation_config.json'), JSON.stringify({ bos_token_id: 151643, eos_token_id: [151645, 151643] }, null, 2));
+  await writeFile(join(dir, 'generation_config.json'), JSON.stringify({ bos_token_id: config.bos_token_id, eos_token_id: [config.eos_token_id, ...(o.bosTokenId === undefined ? [151643] : [])] }, null, 2));
   if (o.tokenizer ?? true) {
     const tok = qwen3TokenizerDir();
     await copyFile(join(tok, 'tokenizer.json'), join(dir, 'tokenizer.json'));
