@@ -3,6 +3,7 @@ import { registerEval } from './eval.js';
 import { registerExport } from './export.js';
 import { registerInspect } from './inspect.js';
 import { registerScenarios } from './scenarios.js';
+import { registerServe } from './serve.js';
 
 /** Builds the `mcprl` command line. Each subcommand lives in its own file in this folder. */
 export function buildProgram(): Command {
@@ -15,6 +16,7 @@ export function buildProgram(): Command {
   registerScenarios(program);
   registerExport(program);
   registerEval(program);
+  registerServe(program);
   return program;
 }
 

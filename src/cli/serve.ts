@@ -1,0 +1,105 @@
+/**
+ * `mcprl serve --model DIR [--adapter [NAME=]DIR]... [--host 127.0.0.1] [--port 8000]`: an OpenAI-compatible
+ * chat-completions endpoint for a model folder and its LoRA adapters, on mcprl's own engine.
+ */
+import type { Command } from 'commander';
+import { adapterNameFromDir, ChatEngine } from '../engine/chat.js';
+import { startServer } from '../engine/server.js';
+
+interface ServeCliOptions {
+  model: string;
+  adapter: string[];
+  host: string;
+  port: string;
+  servedModelName?: string;
+  threads?: string;
+  maxTokens?: string;
+  chatTemplateKwargs?: string;
+  quiet?: boolean;
+}
+
+/** `NAME=DIR` or just `DIR` (served under the folder's name). */
+export function parseAdapterSpec(spec: string): { name: string; dir: string } {
+  const eq = spec.indexOf('=');
+  // A `=` inside a path (rare) is only a separator when what precedes it looks like a name.
+  if (eq > 0 && /^[A-Za-z0-9._:-]+$/.test(spec.slice(0, eq))) return { name: spec.slice(0, eq), dir: spec.slice(eq + 1) };
+  return { name: adapterNameFromDir(spec), dir: spec };
+}
+
+function intOption(value: string | undefined, flag: string, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) throw new Error(`${flag} must be an integer >= ${min} (got ${JSON.stringify(value)})`);
+  return n;
+}
+
+export function registerServe(program: Command): Command {
+  const cmd = program
+    .command('serve')
+    .description('serve a model (and LoRA adapters) over an OpenAI-compatible chat-completions API')
+    .requiredOption('--model <dir>', 'base model: a Hugging Face folder (qwen3, qwen2, llama)')
+    .option(
+      '--adapter <[name=]dir>',
+      'PEFT LoRA adapter folder, served under NAME or the folder name (repeatable)',
+      (v: string, acc: string[]) => [...acc, v],
+      [] as string[],
+    )
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--port <port>', 'port to listen on (0: any free port)', '8000')
+    .option('--served-model-name <name>', 'name of the base model in /v1/models (default: the folder name)')
+    .option('--threads <n>', 'engine threads (default: the engine default)')
+    .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', '1024')
+    .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
+    .option('--quiet', 'do not log one line per request to stderr');
+  cmd.addHelpText(
+    'after',
+    `
+Examples:
+  mcprl serve --model models/qwen3 --adapter agent=runs/x/checkpoints/best --port 8000
+  curl http://127.0.0.1:8000/v1/chat/completions -H 'content-type: application/json' \\
+    -d '{"model": "agent", "messages": [{"role": "user", "content": "hi"}]}'`,
+  );
+  cmd.action(async (opts: ServeCliOptions) => {
+    try {
+      const port = intOption(opts.port, '--port', 0)!;
+      if (port > 65535) throw new Error(`--port must be at most 65535 (got ${port})`);
+      const threads = intOption(opts.threads, '--threads', 1);
+      const maxTokens = intOption(opts.maxTokens, '--max-tokens', 1);
+      let kwargs: Record<string, unknown> | undefined;
+      if (opts.chatTemplateKwargs !== undefined) {
+        const parsed = JSON.parse(opts.chatTemplateKwargs);
+        if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('--chat-template-kwargs must be a JSON object');
+        kwargs = parsed;
+      }
+      const engine = await ChatEngine.load(opts.model, {
+        adapters: opts.adapter.map(parseAdapterSpec),
+        ...(threads !== undefined ? { threads } : {}),
+        ...(maxTokens !== undefined ? { defaultMaxTokens: maxTokens } : {}),
+        ...(kwargs ? { chatTemplateKwargs: kwargs } : {}),
+        ...(opts.servedModelName ? { modelName: opts.servedModelName } : {}),
+      });
+      const running = await startServer(engine, {
+        host: opts.host,
+        port,
+        ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl serve: ${line}\n`) }),
+      });
+      const names = engine.modelNames().map((m) => m.id).join(', ');
+      process.stdout.write(`mcprl serve: listening on ${running.url} (models: ${names})\n`);
+      const shutdown = () => {
+        void running.close().then(() => {
+          engine.model.close();
+          process.exit(0);
+        });
+      };
+      process.once('SIGINT', shutdown);
+      process.once('SIGTERM', shutdown);
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      const kind = typeof code === 'string' ? `${code}: ` : '';
+      const msg = err instanceof Error ? err.message : String(err);
+      process.stderr.write(`mcprl serve: ${kind}${msg.replace(/\s+/g, ' ').trim()}\n`);
+      process.exitCode = 1;
+    }
+  });
+  return cmd;
+}

@@ -1,0 +1,613 @@
+/**
+ * Chat on top of the engine: an OpenAI-style chat request becomes prompt token ids (the model's own chat
+ * template, rendered and tokenised), the engine samples completions, and each completion's tokens become
+ * text, content and tool calls again. Both `mcprl serve` and the in-process policy go through here, so a
+ * trained agent behaves the same whichever way it is reached.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { basename, resolve } from 'node:path';
+import { z } from 'zod';
+import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
+import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type SamplingParams } from './model.js';
+import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
+import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
+
+/** The part of the engine's `Model` that chat uses (kept narrow so chat is clear about what it needs). */
+export interface ChatModel {
+  readonly dir: string;
+  readonly config: { eosTokenIds: number[]; maxPositionEmbeddings?: number };
+  generate(req: GenerateRequest): Promise<GeneratedSequence[]>;
+  adapterNames(): string[];
+  close(): void;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Request schema: the subset of OpenAI's chat-completions request mcprl serves, plus vLLM's `top_k` and
+// `chat_template_kwargs`. Fields not listed are ignored, as OpenAI-compatible servers commonly do.
+
+const textPart = z.object({ type: z.literal('text'), text: z.string() });
+const contentSchema = z.union([z.string(), z.array(textPart)]).nullish();
+const toolCallSchema = z.object({
+  id: z.string().optional(),
+  type: z.literal('function').optional(),
+  function: z.object({ name: z.string().min(1), arguments: z.union([z.string(), z.record(z.string(), z.unknown())]) }),
+});
+
+export const chatMessageSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('system'), content: contentSchema, name: z.string().optional() }),
+  z.object({ role: z.literal('developer'), content: contentSchema, name: z.string().optional() }),
+  z.object({ role: z.literal('user'), content: contentSchema, name: z.string().optional() }),
+  z.object({
+    role: z.literal('assistant'),
+    content: contentSchema,
+    name: z.string().optional(),
+    tool_calls: z.array(toolCallSchema).nullish(),
+    reasoning_content: z.string().nullish(),
+  }),
+  z.object({ role: z.literal('tool'), content: contentSchema, tool_call_id: z.string().optional(), name: z.string().optional() }),
+]);
+
+export const toolSchema = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().min(1),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+export const chatRequestSchema = z.object({
+  /** Base model or adapter name, as listed by `/v1/models`. */
+  model: z.string().min(1),
+  messages: z.array(chatMessageSchema).min(1),
+  tools: z.array(toolSchema).nullish(),
+  /** `auto` (default) or `none`; `required` and named functions are not supported. */
+  tool_choice: z
+    .union([z.enum(['auto', 'none', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })])
+    .nullish(),
+  /** Completions to sample from the one prompt. Default 1. */
+  n: z.number().int().min(1).max(64).nullish(),
+  /** Default 1. 0 is greedy. */
+  temperature: z.number().min(0).max(2).nullish(),
+  /** Default 1 (off). */
+  top_p: z.number().gt(0).max(1).nullish(),
+  /** vLLM extension. Default off (0 or -1). */
+  top_k: z.number().int().min(-1).nullish(),
+  max_tokens: z.number().int().min(1).nullish(),
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  seed: z.number().int().nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.number().int().min(0).max(20).nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  /** vLLM extension: extra chat template variables, e.g. `{ "enable_thinking": false }`. */
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+});
+
+export type ChatRequest = z.input<typeof chatRequestSchema>;
+type ParsedChatRequest = z.output<typeof chatRequestSchema>;
+
+// ---------------------------------------------------------------------------------------------------------
+// Results
+
+export interface ChatToolCall {
+  id: string;
+  name: string;
+  /** JSON object text. */
+  arguments: string;
+}
+
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';
+
+export interface ChatChoice {
+  index: number;
+  /** The whole decoded completion (special tokens dropped, cut before a stop string). */
+  text: string;
+  content: string | null;
+  toolCalls: ChatToolCall[];
+  /** `<tool_call>` blocks that could not be read; the model's doing, so reported, not thrown. */
+  invalidToolCalls: InvalidToolCall[];
+  finishReason: ChatFinishReason;
+  /** Exactly the sampled token ids, including the end-of-turn token when the model produced one. */
+  tokenIds: number[];
+  /** log π(token) at temperature 1 for each of tokenIds (the engine's logπ, whatever the sampling settings). */
+  logprobs: number[];
+}
+
+export interface ChatResult {
+  id: string;
+  created: number;
+  model: string;
+  promptTokenIds: number[];
+  choices: ChatChoice[];
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+}
+
+/** One step of a streamed completion. */
+export type ChatStreamEvent =
+  | { type: 'delta'; index: number; content: string; tokenIds: number[]; logprobs: number[] }
+  | { type: 'finish'; index: number; choice: ChatChoice };
+
+export type ChatErrorType = 'invalid_request_error' | 'server_error';
+
+/** A request the engine cannot serve, with the HTTP status and OpenAI error fields to answer it with. */
+export class ChatRequestError extends Error {
+  readonly status: number;
+  readonly type: ChatErrorType;
+  readonly param: string | null;
+  readonly code: string | null;
+  constructor(status: number, message: string, opts: { type?: ChatErrorType; param?: string | null; code?: string | null; cause?: unknown } = {}) {
+    super(message, { cause: opts.cause });
+    this.name = 'ChatRequestError';
+    this.status = status;
+    this.type = opts.type ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
+    this.param = opts.param ?? null;
+    this.code = opts.code ?? null;
+  }
+}
+
+export interface ChatEngineOptions {
+  /** The name the base model answers to. Default: the model folder's name. */
+  modelName?: string;
+  /**
+   * Chat template variables applied to every request, under the request's own `chat_template_kwargs`.
+   * Default `{}`: the template's own defaults (for Qwen3, the model may think before answering).
+   */
+  chatTemplateKwargs?: Record<string, unknown>;
+  /** Completion length when a request gives no max_tokens. Default 1024 tokens (never past the context). */
+  defaultMaxTokens?: number;
+}
+
+export interface LoadChatEngineOptions extends ChatEngineOptions {
+  /** LoRA adapters to load: name → PEFT folder. */
+  adapters?: { name: string; dir: string }[];
+  /** Engine threads. Default: the engine's. */
+  threads?: number;
+}
+
+/** Name an adapter folder is served under when none is given: the folder's own name. */
+export function adapterNameFromDir(dir: string): string {
+  return basename(resolve(dir));
+}
+
+export class ChatEngine {
+  readonly model: ChatModel;
+  readonly tokenizer: HfTokenizer;
+  readonly template: ChatTemplate;
+  /** The name the base model answers to. */
+  readonly modelName: string;
+  private readonly opts: ChatEngineOptions;
+  private readonly stopTokenIds: number[];
+
+  constructor(model: ChatModel, tokenizer: HfTokenizer, opts: ChatEngineOptions = {}) {
+    this.model = model;
+    this.tokenizer = tokenizer;
+    this.template = ChatTemplate.fromTokenizer(tokenizer);
+    this.modelName = opts.modelName ?? basename(resolve(model.dir));
+    this.opts = opts;
+    // A turn ends at any of the model's EOS ids (config.json / generation_config.json) or the tokenizer's
+    // eos_token, which for chat models is the end-of-turn token (Qwen's <|im_end|>).
+    const stops = new Set(model.config.eosTokenIds);
+    const eos = tokenizer.eosToken !== null ? tokenizer.tokenToId(tokenizer.eosToken) : undefined;
+    if (eos !== undefined) stops.add(eos);
+    this.stopTokenIds = [...stops];
+  }
+
+  /** Loads a model folder, its tokenizer and any adapters. */
+  static async load(modelDir: string, opts: LoadChatEngineOptions = {}): Promise<ChatEngine> {
+    const names = new Set<string>();
+    for (const a of opts.adapters ?? []) {
+      if (names.has(a.name)) throw new Error(`two adapters are named ${a.name}`);
+      names.add(a.name);
+    }
+    const tokenizer = await HfTokenizer.load(modelDir);
+    const model = await Model.load(modelDir, opts.threads !== undefined ? { threads: opts.threads } : {});
+    try {
+      const engine = new ChatEngine(model, tokenizer, opts);
+      if (names.has(engine.modelName)) throw new Error(`an adapter may not share the base model's name ${engine.modelName}`);
+      for (const a of opts.adapters ?? []) await model.loadAdapter(a.name, a.dir);
+      return engine;
+    } catch (err) {
+      model.close();
+      throw err;
+    }
+  }
+
+  /** Names a request's `model` field may take: the base model first, then each adapter. */
+  modelNames(): { id: string; adapter: string | null }[] {
+    return [{ id: this.modelName, adapter: null }, ...this.model.adapterNames().map((a) => ({ id: a, adapter: a }))];
+  }
+
+  /** The adapter a model name selects (null: the base model); a 404 error for unknown names. */
+  resolveAdapter(name: string): string | null {
+    const hit = this.modelNames().find((m) => m.id === name);
+    if (!hit) {
+      throw new ChatRequestError(404, `The model \`${name}\` does not exist. Served: ${this.modelNames().map((m) => m.id).join(', ')}`, {
+        param: 'model',
+        code: 'model_not_found',
+      });
+    }
+    return hit.adapter;
+  }
+
+  /** Validates a request body; throws ChatRequestError (400) naming the offending field. */
+  parseRequest(body: unknown): ParsedChatRequest {
+    const r = chatRequestSchema.safeParse(body);
+    if (!r.success) {
+      const issue = r.error.issues[0];
+      const param = issue.path.map(String).join('.') || null;
+      throw new ChatRequestError(400, param ? `Invalid request: ${param}: ${issue.message}` : `Invalid request: ${issue.message}`, { param });
+    }
+    const req = r.data;
+    if (req.tool_choice !== undefined && req.tool_choice !== null && req.tool_choice !== 'auto' && req.tool_choice !== 'none') {
+      throw new ChatRequestError(400, "tool_choice: only 'auto' and 'none' are supported", { param: 'tool_choice' });
+    }
+    if (req.top_logprobs) {
+      throw new ChatRequestError(400, 'top_logprobs is not supported: the engine reports the logprob of the sampled token only', {
+        param: 'top_logprobs',
+      });
+    }
+    return req;
+  }
+
+  /** Prompt token ids for a request: its messages and tools rendered by the model's chat template. */
+  promptIds(req: ParsedChatRequest): number[] {
+    const toolsOn = toolsEnabled(req);
+    const messages: TemplateMessage[] = req.messages.map((m, i) => toTemplateMessage(m, i));
+    let text: string;
+    try {
+      text = this.template.render(messages, {
+        tools: toolsOn ? (req.tools as TemplateTool[]) : undefined,
+        addGenerationPrompt: true,
+        kwargs: { ...this.opts.chatTemplateKwargs, ...req.chat_template_kwargs },
+      });
+    } catch (err) {
+      if (err instanceof ChatTemplateError && err.code === 'TEMPLATE_RENDER') {
+        throw new ChatRequestError(400, err.message, { param: 'messages', cause: err });
+      }
+      throw err;
+    }
+    return this.tokenizer.encode(text);
+  }
+
+  /** Runs a chat completion to the end. */
+  async complete(body: unknown, signal?: AbortSignal): Promise<ChatResult> {
+    const run = this.start(body, signal, null);
+    return run.result;
+  }
+
+  /**
+   * Runs a chat completion as a stream of events: content deltas (with the tokens sampled since the last
+   * one) and, per choice, a finish event holding the complete choice. Validation errors throw before the
+   * first event. Leaving the loop early aborts generation.
+   */
+  async *stream(body: unknown, signal?: AbortSignal): AsyncGenerator<ChatStreamEvent, ChatResult> {
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const queue: ChatStreamEvent[] = [];
+    let wake: (() => void) | null = null;
+    const push = (e: ChatStreamEvent) => {
+      queue.push(e);
+      wake?.();
+    };
+    const run = this.start(body, controller.signal, push);
+    let done = false;
+    let failure: unknown = null;
+    let result: ChatResult | null = null;
+    run.result.then(
+      (r) => {
+        result = r;
+        done = true;
+        wake?.();
+      },
+      (err) => {
+        failure = err;
+        done = true;
+        wake?.();
+      },
+    );
+    try {
+      for (;;) {
+        while (queue.length > 0) yield queue.shift()!;
+        if (done) break;
+        await new Promise<void>((res) => (wake = res));
+        wake = null;
+      }
+      while (queue.length > 0) yield queue.shift()!;
+      if (failure) throw failure;
+      return result!;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      if (!done) {
+        controller.abort(new Error('stream closed by the consumer'));
+        await run.result.catch(() => undefined);
+      }
+    }
+  }
+
+  /**
+   * Validates and starts a completion. Validation happens synchronously, so that `stream()` callers learn
+   * of a bad request before they write anything. `emit` receives stream events when given.
+   */
+  private start(body: unknown, signal: AbortSignal | undefined, emit: ((e: ChatStreamEvent) => void) | null): { result: Promise<ChatResult> } {
+    const req = this.parseRequest(body);
+    const adapter = this.resolveAdapter(req.model);
+    const promptIds = this.promptIds(req);
+    const context = this.model.config.maxPositionEmbeddings;
+    const requested = req.max_completion_tokens ?? req.max_tokens ?? undefined;
+    if (context !== undefined && promptIds.length >= context) {
+      throw new ChatRequestError(400, `The prompt is ${promptIds.length} tokens; the model's context is ${context} tokens`, {
+        param: 'messages',
+        code: 'context_length_exceeded',
+      });
+    }
+    if (requested !== undefined && context !== undefined && promptIds.length + requested > context) {
+      throw new ChatRequestError(
+        400,
+        `max_tokens ${requested} plus the prompt's ${promptIds.length} tokens exceed the model's context of ${context} tokens`,
+        { param: 'max_tokens', code: 'context_length_exceeded' },
+      );
+    }
+    const room = context !== undefined ? context - promptIds.length : Infinity;
+    const maxTokens = requested ?? Math.min(this.opts.defaultMaxTokens ?? 1024, room);
+    const stop = req.stop === undefined || req.stop === null ? [] : (Array.isArray(req.stop) ? req.stop : [req.stop]).filter((s) => s.length > 0);
+    const sampling: SamplingParams = {
+      maxTokens,
+      temperature: req.temperature ?? 1,
+      topP: req.top_p ?? 1,
+      topK: req.top_k !== undefined && req.top_k !== null && req.top_k > 0 ? req.top_k : 0,
+      stopTokenIds: this.stopTokenIds,
+      ...(req.seed !== undefined && req.seed !== null ? { seed: req.seed } : {}),
+    };
+    const n = req.n ?? 1;
+    const parseTools = toolsEnabled(req);
+    const id = `chatcmpl-${randomUUID()}`;
+    const created = Math.floor(Date.now() / 1000);
+    const generated = this.generateChoices(promptIds, adapter, sampling, n, stop, parseTools, signal, emit).catch((err: unknown) => {
+      // What the engine refuses about a request (a token or length it cannot take) is the client's to fix.
+      if (err instanceof EngineError && err.code === 'ENGINE_REQUEST') throw new ChatRequestError(400, err.message, { cause: err });
+      throw err;
+    });
+    const result = generated.then((choices) => {
+      const completionTokens = choices.reduce((s, c) => s + c.tokenIds.length, 0);
+      return {
+        id,
+        created,
+        model: req.model,
+        promptTokenIds: promptIds,
+        choices,
+        usage: { prompt_tokens: promptIds.length, completion_tokens: completionTokens, total_tokens: promptIds.length + completionTokens },
+      };
+    });
+    return { result };
+  }
+
+  private async generateChoices(
+    promptIds: number[],
+    adapter: string | null,
+    sampling: SamplingParams,
+    n: number,
+    stop: string[],
+    parseTools: boolean,
+    signal: AbortSignal | undefined,
+    emit: ((e: ChatStreamEvent) => void) | null,
+  ): Promise<ChatChoice[]> {
+    const samples = Array.from({ length: n }, (_, i) => new SampleState(this.tokenizer, i, stop, parseTools, emit));
+    if (stop.length === 0) {
+      // One request: the n samples share their prompt's prefill.
+      const seqs = await this.model.generate({
+        promptIds,
+        n,
+        adapter,
+        sampling,
+        signal,
+        onToken: (s, tokenId, logprob) => samples[s]?.push(tokenId, logprob),
+      });
+      throwIfAborted(signal);
+      return seqs.map((seq, i) => samples[i].finish(seq));
+    }
+    // Stop strings end one sample at a time, which only a request of its own can do; each sample i gets
+    // seed + i so that n samples with one seed still differ.
+    const seqs = await Promise.all(
+      samples.map(async (state, i) => {
+        const own = new AbortController();
+        const onAbort = () => own.abort(signal?.reason);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        state.onStop = () => own.abort(new Error('stop string'));
+        try {
+          const [seq] = await this.model.generate({
+            promptIds,
+            n: 1,
+            adapter,
+            sampling: { ...sampling, ...(sampling.seed !== undefined ? { seed: sampling.seed + i } : {}) },
+            signal: own.signal,
+            onToken: (_s, tokenId, logprob) => state.push(tokenId, logprob),
+          });
+          return seq;
+        } catch (err) {
+          // An engine that rejects on abort: a stop string is still a normal end of this sample.
+          if (state.stopped && !signal?.aborted) return { tokenIds: state.ids, logprobs: state.lps, finishReason: 'abort' } as GeneratedSequence;
+          throw err;
+        } finally {
+          signal?.removeEventListener('abort', onAbort);
+        }
+      }),
+    );
+    throwIfAborted(signal);
+    return seqs.map((seq, i) => samples[i].finish(seq));
+  }
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) {
+    throw signal.reason instanceof Error ? signal.reason : new Error('chat completion aborted');
+  }
+}
+
+function toolsEnabled(req: ParsedChatRequest): boolean {
+  return !!req.tools && req.tools.length > 0 && req.tool_choice !== 'none';
+}
+
+function contentText(content: z.output<typeof contentSchema>): string | null {
+  if (content === undefined || content === null) return null;
+  if (typeof content === 'string') return content;
+  return content.map((p) => p.text).join('');
+}
+
+function toTemplateMessage(m: z.output<typeof chatMessageSchema>, i: number): TemplateMessage {
+  const content = contentText(m.content);
+  switch (m.role) {
+    case 'assistant':
+      return {
+        role: 'assistant',
+        content,
+        ...(m.tool_calls && m.tool_calls.length > 0
+          ? { tool_calls: m.tool_calls.map((tc) => ({ id: tc.id, type: 'function' as const, function: tc.function })) }
+          : {}),
+        ...(m.reasoning_content ? { reasoning_content: m.reasoning_content } : {}),
+      };
+    case 'tool':
+      if (content === null) throw new ChatRequestError(400, `messages.${i}.content: a tool message needs content`, { param: `messages.${i}.content` });
+      return { role: 'tool', content, ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}), ...(m.name ? { name: m.name } : {}) };
+    default:
+      if (content === null) throw new ChatRequestError(400, `messages.${i}.content: a ${m.role} message needs content`, { param: `messages.${i}.content` });
+      // OpenAI's newer `developer` role is the system prompt under another name; templates know `system`.
+      return { role: m.role === 'developer' ? 'system' : m.role, content };
+  }
+}
+
+/** Per-sample decoding: text so far, stop strings, what a stream has been sent. */
+class SampleState {
+  readonly ids: number[] = [];
+  readonly lps: number[] = [];
+  stopped = false;
+  onStop: (() => void) | null = null;
+  private readonly decoder: IncrementalDecoder;
+  /** Tokens up to and including the one that completed a stop string. */
+  private stopTokenCount = -1;
+  private stopCharIndex = -1;
+  private sentContent = '';
+  private sentTokens = 0;
+
+  constructor(
+    private readonly tokenizer: HfTokenizer,
+    private readonly index: number,
+    private readonly stop: string[],
+    private readonly parseTools: boolean,
+    private readonly emit: ((e: ChatStreamEvent) => void) | null,
+  ) {
+    this.decoder = new IncrementalDecoder(tokenizer, { skipSpecialTokens: true });
+  }
+
+  push(tokenId: number, logprob: number): void {
+    if (this.stopped) return; // tokens the engine sampled before it saw the abort are not part of the turn
+    this.ids.push(tokenId);
+    this.lps.push(logprob);
+    const before = this.decoder.current.length;
+    this.decoder.push(tokenId);
+    const text = this.decoder.current;
+    if (this.stop.length > 0 && text.length > before) {
+      const from = Math.max(0, before - Math.max(...this.stop.map((s) => s.length)) + 1);
+      const hit = firstStop(text, this.stop, from);
+      if (hit >= 0) {
+        this.stopped = true;
+        this.stopTokenCount = this.ids.length;
+        this.stopCharIndex = hit;
+        this.onStop?.();
+      }
+    }
+    if (this.emit) this.emitDelta();
+  }
+
+  /** Builds the choice from the engine's final sequence (authoritative for ids and logprobs). */
+  finish(seq: GeneratedSequence): ChatChoice {
+    let ids = seq.tokenIds;
+    let lps = seq.logprobs;
+    let finishReason: ChatFinishReason = seq.finishReason === 'length' ? 'length' : 'stop';
+    if (this.stopTokenCount >= 0) {
+      ids = ids.slice(0, this.stopTokenCount);
+      lps = lps.slice(0, this.stopTokenCount);
+      finishReason = 'stop';
+    }
+    let text = this.tokenizer.decode(ids, { skipSpecialTokens: true });
+    if (this.stopCharIndex >= 0) text = text.slice(0, this.stopCharIndex);
+    let content: string | null = text;
+    let toolCalls: ChatToolCall[] = [];
+    let invalidToolCalls: InvalidToolCall[] = [];
+    if (this.parseTools) {
+      const parsed = parseToolCalls(text);
+      content = parsed.content;
+      toolCalls = parsed.toolCalls.map((c) => ({ id: `call_${randomBytes(12).toString('hex')}`, name: c.name, arguments: c.arguments }));
+      invalidToolCalls = parsed.invalidToolCalls;
+      if (toolCalls.length > 0 && finishReason === 'stop') finishReason = 'tool_calls';
+    }
+    const choice: ChatChoice = { index: this.index, text, content, toolCalls, invalidToolCalls, finishReason, tokenIds: ids, logprobs: lps };
+    if (this.emit) {
+      // Whatever the stream has not sent yet: held-back text and tokens.
+      const final = content ?? '';
+      const rest = final.startsWith(this.sentContent) ? final.slice(this.sentContent.length) : '';
+      if (rest.length > 0 || this.sentTokens < ids.length) {
+        this.emit({ type: 'delta', index: this.index, content: rest, tokenIds: ids.slice(this.sentTokens), logprobs: lps.slice(this.sentTokens) });
+      }
+      this.emit({ type: 'finish', index: this.index, choice });
+    }
+    return choice;
+  }
+
+  /** Sends the content that can no longer change, with the tokens sampled since the last send. */
+  private emitDelta(): void {
+    let text = this.decoder.current;
+    if (this.stopCharIndex >= 0) text = text.slice(0, this.stopCharIndex);
+    else if (this.stop.length > 0) text = text.slice(0, text.length - heldForStop(text, this.stop));
+    const stable = this.parseTools ? stableContent(text) : text;
+    if (stable.length <= this.sentContent.length || !stable.startsWith(this.sentContent)) return;
+    const upto = this.stopTokenCount >= 0 ? this.stopTokenCount : this.ids.length;
+    this.emit!({
+      type: 'delta',
+      index: this.index,
+      content: stable.slice(this.sentContent.length),
+      tokenIds: this.ids.slice(this.sentTokens, upto),
+      logprobs: this.lps.slice(this.sentTokens, upto),
+    });
+    this.sentContent = stable;
+    this.sentTokens = upto;
+  }
+}
+
+/** Index of the earliest stop string occurrence at or after `from`, or -1. */
+function firstStop(text: string, stop: string[], from: number): number {
+  let best = -1;
+  for (const s of stop) {
+    const at = text.indexOf(s, from);
+    if (at >= 0 && (best < 0 || at < best)) best = at;
+  }
+  return best;
+}
+
+/** Length of the longest suffix of text that could still grow into a stop string. */
+function heldForStop(text: string, stop: string[]): number {
+  let held = 0;
+  for (const s of stop) {
+    for (let k = Math.min(s.length - 1, text.length); k > held; k--) {
+      if (text.endsWith(s.slice(0, k))) {
+        held = k;
+        break;
+      }
+    }
+  }
+  return held;
+}
+
+/** OpenAI's per-token logprob entries for a choice. */
+export function tokenLogprobs(tokenizer: HfTokenizer, ids: readonly number[], logprobs: readonly number[]): TokenLogprob[] {
+  return ids.map((id, i) => ({ token: tokenizer.decode([id]), logprob: logprobs[i], bytes: tokenizer.tokenBytes(id) }));
+}

@@ -1,0 +1,86 @@
+/**
+ * The in-process policy: the local engine answering the rollout loop directly, with no HTTP in between.
+ * Each turn keeps the exact sampled token ids and their logprobs, and reports `<tool_call>` blocks the
+ * model got wrong as invalid calls (data for the reward), never as errors.
+ */
+import type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from '../agent/policy.js';
+import { PolicyError } from '../agent/policy.js';
+import { ChatRequestError, type ChatEngine } from './chat.js';
+
+export interface EnginePolicyOptions {
+  /** Base model or adapter name to answer with (see ChatEngine.modelNames()). Default: the base model. */
+  model?: string;
+  /** Sampling temperature when the request gives none. Default 1. */
+  temperature?: number;
+  /** Nucleus sampling mass. Default 1 (off). */
+  topP?: number;
+  /** Top-k sampling. Default off. */
+  topK?: number;
+  /** Turn length cap when the request gives none. Default: the engine's (1024 tokens). */
+  maxTokens?: number;
+  /** Chat template variables for every turn, e.g. `{ enable_thinking: false }`. Default none. */
+  chatTemplateKwargs?: Record<string, unknown>;
+}
+
+export class EnginePolicy implements Policy {
+  /** The model name turns are generated with; assignable, e.g. to switch to a freshly loaded adapter. */
+  model: string;
+  private readonly engine: ChatEngine;
+  private readonly opts: EnginePolicyOptions;
+
+  constructor(engine: ChatEngine, opts: EnginePolicyOptions = {}) {
+    this.engine = engine;
+    this.opts = opts;
+    this.model = opts.model ?? engine.modelName;
+  }
+
+  get name(): string {
+    return this.model;
+  }
+
+  async next(req: PolicyRequest): Promise<PolicyTurn> {
+    const temperature = req.temperature ?? this.opts.temperature;
+    const maxTokens = req.maxTokens ?? this.opts.maxTokens;
+    const body: Record<string, unknown> = {
+      model: this.model,
+      messages: req.messages.map(toEngineMessage),
+      ...(req.tools.length > 0 ? { tools: req.tools } : {}),
+      ...(temperature !== undefined ? { temperature } : {}),
+      ...(this.opts.topP !== undefined ? { top_p: this.opts.topP } : {}),
+      ...(this.opts.topK !== undefined ? { top_k: this.opts.topK } : {}),
+      ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}),
+      ...(req.seed !== undefined ? { seed: req.seed } : {}),
+      ...(this.opts.chatTemplateKwargs ? { chat_template_kwargs: this.opts.chatTemplateKwargs } : {}),
+    };
+    let result;
+    try {
+      result = await this.engine.complete(body, req.signal);
+    } catch (err) {
+      if (req.signal?.aborted) throw new PolicyError('POLICY_ABORTED', 'policy request aborted', { cause: err });
+      // The same status the request would get from `mcprl serve`, so both policies fail alike.
+      if (err instanceof ChatRequestError) {
+        throw new PolicyError('POLICY_HTTP', `engine refused the request (${err.status}): ${err.message}`, { status: err.status, cause: err });
+      }
+      throw new PolicyError('POLICY_UNREACHABLE', `engine failed: ${(err as Error).message}`, { cause: err });
+    }
+    const c = result.choices[0];
+    const turn: PolicyTurn = {
+      content: c.content,
+      toolCalls: c.toolCalls.map((t) => ({ id: t.id, name: t.name, arguments: t.arguments })),
+      finishReason: c.finishReason,
+      tokenIds: c.tokenIds,
+      logprobs: c.logprobs,
+    };
+    if (c.invalidToolCalls.length > 0) turn.invalidToolCalls = c.invalidToolCalls.map((t) => ({ raw: t.raw, error: t.error }));
+    return turn;
+  }
+}
+
+/** Drops mcprl's private fields; the engine renders messages through the chat template like any request. */
+function toEngineMessage(m: ChatMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = { role: m.role, content: m.content };
+  if (m.tool_calls && m.tool_calls.length > 0) out.tool_calls = m.tool_calls;
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+  if (m.name !== undefined && m.role !== 'tool') out.name = m.name;
+  return out;
+}

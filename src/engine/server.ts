@@ -1,0 +1,253 @@
+/**
+ * `mcprl serve`'s HTTP face: an OpenAI-compatible chat-completions API on node:http over a ChatEngine.
+ *
+ * Routes: `GET /v1/models`, `GET /v1/models/{id}`, `POST /v1/chat/completions` (JSON or SSE stream),
+ * `GET /health`. Errors use OpenAI's `{"error": {message, type, param, code}}` shape. Every choice carries
+ * `mcprl_token_ids`, the exact sampled ids, so training can use a served turn without re-tokenising.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ChatRequestError, tokenLogprobs, type ChatChoice, type ChatEngine, type ChatResult } from './chat.js';
+
+export interface ServerOptions {
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Default 8000; 0 picks a free port. */
+  port?: number;
+  /** Largest request body accepted, in bytes. Default 32 MiB. */
+  maxBodyBytes?: number;
+  /** Receives one line per request (method, path, status, milliseconds). Default: none. */
+  log?: (line: string) => void;
+}
+
+export interface RunningServer {
+  server: Server;
+  /** Base URL of the API, e.g. `http://127.0.0.1:8000/v1`. */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Starts serving `engine`; resolves once the port is bound. */
+export async function startServer(engine: ChatEngine, opts: ServerOptions = {}): Promise<RunningServer> {
+  const server = createChatServer(engine, opts);
+  const host = opts.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 8000, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const shownHost = host.includes(':') ? `[${host}]` : host;
+  return {
+    server,
+    url: `http://${shownHost}:${port}/v1`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** The request handler as a node:http server (not yet listening). */
+export function createChatServer(engine: ChatEngine, opts: ServerOptions = {}): Server {
+  const maxBody = opts.maxBodyBytes ?? 32 * 1024 * 1024;
+  const created = Math.floor(Date.now() / 1000);
+  return createServer((req, res) => {
+    const t0 = Date.now();
+    res.on('finish', () => opts.log?.(`${req.method} ${req.url} ${res.statusCode} ${Date.now() - t0}ms`));
+    handle(engine, req, res, maxBody, created).catch((err) => {
+      // Last line of defence: nothing a request does may take the server down.
+      sendError(res, err instanceof ChatRequestError ? err : internalError(err));
+    });
+  });
+}
+
+async function handle(engine: ChatEngine, req: IncomingMessage, res: ServerResponse, maxBody: number, created: number): Promise<void> {
+  const path = new URL(req.url ?? '/', 'http://localhost').pathname.replace(/\/+$/, '') || '/';
+  const method = req.method ?? 'GET';
+
+  if (path === '/health' && method === 'GET') return sendJson(res, 200, { status: 'ok' });
+
+  if (path === '/v1/models' || path.startsWith('/v1/models/')) {
+    if (method !== 'GET') throw methodNotAllowed(method, path);
+    const list = engine.modelNames().map((m) => ({
+      id: m.id,
+      object: 'model',
+      created,
+      owned_by: 'mcprl',
+      root: m.adapter === null ? engine.model.dir : m.id,
+      parent: m.adapter === null ? null : engine.modelName,
+    }));
+    if (path === '/v1/models') return sendJson(res, 200, { object: 'list', data: list });
+    const id = decodeURIComponent(path.slice('/v1/models/'.length));
+    const hit = list.find((m) => m.id === id);
+    if (!hit) throw new ChatRequestError(404, `The model \`${id}\` does not exist`, { param: 'model', code: 'model_not_found' });
+    return sendJson(res, 200, hit);
+  }
+
+  if (path === '/v1/chat/completions') {
+    if (method !== 'POST') throw methodNotAllowed(method, path);
+    const body = await readJson(req, maxBody);
+    // The client going away (connection closed before the answer is complete) cancels generation.
+    const controller = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort(new Error('client disconnected'));
+    });
+    const stream = !!(body && typeof body === 'object' && (body as { stream?: unknown }).stream === true);
+    const wantLogprobs = !!(body && typeof body === 'object' && (body as { logprobs?: unknown }).logprobs === true);
+    if (!stream) {
+      const result = await engine.complete(body, controller.signal);
+      return sendJson(res, 200, completionJson(engine, result, wantLogprobs));
+    }
+    return streamCompletion(engine, body, res, controller.signal, wantLogprobs);
+  }
+
+  throw new ChatRequestError(404, `No route ${method} ${path}`, { code: 'not_found' });
+}
+
+function completionJson(engine: ChatEngine, r: ChatResult, wantLogprobs: boolean): Record<string, unknown> {
+  return {
+    id: r.id,
+    object: 'chat.completion',
+    created: r.created,
+    model: r.model,
+    system_fingerprint: null,
+    choices: r.choices.map((c) => ({
+      index: c.index,
+      message: {
+        role: 'assistant',
+        content: c.content,
+        refusal: null,
+        ...(c.toolCalls.length > 0 ? { tool_calls: wireToolCalls(c) } : {}),
+      },
+      logprobs: wantLogprobs ? { content: logprobEntries(engine, c.tokenIds, c.logprobs), refusal: null } : null,
+      finish_reason: c.finishReason,
+      mcprl_token_ids: c.tokenIds,
+      ...(c.invalidToolCalls.length > 0 ? { mcprl_invalid_tool_calls: c.invalidToolCalls } : {}),
+    })),
+    usage: r.usage,
+  };
+}
+
+function wireToolCalls(c: ChatChoice) {
+  return c.toolCalls.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
+}
+
+function logprobEntries(engine: ChatEngine, ids: number[], lps: number[]) {
+  return tokenLogprobs(engine.tokenizer, ids, lps).map((t) => ({ ...t, top_logprobs: [] }));
+}
+
+async function streamCompletion(engine: ChatEngine, body: unknown, res: ServerResponse, signal: AbortSignal, wantLogprobs: boolean): Promise<void> {
+  const events = engine.stream(body, signal);
+  // The first step validates the request; a bad one is answered as plain JSON with its status code.
+  let first = await events.next();
+  const r = (body ?? {}) as { model?: string; n?: number; stream_options?: { include_usage?: boolean } };
+  const id = `chatcmpl-${randomUUID()}`;
+  const created = Math.floor(Date.now() / 1000);
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+    `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: r.model, system_fingerprint: null, choices, ...extra })}\n\n`;
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  const n = typeof r.n === 'number' ? r.n : 1;
+  for (let i = 0; i < n; i++) {
+    res.write(chunk([{ index: i, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]));
+  }
+  try {
+    while (!first.done) {
+      const e = first.value;
+      if (e.type === 'delta') {
+        res.write(
+          chunk([
+            {
+              index: e.index,
+              delta: e.content.length > 0 ? { content: e.content } : {},
+              logprobs: wantLogprobs ? { content: logprobEntries(engine, e.tokenIds, e.logprobs), refusal: null } : null,
+              finish_reason: null,
+              mcprl_token_ids: e.tokenIds,
+            },
+          ]),
+        );
+      } else {
+        const c = e.choice;
+        if (c.toolCalls.length > 0) {
+          const calls = wireToolCalls(c).map((t, k) => ({ index: k, ...t }));
+          res.write(chunk([{ index: c.index, delta: { tool_calls: calls }, logprobs: null, finish_reason: null }]));
+        }
+        res.write(
+          chunk([
+            {
+              index: c.index,
+              delta: {},
+              logprobs: null,
+              finish_reason: c.finishReason,
+              mcprl_token_ids: [],
+              ...(c.invalidToolCalls.length > 0 ? { mcprl_invalid_tool_calls: c.invalidToolCalls } : {}),
+            },
+          ]),
+        );
+      }
+      first = await events.next();
+    }
+    if (r.stream_options?.include_usage) res.write(chunk([], { usage: first.value.usage }));
+    res.write('data: [DONE]\n\n');
+  } catch (err) {
+    // Headers are gone; OpenAI's clients read an `error` object in the stream as a failure.
+    if (!signal.aborted) {
+      const e = err instanceof ChatRequestError ? err : internalError(err);
+      res.write(`data: ${JSON.stringify(errorBody(e))}\n\n`);
+    }
+  } finally {
+    await events.return?.(undefined as never).catch(() => undefined);
+    res.end();
+  }
+}
+
+async function readJson(req: IncomingMessage, maxBody: number): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req) {
+    size += (c as Buffer).length;
+    if (size > maxBody) throw new ChatRequestError(413, `Request body over ${maxBody} bytes`, { code: 'request_too_large' });
+    chunks.push(c as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new ChatRequestError(400, `We could not parse the JSON body of your request: ${(err as Error).message}`, {
+      code: 'invalid_json',
+    });
+  }
+}
+
+function methodNotAllowed(method: string, path: string): ChatRequestError {
+  return new ChatRequestError(405, `Method ${method} not allowed on ${path}`, { code: 'method_not_allowed' });
+}
+
+function internalError(err: unknown): ChatRequestError {
+  const message = err instanceof Error ? err.message : String(err);
+  return new ChatRequestError(500, `Internal error: ${message}`, { type: 'server_error', cause: err });
+}
+
+function errorBody(e: ChatRequestError) {
+  return { error: { message: e.message, type: e.type, param: e.param, code: e.code } };
+}
+
+function sendError(res: ServerResponse, e: ChatRequestError): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  sendJson(res, e.status, errorBody(e));
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
