@@ -73,7 +73,7 @@ describe('mcprl serve with the openai SDK', () => {
     for await (const m of client.models.list()) ids.push(m.id);
     expect(ids).toEqual([BASE, 'agent', 'agent-v2']);
     const agent = await client.models.retrieve('agent');
-    expect(agent).toMatchObject({ id: 'agent', object: 'model', owned_by: 'mcprl' });
+    expect(agent).toMatchObject({ id: 'agent', object: 'model', owned_by: 'mcprl', root: join(dir, 'a1'), parent: BASE });
   });
 
   it('answers a chat completion whose token ids, text, usage and logprobs agree', async () => {
@@ -280,5 +280,50 @@ describe('mcprl serve errors', () => {
     }
     const ok = await chat({ seed: 2, max_tokens: 2 });
     expect(ok.choices).toHaveLength(1);
+  });
+
+  it('stops generating when the client of a plain (non-stream) request goes away', async () => {
+    const m = model();
+    const original = m.generate;
+    const controller = new AbortController();
+    let generation: Promise<Awaited<ReturnType<Model['generate']>>> | null = null;
+    // The client gives up once the engine has sampled 5 tokens (observed on the real model, no timing).
+    m.generate = (req) => {
+      let count = 0;
+      const onToken = req.onToken;
+      return (generation = original.call(m, {
+        ...req,
+        onToken: (s, t, lp) => {
+          onToken?.(s, t, lp);
+          if (++count === 5) controller.abort();
+        },
+      }));
+    };
+    try {
+      const err = await client.chat.completions
+        .create({ model: BASE, messages, max_tokens: 3000, seed: 4 }, { signal: controller.signal })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.APIUserAbortError);
+      const [seq] = await generation!;
+      expect(seq.finishReason).toBe('abort');
+      expect(seq.tokenIds.length).toBeLessThan(3000);
+    } finally {
+      m.generate = original;
+    }
+  });
+
+  it('refuses a body over the size limit with 413', async () => {
+    const small = await startServer(engine, { port: 0, maxBodyBytes: 1000 });
+    try {
+      const res = await fetch(`${small.url}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: BASE, messages: [{ role: 'user', content: 'x'.repeat(2000) }] }),
+      });
+      expect(res.status).toBe(413);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('request_too_large');
+    } finally {
+      await small.close();
+    }
   });
 });

@@ -184,6 +184,8 @@ export class ChatEngine {
   readonly template: ChatTemplate;
   /** The name the base model answers to. */
   readonly modelName: string;
+  /** Folder of each adapter loaded by `load()` (for `/v1/models`). */
+  readonly adapterDirs = new Map<string, string>();
   private readonly opts: ChatEngineOptions;
   private readonly stopTokenIds: number[];
 
@@ -213,7 +215,10 @@ export class ChatEngine {
     try {
       const engine = new ChatEngine(model, tokenizer, opts);
       if (names.has(engine.modelName)) throw new Error(`an adapter may not share the base model's name ${engine.modelName}`);
-      for (const a of opts.adapters ?? []) await model.loadAdapter(a.name, a.dir);
+      for (const a of opts.adapters ?? []) {
+        await model.loadAdapter(a.name, a.dir);
+        engine.adapterDirs.set(a.name, resolve(a.dir));
+      }
       return engine;
     } catch (err) {
       model.close();

@@ -81,7 +81,7 @@ async function handle(engine: ChatEngine, req: IncomingMessage, res: ServerRespo
       object: 'model',
       created,
       owned_by: 'mcprl',
-      root: m.adapter === null ? engine.model.dir : m.id,
+      root: m.adapter === null ? engine.model.dir : (engine.adapterDirs.get(m.id) ?? m.id),
       parent: m.adapter === null ? null : engine.modelName,
     }));
     if (path === '/v1/models') return sendJson(res, 200, { object: 'list', data: list });
