@@ -296,15 +296,17 @@ export class ChatEngine {
    */
   async *stream(body: unknown, signal?: AbortSignal): AsyncGenerator<ChatStreamEvent, ChatResult> {
     const controller = new AbortController();
-    const onAbort = () => controller.abort(signal?.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
     const queue: ChatStreamEvent[] = [];
     let wake: (() => void) | null = null;
     const push = (e: ChatStreamEvent) => {
       queue.push(e);
       wake?.();
     };
+    // Validation errors throw here, before anything is listening or running.
     const run = this.start(body, controller.signal, push);
+    const onAbort = () => controller.abort(signal?.reason);
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
     let done = false;
     let failure: unknown = null;
     let result: ChatResult | null = null;
