@@ -185,7 +185,10 @@ void gemm_blas(bool transA, bool transB, int M, int N, int K, float alpha, const
 
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
           int ldb, float beta, float* C, int ldc) {
-  if (gemm_have_blas() && !g_portable.load())
+  // A few rows times a weight (decode steps, LM head for sampling) goes to the portable kernel's direct
+  // dot-product path: measured here, OpenBLAS's small-M sgemm is several times slower for these shapes.
+  const bool small = M <= 8 && transB && !transA;
+  if (gemm_have_blas() && !g_portable.load() && !small)
     gemm_blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else
     gemm_portable(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

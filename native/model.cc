@@ -329,9 +329,11 @@ void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir) {
 
 void Model::reserve(RunState& rs, int T, int r, int keys, bool save_all) {
   if (T <= rs.T_cap && r <= rs.r_cap && keys <= rs.keys_cap && save_all == rs.save_all && rs.memory.data) return;
-  T = std::max(T, rs.T_cap);
-  r = std::max(r, rs.r_cap);
-  keys = std::max(keys, rs.keys_cap);
+  // Grow geometrically: decode asks for one more key every step and must not reallocate every step.
+  auto grow = [](int want, int have) { return want <= have ? have : std::max(want, have + have / 2); };
+  T = grow(T, rs.T_cap);
+  r = grow(r, rs.r_cap);
+  keys = grow(keys, rs.keys_cap);
   const ModelConfig& c = cfg;
   const size_t C = c.hidden, HD = (size_t)c.heads * c.head_dim, KD = (size_t)c.kv_heads * c.head_dim, I = c.inter;
   const size_t H = c.heads, Hkv = c.kv_heads, Tz = T, R = r;

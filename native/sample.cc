@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "fastmath.h"
+
 namespace mcprl {
 
 uint64_t rng_next(uint64_t& s) {
@@ -26,7 +28,8 @@ int sample_token(const float* z, int V, const SampleParams& p, uint64_t& rng, fl
   for (int v = 0; v < V; ++v)
     if (z[v] > mx) { mx = z[v]; arg = v; }
   double sum = 0.0;
-  for (int v = 0; v < V; ++v) sum += std::exp((double)(z[v] - mx));
+#pragma omp simd reduction(+ : sum)
+  for (int v = 0; v < V; ++v) sum += exp_fast(z[v] - mx);
   const double lse = mx + std::log(sum);
   int tok = arg;
   if (p.temperature > 0.0f && p.top_k != 1) {
@@ -40,7 +43,8 @@ int sample_token(const float* z, int V, const SampleParams& p, uint64_t& rng, fl
       n = p.top_k;
     }
     // Unnormalised tempered probabilities of the candidates; total over all of them.
-    auto weight = [&](int v) { return std::exp((double)(z[v] - mx) * invT); };
+    const float invTf = (float)invT;
+    auto weight = [&](int v) { return (double)exp_fast((z[v] - mx) * invTf); };
     double total = 0.0;
     for (int i = 0; i < n; ++i) total += weight(idx[i]);
     if (p.top_p < 1.0f) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../fastmath.h"
 #include "../gemm.h"
 
 namespace mcprl {
@@ -22,12 +23,19 @@ void logprob_forward(float* logp, float* lse, float* entropy, const float* h, co
     for (int i = 0; i < m; ++i) {
       const float* z = scratch + (size_t)i * V;
       float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
       for (int v = 0; v < V; ++v) mx = z[v] > mx ? z[v] : mx;
       double sum = 0.0, wsum = 0.0;
-      for (int v = 0; v < V; ++v) {
-        double e = std::exp((double)(z[v] - mx));
-        sum += e;
-        wsum += e * (z[v] - mx);
+      if (entropy) {
+#pragma omp simd reduction(+ : sum, wsum)
+        for (int v = 0; v < V; ++v) {
+          float e = exp_fast(z[v] - mx);
+          sum += e;
+          wsum += e * (z[v] - mx);
+        }
+      } else {
+#pragma omp simd reduction(+ : sum)
+        for (int v = 0; v < V; ++v) sum += exp_fast(z[v] - mx);
       }
       double l = mx + std::log(sum);
       int n = n0 + i;
@@ -52,9 +60,10 @@ void logprob_backward(float* dh, const float* dlogp, const float* dentropy, cons
       float g = dlogp[n], L = lse[n];
       float ge = (dentropy && entropy) ? dentropy[n] : 0.0f;
       float H = (dentropy && entropy) ? entropy[n] : 0.0f;
+#pragma omp simd
       for (int v = 0; v < V; ++v) {
         float lp = z[v] - L;
-        float p = std::exp(lp);
+        float p = exp_fast(lp);
         z[v] = -g * p - ge * p * (lp + H);
       }
       z[targets[n]] += g;
