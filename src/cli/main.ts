@@ -3,7 +3,9 @@ import { registerEval } from './eval.js';
 import { registerExport } from './export.js';
 import { registerInspect } from './inspect.js';
 import { registerScenarios } from './scenarios.js';
+import { registerReport } from './report.js';
 import { registerServe } from './serve.js';
+import { registerTrain } from './train.js';
 
 /** Builds the `mcprl` command line. Each subcommand lives in its own file in this folder. */
 export function buildProgram(): Command {
@@ -17,6 +19,8 @@ export function buildProgram(): Command {
   registerExport(program);
   registerEval(program);
   registerServe(program);
+  registerTrain(program);
+  registerReport(program);
   return program;
 }
 

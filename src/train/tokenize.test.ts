@@ -28,7 +28,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  engine?.model && (engine.model as { close(): void }).close();
+  (engine?.model as { close(): void } | undefined)?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

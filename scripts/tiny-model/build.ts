@@ -1,0 +1,163 @@
+/**
+ * Makes the bundled tiny model, deterministically, from nothing but this repository:
+ *   1. three disjoint scenario sets from the bookshop fixture server (warm-up / RL train / validation);
+ *   2. warm-up transcripts: a scripted expert solves each warm-up scenario through the real rollout loop;
+ *   3. a byte-level BPE tokenizer trained on those transcripts and the README;
+ *   4. a randomly initialised Qwen3-shaped model using that tokenizer and a compact Hermes-style template;
+ *   5. SFT warm-up with the engine's own sftStep: high-rank LoRA on every projection, merged into the base
+ *      weights after each cycle (the engine trains LoRA weights only);
+ *   6. validation success of the result, measured the way `mcprl train` measures it.
+ * The warm-up is deliberately short, so the model knows the format and some tools but often fails: room for RL.
+ *
+ *   node --import tsx scripts/tiny-model/build.ts [--out fixtures/models/tiny-bookshop] [--seed 1]
+ */
+import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { rollout } from '../../src/agent/rollout.js';
+import { runEval } from '../../src/agent/evaluate.js';
+import type { Trajectory } from '../../src/agent/trajectory.js';
+import { ChatEngine } from '../../src/engine/chat.js';
+import { ChatTemplate } from '../../src/engine/chat-template.js';
+import { EnginePolicy } from '../../src/engine/engine-policy.js';
+import { Trainer } from '../../src/engine/trainer.js';
+import type { TrainSequence } from '../../src/engine/train-types.js';
+import { mergeAdapter } from '../../src/export/merge.js';
+import { connect, type Target } from '../../src/mcp/index.js';
+import { formatScenarios, type Scenario } from '../../src/scenarios/index.js';
+import { trajectoryToSequences } from '../../src/train/tokenize.js';
+import { writeJsonAtomic } from '../../src/util/atomic.js';
+import { makeRandomModel, makeRng } from '../random-model.js';
+import { trainByteLevelBpe } from './bpe.js';
+import { ExpertPolicy } from './expert.js';
+import { makeScenarioSets } from './scenario-sets.js';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const { values } = parseArgs({
+  options: {
+    out: { type: 'string', default: join(ROOT, 'fixtures', 'models', 'tiny-bookshop') },
+    scenarios: { type: 'string', default: join(ROOT, 'fixtures', 'scenarios', 'bookshop') },
+    work: { type: 'string', default: join(ROOT, '.cache', 'tiny-model') },
+    seed: { type: 'string', default: '1' },
+    vocab: { type: 'string', default: '1024' },
+    cycles: { type: 'string', default: '3' },
+    'steps-per-cycle': { type: 'string', default: '60' },
+    'batch-size': { type: 'string', default: '16' },
+    lr: { type: 'string', default: '3e-3' },
+    rank: { type: 'string', default: '64' },
+    threads: { type: 'string' },
+  },
+});
+const seed = Number(values.seed);
+const work = values.work!;
+const log = (msg: string) => console.error(`[tiny-model ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+
+/** The fixture server, run from its TypeScript source. */
+export function fixtureTarget(): Target {
+  return { kind: 'stdio', command: process.execPath, args: ['--import', 'tsx', join(ROOT, 'fixtures', 'server', 'main.ts')], cwd: ROOT };
+}
+
+const SPECIAL = [
+  { content: '<|endoftext|>', special: true },
+  { content: '<|im_start|>', special: true },
+  { content: '<|im_end|>', special: true },
+  { content: '<tool_call>', special: false },
+  { content: '</tool_call>', special: false },
+  { content: '<tool_response>', special: false },
+  { content: '</tool_response>', special: false },
+];
+
+async function main() {
+  await rm(work, { recursive: true, force: true });
+  await mkdir(work, { recursive: true });
+
+  // 1. scenario sets
+  const session = await connect(fixtureTarget());
+  const tools = await session.listTools();
+  const sets = await makeScenarioSets(session, seed);
+  log(`scenarios: warm-up ${sets.warmup.length}, train ${sets.train.length}, val ${sets.val.length}`);
+
+  // 2. expert transcripts
+  const transcripts: Trajectory[] = [];
+  for (const scenario of sets.warmup) {
+    const t = await rollout({ policy: new ExpertPolicy(scenario), session, tools, scenario, id: `warmup-${scenario.id}` });
+    if (!t.metrics.completed || t.error) throw new Error(`the expert failed warm-up scenario ${scenario.id}: ${t.error ?? 'not completed'}`);
+    transcripts.push(t);
+  }
+  await session.close();
+  log(`expert transcripts: ${transcripts.length}`);
+
+  // 3. tokenizer
+  const template = await readFile(join(import.meta.dirname, 'chat_template.jinja'), 'utf8');
+  const renderer = new ChatTemplate(template);
+  const texts = transcripts.map((t) => renderer.render(t.messages, { tools: t.tools, addGenerationPrompt: false }));
+  texts.push(await readFile(join(ROOT, 'README.md'), 'utf8'));
+  const tokenizerJson = trainByteLevelBpe(texts, { vocabSize: Number(values.vocab), addedTokens: SPECIAL });
+  const vocabSize = Number(values.vocab);
+  const idOf = (content: string) => (tokenizerJson.added_tokens as { id: number; content: string }[]).find((t) => t.content === content)!.id;
+
+  // 4. random model
+  let modelDir = join(work, 'cycle-0');
+  await makeRandomModel(modelDir, {
+    arch: 'qwen3', seed, hiddenSize: 128, numLayers: 4, numHeads: 4, numKvHeads: 2, headDim: 32, intermediateSize: 384,
+    vocabSize, std: 0.02, embedStd: 0.1, finalNormMean: 2, tokenizer: false,
+    bosTokenId: idOf('<|endoftext|>'), eosTokenId: idOf('<|im_end|>'), maxPositionEmbeddings: 2048,
+  });
+  await writeFile(join(modelDir, 'tokenizer.json'), JSON.stringify(tokenizerJson));
+  await writeFile(join(modelDir, 'tokenizer_config.json'), JSON.stringify({
+    tokenizer_class: 'Qwen2Tokenizer', add_bos_token: false, add_prefix_space: false, bos_token: null,
+    eos_token: '<|im_end|>', pad_token: '<|endoftext|>', unk_token: null, model_max_length: 2048,
+    clean_up_tokenization_spaces: false, split_special_tokens: false,
+    added_tokens_decoder: Object.fromEntries((tokenizerJson.added_tokens as { id: number }[]).map((t) => [String(t.id), t])),
+    chat_template: template,
+  }, null, 2));
+
+  // 5. SFT warm-up, merged after each cycle
+  const threads = values.threads ? Number(values.threads) : undefined;
+  const rng = makeRng(seed);
+  for (let cycle = 0; cycle < Number(values.cycles); cycle++) {
+    const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
+    const sequences: TrainSequence[] = transcripts.flatMap((t) => trajectoryToSequences(engine, t));
+    const trainer = await Trainer.create(engine.model as never, {
+      adapterName: 'warmup', rank: Number(values.rank), alpha: Number(values.rank), targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+      seed: seed + cycle, optimizer: { lr: Number(values.lr), weightDecay: 0, maxGradNorm: 1, schedule: { kind: 'cosine', warmupSteps: 5, totalSteps: Number(values['steps-per-cycle']) } },
+    });
+    for (let step = 0; step < Number(values['steps-per-cycle']); step++) {
+      const batch = Array.from({ length: Number(values['batch-size']) }, () => sequences[Math.floor(rng.uniform() * sequences.length)]);
+      const m = await trainer.sftStep(batch);
+      if (step % 10 === 0 || step === Number(values['steps-per-cycle']) - 1) log(`cycle ${cycle} step ${step}: loss ${m.loss.toFixed(4)} grad ${m.gradNorm.toFixed(3)} ${Math.round(m.tokensPerSecond)} tok/s`);
+    }
+    const adapterDir = join(work, `adapter-${cycle}`);
+    await trainer.save(adapterDir);
+    (engine.model as { close(): void }).close();
+    const next = join(work, `cycle-${cycle + 1}`);
+    await mergeAdapter({ modelDir, adapterDir, out: next, dtype: 'F32', overwrite: true });
+    modelDir = next;
+  }
+
+  // 6. validation success, as `mcprl train` measures it (greedy, checks reward)
+  const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
+  const { summary } = await runEval({
+    policy: new EnginePolicy(engine, { maxTokens: 160 }), target: fixtureTarget(), scenarios: sets.val, reward: 'checks',
+    rolloutsPerGroup: 1, concurrency: 8, temperature: 0, maxTurns: 4, seed,
+  });
+  (engine.model as { close(): void }).close();
+  log(`validation success ${(summary.success_rate * 100).toFixed(1)}% (${summary.successes}/${summary.trajectories}), tool-call validity ${(summary.tool_call_validity_rate * 100).toFixed(1)}%`);
+
+  // 7. the bundled folder: the model, its warm-up manifest, and the RL / validation scenario sets
+  const out = values.out!;
+  await rm(out, { recursive: true, force: true });
+  await cp(modelDir, out, { recursive: true });
+  await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios(sets.warmup));
+  await writeJsonAtomic(join(out, 'mcprl_build.json'), {
+    seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, cycles: Number(values.cycles), steps_per_cycle: Number(values['steps-per-cycle']),
+    batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank), val_success: summary.success_rate,
+  });
+  await mkdir(values.scenarios!, { recursive: true });
+  await writeFile(join(values.scenarios!, 'train.jsonl'), formatScenarios(sets.train));
+  await writeFile(join(values.scenarios!, 'val.jsonl'), formatScenarios(sets.val));
+  log(`wrote ${out} and ${values.scenarios}`);
+}
+
+export type { Scenario };
+await main();

@@ -1,0 +1,110 @@
+/**
+ * The run directory `runs/<name>/` and its crash-safe bookkeeping.
+ *
+ *   config.json                   the run's configuration (no secrets)
+ *   scenarios/{train,val}.jsonl   the scenarios it trains and validates on
+ *   trajectories/step-NNNN.jsonl  every training rollout of step N (scored, with advantages)
+ *   trajectories/val-NNNN.jsonl   the validation rollouts of step N (step 0: the untrained model)
+ *   checkpoints/step-NNNN/        PEFT adapter + optimiser state after step N (the latest and the best are kept)
+ *   metrics.jsonl                 one line per step
+ *   state.json                    the commit point: the last complete step, the best step, patience
+ *   adapter/                      the best adapter, exported at the end (PEFT)
+ *   report.html                   the run report
+ *
+ * A step is complete once state.json names it; everything else of that step was written (atomically) before.
+ * Resuming reads state.json and ignores anything newer, so `kill -9` at any moment loses at most the step that
+ * was in flight.
+ */
+import { existsSync } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
+
+export const RunStateSchema = z.object({
+  /** Last complete step (0: only the untrained model was evaluated). */
+  step: z.number().int().nonnegative(),
+  /** Step of the best validation success so far (0: the untrained model, i.e. no adapter). */
+  bestStep: z.number().int().nonnegative(),
+  bestValSuccess: z.number(),
+  /** Evaluations since validation success last improved. */
+  evalsWithoutImprovement: z.number().int().nonnegative(),
+  /** Set when the run ended: why. */
+  stopped: z.enum(['max_steps', 'patience', 'no_signal']).optional(),
+});
+export type RunState = z.infer<typeof RunStateSchema>;
+
+export class RunDirError extends Error {
+  readonly code = 'RUN_DIR';
+  constructor(message: string) {
+    super(message);
+    this.name = 'RunDirError';
+  }
+}
+
+const pad = (n: number) => String(n).padStart(4, '0');
+
+export class RunDir {
+  constructor(readonly dir: string) {}
+
+  get name(): string {
+    return this.dir.split('/').filter(Boolean).pop()!;
+  }
+  path(...parts: string[]): string {
+    return join(this.dir, ...parts);
+  }
+  checkpoint(step: number): string {
+    return this.path('checkpoints', `step-${pad(step)}`);
+  }
+  trajectories(step: number): string {
+    return this.path('trajectories', `step-${pad(step)}.jsonl`);
+  }
+  valTrajectories(step: number): string {
+    return this.path('trajectories', `val-${pad(step)}.jsonl`);
+  }
+
+  exists(): boolean {
+    return existsSync(this.path('config.json'));
+  }
+
+  async readState(): Promise<RunState | null> {
+    const file = this.path('state.json');
+    if (!existsSync(file)) return null;
+    const parsed = RunStateSchema.safeParse(JSON.parse(await readFile(file, 'utf8')));
+    if (!parsed.success) throw new RunDirError(`${file}: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
+    return parsed.data;
+  }
+
+  async readConfig<T>(): Promise<T> {
+    return JSON.parse(await readFile(this.path('config.json'), 'utf8')) as T;
+  }
+
+  /** The metrics of complete steps (lines beyond `upTo` belong to a step that never completed). */
+  async readMetrics(upTo = Infinity): Promise<Record<string, unknown>[]> {
+    const file = this.path('metrics.jsonl');
+    if (!existsSync(file)) return [];
+    return (await readFile(file, 'utf8'))
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((m) => (m.step as number) <= upTo);
+  }
+
+  async writeMetrics(rows: Record<string, unknown>[]): Promise<void> {
+    await writeJsonlAtomic(this.path('metrics.jsonl'), rows);
+  }
+
+  async commit(state: RunState): Promise<void> {
+    await writeJsonAtomic(this.path('state.json'), state);
+  }
+
+  /** Deletes checkpoints other than the ones to keep (the latest and the best), and leftovers of crashed writes. */
+  async pruneCheckpoints(keep: number[]): Promise<void> {
+    const dir = this.path('checkpoints');
+    if (!existsSync(dir)) return;
+    const names = new Set(keep.map((s) => `step-${pad(s)}`));
+    for (const entry of await readdir(dir)) {
+      if (!names.has(entry)) await rm(join(dir, entry), { recursive: true, force: true });
+    }
+  }
+}

@@ -1,0 +1,208 @@
+/**
+ * `mcprl train`: GRPO on a LoRA adapter until validation success stops improving.
+ *
+ * Every step: gather K rollouts of G training scenarios with the in-process engine → score them (checks, RULER
+ * or both) → group-relative advantages (groups with one reward value carry no signal and are dropped) →
+ * training sequences with assistant masks from the exact sampled token ids → one GRPO step → an atomic
+ * checkpoint → every `evalEvery` steps, validation → stop when validation success has not improved for
+ * `patience` evaluations, or at `maxSteps`. Step 0 evaluates the untrained model.
+ */
+import { performance } from 'node:perf_hooks';
+import { z } from 'zod';
+import { runEval, type EvalSummary } from '../agent/evaluate.js';
+import type { Trajectory } from '../agent/trajectory.js';
+import { ChatEngine } from '../engine/chat.js';
+import { EnginePolicy } from '../engine/engine-policy.js';
+import type { Model } from '../engine/model.js';
+import { Trainer } from '../engine/trainer.js';
+import type { StepMetrics } from '../engine/train-types.js';
+import type { SafetyPolicy, Target } from '../mcp/index.js';
+import type { JudgeClient } from '../ruler/judge.js';
+import { createRng } from '../scenarios/rng.js';
+import type { Scenario } from '../scenarios/scenario.js';
+import { writeJsonlAtomic } from '../util/atomic.js';
+import { Progress } from '../util/progress.js';
+import { groupAdvantages } from './advantages.js';
+import { RunDir, type RunState } from './run-dir.js';
+import { trajectoryToSequences } from './tokenize.js';
+
+/** The run's configuration, as written to config.json (no secrets: the judge is described, its key is not). */
+export const TrainConfigSchema = z.object({
+  model: z.string(),
+  /** A description of the target (command or URL; header values are never stored). */
+  target: z.string(),
+  reward: z.enum(['ruler', 'checks', 'blend']),
+  rolloutsPerGroup: z.number().int().min(2).default(4),
+  groupsPerStep: z.number().int().min(1).default(8),
+  lr: z.number().positive().default(5e-4),
+  rank: z.number().int().positive().default(16),
+  alpha: z.number().positive().default(32),
+  targets: z.array(z.string()).default(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']),
+  loss: z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo']).default('grpo'),
+  beta: z.number().nonnegative().default(0),
+  maxSteps: z.number().int().positive().default(20),
+  evalEvery: z.number().int().positive().default(2),
+  patience: z.number().int().positive().default(3),
+  seed: z.number().int().default(1),
+  temperature: z.number().nonnegative().default(1),
+  /** Validation decodes greedily by default, so that its success is a property of the weights. */
+  valTemperature: z.number().nonnegative().default(0),
+  valRollouts: z.number().int().positive().default(1),
+  maxTurns: z.number().int().positive().default(6),
+  maxTokens: z.number().int().positive().default(256),
+  concurrency: z.number().int().positive().default(8),
+  judge: z.object({ baseURL: z.string(), model: z.string() }).optional(),
+});
+export type TrainConfig = z.infer<typeof TrainConfigSchema>;
+
+export interface TrainRunOptions {
+  run: RunDir;
+  config: TrainConfig;
+  target: Target;
+  scenarios: { train: Scenario[]; val: Scenario[] };
+  judge?: JudgeClient;
+  safety?: SafetyPolicy;
+  /** Continue from the newest complete step instead of starting fresh. */
+  resume?: boolean;
+  progress?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface TrainRunResult {
+  state: RunState;
+  valBefore: number;
+  valBest: number;
+  bestStep: number;
+}
+
+export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
+  const { run, config: c } = o;
+  const log = o.log ?? ((l: string) => process.stderr.write(l + '\n'));
+  const engine = await ChatEngine.load(c.model);
+  const model = engine.model as Model;
+  try {
+    let state = o.resume ? await run.readState() : null;
+    const trainer = state && state.step > 0
+      ? await Trainer.resume(model, run.checkpoint(state.step), { adapterName: 'policy' })
+      : await Trainer.create(model, { adapterName: 'policy', rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed, optimizer: { lr: c.lr } });
+    const policy = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens });
+    const metrics = await run.readMetrics(state?.step ?? -1);
+    const evaluate = (step: number) => validate(o, policy, step);
+
+    // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
+    if (!state) {
+      const v = await evaluate(0);
+      metrics.push({ step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } });
+      await run.writeMetrics(metrics);
+      state = { step: 0, bestStep: 0, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0 };
+      await run.commit(state);
+      log(`step 0: validation success ${pct(v.success_rate)} (untrained)`);
+    }
+    const valBefore = (metrics.find((m) => m.step === 0)?.val_success as number) ?? 0;
+
+    while (!state.stopped && state.step < c.maxSteps) {
+      const step = state.step + 1;
+      const wall: Record<string, number> = {};
+      const phase = async <T>(name: string, f: () => Promise<T>) => {
+        const t0 = performance.now();
+        const r = await f();
+        wall[name] = (performance.now() - t0) / 1000;
+        return r;
+      };
+
+      // gather + score
+      const scenarios = pickScenarios(o.scenarios.train, c.groupsPerStep, c.seed, step);
+      const gathered = await phase('gather', () => gatherGroups(o, policy, scenarios, step));
+      // advantages
+      const groups = gathered.groups.map((g) => g.filter((t) => !t.unscored && !t.error));
+      const adv = groupAdvantages(groups.map((g) => g.map((t) => t.reward)));
+      // tokenise
+      const batch = adv.kept.flatMap((gi, k) => groups[gi].flatMap((t, j) => trajectoryToSequences(engine, t, adv.advantages[k][j])));
+      // step
+      let m: StepMetrics | null = null;
+      if (batch.length > 0) m = await phase('train', () => trainer.trainStep(batch, { kind: c.loss, beta: c.beta }));
+      else trainer.step += 1;
+      // checkpoint
+      await phase('checkpoint', async () => {
+        await writeJsonlAtomic(run.trajectories(step), gathered.groups.flat().map((t) => withAdvantage(t, groups, adv)));
+        await trainer.save(run.checkpoint(step));
+      });
+      // evaluate
+      const row: Record<string, unknown> = {
+        step, train_reward: gathered.summary.mean_reward, reward_std: rewardStd(groups), train_success: gathered.summary.success_rate,
+        tool_call_validity: gathered.summary.tool_call_validity_rate, groups: groups.length, groups_dropped_zero_variance: adv.droppedZeroVariance,
+        unscored: gathered.summary.unscored_trajectories, judge_failures: gathered.summary.judge_failures, sequences: batch.length,
+        ...(m ? { loss: m.loss, policy_loss: m.policyLoss, kl: m.kl, clip_fraction: m.clipFraction, mean_ratio: m.meanRatio, entropy: m.entropy, grad_norm: m.gradNorm, trained_tokens: m.trainedTokens, tokens_per_s: m.tokensPerSecond, lr: m.lr } : {}),
+      };
+      const next: RunState = { ...state, step };
+      if (step % c.evalEvery === 0 || step === c.maxSteps) {
+        const v = await phase('validate', () => evaluate(step));
+        Object.assign(row, { val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate });
+        if (v.success_rate > state.bestValSuccess) Object.assign(next, { bestStep: step, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0 });
+        else next.evalsWithoutImprovement += 1;
+        if (next.evalsWithoutImprovement >= c.patience) next.stopped = 'patience';
+      }
+      if (step >= c.maxSteps && !next.stopped) next.stopped = 'max_steps';
+      row.wall_s = wall;
+      metrics.push(row);
+      await run.writeMetrics(metrics);
+      await run.commit(next);
+      await run.pruneCheckpoints([step, next.bestStep]);
+      state = next;
+      log(`step ${step}: reward ${fmt(row.train_reward)} ± ${fmt(row.reward_std)}, loss ${fmt(row.loss)}, kl ${fmt(row.kl)}, dropped ${adv.droppedZeroVariance}/${groups.length} groups` +
+        (row.val_success !== undefined ? `, validation success ${pct(row.val_success as number)}` : '') + ` (${Object.entries(wall).map(([k, s]) => `${k} ${s.toFixed(1)}s`).join(', ')})`);
+    }
+    trainer.close();
+    return { state, valBefore, valBest: state.bestValSuccess, bestStep: state.bestStep };
+  } finally {
+    model.close();
+  }
+}
+
+/** The scenarios of one step: a fresh seeded shuffle of the training set per epoch, so a resumed run picks the same ones. */
+export function pickScenarios(all: Scenario[], n: number, seed: number, step: number): Scenario[] {
+  const perEpoch = Math.max(1, Math.floor(all.length / n));
+  const epoch = Math.floor((step - 1) / perEpoch);
+  const order = createRng(seed * 7919 + epoch).shuffle([...all]);
+  const start = ((step - 1) % perEpoch) * n;
+  return Array.from({ length: Math.min(n, all.length) }, (_, i) => order[(start + i) % order.length]);
+}
+
+async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios: Scenario[], step: number) {
+  const c = o.config;
+  const bar = new Progress('gather', scenarios.length * c.rolloutsPerGroup, o.progress ?? true);
+  return runEval({
+    policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
+    concurrency: c.concurrency, policyForSafety: o.safety, maxTurns: c.maxTurns, temperature: c.temperature,
+    seed: c.seed * 100003 + step * 1009, judgeCacheDir: o.run.path('judge-cache'), onTrajectory: (_t, done) => bar.update(done),
+  });
+}
+
+async function validate(o: TrainRunOptions, policy: EnginePolicy, step: number): Promise<EvalSummary> {
+  const c = o.config;
+  const bar = new Progress('validate', o.scenarios.val.length * c.valRollouts, o.progress ?? true);
+  const { groups, summary } = await runEval({
+    policy, target: o.target, scenarios: o.scenarios.val, reward: 'checks', rolloutsPerGroup: c.valRollouts,
+    concurrency: c.concurrency, policyForSafety: o.safety, maxTurns: c.maxTurns, temperature: c.valTemperature,
+    seed: c.seed, onTrajectory: (_t, done) => bar.update(done),
+  });
+  await writeJsonlAtomic(o.run.valTrajectories(step), groups.flat());
+  return summary;
+}
+
+function withAdvantage(t: Trajectory, groups: Trajectory[][], adv: ReturnType<typeof groupAdvantages>) {
+  const gi = groups.findIndex((g) => g.includes(t));
+  const k = adv.kept.indexOf(gi);
+  return { ...t, advantage: k >= 0 ? adv.advantages[k][groups[gi].indexOf(t)] : null };
+}
+
+function rewardStd(groups: Trajectory[][]): number {
+  const stds = groups.filter((g) => g.length > 1).map((g) => {
+    const mean = g.reduce((a, t) => a + t.reward, 0) / g.length;
+    return Math.sqrt(g.reduce((a, t) => a + (t.reward - mean) ** 2, 0) / g.length);
+  });
+  return stds.length ? stds.reduce((a, b) => a + b, 0) / stds.length : 0;
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+const fmt = (x: unknown) => (typeof x === 'number' ? x.toFixed(3) : '–');
