@@ -7,6 +7,7 @@
  * Tolerance: |analytic - numeric| <= 1e-3 * max(1, max |numeric|) per input (observed errors are ~1e-5..2e-4:
  * f32 rounding / h plus the O(h^2) truncation of the central difference).
  */
+import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadNative } from '../src/engine/native.js';
 
@@ -79,6 +80,14 @@ describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitu
           for (let i = 0; i < C.length; i++) max = Math.max(max, Math.abs(C[i] - ref[i]));
           expect(max, `${kernel} ${M}x${N}x${K} ta=${ta} tb=${tb}`).toBeLessThanOrEqual(1e-4);
         }
+  });
+  it('MCPRL_PORTABLE_GEMM=1 forces the portable kernel from process start', () => {
+    const probe = `console.log(JSON.stringify(require(${JSON.stringify(new URL('../build/Release/mcprl_native.node', import.meta.url).pathname)}).info()))`;
+    const run = (env: Record<string, string>) =>
+      JSON.parse(spawnSync(process.execPath, ['-e', probe], { env: { ...process.env, ...env }, encoding: 'utf8' }).stdout) as { portableGemm: boolean; openblas: boolean };
+    expect(run({ MCPRL_PORTABLE_GEMM: '1' }).portableGemm).toBe(true);
+    const plain = run({ MCPRL_PORTABLE_GEMM: '0' });
+    expect(plain.portableGemm).toBe(!plain.openblas);
   });
   it('reports which kernels this build has', () => {
     const info = addon.info();
