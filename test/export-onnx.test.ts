@@ -46,6 +46,7 @@ const SHAPES = [[2, 12], [1, 37]] as const;
 let scratch: string;
 const exported = new Map<string, { result: OnnxExportResult; modelDir: string; adapterDir?: string; ids: number[][][] }>();
 let checks: string[];
+let lastOnly: OnnxExportResult;
 let reference: number[][][];
 let noAdapterReference: number[][][];
 
@@ -64,7 +65,10 @@ beforeAll(async () => {
     const ids = SHAPES.map(([b, s], j) => tokenIds(b, s, vocab, 100 * k + j + 1));
     exported.set(c.name, { result, modelDir, adapterDir, ids });
   }
-  if (!onnxSkip) checks = await onnxCheck([...exported.values()].map((e) => e.result.file));
+  // The 'last position only' variant of the adapter case, checked against the full graph's last row.
+  const c1 = exported.get(CASES[1].name)!;
+  lastOnly = await exportOnnx({ modelDir: c1.modelDir, adapterDir: c1.adapterDir, out: join(scratch, 'onnx-last'), logits: 'last' });
+  if (!onnxSkip) checks = await onnxCheck([...[...exported.values()].map((e) => e.result.file), lastOnly.file]);
   if (torchSkip) return;
   const jobs = [...exported.values()].map((e) => ({ model: e.modelDir, adapter: e.adapterDir ?? null, sequences: e.ids.flat() }));
   // The adapter cases once more without their adapter, to show the comparison can tell them apart.
@@ -80,7 +84,7 @@ afterAll(async () => {
 
 describe('ONNX export', () => {
   it.skipIf(onnxSkip)('passes onnx.checker.check_model(full_check=True) for every case', () => {
-    expect(checks).toEqual(CASES.map(() => ''));
+    expect(checks).toEqual([...CASES.map(() => ''), '']);
   });
 
   it('onnxruntime-node runs every case at both shapes on one session (dynamic batch and length)', async () => {
@@ -109,6 +113,23 @@ describe('ONNX export', () => {
       row += ids.length;
     }
     await session.release();
+  });
+
+  it("logits: 'last' gives [batch, 1, vocab] equal to the last row of the full graph (≤ 1e-5)", async () => {
+    const e = exported.get(CASES[1].name)!;
+    const vocab = CASES[1].model.vocabSize!;
+    const full = await ort.InferenceSession.create(e.result.file);
+    const last = await ort.InferenceSession.create(lastOnly.file);
+    for (const ids of e.ids) {
+      const [batch, seq] = [ids.length, ids[0].length];
+      const a = await ortRun(full, ids);
+      const b = await ortRun(last, ids);
+      expect(b.dims).toEqual([batch, 1, vocab]);
+      const lastRows = Array.from({ length: batch }, (_, r) => a.logits.subarray(((r + 1) * seq - 1) * vocab, (r + 1) * seq * vocab));
+      expect(maxAbsDiff(Array.from(b.logits), lastRows.flatMap((x) => Array.from(x)))).toBeLessThanOrEqual(1e-5);
+    }
+    await full.release();
+    await last.release();
   });
 
   it.skipIf(torchSkip)('the comparison has teeth: each merged adapter moves logprobs far beyond the tolerance', async () => {

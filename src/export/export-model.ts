@@ -24,6 +24,8 @@ export const ExportRequestSchema = z.object({
   dtype: z.enum(['keep', 'F32']).optional(),
   /** 'onnx' only. Default 'auto' (external data above 1.5 GiB of weights). */
   externalData: z.union([z.boolean(), z.literal('auto')]).optional(),
+  /** 'onnx' only. Default 'all' (logits [batch, seq, vocab]); 'last': the last position's only. */
+  logits: z.enum(['all', 'last']).optional(),
   /** Default false. */
   overwrite: z.boolean().optional(),
 });
@@ -52,9 +54,9 @@ export async function exportModel(req: ExportRequest): Promise<ExportSummary> {
       return { format: 'merged', out: req.out, detail: `${spec.modelType} HF folder, ${r.merged.length} weights merged, dtype ${req.dtype ?? 'keep'}, ${r.files.length} weight file(s)` };
     }
     case 'onnx': {
-      const r = await exportOnnx({ modelDir: req.modelDir, adapterDir: req.adapterDir, out: req.out, externalData: req.externalData, overwrite: req.overwrite });
+      const r = await exportOnnx({ modelDir: req.modelDir, adapterDir: req.adapterDir, out: req.out, externalData: req.externalData, logits: req.logits, overwrite: req.overwrite });
       const mb = (r.bytes / 1024 ** 2).toFixed(1);
-      return { format: 'onnx', out: req.out, detail: `ONNX opset 17, ${mb} MiB${r.externalData ? ' (weights in model.onnx.data)' : ''}${req.adapterDir ? ', adapter merged' : ''}` };
+      return { format: 'onnx', out: req.out, detail: `ONNX opset 17, ${mb} MiB${r.externalData ? ' (weights in model.onnx.data)' : ''}${req.logits === 'last' ? ', last-position logits' : ''}${req.adapterDir ? ', adapter merged' : ''}` };
     }
   }
 }

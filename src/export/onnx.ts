@@ -3,7 +3,8 @@
  * from standard ONNX operators only (default domain, opset 17), so that any ONNX runtime can run it.
  *
  * Graph contract: input `input_ids` int64 [batch, seq] (both dynamic), output `logits` float32
- * [batch, seq, vocab]. No attention mask and no KV cache: every sequence of a batch has the same length
+ * [batch, seq, vocab] (or [batch, 1, vocab] for the last position only, the `logits: 'last'` option that
+ * generation-style prefill wants). No attention mask and no KV cache: every sequence of a batch has the same length
  * and position ids are 0..seq-1. RoPE angles and the causal mask are computed inside the graph from the
  * runtime sequence length, so any length works (within what the model was trained for).
  *
@@ -101,7 +102,7 @@ const ints = (value: number[]): AttributeValue => ({ kind: 'ints', value });
 const int = (value: number): AttributeValue => ({ kind: 'int', value });
 
 /** Builds the forward graph of `spec` over `weights` (f32, adapter already merged). */
-export function buildForwardGraph(spec: ModelSpec, weights: Map<string, FloatTensor>): { nodes: NodeSpec[]; initializers: TensorSpec[] } {
+export function buildForwardGraph(spec: ModelSpec, weights: Map<string, FloatTensor>, logits: 'all' | 'last' = 'all'): { nodes: NodeSpec[]; initializers: TensorSpec[] } {
   const g = new GraphBuilder();
   const W = (name: string) => {
     const t = weights.get(name);
@@ -186,7 +187,11 @@ export function buildForwardGraph(spec: ModelSpec, weights: Map<string, FloatTen
   // output costs a copy of the whole [T, V] logits (a fifth of prefill time at seq 512 in onnxruntime).
   // onnxruntime folds the Transpose of the weight once at load (one extra [H, V] copy in memory, not on disk).
   const shapeHidden = g.op('Concat', [shapeBS, g.constI64([H])], { axis: int(0) }, 'shape_hidden');
-  const final3d = g.op('Reshape', [final, shapeHidden], undefined, 'final_3d'); // (B, S, H)
+  let final3d = g.op('Reshape', [final, shapeHidden], undefined, 'final_3d'); // (B, S, H)
+  if (logits === 'last') {
+    // Slice ends beyond the length are clamped, so MAX_SAFE_INTEGER means "to the end".
+    final3d = g.op('Slice', [final3d, g.constI64([-1]), g.constI64([Number.MAX_SAFE_INTEGER]), g.constI64([1])], undefined, 'final_last'); // (B, 1, H)
+  }
   const headT = g.op('Transpose', [head], { perm: ints([1, 0]) }, 'lm_head_t'); // [H, V]
   g.nodes.push({ opType: 'MatMul', inputs: [final3d, headT], outputs: ['logits'], name: 'n_logits' });
   return { nodes: g.nodes, initializers: g.initializers };
@@ -204,6 +209,8 @@ export interface OnnxExportOptions {
   externalData?: boolean | 'auto';
   /** Replace `out` if it exists and is not empty. Default false. */
   overwrite?: boolean;
+  /** 'all' (default): logits [batch, seq, vocab]; 'last': only the last position's, [batch, 1, vocab]. */
+  logits?: 'all' | 'last';
 }
 
 export interface OnnxExportResult {
@@ -226,7 +233,9 @@ export async function exportOnnx(opts: OnnxExportOptions): Promise<OnnxExportRes
     weights = applyAdapter(weights, adapter);
     metadata.merged_adapter = opts.adapterDir;
   }
-  const graph = buildForwardGraph(model.spec, weights);
+  const logits = opts.logits ?? 'all';
+  const seqDim = logits === 'all' ? 'seq' : 1;
+  const graph = buildForwardGraph(model.spec, weights, logits);
   const weightBytes = graph.initializers.reduce((n, t) => n + (t.raw?.byteLength ?? 0), 0);
   const external = opts.externalData === 'auto' || opts.externalData === undefined ? weightBytes > EXTERNAL_DATA_THRESHOLD : opts.externalData;
 
@@ -240,11 +249,11 @@ export async function exportOnnx(opts: OnnxExportOptions): Promise<OnnxExportRes
       producerName: 'mcprl',
       producerVersion: '0.1.0',
       graphName: `${model.spec.modelType}_forward`,
-      docString: 'input_ids int64 [batch, seq] → logits float32 [batch, seq, vocab]; positions 0..seq-1, causal attention, no padding mask.',
+      docString: `input_ids int64 [batch, seq] → logits float32 [batch, ${seqDim}, vocab]; positions 0..seq-1, causal attention, no padding mask.`,
       nodes: graph.nodes,
       initializers: graph.initializers,
       inputs: [{ name: 'input_ids', elemType: DataType.INT64, dims: ['batch', 'seq'] }],
-      outputs: [{ name: 'logits', elemType: DataType.FLOAT, dims: ['batch', 'seq', model.spec.vocabSize] }],
+      outputs: [{ name: 'logits', elemType: DataType.FLOAT, dims: ['batch', seqDim, model.spec.vocabSize] }],
       metadata,
     });
     bytes += await writeChunks(join(tmp, 'model.onnx'), chunks);
@@ -252,7 +261,7 @@ export async function exportOnnx(opts: OnnxExportOptions): Promise<OnnxExportRes
     await writeFile(join(tmp, 'onnx_config.json'), JSON.stringify({
       opset: ONNX_OPSET,
       inputs: { input_ids: { dtype: 'int64', shape: ['batch', 'seq'] } },
-      outputs: { logits: { dtype: 'float32', shape: ['batch', 'seq', model.spec.vocabSize] } },
+      outputs: { logits: { dtype: 'float32', shape: ['batch', seqDim, model.spec.vocabSize] } },
       external_data: external,
       merged_adapter: opts.adapterDir ?? null,
     }, null, 2));
