@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { registerEval } from './eval.js';
 import { registerExport } from './export.js';
 import { registerInspect } from './inspect.js';
+import { registerMcp } from './mcp.js';
 import { registerScenarios } from './scenarios.js';
 import { registerReport } from './report.js';
 import { registerServe } from './serve.js';
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
   registerServe(program);
   registerTrain(program);
   registerReport(program);
+  registerMcp(program);
   return program;
 }
 

@@ -1,0 +1,609 @@
+/**
+ * mcprl as an MCP server: the tools and resources an assistant uses to inspect an MCP server, write scenarios
+ * for it, train a model on it in the background, watch and stop the run, evaluate the result, put the trained
+ * agent to work, and export it. Each tool is a thin layer over the function the matching CLI command calls.
+ *
+ * Rules every tool keeps: paths in and out are confined to the workspace (see workspace.ts); targets obey the
+ * operator's SafetyPolicy (set when the server starts, never by a tool argument); header and environment values
+ * of targets are used, never echoed; bad arguments and failures come back as isError results.
+ */
+import { existsSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import { z } from 'zod';
+import { runEval, writeEvalOutput, formatEvalSummary } from '../agent/evaluate.js';
+import { rollout } from '../agent/rollout.js';
+import { inspectSession } from '../cli/inspect.js';
+import { generateScenarioSet } from '../cli/scenarios.js';
+import { exportModel } from '../export/export-model.js';
+import { connect, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
+import { loadScenarioSet, readScenarios, writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
+import { RunDir } from '../train/run-dir.js';
+import { AgentEngines, compactTrace, resolveAgent } from './agent.js';
+import { progressValue, TrainingJobs, type RunStatus } from './training-jobs.js';
+import { Workspace, WorkspaceError } from './workspace.js';
+
+export const MCPRL_SERVER_VERSION = '0.1.0';
+
+export interface McprlServerContext {
+  workspace: Workspace;
+  /** The operator's policy for the target servers' tools (from --allow-destructive / --allow / --deny). */
+  safety: SafetyPolicy;
+  jobs: TrainingJobs;
+  engines: AgentEngines;
+  /** Connect/initialize timeout for targets, ms. Default 30000. */
+  connectTimeoutMs?: number;
+}
+
+/** Builds the shared state of one server process (HTTP sessions share it; each gets its own McpServer). */
+export function createContext(workspace: Workspace, safety: SafetyPolicy): McprlServerContext {
+  return { workspace, safety, jobs: new TrainingJobs(workspace, safety), engines: new AgentEngines() };
+}
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+// ── schemas ────────────────────────────────────────────────────────────────────────────────────────────────
+
+const TargetInput = z
+  .object({
+    url: z.string().optional().describe('Streamable HTTP (or SSE) endpoint of the MCP server, http(s)://…'),
+    headers: z.record(z.string(), z.string()).optional().describe('HTTP headers for url, e.g. Authorization (used, never echoed)'),
+    command: z.string().optional().describe('Command that starts a stdio MCP server, e.g. "npx"'),
+    args: z.array(z.string()).optional().describe('Arguments of command'),
+    env: z.record(z.string(), z.string()).optional().describe('Extra environment for command (used, never echoed)'),
+    cwd: z.string().optional().describe('Working directory for command, inside the workspace (default: the mcprl server\'s)'),
+  })
+  .describe('The MCP server to work on: either {url, headers?} or {command, args?, env?, cwd?}');
+type TargetInputT = z.infer<typeof TargetInput>;
+
+const AgentInput = {
+  run: z.string().optional().describe('A training run in the workspace: its base model and best (or latest) adapter'),
+  checkpoint: z.enum(['best', 'latest']).optional().describe("With run: which checkpoint answers (default 'best')"),
+  model: z.string().optional().describe('Instead of run: a Hugging Face model folder (workspace or --models root)'),
+  adapter: z.string().optional().describe('With model: a PEFT adapter folder in the workspace'),
+};
+
+const ToolSummary = z.object({ name: z.string(), access: z.enum(['read-only', 'write', 'destructive']), allowed: z.boolean(), description: z.string() });
+
+const RunStatusOutput = {
+  run: z.string(),
+  status: z.enum(['starting', 'running', 'finished', 'stopped', 'failed', 'incomplete']),
+  phase: z.enum(['starting', 'gather', 'train', 'validate', 'report', 'done']),
+  step: z.number().int().nullable(),
+  max_steps: z.number().int().nullable(),
+  best_step: z.number().int().nullable(),
+  best_val_success: z.number().nullable(),
+  val_success_before: z.number().nullable(),
+  stopped_reason: z.string().nullable(),
+  latest_metrics: z.record(z.string(), z.unknown()).nullable(),
+  activity: z.string().nullable(),
+  adapter: z.string().nullable(),
+  report: z.string().nullable(),
+  error: z.string().nullable(),
+  started_at: z.string().nullable(),
+  ended_at: z.string().nullable(),
+};
+
+const EvalSummaryOutput = z.object({
+  model: z.string(),
+  reward_mode: z.string(),
+  scenarios: z.number(),
+  rollouts_per_group: z.number(),
+  trajectories: z.number(),
+  success_rate: z.number(),
+  successes: z.number(),
+  mean_reward: z.number().nullable(),
+  tool_call_validity_rate: z.number(),
+  tool_calls: z.number(),
+  invalid_calls: z.number(),
+  tool_errors: z.number(),
+  mean_turns: z.number(),
+  completed_rate: z.number(),
+  ran_out_of_turns: z.number(),
+  judge_groups: z.number(),
+  judge_failures: z.number(),
+  unscored_trajectories: z.number(),
+  rollout_errors: z.number(),
+  duration_ms: z.number(),
+  per_scenario: z.array(z.object({ scenario_id: z.string(), success_rate: z.number(), mean_reward: z.number().nullable() })),
+});
+
+// ── helpers ────────────────────────────────────────────────────────────────────────────────────────────────
+
+/** A tool result: the structured object, and the same as JSON text for clients that only show text. */
+function ok<T extends Record<string, unknown>>(structured: T, lead?: string): CallToolResult {
+  const json = JSON.stringify(structured, null, 2);
+  return { content: [{ type: 'text', text: lead ? `${lead}\n${json}` : json }], structuredContent: structured };
+}
+
+/** Tool failures come back as data; the message is one line, with nothing secret in it. */
+function fail(err: unknown): CallToolResult {
+  const msg = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
+  const code = (err as { code?: unknown })?.code;
+  return { content: [{ type: 'text', text: typeof code === 'string' && !msg.startsWith(code) ? `${code}: ${msg}` : msg }], isError: true };
+}
+
+function guarded<A>(fn: (args: A, extra: Extra) => Promise<CallToolResult>) {
+  return async (args: A, extra: Extra): Promise<CallToolResult> => {
+    try {
+      return await fn(args, extra);
+    } catch (err) {
+      return fail(err);
+    }
+  };
+}
+
+/** Turns the tool argument into a Target; a stdio cwd must lie in the workspace. */
+export function targetFromInput(ws: Workspace, t: TargetInputT): Target {
+  if ((t.url === undefined) === (t.command === undefined)) throw new WorkspaceError('target needs exactly one of url or command');
+  if (t.url !== undefined) {
+    if (t.command !== undefined || t.args || t.env || t.cwd) throw new WorkspaceError('an url target takes only headers besides url');
+    let u: URL;
+    try {
+      u = new URL(t.url);
+    } catch {
+      throw new WorkspaceError(`target.url is not a valid URL: ${JSON.stringify(t.url)}`);
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new WorkspaceError('target.url must be http(s)://');
+    return { kind: 'http', url: t.url, ...(t.headers ? { headers: t.headers } : {}) };
+  }
+  if (t.headers) throw new WorkspaceError('headers apply to url targets only');
+  const target: Target = { kind: 'stdio', command: t.command!, args: t.args ?? [] };
+  if (t.env) target.env = t.env;
+  if (t.cwd !== undefined) target.cwd = ws.resolve(t.cwd, 'target.cwd');
+  return target;
+}
+
+async function withSession<T>(ctx: McprlServerContext, target: Target, fn: (s: McpSession) => Promise<T>): Promise<T> {
+  const session = await connect(target, { policy: ctx.safety, timeoutMs: ctx.connectTimeoutMs });
+  try {
+    return await fn(session);
+  } finally {
+    await session.close();
+  }
+}
+
+const stamp = () => new Date().toISOString().replace(/[:.]/g, '-').replace(/Z$/, '');
+
+/** A scenario set folder or one .jsonl file in the workspace. */
+async function scenariosFrom(ws: Workspace, where: string, split: 'train' | 'val' | 'all'): Promise<Scenario[]> {
+  const abs = ws.resolve(where, 'scenarios');
+  if (!existsSync(abs)) throw new WorkspaceError(`scenarios ${JSON.stringify(where)} not found in the workspace`);
+  if ((await stat(abs)).isFile()) return readScenarios(abs);
+  const set = await loadScenarioSet(abs);
+  return split === 'train' ? set.train : split === 'val' ? set.val : [...set.train, ...set.val];
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+function statusLine(s: RunStatus): string {
+  const pct = (x: number | null) => (x === null ? '–' : `${(x * 100).toFixed(1)}%`);
+  return `run ${s.run}: ${s.status}${s.status === 'running' ? ` (${s.phase})` : ''}, step ${s.step ?? '–'}/${s.max_steps ?? '–'}, ` +
+    `validation success ${pct(s.val_success_before)} → best ${pct(s.best_val_success)} (step ${s.best_step ?? '–'})${s.error ? `; ${s.error}` : ''}`;
+}
+
+// ── the server ─────────────────────────────────────────────────────────────────────────────────────────────
+
+/** A new McpServer with mcprl's tools and resources, over the shared context. */
+export function createMcprlServer(ctx: McprlServerContext): McpServer {
+  const ws = ctx.workspace;
+  const server = new McpServer(
+    { name: 'mcprl', version: MCPRL_SERVER_VERSION },
+    {
+      instructions:
+        'mcprl trains small open models to use an MCP server\'s tools by reinforcement learning. Typical flow: ' +
+        'inspect_server → generate_scenarios → start_training → training_status (wait: true) → evaluate / run_agent → ' +
+        'export_adapter. Paths are relative to the workspace.',
+    },
+  );
+
+  server.registerTool(
+    'inspect_server',
+    {
+      title: 'Inspect an MCP server',
+      description: "List an MCP server's tools (with access level and whether mcprl's safety policy lets them run), resources, resource templates and prompts — the catalog `mcprl inspect --json` prints.",
+      inputSchema: { target: TargetInput },
+      outputSchema: {
+        server: z.object({ name: z.string(), version: z.string(), protocolVersion: z.string() }),
+        tools: z.array(ToolSummary),
+        catalog: z.record(z.string(), z.unknown()).describe('The full catalog, as `mcprl inspect --json`'),
+      },
+      // Listing changes nothing on the target or in the workspace; it does talk to an outside server.
+      annotations: { readOnlyHint: true, openWorldHint: true },
+    },
+    guarded(async ({ target }) => {
+      const t = targetFromInput(ws, target);
+      const report = await withSession(ctx, t, (s) => inspectSession(s));
+      const tools = report.tools.map((tool) => ({
+        name: tool.name,
+        access: tool.annotations.readOnlyHint ? ('read-only' as const) : tool.annotations.destructiveHint ? ('destructive' as const) : ('write' as const),
+        allowed: ctx.safety.check(tool).allowed,
+        description: tool.description.split('\n')[0] ?? '',
+      }));
+      return ok(
+        { server: report.server, tools, catalog: report as unknown as Record<string, unknown> },
+        `${report.server.name} ${report.server.version}: ${tools.length} tools, ${report.resources.length} resources, ${report.prompts.length} prompts`,
+      );
+    }),
+  );
+
+  server.registerTool(
+    'generate_scenarios',
+    {
+      title: 'Generate training scenarios',
+      description:
+        'Write a scenario set (train.jsonl + val.jsonl) for an MCP server into the workspace (scenarios/<name>). offline: verifiable ' +
+        'tasks from the tool schemas and read-only tools (no LLM). Otherwise an OpenAI-compatible LLM writes them (generator.model; ' +
+        'its API key is read from the environment variable generator.api_key_env of the mcprl server, default OPENAI_API_KEY).',
+      inputSchema: {
+        target: TargetInput,
+        count: z.number().int().min(2).max(500).default(24).describe('Scenarios in total (train + val)'),
+        offline: z.boolean().default(false),
+        generator: z
+          .object({ model: z.string(), base_url: z.string().optional(), api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional() })
+          .optional(),
+        name: z.string().optional().describe('Folder name under scenarios/ (default a timestamp)'),
+        seed: z.number().int().optional(),
+      },
+      outputSchema: {
+        path: z.string(),
+        train: z.number().int(),
+        val: z.number().int(),
+        summary: z.record(z.string(), z.unknown()),
+      },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    },
+    guarded(async ({ target, count, offline, generator, name, seed }) => {
+      const t = targetFromInput(ws, target);
+      if (!offline && !generator) throw new WorkspaceError('give offline: true, or generator: {model, base_url?, api_key_env?}');
+      const dirName = Workspace.checkName(name ?? `set-${stamp()}`, 'scenario set name');
+      const out = ws.resolve(path.join('scenarios', dirName), 'scenario set');
+      if (existsSync(out)) throw new WorkspaceError(`scenarios/${dirName} already exists; choose another name`);
+      const set = await withSession(ctx, t, (s) =>
+        generateScenarioSet(s, {
+          count,
+          seed,
+          offline,
+          ...(generator ? { generator: { model: generator.model, baseURL: generator.base_url, apiKey: process.env[generator.api_key_env ?? 'OPENAI_API_KEY'] } } : {}),
+        }),
+      );
+      if (set.train.length + set.val.length === 0) throw new Error('no scenarios could be generated for this server');
+      await writeScenarioSet(out, set.train, set.val);
+      return ok(
+        { path: ws.display(out), train: set.train.length, val: set.val.length, summary: set.summary as unknown as Record<string, unknown> },
+        `wrote ${set.train.length} train and ${set.val.length} val scenarios to ${ws.display(out)}`,
+      );
+    }),
+  );
+
+  server.registerTool(
+    'start_training',
+    {
+      title: 'Start training (background)',
+      description:
+        'Start `mcprl train` (GRPO on a LoRA adapter) in the background and return the run name at once. Watch it with ' +
+        'training_status (wait: true streams progress), end it with stop_training. The run directory is <workspace>/<run>.',
+      inputSchema: {
+        target: TargetInput,
+        model: z.string().describe('Hugging Face model folder (qwen3, qwen2, llama) in the workspace or a --models root'),
+        run: z.string().optional().describe('Run name (default a timestamp)'),
+        scenarios: z.string().optional().describe('Scenario set folder in the workspace (train.jsonl + val.jsonl)'),
+        offline: z.boolean().optional().describe('Without scenarios: generate verifiable ones from the schemas'),
+        count: z.number().int().min(2).optional().describe('With offline: scenarios to generate (default 24)'),
+        options: z
+          .object({
+            max_steps: z.number().int().positive().optional(),
+            eval_every: z.number().int().positive().optional(),
+            patience: z.number().int().positive().optional(),
+            groups_per_step: z.number().int().positive().optional(),
+            rollouts_per_group: z.number().int().min(2).optional(),
+            lr: z.number().positive().optional(),
+            rank: z.number().int().positive().optional(),
+            alpha: z.number().positive().optional(),
+            loss: z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo']).optional(),
+            beta: z.number().nonnegative().optional(),
+            seed: z.number().int().optional(),
+            temperature: z.number().nonnegative().optional(),
+            max_turns: z.number().int().positive().optional(),
+            max_tokens: z.number().int().positive().optional(),
+            concurrency: z.number().int().positive().optional(),
+          })
+          .optional()
+          .describe('Training settings; defaults as `mcprl train`'),
+      },
+      outputSchema: { run: z.string(), status: z.literal('starting'), run_dir: z.string() },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    },
+    guarded(async ({ target, model, run, scenarios, offline, count, options }) => {
+      const t = targetFromInput(ws, target);
+      const name = Workspace.checkRunName(run ?? `run-${stamp()}`);
+      const modelDir = ws.resolveModel(model, 'model');
+      if (!existsSync(path.join(modelDir, 'config.json'))) throw new WorkspaceError(`model ${JSON.stringify(model)} is not a Hugging Face model folder (no config.json)`);
+      let scenariosDir: string | undefined;
+      if (scenarios !== undefined) {
+        scenariosDir = ws.resolve(scenarios, 'scenarios');
+        // Read it now, so that a bad set is an error of this call rather than a failed run a minute later.
+        const set = await loadScenarioSet(scenariosDir);
+        if (set.train.length === 0 || set.val.length === 0) throw new WorkspaceError(`scenarios ${scenarios}: training needs at least one train and one val scenario`);
+      } else if (!offline) throw new WorkspaceError('give scenarios (a folder in the workspace, see generate_scenarios) or offline: true');
+      const o = options ?? {};
+      const { run: started } = await ctx.jobs.start(name, t, modelDir, {
+        scenarios: scenariosDir, offline: scenariosDir ? undefined : offline, count,
+        maxSteps: o.max_steps, evalEvery: o.eval_every, patience: o.patience, groupsPerStep: o.groups_per_step,
+        rolloutsPerGroup: o.rollouts_per_group, lr: o.lr, rank: o.rank, alpha: o.alpha, loss: o.loss, beta: o.beta,
+        seed: o.seed, temperature: o.temperature, maxTurns: o.max_turns, maxTokens: o.max_tokens, concurrency: o.concurrency,
+      });
+      return ok({ run: started, status: 'starting' as const, run_dir: ws.display(ws.runDir(started)) }, `started run ${started}; watch it with training_status`);
+    }),
+  );
+
+  server.registerTool(
+    'training_status',
+    {
+      title: 'Training status',
+      description:
+        'Step, phase, latest metrics and best validation success of a run, read from its run directory (any client can ' +
+        'watch any run). wait: true returns when the next step completes or the run ends (or after timeout_s), sending ' +
+        'progress notifications meanwhile when the request carries a progress token.',
+      inputSchema: {
+        run: z.string(),
+        wait: z.boolean().default(false),
+        timeout_s: z.number().positive().max(3600).default(50).describe('With wait: give up after this many seconds (default 50)'),
+      },
+      outputSchema: RunStatusOutput,
+      annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    guarded(async ({ run, wait, timeout_s }, extra) => {
+      Workspace.checkRunName(run);
+      let { status, fraction } = await ctx.jobs.status(run);
+      const token = extra._meta?.progressToken;
+      let lastProgress = -1;
+      const notify = async (s: RunStatus, f: number) => {
+        if (token === undefined) return;
+        const value = progressValue(s, f);
+        if (value <= lastProgress) return;
+        lastProgress = value;
+        await extra
+          .sendNotification({
+            method: 'notifications/progress',
+            params: { progressToken: token, progress: value, ...(s.max_steps ? { total: s.max_steps } : {}), message: statusLine(s) },
+          })
+          .catch(() => undefined);
+      };
+      if (wait) {
+        const startStep = status.step;
+        const until = Date.now() + timeout_s * 1000;
+        await notify(status, fraction);
+        while ((status.status === 'running' || status.status === 'starting') && status.step === startStep && Date.now() < until && !extra.signal.aborted) {
+          await sleep(Math.min(1000, Math.max(0, until - Date.now())), extra.signal);
+          ({ status, fraction } = await ctx.jobs.status(run));
+          await notify(status, fraction);
+        }
+      }
+      return ok(status as unknown as Record<string, unknown>, statusLine(status));
+    }),
+  );
+
+  server.registerTool(
+    'stop_training',
+    {
+      title: 'Stop training',
+      description:
+        "End a run's training process (SIGTERM, then SIGKILL after a grace period). The step in flight is lost; complete " +
+        'steps stay, and `mcprl train --resume` can continue the run. Stopping a run that is not running changes nothing.',
+      inputSchema: { run: z.string() },
+      outputSchema: { run: z.string(), was_running: z.boolean(), signal: z.enum(['SIGTERM', 'SIGKILL']).nullable(), status: z.object(RunStatusOutput) },
+      // It ends a process and discards the step in flight; stopping twice is the same as once.
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    guarded(async ({ run }) => {
+      Workspace.checkRunName(run);
+      const r = await ctx.jobs.stop(run);
+      const { status } = await ctx.jobs.status(run);
+      return ok(
+        { run, was_running: r.was_running, signal: r.signal, status: status as unknown as Record<string, unknown> },
+        r.was_running ? `stopped run ${run} (${r.signal})` : `run ${run} was not running`,
+      );
+    }),
+  );
+
+  server.registerTool(
+    'list_runs',
+    {
+      title: 'List training runs',
+      description: 'The training runs in the workspace, with their status.',
+      inputSchema: {},
+      outputSchema: { runs: z.array(z.object(RunStatusOutput)) },
+      annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    guarded(async () => {
+      const runs = [];
+      for (const name of await ctx.jobs.listRuns()) runs.push((await ctx.jobs.status(name)).status);
+      return ok({ runs: runs as unknown as Record<string, unknown>[] }, runs.map(statusLine).join('\n') || 'no runs in the workspace');
+    }),
+  );
+
+  server.registerTool(
+    'evaluate',
+    {
+      title: 'Evaluate an agent',
+      description:
+        'Run the trained agent (a run, or a model with an adapter) on scenarios against an MCP server and score it with the ' +
+        "scenarios' verifiable checks. Default scenarios: the run's validation set. Writes evals/<name>/{trajectories.jsonl,summary.json}.",
+      inputSchema: {
+        target: TargetInput,
+        ...AgentInput,
+        scenarios: z.string().optional().describe('Scenario set folder or .jsonl file in the workspace'),
+        split: z.enum(['train', 'val', 'all']).default('val'),
+        limit: z.number().int().positive().optional(),
+        rollouts: z.number().int().positive().max(16).default(1),
+        max_turns: z.number().int().positive().max(50).optional(),
+        max_tokens: z.number().int().positive().optional(),
+        temperature: z.number().nonnegative().default(0),
+        concurrency: z.number().int().positive().max(32).default(2),
+        name: z.string().optional().describe('Folder name under evals/ (default a timestamp)'),
+      },
+      outputSchema: { agent: z.string(), summary: EvalSummaryOutput, files: z.object({ trajectories: z.string(), summary: z.string() }) },
+      // The agent calls the target's tools: only those the operator's safety policy allows (by default read-only and
+      // additive ones), so it can change the target's state but not destroy it.
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    },
+    guarded(async (a) => {
+      const t = targetFromInput(ws, a.target);
+      const agent = await resolveAgent(ws, a);
+      let scenarios: Scenario[];
+      if (a.scenarios !== undefined) scenarios = await scenariosFrom(ws, a.scenarios, a.split);
+      else if (a.run !== undefined) scenarios = await scenariosFrom(ws, path.join(a.run, 'scenarios'), a.split);
+      else throw new WorkspaceError('give scenarios (or a run, whose validation set is used)');
+      if (a.limit !== undefined) scenarios = scenarios.slice(0, a.limit);
+      if (scenarios.length === 0) throw new WorkspaceError('no scenarios to evaluate');
+      const outName = Workspace.checkName(a.name ?? `${a.run ?? 'model'}-${stamp()}`, 'evaluation name');
+      const out = ws.resolve(path.join('evals', outName), 'evaluation folder');
+      if (existsSync(out)) throw new WorkspaceError(`evals/${outName} already exists; choose another name`);
+      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? 6;
+      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? 256;
+      const { groups, summary } = await ctx.engines.with(agent, { maxTokens, temperature: a.temperature }, (policy) =>
+        runEval({
+          policy, target: t, scenarios, reward: 'checks', rolloutsPerGroup: a.rollouts, concurrency: a.concurrency,
+          policyForSafety: ctx.safety, maxTurns, temperature: a.temperature, seed: 1,
+        }),
+      );
+      const files = await writeEvalOutput(out, groups, summary);
+      return ok(
+        { agent: agent.label, summary: summary as unknown as Record<string, unknown>, files: { trajectories: ws.display(files.trajectories), summary: ws.display(files.summary) } },
+        formatEvalSummary(summary),
+      );
+    }),
+  );
+
+  server.registerTool(
+    'run_agent',
+    {
+      title: 'Run the trained agent on a task',
+      description: 'The trained agent (a run, or a model with an adapter) performs one task on an MCP server; returns its final answer and a compact trace.',
+      inputSchema: {
+        target: TargetInput,
+        task: z.string().min(1).describe('What the agent should do, in plain words'),
+        ...AgentInput,
+        max_turns: z.number().int().positive().max(50).optional(),
+        max_tokens: z.number().int().positive().optional(),
+        temperature: z.number().nonnegative().default(0),
+      },
+      outputSchema: {
+        agent: z.string(),
+        final_answer: z.string().nullable(),
+        completed: z.boolean(),
+        turns: z.number().int(),
+        tool_calls: z.number().int(),
+        tool_errors: z.number().int(),
+        invalid_calls: z.number().int(),
+        error: z.string().nullable(),
+        trace: z.array(z.object({ kind: z.enum(['assistant', 'tool_call', 'tool_result']), name: z.string().optional(), text: z.string() })),
+      },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    },
+    guarded(async (a, extra) => {
+      const t = targetFromInput(ws, a.target);
+      const agent = await resolveAgent(ws, a);
+      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? 6;
+      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? 256;
+      const traj = await withSession(ctx, t, async (session) => {
+        const tools = await session.listTools();
+        return ctx.engines.with(agent, { maxTokens, temperature: a.temperature }, (policy) =>
+          rollout({
+            policy, session, tools, scenario: { id: 'task', task: a.task, difficulty: 1, source: 'llm' },
+            maxTurns, maxTokens, temperature: a.temperature, seed: 1, signal: extra.signal,
+          }),
+        );
+      });
+      const result = {
+        agent: agent.label,
+        final_answer: traj.final_answer,
+        completed: traj.metrics.completed,
+        turns: traj.metrics.turns,
+        tool_calls: traj.metrics.tool_calls,
+        tool_errors: traj.metrics.tool_errors,
+        invalid_calls: traj.metrics.invalid_calls,
+        error: traj.error ?? null,
+        trace: compactTrace(traj),
+      };
+      return ok(result, `final answer: ${traj.final_answer ?? '(none)'}`);
+    }),
+  );
+
+  server.registerTool(
+    'export_adapter',
+    {
+      title: 'Export a trained adapter',
+      description:
+        "Export a run's adapter: peft (a PEFT LoRA folder vLLM and Hugging Face load), merged (a Hugging Face model with the " +
+        'adapter merged in) or onnx (the forward pass). Writes exports/<name> (default <run>-<format>); an existing folder is refused.',
+      inputSchema: {
+        run: z.string(),
+        format: z.enum(['peft', 'merged', 'onnx']).default('peft'),
+        checkpoint: z.enum(['best', 'latest']).default('best'),
+        name: z.string().optional().describe('Folder name under exports/'),
+      },
+      outputSchema: { path: z.string(), format: z.enum(['peft', 'merged', 'onnx']), detail: z.string(), step: z.number().int() },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    },
+    guarded(async ({ run, format, checkpoint, name }) => {
+      const agent = await resolveAgent(ws, { run, checkpoint });
+      if (!agent.adapterDir) {
+        throw new WorkspaceError(`run ${run}: no trained step beat the untrained model, so there is no best adapter; pass checkpoint: 'latest' to export the last step's`);
+      }
+      const state = await new RunDir(ws.runDir(run)).readState();
+      const step = checkpoint === 'best' ? state!.bestStep : state!.step;
+      const outName = Workspace.checkName(name ?? `${run}-${format}${checkpoint === 'latest' ? '-latest' : ''}`, 'export name');
+      const out = ws.resolve(path.join('exports', outName), 'export folder');
+      if (existsSync(out)) throw new WorkspaceError(`exports/${outName} already exists; choose another name`);
+      const summary = await exportModel({ modelDir: agent.modelDir, adapterDir: agent.adapterDir, format, out });
+      return ok({ path: ws.display(out), format, detail: summary.detail, step }, `${ws.display(out)}: ${summary.detail}`);
+    }),
+  );
+
+  // ── resources: each run's report, metrics and config ──
+  const RUN_FILES = { 'report.html': 'text/html', 'metrics.jsonl': 'application/jsonl', 'config.json': 'application/json' } as const;
+  server.registerResource(
+    'run-file',
+    new ResourceTemplate('mcprl://runs/{run}/{file}', {
+      list: async () => {
+        const resources = [];
+        for (const run of await ctx.jobs.listRuns()) {
+          for (const [file, mimeType] of Object.entries(RUN_FILES)) {
+            if (existsSync(path.join(ws.runDir(run), file))) resources.push({ uri: `mcprl://runs/${run}/${file}`, name: `${run}/${file}`, mimeType });
+          }
+        }
+        return { resources };
+      },
+      complete: {
+        run: async (value) => (await ctx.jobs.listRuns()).filter((r) => r.startsWith(value)),
+        file: (value) => Object.keys(RUN_FILES).filter((f) => f.startsWith(value)),
+      },
+    }),
+    { title: 'Training run files', description: "A run's report.html, metrics.jsonl (one line per step) or config.json" },
+    async (uri, vars) => {
+      const run = String(vars.run);
+      const file = String(vars.file);
+      if (!(file in RUN_FILES)) throw new WorkspaceError(`unknown run file ${JSON.stringify(file)}: one of ${Object.keys(RUN_FILES).join(', ')}`);
+      const abs = ws.resolve(path.join(ws.runDir(run), file), 'resource');
+      if (!existsSync(abs)) throw new WorkspaceError(`run ${run} has no ${file} yet`);
+      return { contents: [{ uri: uri.href, mimeType: RUN_FILES[file as keyof typeof RUN_FILES], text: await readFile(abs, 'utf8') }] };
+    },
+  );
+
+  return server;
+}
