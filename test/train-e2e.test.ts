@@ -1,0 +1,132 @@
+/**
+ * `mcprl train` end to end on the bundled tiny model and the real fixture server, shortened to a few steps.
+ * This checks the loop's structure and its files (and that a run survives `kill -9`), not the learning curve:
+ * that is measured by `npm run demo` and reported, never asserted by a seeded test.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TrajectorySchema } from '../src/agent/trajectory.js';
+import { loadScenarioSet, writeScenarioSet } from '../src/scenarios/scenario.js';
+import { RunStateSchema } from '../src/train/run-dir.js';
+import { FIXTURE_SERVER_MAIN, REPO_ROOT } from './helpers/servers.js';
+
+const MODEL = process.env.MCPRL_TEST_TINY_MODEL ?? join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
+const ENTRY = join(REPO_ROOT, 'src', 'cli', 'entry.ts');
+let work: string;
+let scenarios: string;
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), 'mcprl-train-'));
+  const all = await loadScenarioSet(join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'));
+  scenarios = join(work, 'scenarios');
+  await writeScenarioSet(scenarios, all.train.slice(0, 4), all.val.slice(0, 3));
+});
+
+afterAll(async () => {
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+function trainArgs(run: string, maxSteps: number, extra: string[] = []): string[] {
+  return [
+    '--import', 'tsx', ENTRY, 'train', '--model', MODEL, '--scenarios', scenarios, '--run', run, '--runs-dir', join(work, 'runs'),
+    '--max-steps', String(maxSteps), '--eval-every', '1', '--groups-per-step', '2', '--rollouts-per-group', '2',
+    '--max-turns', '3', '--max-tokens', '48', '--concurrency', '4', '--patience', '10', '--quiet', '--json', ...extra,
+    '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN,
+  ];
+}
+
+function start(args: string[]): { child: ChildProcess; done: Promise<{ code: number | null; stdout: string; stderr: string }> } {
+  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr!.on('data', (d) => (stderr += d));
+  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
+  return { child, done };
+}
+
+const readJsonl = async (file: string) => (await readFile(file, 'utf8')).split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+const readState = async (dir: string) => RunStateSchema.parse(JSON.parse(await readFile(join(dir, 'state.json'), 'utf8')));
+
+describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tiny model, fixture server)', () => {
+  it('runs the loop and writes every file of the run directory', async () => {
+    const { done } = start(trainArgs('short', 2));
+    const r = await done;
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout);
+    const dir = join(work, 'runs', 'short');
+    expect(out.run).toBe(dir);
+
+    const state = await readState(dir);
+    expect(state).toMatchObject({ step: 2, stopped: 'max_steps' });
+    const metrics = await readJsonl(join(dir, 'metrics.jsonl'));
+    expect(metrics.map((m) => m.step)).toEqual([0, 1, 2]);
+    for (const m of metrics) expect(m.val_success).toBeGreaterThanOrEqual(0);
+    for (const m of metrics.slice(1)) {
+      expect(typeof m.train_reward).toBe('number');
+      expect(m.groups_dropped_zero_variance).toBeLessThanOrEqual(2);
+      expect(Object.keys(m.wall_s)).toEqual(expect.arrayContaining(['gather', 'checkpoint', 'validate']));
+    }
+    expect(out.val_success_before).toBe(metrics[0].val_success);
+
+    for (const step of [1, 2]) {
+      const trajectories = await readJsonl(join(dir, 'trajectories', `step-000${step}.jsonl`));
+      expect(trajectories).toHaveLength(4);
+      for (const t of trajectories) {
+        TrajectorySchema.parse(t);
+        expect('advantage' in t).toBe(true);
+        // Assistant turns of the local engine keep their exact sampled ids and logprobs.
+        for (const m of t.messages.filter((x: { role: string }) => x.role === 'assistant')) expect(m.mcprl.token_ids.length).toBe(m.mcprl.logprobs.length);
+      }
+    }
+    for (const step of [0, 1, 2]) expect(await readJsonl(join(dir, 'trajectories', `val-000${step}.jsonl`))).toHaveLength(3);
+    const checkpoints = await readdir(join(dir, 'checkpoints'));
+    expect(checkpoints).toContain('step-0002');
+    expect(checkpoints.length).toBeLessThanOrEqual(2);
+    expect(existsSync(join(dir, 'checkpoints', 'step-0002', 'adapter_config.json'))).toBe(true);
+    expect(existsSync(join(dir, 'checkpoints', 'step-0002', 'trainer_state.json'))).toBe(true);
+    const report = await readFile(join(dir, 'report.html'), 'utf8');
+    expect(report).toContain('Validation success');
+    expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))).toMatchObject({ reward: 'checks', rolloutsPerGroup: 2, groupsPerStep: 2 });
+    if (state.bestStep > 0) expect(existsSync(join(dir, 'adapter', 'adapter_model.safetensors'))).toBe(true);
+  }, 600_000);
+
+  it('survives kill -9 mid-run: --resume continues from the newest complete step and loses none', async () => {
+    const dir = join(work, 'runs', 'killed');
+    const { child, done } = start(trainArgs('killed', 3));
+    // Wait until step 1 is committed, then kill the whole process group while step 2 is in flight.
+    for (let i = 0; i < 1200; i++) {
+      if (existsSync(join(dir, 'state.json')) && (await readState(dir).catch(() => ({ step: 0 }))).step >= 1) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    process.kill(-child.pid!, 'SIGKILL');
+    await done;
+    const killedAt = await readState(dir);
+    expect(killedAt.step).toBeGreaterThanOrEqual(1);
+    const before = await readJsonl(join(dir, 'metrics.jsonl'));
+
+    const r = await start(trainArgs('killed', 3, ['--resume'])).done;
+    expect(r.code, r.stderr).toBe(0);
+    expect(await readState(dir)).toMatchObject({ step: 3, stopped: 'max_steps' });
+    const after = await readJsonl(join(dir, 'metrics.jsonl'));
+    expect(after.map((m) => m.step)).toEqual([0, 1, 2, 3]);
+    // Completed steps are kept exactly as they were.
+    expect(after.slice(0, killedAt.step + 1)).toEqual(before.filter((m) => m.step <= killedAt.step));
+    for (const step of [1, 2, 3]) expect(existsSync(join(dir, 'trajectories', `step-000${step}.jsonl`))).toBe(true);
+    expect(existsSync(join(dir, 'checkpoints', 'step-0003', 'adapter_model.safetensors'))).toBe(true);
+  }, 900_000);
+
+  it('refuses validation scenarios that overlap the training scenarios', async () => {
+    const overlap = join(work, 'overlap');
+    const all = await loadScenarioSet(scenarios);
+    await writeScenarioSet(overlap, all.train, [all.train[0]]);
+    const r = await start(trainArgs('overlap', 1).map((a) => (a === scenarios ? overlap : a))).done;
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/mcprl train: 1 validation scenario\(s\) overlap the training data/);
+    expect(existsSync(join(work, 'runs', 'overlap', 'config.json'))).toBe(false);
+  }, 120_000);
+});
