@@ -26,7 +26,8 @@
         "native/ops/logprob.cc",
         "native/train/loss.cc",
         "native/train/optim.cc",
-        "native/train/train.cc"
+        "native/train/train.cc",
+        "native/train/lm_head.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"],

@@ -14,7 +14,8 @@
  *   LoRA per module: forward 2·T·r·(in + out); backward dy·B, dBᵀ, dA, dh·A = 2·T·r·(2·out + 2·in)
  *   attention (causal, per sequence of n): forward Q·Kᵀ and P·V = 2 · H·D · n(n+1); backward recomputes the
  *     scores and forms dP, dV, dK, dQ = 5 · H·D · n(n+1)
- *   LM head on M loss tokens: forward logits, backward recomputed logits and dh = 3 · 2·M·V·C
+ *   LM head on M loss tokens (native/train/lm_head.h): logits and pᵀW in the forward = 2 · 2·M·V·C; its
+ *     backward is O(M·C)
  * The same run measures OpenBLAS sgemm at n = 2048 (the machine's practical GEMM peak) for the fraction.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -40,7 +41,7 @@ export function stepFlops(shape: ReturnType<typeof resolveShape>, seqLens: numbe
     perLayer += 2 * T * rank * (inF + outF) + 2 * T * rank * (2 * outF + 2 * inF); // LoRA forward + backward
   }
   for (const n of seqLens) perLayer += 7 * H * D * n * (n + 1); // attention forward (2) + backward (5)
-  return L * perLayer + 6 * lossTokens * V * C;
+  return L * perLayer + 4 * lossTokens * V * C;
 }
 
 export default async function trainBench(emit: Emit): Promise<void> {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "../gemm.h"
+#include "lm_head.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -29,7 +30,7 @@ static void work_reserve(TrainWork& w, const ModelConfig& c, int T, int M, int r
   threads = std::max(threads, omp_get_max_threads());
 #endif
   const size_t total = Tz * C * 3 + Tz * I * 3 + Tz * HD * 3 + Tz * KD * 3 + Tz * r + (size_t)threads * Tz +
-                       Mz * C * 2 + Mz * 5 + (size_t)chunk * V;
+                       Mz * C * 3 + Mz * 5 + (size_t)chunk * V;
   w.memory.allocate(total);
   float* p = w.memory.data;
   auto take = [&](size_t n) { float* q = p; p += n; return q; };
@@ -39,7 +40,7 @@ static void work_reserve(TrainWork& w, const ModelConfig& c, int T, int M, int r
   w.dk = take(Tz * KD); w.dkpre = take(Tz * KD); w.dv = take(Tz * KD);
   w.dh = take(Tz * r);
   w.attn_scratch = take((size_t)threads * Tz);
-  w.hsel = take(Mz * C); w.dhsel = take(Mz * C);
+  w.hsel = take(Mz * C); w.dhsel = take(Mz * C); w.lm_g = take(Mz * C);
   w.logp = take(Mz); w.lse = take(Mz); w.ent = take(Mz); w.dlogp = take(Mz); w.ref = take(Mz);
   w.lm_scratch = take((size_t)chunk * V);
   w.T_cap = T; w.M_cap = M; w.r_cap = r; w.chunk = chunk;
@@ -50,14 +51,15 @@ static void gather_rows(float* dst, const float* src, const int32_t* rows, int M
   for (int j = 0; j < M; ++j) std::memcpy(dst + (size_t)j * C, src + (size_t)rows[j] * C, sizeof(float) * C);
 }
 
-// Log-probabilities (and entropies) of the loss tokens from the final hidden rows of the last forward.
+// Log-probabilities (and entropies) of the loss tokens from the final hidden rows of the last forward;
+// with g, also what the LM-head backward needs (lm_head.h).
 static void loss_token_logprobs(const Model& m, const RunState& rs, const MicroBatch& mb, TrainWork& w, float* logp,
-                                float* lse, float* ent) {
+                                float* lse, float* ent, float* g) {
   const int M = (int)mb.loss_rows.size(), C = m.cfg.hidden;
   if (M == 0) return;
   gather_rows(w.hsel, rs.hf, mb.loss_rows.data(), M, C);
-  m.be->logprob_forward(logp, lse, ent, w.hsel, m.w.lm_head, mb.loss_targets.data(), M, C, m.cfg.vocab,
-                        w.lm_scratch, lm_chunk(m.cfg.vocab, M));
+  lm_head_forward(logp, lse, ent, g, w.hsel, m.w.lm_head, mb.loss_targets.data(), M, C, m.cfg.vocab, w.lm_scratch,
+                  lm_chunk(m.cfg.vocab, M));
 }
 
 MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const MicroBatch& mb, const LossParams& p,
@@ -84,7 +86,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   const bool need_ref = p.beta > 0.0f && p.kind != LOSS_SFT;
   if (need_ref) {
     m.forward(mb.tokens.data(), T, segs, w.rs_ref, false);
-    loss_token_logprobs(m, w.rs_ref, mb, w, w.ref, w.lse, nullptr);
+    loss_token_logprobs(m, w.rs_ref, mb, w, w.ref, w.lse, nullptr, nullptr);
   }
 
   // Policy forward, saving every layer's activations when a backward follows.
@@ -92,7 +94,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   RunState& rs = w.rs;
   const bool backward = grad != nullptr;
   m.forward(mb.tokens.data(), T, segs, rs, backward);
-  loss_token_logprobs(m, rs, mb, w, w.logp, w.lse, w.ent);
+  loss_token_logprobs(m, rs, mb, w, w.logp, w.lse, w.ent, backward ? w.lm_g : nullptr);
   if (logp_out && M) std::memcpy(logp_out, w.logp, sizeof(float) * M);
 
   MicroResult res;
@@ -101,9 +103,8 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
                         need_ref ? w.ref : nullptr, mb.seqs.data(), (int)mb.seqs.size(), p);
   if (!backward || M == 0 || !a) return res;
 
-  // LM head + log-softmax backward (chunked; the head is frozen), scattered back to the loss rows.
-  B.logprob_backward(w.dhsel, w.dlogp, nullptr, w.hsel, m.w.lm_head, mb.loss_targets.data(), w.lse, nullptr, M, C,
-                     c.vocab, w.lm_scratch, lm_chunk(c.vocab, M));
+  // LM head + log-softmax backward (the head is frozen), scattered back to the loss rows.
+  lm_head_backward(w.dhsel, w.dlogp, w.lm_g, m.w.lm_head, mb.loss_targets.data(), M, C);
   std::memset(w.dtmp, 0, sizeof(float) * (size_t)T * C);
   for (int j = 0; j < M; ++j) {  // serial: two loss tokens never share a row, but keep it simple and exact
     float* d = w.dtmp + (size_t)mb.loss_rows[j] * C;

@@ -37,6 +37,7 @@ struct TrainWork {
   float* dh;                             // (T, r) LoRA scratch
   float* attn_scratch;                   // (threads, T)
   float *hsel, *dhsel;                   // (M, C) gathered LM-head inputs and their gradient
+  float* lm_g;                           // (M, C) p^T W per loss row, saved by lm_head_forward
   float *logp, *lse, *ent, *dlogp, *ref; // (M)
   float* lm_scratch;                     // (chunk, V) one chunk of logits
   RunState rs;                           // activations of the training forward (every layer saved)

@@ -249,6 +249,13 @@ export class Trainer {
     return unpack(this.layout, await this.nativeRead('params'));
   }
 
+  /** Replaces the adapter's weights (every PEFT key, same shapes); the optimiser state is kept. */
+  async setWeights(tensors: Map<string, LoraMatrix>): Promise<void> {
+    const flat = pack(this.layout, tensors, `adapter ${this.adapterName}`);
+    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
+    await this.model.run(() => this.native.write('params', flat));
+  }
+
   /** Writes the PEFT adapter and the optimiser state into `dir`, atomically (a complete folder or none). */
   async save(dir: string): Promise<void> {
     const [params, m, v] = await this.model.run(() => [this.native.read('params'), this.native.read('exp_avg'), this.native.read('exp_avg_sq')]);

@@ -1,0 +1,88 @@
+// Fused LM head + log-softmax for training (see lm_head.h).
+#include "lm_head.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "../gemm.h"
+
+namespace mcprl {
+
+// exp(x) for x <= 0 in a form the compiler vectorises (Cephes expf: x = k ln2 + r, degree-6 polynomial on
+// |r| <= ln2 / 2, relative error about 2e-7). Inputs below -87 return exp(-87) ~ 1.6e-38 instead of
+// denormals, far below anything that matters next to the row's largest probability (>= 1 / V).
+static inline float exp_nonpos(float x) {
+  x = std::max(x, -87.0f);
+  float k = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - k * 0.693359375f + k * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = ((int32_t)k + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, const float* W,
+                     const int32_t* targets, int N, int C, int V, float* scratch, int chunk) {
+  for (int n0 = 0; n0 < N; n0 += chunk) {
+    const int m = std::min(chunk, N - n0);
+    gemm(false, true, m, V, C, 1.0f, h + (size_t)n0 * C, C, W, C, 0.0f, scratch, V);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < m; ++i) {
+      float* z = scratch + (size_t)i * V;  // logits, then probabilities in place
+      const int n = n0 + i;
+      float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+      for (int v = 0; v < V; ++v) mx = std::max(mx, z[v]);
+      const float zt = z[targets[n]];
+      // Blocked partial sums: float within a block of 1024, double across blocks (V ~ 150k terms).
+      double sum = 0.0, wsum = 0.0;
+      for (int v0 = 0; v0 < V; v0 += 1024) {
+        const int v1 = std::min(V, v0 + 1024);
+        float s = 0.0f, ws = 0.0f;
+#pragma omp simd reduction(+ : s, ws)
+        for (int v = v0; v < v1; ++v) {
+          float d = z[v] - mx;
+          float e = exp_nonpos(d);
+          s += e;
+          ws += e * d;
+          z[v] = e;
+        }
+        sum += s;
+        wsum += ws;
+      }
+      const double log_sum = std::log(sum);
+      lse[n] = (float)(mx + log_sum);
+      logp[n] = (float)((double)(zt - mx) - log_sum);
+      if (entropy) entropy[n] = (float)(log_sum - wsum / sum);
+      if (g) {
+        const float inv = (float)(1.0 / sum);
+#pragma omp simd
+        for (int v = 0; v < V; ++v) z[v] *= inv;
+      }
+    }
+    // g (m, C) = P (m, V) W (V, C)
+    if (g) gemm(false, false, m, C, V, 1.0f, scratch, V, W, C, 0.0f, g + (size_t)n0 * C, C);
+  }
+}
+
+void lm_head_backward(float* dh, const float* dlogp, const float* g, const float* W, const int32_t* targets, int N,
+                      int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float d = dlogp[n];
+    const float* wt = W + (size_t)targets[n] * C;
+    const float* gn = g + (size_t)n * C;
+    float* o = dh + (size_t)n * C;
+    for (int c = 0; c < C; ++c) o[c] = d * (wt[c] - gn[c]);
+  }
+}
+
+}  // namespace mcprl

@@ -1,0 +1,108 @@
+/**
+ * Finite differences for the composed model gradient: the loss of the whole model (embedding → every layer
+ * → chunked LM head → loss) as a function of individual LoRA weights, against the analytic gradient of
+ * computeGradients, on a random tiny qwen3 model (f32 engine).
+ *
+ * Central differences (L(w + h) − L(w − h)) / 2h with h = 1e-2 at the two largest-gradient entries of every
+ * LoRA tensor (A and B of all seven projections in both layers). Tolerance: |fd − g| ≤ 2e-2 · |g| + 2e-5:
+ * the loss is an f32 computation (relative rounding ~1e-6 of a loss of order 1, i.e. ~5e-5 / 2h after
+ * differencing) and h² truncation is ~1e-4 relative for these smooth functions.
+ * Plus the learning-rate schedules and the loss-weight rules of the batch packer.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeRandomAdapter, makeRandomModel, type RandomModelOptions } from '../scripts/random-model.js';
+import { Model, nativeAddon } from '../src/engine/model.js';
+import { Trainer, packBatch, type LossConfig } from '../src/engine/trainer.js';
+import { perturbedOld, randomSequences } from './train-helpers.js';
+
+const VOCAB = 256;
+const H = 1e-2;
+
+let scratch: string;
+let model: Model;
+let adapterDir: string;
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'mcprl-train-fd-'));
+  const opts: RandomModelOptions = { arch: 'qwen3', vocabSize: VOCAB, tokenizer: false, seed: 31 };
+  await makeRandomModel(join(scratch, 'model'), opts);
+  adapterDir = join(scratch, 'adapter');
+  await makeRandomAdapter(adapterDir, opts, { rank: 2, alpha: 4, seed: 8, std: 0.2 });
+  model = await Model.load(join(scratch, 'model'), { threads: 2 });
+});
+afterAll(async () => {
+  model?.close();
+  await rm(scratch, { recursive: true, force: true });
+});
+
+describe('composed model gradient vs finite differences', () => {
+  for (const loss of [{ kind: 'sft' }, { kind: 'grpo', beta: 0.1 }] as LossConfig[]) {
+    it(`${loss.kind}: two entries of every LoRA tensor`, async () => {
+      const t = await Trainer.resume(model, adapterDir, { adapterName: `fd-${loss.kind}`, optimizer: { lr: 0 } });
+      let batch = randomSequences(4, VOCAB, [11, 8], { advantages: [0.8, -0.5] });
+      if (loss.kind !== 'sft') {
+        const cur = await model.score(batch.map((s) => s.tokenIds), { adapter: t.adapterName });
+        // Small perturbation: ratios near 1, inside the clip range, so the loss is smooth at this point.
+        const old = perturbedOld(2, cur, 0.02);
+        batch = batch.map((s, i) => ({ ...s, oldLogprobs: old[i] }));
+      }
+      const grads = await t.computeGradients(batch, loss);
+      const weights = await t.weights();
+      const lossAt = async (key: string, i: number, delta: number) => {
+        const w = new Map([...weights].map(([k, m]) => [k, { shape: m.shape, data: m.data.slice() }]));
+        w.get(key)!.data[i] += delta;
+        await t.setWeights(w);
+        return (await t.gradientsWithMetrics(batch, loss)).metrics.loss;
+      };
+      let checked = 0, worst = 0;
+      for (const [key, g] of grads) {
+        const order = Array.from(g.keys()).sort((a, b) => Math.abs(g[b]) - Math.abs(g[a])).slice(0, 2);
+        for (const i of order) {
+          const fd = ((await lossAt(key, i, H)) - (await lossAt(key, i, -H))) / (2 * H);
+          const err = Math.abs(fd - g[i]);
+          worst = Math.max(worst, err / (Math.abs(g[i]) + 1e-12));
+          expect(err, `${key}[${i}]: fd ${fd} vs analytic ${g[i]}`).toBeLessThanOrEqual(2e-2 * Math.abs(g[i]) + 2e-5);
+          checked++;
+        }
+      }
+      expect(checked).toBe(2 * 2 * 7 * 2); // 2 layers × 7 modules × (A, B) × 2 entries
+      t.close();
+    });
+  }
+});
+
+describe('schedules', () => {
+  const lr = (kind: string, step: number, warmup = 0, total = 0) => (nativeAddon() as unknown as { scheduleLr: (...a: unknown[]) => number }).scheduleLr(kind, 1e-3, step, warmup, total);
+  it('constant, linear warm-up, warm-up + cosine to zero', () => {
+    expect(lr('constant', 0)).toBe(1e-3);
+    expect(lr('constant', 99)).toBe(1e-3);
+    expect(lr('warmup', 0, 4)).toBeCloseTo(0.25e-3, 12);
+    expect(lr('warmup', 3, 4)).toBeCloseTo(1e-3, 12);
+    expect(lr('warmup', 10, 4)).toBeCloseTo(1e-3, 12);
+    expect(lr('cosine', 1, 2, 12)).toBeCloseTo(1e-3, 12);
+    expect(lr('cosine', 2, 2, 12)).toBeCloseTo(1e-3, 12);
+    expect(lr('cosine', 7, 2, 12)).toBeCloseTo(0.5e-3, 12);
+    expect(lr('cosine', 12, 2, 12)).toBeCloseTo(0, 12);
+    expect(lr('cosine', 20, 2, 12)).toBeCloseTo(0, 12);
+  });
+});
+
+describe('loss weights (token-count-aware accumulation)', () => {
+  const batch = randomSequences(1, VOCAB, [10, 20, 6], { prompt: 2 });
+  const counts = batch.map((s) => s.mask.reduce((a, b) => a + b, 0));
+  const N = counts.reduce((a, b) => a + b, 0);
+  const weights = (loss: LossConfig, budget: number) => packBatch(batch, loss, budget).microBatches.flatMap((m) => Array.from(m.seqWeight));
+  it('gives each sequence its normaliser whatever the micro-batch split', () => {
+    for (const budget of [8, 30, 4096]) {
+      expect(weights({ kind: 'grpo' }, budget)).toEqual(counts.map((n) => Math.fround(1 / (3 * n))));
+      expect(weights({ kind: 'dapo' }, budget)).toEqual(counts.map(() => Math.fround(1 / N)));
+      expect(weights({ kind: 'sft' }, budget)).toEqual(counts.map(() => Math.fround(1 / N)));
+      expect(weights({ kind: 'dr_grpo', maxLength: 50 }, budget)).toEqual(counts.map(() => Math.fround(1 / (3 * 50))));
+      expect(weights({ kind: 'gspo' }, budget)).toEqual(counts.map(() => Math.fround(1 / 3)));
+    }
+    expect(packBatch(batch, { kind: 'grpo' }, 8).microBatches.length).toBe(3);
+    expect(packBatch(batch, { kind: 'grpo' }, 30).microBatches.map((m) => Array.from(m.cuSeqlens))).toEqual([[0, 10, 30], [0, 6]]);
+  });
+});
