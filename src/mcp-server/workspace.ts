@@ -93,21 +93,22 @@ export class Workspace {
     if (!path.isAbsolute(p)) {
       for (const root of this.modelRoots) {
         const candidate = path.resolve(root, p);
-        if (existsSync(candidate)) return this.resolveIn([root], candidate, what);
+        if (existsSync(candidate)) return this.resolveIn([root], candidate, what, p);
       }
     }
     return this.resolveIn(this.modelRoots, p, what);
   }
 
-  private resolveIn(roots: string[], p: string, what: string): string {
+  /** `shown` is how error messages name the path: as the client gave it, never as found on disk. */
+  private resolveIn(roots: string[], p: string, what: string, shown = p): string {
     if (typeof p !== 'string' || p.trim() === '') throw new WorkspaceError(`${what} is empty`);
     if (p.includes('\0')) throw new WorkspaceError(`${what} contains a NUL character`);
     const abs = path.isAbsolute(p) ? path.normalize(p) : path.resolve(roots[0], p);
     const lexical = roots.find((r) => isInside(r, abs));
-    if (!lexical) throw new WorkspaceError(`${what} ${JSON.stringify(p)} is outside the workspace; give a path relative to it`);
+    if (!lexical) throw new WorkspaceError(`${what} ${JSON.stringify(shown)} is outside the workspace; give a path relative to it`);
     const real = realpathLoose(abs);
     if (!roots.some((r) => isInside(r, real))) {
-      throw new WorkspaceError(`${what} ${JSON.stringify(p)} leads outside the workspace through a symbolic link`);
+      throw new WorkspaceError(`${what} ${JSON.stringify(shown)} leads outside the workspace through a symbolic link`);
     }
     return abs;
   }

@@ -1,0 +1,169 @@
+/**
+ * `mcprl mcp` safety with the official SDK client: workspace confinement (.., absolute paths, symbolic links),
+ * bad arguments as isError results while the server keeps serving, secrets kept out of results, the operator's
+ * destructive-tool policy, and the HTTP transport's bearer token and DNS-rebinding checks.
+ */
+import { spawn } from 'node:child_process';
+import { request } from 'node:http';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO_ROOT, startFixtureHttp, type RunningHttpServer } from './helpers/servers.js';
+import { call, FIXTURE_TARGET, httpClient, mcpArgs, startMcprlHttp, stdioClient } from './mcp-server-helpers.js';
+
+const base = mkdtempSync(path.join(tmpdir(), 'mcprl-mcp-safety-'));
+const ws = path.join(base, 'ws');
+const outside = path.join(base, 'outside');
+
+beforeAll(() => {
+  // Outside the workspace: a scenario set and a complete-looking run, reachable only through symbolic links.
+  mkdirSync(path.join(outside, 'run'), { recursive: true });
+  mkdirSync(path.join(ws, 'fake-model'), { recursive: true });
+  const scenario = JSON.stringify({ id: 's1', task: 'Find book bk-001.', difficulty: 1, source: 'schema' });
+  writeFileSync(path.join(outside, 'val.jsonl'), scenario + '\n');
+  writeFileSync(path.join(outside, 'train.jsonl'), scenario + '\n');
+  writeFileSync(path.join(outside, 'run', 'config.json'), '{"model":"x","target":"y","reward":"checks"}');
+  writeFileSync(path.join(ws, 'fake-model', 'config.json'), '{}');
+  symlinkSync(outside, path.join(ws, 'escape'));
+  symlinkSync(path.join(outside, 'run'), path.join(ws, 'linkrun'));
+});
+
+afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', () => {
+  let client: Client;
+  beforeAll(async () => {
+    client = (await stdioClient(['--workspace', ws])).client;
+  });
+  afterAll(async () => client?.close());
+
+  it('refuses paths that leave the workspace, by .., absolute path or symbolic link', async () => {
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+      ['training_status', { run: '../outside/run' }, /not allowed/],
+      ['training_status', { run: 'linkrun' }, /symbolic link/],
+      ['start_training', { target: FIXTURE_TARGET, model: '../outside', scenarios: 'x' }, /outside the workspace/],
+      ['start_training', { target: FIXTURE_TARGET, model: '/etc', scenarios: 'x' }, /outside the workspace/],
+      ['start_training', { target: FIXTURE_TARGET, model: 'fake-model', scenarios: '../outside' }, /outside the workspace/],
+      ['start_training', { target: FIXTURE_TARGET, model: 'fake-model', scenarios: 'escape' }, /symbolic link/],
+      ['start_training', { target: FIXTURE_TARGET, model: 'fake-model', run: '../../tmp/x', scenarios: 'escape' }, /not allowed/],
+      ['evaluate', { target: FIXTURE_TARGET, model: 'fake-model', scenarios: 'escape/val.jsonl' }, /symbolic link/],
+      ['evaluate', { target: FIXTURE_TARGET, model: 'fake-model', adapter: '/tmp', scenarios: 'x' }, /outside the workspace/],
+      ['generate_scenarios', { target: FIXTURE_TARGET, offline: true, name: '../evil' }, /not allowed/],
+      ['inspect_server', { target: { ...FIXTURE_TARGET, cwd: '/' } }, /outside the workspace/],
+      ['export_adapter', { run: '..', format: 'peft' }, /not allowed/],
+    ];
+    for (const [tool, args, why] of cases) {
+      const r = await call(client, tool, args);
+      expect(r.isError, `${tool} ${JSON.stringify(args)}: ${r.text}`).toBe(true);
+      expect(r.text, `${tool} ${JSON.stringify(args)}`).toMatch(why);
+      // The refusal names the argument, never the real location outside.
+      expect(r.text).not.toContain(outside);
+    }
+    await expect(client.readResource({ uri: 'mcprl://runs/linkrun/config.json' })).rejects.toThrow(/symbolic link/);
+    await expect(client.readResource({ uri: 'mcprl://runs/..%2Foutside%2Frun/config.json' })).rejects.toThrow();
+  });
+
+  it('answers bad arguments with isError and keeps serving', async () => {
+    const missing = await call(client, 'start_training', { model: 'fake-model' });
+    expect(missing.isError).toBe(true);
+    expect(missing.text).toMatch(/target/);
+    const both = await call(client, 'inspect_server', { target: { url: 'http://127.0.0.1:1/mcp', command: 'node' } });
+    expect(both).toMatchObject({ isError: true });
+    expect(both.text).toMatch(/exactly one of url or command/);
+    const scheme = await call(client, 'inspect_server', { target: { url: 'file:///etc/passwd' } });
+    expect(scheme.isError).toBe(true);
+    const noRun = await call(client, 'training_status', { run: 'nope' });
+    expect(noRun.isError).toBe(true);
+    expect(noRun.text).toMatch(/no run named "nope"/);
+    const noScenarios = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model' });
+    expect(noScenarios.text).toMatch(/give scenarios/);
+    const deadServer = await call(client, 'inspect_server', { target: { command: process.execPath, args: ['-e', 'process.exit(3)'] } });
+    expect(deadServer.isError).toBe(true);
+    // Still serving.
+    expect((await client.listTools()).tools.length).toBeGreaterThan(5);
+  });
+
+  it('uses header and env values of targets but never echoes them', async () => {
+    const fixture: RunningHttpServer = await startFixtureHttp();
+    try {
+      const r = await call(client, 'inspect_server', { target: { url: fixture.url, headers: { Authorization: 'Bearer hdr-secret-41' } } });
+      expect(r.isError, r.text).toBe(false);
+      expect(JSON.stringify(r.result)).not.toContain('hdr-secret-41');
+    } finally {
+      await fixture.stop();
+    }
+    const down = await call(client, 'inspect_server', { target: { url: 'http://127.0.0.1:1/mcp', headers: { 'X-Api-Key': 'hdr-secret-42' } } });
+    expect(down.isError).toBe(true);
+    expect(JSON.stringify(down.result)).not.toContain('hdr-secret-42');
+    const env = await call(client, 'inspect_server', { target: { command: process.execPath, args: ['-e', 'console.error(process.env.K ? "has K" : ""); process.exit(3)'], env: { K: 'env-secret-43' } } });
+    expect(env.isError).toBe(true);
+    expect(JSON.stringify(env.result)).not.toContain('env-secret-43');
+  });
+
+  it("applies the operator's destructive-tool policy, which tools cannot loosen", async () => {
+    const r = await call(client, 'inspect_server', { target: FIXTURE_TARGET });
+    const cancel = (r.data.tools as { name: string; allowed: boolean }[]).find((t) => t.name === 'cancel_order');
+    expect(cancel?.allowed).toBe(false);
+    const permissive = (await stdioClient(['--workspace', ws, '--allow-destructive'])).client;
+    try {
+      const p = await call(permissive, 'inspect_server', { target: FIXTURE_TARGET });
+      expect((p.data.tools as { name: string; allowed: boolean }[]).find((t) => t.name === 'cancel_order')?.allowed).toBe(true);
+    } finally {
+      await permissive.close();
+    }
+  });
+});
+
+/** A raw HTTP POST of an initialize request, with the given headers; resolves with the status code. */
+function rawInitialize(url: string, headers: Record<string, string>): Promise<number> {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('mcprl mcp over HTTP: bearer token and DNS-rebinding protection', () => {
+  const TOKEN = 'right-token-7d3';
+  let srv: RunningHttpServer;
+  beforeAll(async () => {
+    srv = await startMcprlHttp(['--workspace', ws, '--token-env', 'MCPRL_T'], { MCPRL_T: TOKEN });
+  });
+  afterAll(async () => srv?.stop());
+
+  it('refuses requests without the right token and serves those with it', async () => {
+    expect(await rawInitialize(srv.url, {})).toBe(401);
+    expect(await rawInitialize(srv.url, { authorization: 'Bearer wrong-token' })).toBe(401);
+    expect(await rawInitialize(srv.url, { authorization: TOKEN })).toBe(401);
+    await expect(httpClient(srv.url, 'wrong-token')).rejects.toThrow();
+    const client = await httpClient(srv.url, TOKEN);
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('start_training');
+    } finally {
+      await client.close();
+    }
+    expect(srv.stderr()).not.toContain(TOKEN);
+  });
+
+  it('refuses a foreign Host or Origin even with the right token', async () => {
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    expect(await rawInitialize(srv.url, { ...auth, host: 'evil.example' })).toBe(403);
+    expect(await rawInitialize(srv.url, { ...auth, origin: 'http://evil.example' })).toBe(403);
+    expect(await rawInitialize(srv.url, { ...auth, host: `localhost:${srv.port}`, origin: `http://localhost:${srv.port}` })).toBe(200);
+  });
+
+  it('will not bind beyond loopback without a token', async () => {
+    const child = spawn(process.execPath, mcpArgs(['--workspace', ws, '--http', '0', '--host', '0.0.0.0']), { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(err).toMatch(/--token/);
+  });
+});
