@@ -85,6 +85,24 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     expect((await client.listTools()).tools.length).toBeGreaterThan(5);
   });
 
+  it('reports a run whose training process fails as failed, with the reason from its log', async () => {
+    // The validation set repeats the training set, which `mcprl train` refuses before loading any model.
+    mkdirSync(path.join(ws, 'scenarios', 'overlap'), { recursive: true });
+    const scenario = JSON.stringify({ id: 's1', task: 'Find book bk-001.', difficulty: 1, source: 'schema' }) + '\n';
+    writeFileSync(path.join(ws, 'scenarios', 'overlap', 'train.jsonl'), scenario);
+    writeFileSync(path.join(ws, 'scenarios', 'overlap', 'val.jsonl'), scenario);
+    const s = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', run: 'doomed', scenarios: 'scenarios/overlap' });
+    expect(s.isError, s.text).toBe(false);
+    let status: Record<string, any> = {};
+    for (let i = 0; i < 10 && status.status !== 'failed'; i++) status = (await call(client, 'training_status', { run: 'doomed', wait: true, timeout_s: 20 })).data;
+    expect(status).toMatchObject({ run: 'doomed', status: 'failed', phase: 'done', step: null });
+    expect(status.error).toMatch(/^mcprl train: /);
+    // A name that is taken cannot be started again.
+    const again = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', run: 'doomed', scenarios: 'scenarios/overlap' });
+    expect(again.isError).toBe(true);
+    expect(again.text).toMatch(/already exists/);
+  });
+
   it('uses header and env values of targets but never echoes them', async () => {
     const fixture: RunningHttpServer = await startFixtureHttp();
     try {

@@ -15,7 +15,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, openSync, closeSync, readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -243,7 +243,6 @@ export class TrainingJobs {
 
   /** Names of the runs in the workspace (folders holding config.json or job.json), sorted. */
   async listRuns(): Promise<string[]> {
-    const { readdir } = await import('node:fs/promises');
     const names: string[] = [];
     for (const e of await readdir(this.ws.root, { withFileTypes: true })) {
       if (!e.isDirectory()) continue;
@@ -261,12 +260,10 @@ export class TrainingJobs {
   /** Starts `mcprl train` in the background and returns once the child has been spawned. */
   async start(name: string, target: Target, modelDir: string, opts: TrainJobOptions): Promise<{ run: string; pid: number }> {
     const run = this.run(name);
-    if (run.exists() || this.isAlive(name, await this.readJob(name))) {
+    // Any existing folder is refused, not reused: it may be a failed run's evidence or something of the user's.
+    if (existsSync(run.dir)) {
       throw new WorkspaceError(`run ${JSON.stringify(name)} already exists in the workspace; choose another name (or watch it with training_status)`);
     }
-    const { mkdir, rm } = await import('node:fs/promises');
-    // A folder left by a start that failed before writing config.json is reused.
-    await rm(run.dir, { recursive: true, force: true });
     await mkdir(run.dir, { recursive: true });
     const { command, args } = trainCommand();
     const argv = [
