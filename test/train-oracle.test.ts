@@ -3,7 +3,7 @@
  * sequences one at a time, full logits, autograd) on random tiny qwen3 / qwen2 / llama folders with a random
  * PEFT adapter (A and B non-zero, so every LoRA tensor has a gradient):
  *   - every loss kind (grpo, dapo, dr_grpo, cispo, gspo, sft), with and without the KL term and old logprobs,
- *     packed into one micro-batch or split into many;
+ *     packed into one micro-batch or split into many, with and without per-layer activation recompute;
  *   - loss and metrics: |Δ| ≤ 1e-4 × max(1, |reference|) (loss, policy loss, KL, mean ratio, entropy);
  *     clip fraction within one token;
  *   - gradients: for EVERY LoRA tensor, max |g_engine − g_torch| ≤ 1e-3 × max |g_torch| (relative error of the
@@ -24,7 +24,7 @@ const VOCAB = 512;
 const GRAD_REL_TOL = 1e-3;
 const LOSS_TOL = 1e-4;
 
-interface Case { name: string; loss: LossConfig; old: boolean; microBatchTokens: number }
+interface Case { name: string; loss: LossConfig; old: boolean; microBatchTokens: number; recompute?: boolean }
 const CASES: Case[] = [
   { name: 'grpo + KL, packed', loss: { kind: 'grpo', beta: 0.05 }, old: true, microBatchTokens: 4096 },
   { name: 'grpo, no old logprobs (ratio 1), split', loss: { kind: 'grpo' }, old: false, microBatchTokens: 24 },
@@ -33,6 +33,7 @@ const CASES: Case[] = [
   { name: 'cispo + KL, split', loss: { kind: 'cispo', beta: 0.05, cispoEpsMax: 1.1 }, old: true, microBatchTokens: 30 },
   { name: 'gspo + KL, packed', loss: { kind: 'gspo', clipEpsilon: 0.05, beta: 0.02 }, old: true, microBatchTokens: 4096 },
   { name: 'sft, split', loss: { kind: 'sft' }, old: false, microBatchTokens: 20 },
+  { name: 'grpo + KL, packed, per-layer recompute', loss: { kind: 'grpo', beta: 0.05 }, old: true, microBatchTokens: 4096, recompute: true },
 ];
 
 const ARCHS: { arch: Arch; model: Partial<RandomModelOptions>; rslora: boolean }[] = [
@@ -74,7 +75,7 @@ describe.each(ARCHS)('trainer vs PyTorch on a random $arch model', ({ arch, mode
       const refs = await torchTrainRef(requests);
 
       for (const [i, c] of CASES.entries()) {
-        const { grads, metrics } = await trainer.gradientsWithMetrics(seqsFor(c), c.loss, { microBatchTokens: c.microBatchTokens });
+        const { grads, metrics } = await trainer.gradientsWithMetrics(seqsFor(c), c.loss, { microBatchTokens: c.microBatchTokens, recompute: c.recompute });
         const ref = refs[i];
         const close = (got: number, want: number, what: string) =>
           expect(Math.abs(got - want), `${arch} ${c.name}: ${what} ${got} vs ${want}`).toBeLessThanOrEqual(LOSS_TOL * Math.max(1, Math.abs(want)));

@@ -42,6 +42,8 @@ struct TrainWork {
   float* lm_scratch;                     // (chunk, V) one chunk of logits
   RunState rs;                           // activations of the training forward (every layer saved)
   RunState rs_ref;                       // the adapter-free reference forward (nothing saved)
+  RunState rs_rc;                        // recompute mode: one layer's activations, shared by all layers
+  FloatBuffer ckpt;                      // recompute mode: (L, T, C) each layer's input
 };
 
 // The result of one micro-batch: loss sums (LossStats) and entropy sum over its loss tokens.
@@ -53,7 +55,9 @@ struct MicroResult {
 // Runs forward (and, when `grad` is non-null, backward) of one micro-batch. Gradients are ADDED into
 // grad (layout of a.memory). The KL reference forward runs only when p.beta > 0.
 // logp_out (M) receives the current log-probabilities of the loss tokens when non-null.
+// recompute: keep only each layer's input (T, C) in the forward and recompute the layer's activations just
+// before its backward (one extra forward of the layers; activation memory of one layer instead of all).
 MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const MicroBatch& mb,
-                              const LossParams& p, TrainWork& w, float* logp_out);
+                              const LossParams& p, TrainWork& w, float* logp_out, bool recompute = false);
 
 }  // namespace mcprl
