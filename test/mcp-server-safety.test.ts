@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -101,6 +101,21 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     const again = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', run: 'doomed', scenarios: 'scenarios/overlap' });
     expect(again.isError).toBe(true);
     expect(again.text).toMatch(/already exists/);
+  });
+
+  it('generates an offline scenario set into the workspace, and will not overwrite it', async () => {
+    const r = await call(client, 'generate_scenarios', { target: FIXTURE_TARGET, offline: true, count: 6, name: 'gen', seed: 3 });
+    expect(r.isError, r.text).toBe(false);
+    expect(r.data.path).toBe('scenarios/gen');
+    expect(r.data.train + r.data.val).toBe(r.data.summary.total);
+    expect(r.data.val).toBeGreaterThan(0);
+    const lines = (f: string) => readFileSync(path.join(ws, 'scenarios', 'gen', f), 'utf8').trim().split('\n').length;
+    expect([lines('train.jsonl'), lines('val.jsonl')]).toEqual([r.data.train, r.data.val]);
+    const again = await call(client, 'generate_scenarios', { target: FIXTURE_TARGET, offline: true, count: 6, name: 'gen' });
+    expect(again.isError).toBe(true);
+    expect(again.text).toMatch(/already exists/);
+    const noGenerator = await call(client, 'generate_scenarios', { target: FIXTURE_TARGET, name: 'gen2' });
+    expect(noGenerator.text).toMatch(/offline: true, or generator/);
   });
 
   it('uses header and env values of targets but never echoes them', async () => {
