@@ -69,3 +69,7 @@ export { HfTokenizer, IncrementalDecoder, TokenizerError } from './engine/tokeni
 export { ChatTemplate, ChatTemplateError } from './engine/chat-template.js';
 export { parseToolCalls } from './engine/parse-tool-call.js';
 export type { ParsedAssistantText, ParsedToolCall, InvalidToolCall } from './engine/parse-tool-call.js';
+export { Trainer, TrainError, LossConfigSchema, OptimizerConfigSchema } from './engine/trainer.js';
+export type { TrainSequence, LossConfig, OptimizerConfig, StepMetrics, CreateTrainerOptions, ResumeTrainerOptions, StepOptions } from './engine/trainer.js';
+export { readPeftAdapter, writePeftAdapter, readOptimizerState, loraKey, loraScale, AdapterError, LORA_TARGETS } from './engine/adapter-io.js';
+export type { PeftAdapter, AdapterConfig, LoraMatrix, LoraTarget } from './engine/adapter-io.js';
