@@ -116,7 +116,9 @@ describe('mcprl mcp: train, watch, run the agent, export', () => {
     expect(status.latest_metrics.step).toBe(2);
     expect(typeof status.val_success_before).toBe('number');
     // Waiting returned step by step: the steps seen never go back, and the run was watched while it ran.
-    expect(seenSteps.filter((s) => s !== null)).toEqual([...seenSteps.filter((s) => s !== null)].sort());
+    const steps = seenSteps.filter((s): s is number => s !== null);
+    expect(steps).toEqual([...steps].sort((a, b) => a - b));
+    expect(steps.length).toBeGreaterThanOrEqual(2);
     // Each wait reported progress, strictly increasing within its request (as the spec requires per token).
     for (const mine of progress) {
       expect(mine.length).toBeGreaterThan(0);
@@ -132,7 +134,7 @@ describe('mcprl mcp: train, watch, run the agent, export', () => {
     expect(again.data.status).toBe('finished');
     const list = await call(first, 'list_runs', {});
     expect((list.data.runs as { run: string }[]).map((r) => r.run)).toEqual(['flow']);
-  });
+  }, 180_000); // ~10 s here; the margin is for a loaded machine.
 
   it("serves the run's files as resources", async () => {
     const { resources } = await second.listResources();
