@@ -79,6 +79,8 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     expect(noRun.text).toMatch(/no run named "nope"/);
     const noScenarios = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model' });
     expect(noScenarios.text).toMatch(/give scenarios/);
+    const noJudge = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', scenarios: 'x', reward: 'ruler' });
+    expect(noJudge.text).toMatch(/needs a judge/);
     const deadServer = await call(client, 'inspect_server', { target: { command: process.execPath, args: ['-e', 'process.exit(3)'] } });
     expect(deadServer.isError).toBe(true);
     // Still serving.

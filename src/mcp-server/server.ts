@@ -323,15 +323,25 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
           })
           .optional()
           .describe('Training settings; defaults as `mcprl train`'),
+        reward: z.enum(['ruler', 'checks', 'blend']).optional().describe("Default: blend with a judge, checks without"),
+        judge: z
+          .object({
+            base_url: z.string().regex(/^https?:\/\//),
+            model: z.string().min(1),
+            api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional().describe("Environment variable of the mcprl server holding the judge's API key (default OPENAI_API_KEY)"),
+          })
+          .optional()
+          .describe('An OpenAI-compatible RULER judge'),
       },
       outputSchema: { run: z.string(), status: z.literal('starting'), run_dir: z.string() },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
-    guarded(async ({ target, model, run, scenarios, offline, count, options }) => {
+    guarded(async ({ target, model, run, scenarios, offline, count, options, reward, judge }) => {
       const t = targetFromInput(ws, target);
       const name = Workspace.checkRunName(run ?? `run-${stamp()}`);
       const modelDir = ws.resolveModel(model, 'model');
       if (!existsSync(path.join(modelDir, 'config.json'))) throw new WorkspaceError(`model ${JSON.stringify(model)} is not a Hugging Face model folder (no config.json)`);
+      if (reward !== undefined && reward !== 'checks' && !judge) throw new WorkspaceError(`reward ${reward} needs a judge: {base_url, model, api_key_env?}`);
       let scenariosDir: string | undefined;
       if (scenarios !== undefined) {
         scenariosDir = ws.resolve(scenarios, 'scenarios');
@@ -345,6 +355,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         maxSteps: o.max_steps, evalEvery: o.eval_every, patience: o.patience, groupsPerStep: o.groups_per_step,
         rolloutsPerGroup: o.rollouts_per_group, lr: o.lr, rank: o.rank, alpha: o.alpha, loss: o.loss, beta: o.beta,
         seed: o.seed, temperature: o.temperature, maxTurns: o.max_turns, maxTokens: o.max_tokens, concurrency: o.concurrency,
+        reward, judge: judge ? { baseUrl: judge.base_url, model: judge.model, apiKeyEnv: judge.api_key_env } : undefined,
       });
       return ok({ run: started, status: 'starting' as const, run_dir: ws.display(ws.runDir(started)) }, `started run ${started}; watch it with training_status`);
     }),

@@ -58,6 +58,9 @@ export interface TrainJobOptions {
   maxTurns?: number;
   maxTokens?: number;
   concurrency?: number;
+  reward?: 'ruler' | 'checks' | 'blend';
+  /** A RULER judge; its API key stays in the environment variable named here (default OPENAI_API_KEY). */
+  judge?: { baseUrl: string; model: string; apiKeyEnv?: string };
 }
 
 export type RunStatusKind = 'starting' | 'running' | 'finished' | 'stopped' | 'failed' | 'incomplete';
@@ -140,6 +143,11 @@ function optionArgs(o: TrainJobOptions): string[] {
   flag('max-turns', o.maxTurns);
   flag('max-tokens', o.maxTokens);
   flag('concurrency', o.concurrency);
+  flag('reward', o.reward);
+  if (o.judge) {
+    out.push('--judge-base-url', o.judge.baseUrl, '--judge-model', o.judge.model);
+    flag('judge-api-key-env', o.judge.apiKeyEnv);
+  }
   return out;
 }
 
