@@ -264,6 +264,7 @@ export class Trainer {
 
   /** Writes the PEFT adapter and the optimiser state into `dir`, atomically (a complete folder or none). */
   async save(dir: string): Promise<void> {
+    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
     const [params, m, v] = await this.model.run(() => [this.native.read('params'), this.native.read('exp_avg'), this.native.read('exp_avg_sq')]);
     const state: TrainerState = {
       format: 'mcprl-trainer-state', version: 1, step: this.step, seed: this.config.seed, rng: this.rng.state,
