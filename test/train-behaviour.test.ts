@@ -40,7 +40,7 @@ async function maskedLogprob(adapter: string, s: TrainSequence): Promise<number>
 describe('SFT', () => {
   it('drives the masked cross-entropy of four sequences below 0.05', async () => {
     // Every token after the 4-token prompt carries loss (no holes), so the whole continuation is learnt.
-    const batch = randomSequences(5, VOCAB, [16, 20, 12, 18], { prompt: 4 }).map((s) => ({ ...s, mask: s.tokenIds.map((_, t) => (t >= 4 ? 1 : 0)) }));
+    const batch = randomSequences(5, VOCAB, [16, 20, 12, 18], { prompt: 4 }).map((s) => ({ ...s, mask: s.tokenIds.map((_, t): number => (t >= 4 ? 1 : 0)) }));
     const t = await Trainer.create(model, { adapterName: 'sft', rank: 16, alpha: 32, targets: TARGETS, seed: 1, optimizer: { lr: 2e-2, maxGradNorm: 1.0 } });
     const first = (await t.sftStep(batch)).loss;
     let loss = first;
