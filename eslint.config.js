@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'build/**', 'node_modules/**', 'runs/**', 'native/**'] },
+  { ignores: ['dist/**', 'build/**', 'node_modules/**', 'runs/**', 'native/**', '.cache/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -164,7 +164,7 @@ export function f32ToF16(x: number): number {
   const exp = (bits >>> 23) & 0xff;
   let mant = bits & 0x7fffff;
   if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  let e = exp - 127 + 15;
+  const e = exp - 127 + 15;
   if (e >= 0x1f) return sign | 0x7c00;
   if (e <= 0) {
     if (e < -10) return sign;
@@ -178,8 +178,8 @@ export function f32ToF16(x: number): number {
   }
   let half = (e << 10) | (mant >>> 13);
   const rem = mant & 0x1fff;
+  // Rounding up may carry into the exponent (up to infinity), which is the correct IEEE result.
   if (rem > 0x1000 || (rem === 0x1000 && (half & 1))) half++;
-  e = half >>> 10;
   return sign | half;
 }
 
