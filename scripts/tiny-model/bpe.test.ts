@@ -1,6 +1,6 @@
 import { Tokenizer } from '@huggingface/tokenizers';
 import { describe, expect, it } from 'vitest';
-import { trainByteLevelBpe } from './bpe.js';
+import { GROUPED_DIGITS_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
 
 const corpus = [
   'Find the book "Dune" (bk-017) and tell me its price in EUR.',
@@ -35,6 +35,13 @@ describe('trainByteLevelBpe', () => {
     expect(enc.ids[0]).toBe(Object.keys(vocab).length + 3);
     expect(tok.encode(' price').ids.length).toBe(1);
     expect(tok.decode(tok.encode('<|im_start|>x<|im_end|>').ids, { skip_special_tokens: true })).toBe('x');
+  });
+
+  it('groups digits in runs of up to three with GROUPED_DIGITS_SPLIT_REGEX', () => {
+    const grouped = new Tokenizer(trainByteLevelBpe(corpus, { vocabSize: 400, addedTokens: added, splitRegex: GROUPED_DIGITS_SPLIT_REGEX, minFrequency: 1 }), {});
+    expect(grouped.encode('bk-017').tokens).toContain('017');
+    expect(grouped.decode(grouped.encode('12345 bk-017').ids)).toBe('12345 bk-017');
+    expect(tok.encode('bk-017').tokens).not.toContain('017');
   });
 
   it('is deterministic', () => {

@@ -6,8 +6,16 @@
 
 /** The split regex of Qwen2/Qwen3 tokenizers (Oniguruma syntax, as stored in tokenizer.json). */
 export const QWEN_SPLIT_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-/** The same pattern in JavaScript syntax, used only to count words while training. */
-const JS_SPLIT = /'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+/gu;
+/**
+ * The same with digits grouped in runs of up to three (as GPT-4's tokenizer does) instead of one by one: an id
+ * such as bk-039 or a year becomes one or two tokens, which a very small model copies far more easily.
+ */
+export const GROUPED_DIGITS_SPLIT_REGEX = QWEN_SPLIT_REGEX.replace('|\\p{N}|', '|\\p{N}{1,3}|');
+
+/** A tokenizer.json split pattern in JavaScript syntax (only the inline case-insensitive group differs). */
+function jsSplit(pattern: string): RegExp {
+  return new RegExp(pattern.replace("(?i:'s|'t|'re|'ve|'m|'ll|'d)", "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]"), 'gu');
+}
 
 /** GPT-2's reversible map from bytes to printable unicode characters. */
 export function bytesToUnicode(): string[] {
@@ -35,6 +43,8 @@ export interface BpeOptions {
   addedTokens: { content: string; special: boolean }[];
   /** Words seen fewer times than this do not contribute merges. Default 2. */
   minFrequency?: number;
+  /** The pre-tokeniser's split pattern (Oniguruma syntax, as stored). Default QWEN_SPLIT_REGEX. */
+  splitRegex?: string;
 }
 
 /** Trains merges on `texts` and returns the tokenizer.json object. Deterministic: ties break lexically. */
@@ -42,8 +52,10 @@ export function trainByteLevelBpe(texts: readonly string[], opts: BpeOptions): R
   const byteChar = bytesToUnicode();
   const encoder = new TextEncoder();
   const counts = new Map<string, number>();
+  const splitRegex = opts.splitRegex ?? QWEN_SPLIT_REGEX;
+  const split = jsSplit(splitRegex);
   for (const text of texts) {
-    for (const m of text.normalize('NFC').matchAll(JS_SPLIT)) {
+    for (const m of text.normalize('NFC').matchAll(split)) {
       const word = [...encoder.encode(m[0])].map((b) => byteChar[b]).join('');
       counts.set(word, (counts.get(word) ?? 0) + 1);
     }
@@ -98,7 +110,7 @@ export function trainByteLevelBpe(texts: readonly string[], opts: BpeOptions): R
     padding: null,
     added_tokens: added,
     normalizer: { type: 'NFC' },
-    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: QWEN_SPLIT_REGEX }, behavior: 'Isolated', invert: false }, byteLevel] },
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: splitRegex }, behavior: 'Isolated', invert: false }, byteLevel] },
     post_processor: byteLevel,
     decoder: byteLevel,
     model: {

@@ -2,7 +2,8 @@
  * Makes the bundled tiny model, deterministically, from nothing but this repository:
  *   1. three disjoint scenario sets from the bookshop fixture server (warm-up / RL train / validation);
  *   2. warm-up transcripts: a scripted expert solves each warm-up scenario through the real rollout loop;
- *   3. a byte-level BPE tokenizer trained on those transcripts and the README;
+ *   3. a byte-level BPE tokenizer trained on those transcripts, the README and the fixture's catalogue, with
+ *      digits grouped in threes (so an id is one or two tokens, easy for a tiny model to copy);
  *   4. a randomly initialised Qwen3-shaped model using that tokenizer and a compact Hermes-style template;
  *   5. SFT warm-up with the engine's own sftStep: high-rank LoRA on every projection, merged into the base
  *      weights after each cycle (the engine trains LoRA weights only);
@@ -28,7 +29,8 @@ import { formatScenarios, type Scenario } from '../../src/scenarios/index.js';
 import { trajectoryToSequences } from '../../src/train/tokenize.js';
 import { writeJsonAtomic } from '../../src/util/atomic.js';
 import { makeRandomModel, makeRng } from '../random-model.js';
-import { trainByteLevelBpe } from './bpe.js';
+import { AUTHORS, BOOKS } from '../../fixtures/server/bookshop.js';
+import { GROUPED_DIGITS_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
 import { ExpertPolicy } from './expert.js';
 import { makeScenarioSets } from './scenario-sets.js';
 
@@ -46,6 +48,7 @@ const { values } = parseArgs({
     lr: { type: 'string', default: '3e-3' },
     rank: { type: 'string', default: '64' },
     threads: { type: 'string' },
+    'eval-each-cycle': { type: 'boolean', default: false },
   },
 });
 const seed = Number(values.seed);
@@ -91,8 +94,8 @@ async function main() {
   const template = await readFile(join(import.meta.dirname, 'chat_template.jinja'), 'utf8');
   const renderer = new ChatTemplate(template);
   const texts = transcripts.map((t) => renderer.render(t.messages, { tools: t.tools, addGenerationPrompt: false }));
-  texts.push(await readFile(join(ROOT, 'README.md'), 'utf8'));
-  const tokenizerJson = trainByteLevelBpe(texts, { vocabSize: Number(values.vocab), addedTokens: SPECIAL });
+  texts.push(await readFile(join(ROOT, 'README.md'), 'utf8'), JSON.stringify({ books: BOOKS, authors: AUTHORS }, null, 2));
+  const tokenizerJson = trainByteLevelBpe(texts, { vocabSize: Number(values.vocab), addedTokens: SPECIAL, splitRegex: GROUPED_DIGITS_SPLIT_REGEX, minFrequency: 1 });
   const vocabSize = Number(values.vocab);
   const idOf = (content: string) => (tokenizerJson.added_tokens as { id: number; content: string }[]).find((t) => t.content === content)!.id;
 
@@ -133,16 +136,11 @@ async function main() {
     const next = join(work, `cycle-${cycle + 1}`);
     await mergeAdapter({ modelDir, adapterDir, out: next, dtype: 'F32', overwrite: true });
     modelDir = next;
+    if (values['eval-each-cycle']) await validate(modelDir, sets.val, threads);
   }
 
   // 6. validation success, as `mcprl train` measures it (greedy, checks reward)
-  const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
-  const { summary } = await runEval({
-    policy: new EnginePolicy(engine, { maxTokens: 160 }), target: fixtureTarget(), scenarios: sets.val, reward: 'checks',
-    rolloutsPerGroup: 1, concurrency: 8, temperature: 0, maxTurns: 4, seed,
-  });
-  (engine.model as { close(): void }).close();
-  log(`validation success ${(summary.success_rate * 100).toFixed(1)}% (${summary.successes}/${summary.trajectories}), tool-call validity ${(summary.tool_call_validity_rate * 100).toFixed(1)}%`);
+  const summary = await validate(modelDir, sets.val, threads);
 
   // 7. the bundled folder: the model, its warm-up manifest, and the RL / validation scenario sets
   const out = values.out!;
@@ -159,5 +157,15 @@ async function main() {
   log(`wrote ${out} and ${values.scenarios}`);
 }
 
-export type { Scenario };
+async function validate(modelDir: string, val: Scenario[], threads: number | undefined) {
+  const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
+  const { summary } = await runEval({
+    policy: new EnginePolicy(engine, { maxTokens: 160 }), target: fixtureTarget(), scenarios: val, reward: 'checks',
+    rolloutsPerGroup: 1, concurrency: 8, temperature: 0, maxTurns: 6, seed,
+  });
+  (engine.model as { close(): void }).close();
+  log(`${modelDir}: validation success ${(summary.success_rate * 100).toFixed(1)}% (${summary.successes}/${summary.trajectories}), tool-call validity ${(summary.tool_call_validity_rate * 100).toFixed(1)}%`);
+  return summary;
+}
+
 await main();

@@ -7,7 +7,8 @@
  * Only scenarios a model can solve from what it reads are kept: the arguments of the first checked call are in
  * the task text, and the task names what the checked tool is about (a "stock" question for check_stock), so
  * that the one tool the check accepts is the one the task points to. Each tool gets at most a share of the
- * warm-up set, so that the tools with endless argument values (convert_price) do not crowd out the others.
+ * warm-up set, so that the tool with endless argument values (convert_price) does not crowd out the others — though its many
+ * distinct numbers are what teaches a small model to copy values rather than memorise them.
  */
 import { generateOfflineScenarios, type Scenario, type ScenarioServer } from '../../src/scenarios/index.js';
 
@@ -49,12 +50,12 @@ function capPerTool(xs: Scenario[], cap: number): Scenario[] {
   });
 }
 
-export async function makeScenarioSets(server: ScenarioServer, seed: number, sizes = { warmup: 240, train: 48, val: 24 }): Promise<ScenarioSets> {
-  const pick = async (index: number, count: number) => {
+export async function makeScenarioSets(server: ScenarioServer, seed: number, sizes = { warmup: 400, train: 48, val: 24 }): Promise<ScenarioSets> {
+  const pick = async (index: number, count: number, cap = count) => {
     const r = await generateOfflineScenarios(server, { count: count * 4, seed: seed + index, partition: { index, of: 3 } });
-    return capPerTool(r.scenarios.filter(solvableFromTask), Math.ceil(count / 4)).slice(0, count);
+    return capPerTool(r.scenarios.filter(solvableFromTask), cap).slice(0, count);
   };
-  const warmup = await pick(0, sizes.warmup);
+  const warmup = await pick(0, sizes.warmup, Math.ceil(sizes.warmup / 2));
   const train = await pick(1, sizes.train);
   const val = await pick(2, sizes.val);
   return { warmup, train, val };
