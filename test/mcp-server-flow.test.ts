@@ -10,8 +10,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isAlive, type RunningHttpServer } from './helpers/servers.js';
-import { call, FIXTURE_TARGET, haveTinyModel, httpClient, startMcprlHttp, stdioClient, TINY_MODEL, TINY_SCENARIOS } from './mcp-server-helpers.js';
+import { spawn } from 'node:child_process';
+import { isAlive, REPO_ROOT, type RunningHttpServer } from './helpers/servers.js';
+import { call, ENTRY, FIXTURE_TARGET, haveTinyModel, httpClient, startMcprlHttp, stdioClient, TINY_MODEL, TINY_SCENARIOS } from './mcp-server-helpers.js';
 
 const TOKEN = 'flow-token-8c1d2e';
 /** A value passed in a target's env: it must reach the server process but never a result or a run file. */
@@ -194,6 +195,29 @@ describe('mcprl mcp: train, watch, run the agent, export', () => {
     expect(isAlive(pid)).toBe(false);
     const twice = await call(second, 'stop_training', { run: 'halt' });
     expect(twice.data).toMatchObject({ was_running: false, signal: null });
+  });
+
+  it('sees a run started with `mcprl train` on the command line as running, and can stop it', async () => {
+    const cli = spawn(process.execPath, ['--import', 'tsx', ENTRY, 'train', '--model', TINY_MODEL, '--scenarios', path.join(ws, 'scenarios', 'small'),
+      '--run', 'cli', '--runs-dir', ws, '--max-steps', '50', '--eval-every', '50', '--quiet', '--', ...FIXTURE_TARGET.command.split(' '), ...FIXTURE_TARGET.args], { cwd: REPO_ROOT, stdio: 'ignore' });
+    const exited = new Promise<number | null>((resolve) => cli.once('exit', (code) => resolve(code)));
+    try {
+      let status: Record<string, any> = {};
+      // config.json appears once the scenarios are loaded; until then the run does not exist yet.
+      for (let i = 0; i < 200 && status.status !== 'running' && status.status !== 'starting'; i++) {
+        const r = await call(first, 'training_status', { run: 'cli' });
+        if (!r.isError) status = r.data;
+        else await new Promise((res) => setTimeout(res, 100));
+      }
+      expect(status.status).toMatch(/^(running|starting)$/);
+      const r = await call(second, 'stop_training', { run: 'cli' });
+      expect(r.data).toMatchObject({ run: 'cli', was_running: true });
+      await exited;
+      expect(cli.exitCode === null ? cli.signalCode : cli.exitCode).toMatch(/SIGTERM|SIGKILL/);
+      expect((await call(first, 'training_status', { run: 'cli' })).data.status).toBe('incomplete');
+    } finally {
+      if (cli.exitCode === null && cli.signalCode === null) cli.kill('SIGKILL');
+    }
   });
 
   it('keeps target secrets out of every run file', () => {

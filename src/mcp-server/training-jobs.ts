@@ -14,7 +14,7 @@
  * values and environment values never appear on a command line, in job.json or in the log.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -170,6 +170,32 @@ export function isTrainProcess(pid: number, runName: string, root: string): bool
   }
 }
 
+/**
+ * A `mcprl train --run NAME` process started from a command line (not by this server) whose runs folder is `root`:
+ * found through /proc (Linux), so that such a run shows as running and can be stopped too. Null when none.
+ */
+export function findCliTrainProcess(runName: string, root: string): number | null {
+  if (!existsSync('/proc/self/cmdline')) return null;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (!argv.includes('train')) continue;
+      const value = (flag: string) => {
+        const i = argv.indexOf(flag);
+        if (i >= 0) return argv[i + 1];
+        return argv.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1);
+      };
+      if (value('--run') !== runName) continue;
+      const runsDir = path.resolve(readlinkSync(`/proc/${entry}/cwd`), value('--runs-dir') ?? 'runs');
+      if (realpathSync(runsDir) === root) return Number(entry);
+    } catch {
+      // The process ended while we looked, or it is not ours to inspect.
+    }
+  }
+  return null;
+}
+
 /** Reads the log's last lines (the file can grow large; only its tail matters). */
 async function logTail(file: string): Promise<string[]> {
   if (!existsSync(file)) return [];
@@ -242,11 +268,12 @@ export class TrainingJobs {
     return next;
   }
 
-  /** True while the run's training process is alive. */
+  /** True while the run's training process is alive (started by an mcprl server, or by `mcprl train` directly). */
   isAlive(name: string, job: JobRecord | null): boolean {
     const child = this.children.get(name);
     if (child) return child.exitCode === null && child.signalCode === null;
-    return job !== null && job.ended_at === undefined && isTrainProcess(job.pid, name, this.ws.root);
+    if (job === null) return findCliTrainProcess(name, this.ws.root) !== null;
+    return job.ended_at === undefined && isTrainProcess(job.pid, name, this.ws.root);
   }
 
   /** Names of the runs in the workspace (folders holding config.json or job.json), sorted. */
@@ -374,14 +401,17 @@ export class TrainingJobs {
   async stop(name: string, graceMs = 5000): Promise<{ was_running: boolean; signal: 'SIGTERM' | 'SIGKILL' | null }> {
     const job = await this.readJob(name);
     if (!job && !this.run(name).exists()) throw new WorkspaceError(`no run named ${JSON.stringify(name)} in the workspace`);
-    if (!job || !this.isAlive(name, job)) return { was_running: false, signal: null };
-    await this.updateJob(name, { stop_requested: true });
+    // A run started from a command line has no job.json and is not a process group leader: only it is signalled
+    // (the MCP servers it started end when their stdin closes).
+    const pid = job ? job.pid : findCliTrainProcess(name, this.ws.root);
+    if (pid === null || !this.isAlive(name, job)) return { was_running: false, signal: null };
+    if (job) await this.updateJob(name, { stop_requested: true });
     const kill = (sig: NodeJS.Signals) => {
       try {
-        process.kill(-job.pid, sig);
+        process.kill(job ? -pid : pid, sig);
       } catch {
         try {
-          process.kill(job.pid, sig);
+          process.kill(pid, sig);
         } catch {
           /* already gone */
         }
@@ -402,7 +432,7 @@ export class TrainingJobs {
       kill('SIGKILL');
       await gone(5000);
     }
-    await this.updateJob(name, { ended_at: new Date().toISOString(), signal });
+    if (job) await this.updateJob(name, { ended_at: new Date().toISOString(), signal });
     const run = this.run(name);
     if (run.exists() && (await run.readState())) await writeRunReport(run).catch(() => undefined);
     return { was_running: true, signal };
