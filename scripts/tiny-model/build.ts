@@ -6,7 +6,8 @@
  *      digits grouped in threes (so an id is one or two tokens, easy for a tiny model to copy);
  *   4. a randomly initialised Qwen3-shaped model using that tokenizer and a compact Hermes-style template;
  *   5. SFT warm-up with the engine's own sftStep: high-rank LoRA on every projection, merged into the base
- *      weights after each cycle (the engine trains LoRA weights only);
+ *      weights after each cycle (the engine trains LoRA weights only); every batch also holds synthetic copy
+ *      drills (copy-drills.ts), the generic copying a pretrained model would bring;
  *   6. validation success of the result, measured the way `mcprl train` measures it.
  * The warm-up is deliberately short, so the model knows the format and some tools but often fails: room for RL.
  *
@@ -31,6 +32,7 @@ import { writeJsonAtomic } from '../../src/util/atomic.js';
 import { makeRandomModel, makeRng } from '../random-model.js';
 import { AUTHORS, BOOKS } from '../../fixtures/server/bookshop.js';
 import { GROUPED_DIGITS_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
+import { copyDrill } from './copy-drills.js';
 import { ExpertPolicy } from './expert.js';
 import { makeScenarioSets } from './scenario-sets.js';
 
@@ -49,6 +51,7 @@ const { values } = parseArgs({
     rank: { type: 'string', default: '64' },
     threads: { type: 'string' },
     'eval-each-cycle': { type: 'boolean', default: false },
+    drills: { type: 'string', default: '16' },
   },
 });
 const seed = Number(values.seed);
@@ -127,6 +130,7 @@ async function main() {
     });
     for (let step = 0; step < Number(values['steps-per-cycle']); step++) {
       const batch = Array.from({ length: Number(values['batch-size']) }, () => sequences[Math.floor(rng.uniform() * sequences.length)]);
+      for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copyDrill(rng), tools: [] }));
       const m = await trainer.sftStep(batch);
       if (step % 10 === 0 || step === Number(values['steps-per-cycle']) - 1) log(`cycle ${cycle} step ${step}: loss ${m.loss.toFixed(4)} grad ${m.gradNorm.toFixed(3)} ${Math.round(m.tokensPerSecond)} tok/s`);
     }
