@@ -42,6 +42,9 @@ await main([
   '--runs-dir', values['runs-dir']!,
   '--seed', values.seed!,
   '--max-steps', values['max-steps']!,
+  // Tuned for the tiny model: a higher learning rate than the CLI's default (5e-4), which is meant for real models.
+  '--lr', '1e-3',
+  '--patience', '4',
   '--', ...server,
 ]);
 if (process.exitCode) process.exit(process.exitCode);

@@ -25,7 +25,7 @@ import { EnginePolicy } from '../../src/engine/engine-policy.js';
 import { Trainer } from '../../src/engine/trainer.js';
 import type { TrainSequence } from '../../src/engine/train-types.js';
 import { mergeAdapter } from '../../src/export/merge.js';
-import { connect, type Target } from '../../src/mcp/index.js';
+import { connect } from '../../src/mcp/index.js';
 import { formatScenarios, type Scenario } from '../../src/scenarios/index.js';
 import { trajectoryToSequences } from '../../src/train/tokenize.js';
 import { writeJsonAtomic } from '../../src/util/atomic.js';
@@ -34,6 +34,7 @@ import { AUTHORS, BOOKS } from '../../fixtures/server/bookshop.js';
 import { GROUPED_DIGITS_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
 import { copyDrill } from './copy-drills.js';
 import { ExpertPolicy } from './expert.js';
+import { fixtureTarget } from './fixture-target.js';
 import { makeScenarioSets } from './scenario-sets.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -44,24 +45,21 @@ const { values } = parseArgs({
     work: { type: 'string', default: join(ROOT, '.cache', 'tiny-model') },
     seed: { type: 'string', default: '1' },
     vocab: { type: 'string', default: '1024' },
-    cycles: { type: 'string', default: '3' },
-    'steps-per-cycle': { type: 'string', default: '60' },
+    cycles: { type: 'string', default: '4' },
+    'steps-per-cycle': { type: 'string', default: '100' },
     'batch-size': { type: 'string', default: '16' },
-    lr: { type: 'string', default: '3e-3' },
-    rank: { type: 'string', default: '64' },
+    lr: { type: 'string', default: '2e-3' },
+    rank: { type: 'string', default: '128' },
     threads: { type: 'string' },
     'eval-each-cycle': { type: 'boolean', default: false },
     drills: { type: 'string', default: '16' },
+    'drill-steps': { type: 'string', default: '600' },
   },
 });
 const seed = Number(values.seed);
 const work = values.work!;
 const log = (msg: string) => console.error(`[tiny-model ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
-/** The fixture server, run from its TypeScript source. */
-export function fixtureTarget(): Target {
-  return { kind: 'stdio', command: process.execPath, args: ['--import', 'tsx', join(ROOT, 'fixtures', 'server', 'main.ts')], cwd: ROOT };
-}
 
 const SPECIAL = [
   { content: '<|endoftext|>', special: true },
@@ -118,9 +116,27 @@ async function main() {
     chat_template: template,
   }, null, 2));
 
-  // 5. SFT warm-up, merged after each cycle
+  // 5. SFT warm-up, merged after each cycle; first, if asked, a phase of copy drills alone
   const threads = values.threads ? Number(values.threads) : undefined;
   const rng = makeRng(seed);
+  if (Number(values['drill-steps']) > 0) {
+    const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
+    const trainer = await Trainer.create(engine.model as never, {
+      adapterName: 'drills', rank: Number(values.rank), alpha: Number(values.rank), targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+      seed, optimizer: { lr: Number(values.lr), maxGradNorm: 1, schedule: { kind: 'warmup', warmupSteps: 10 } },
+    });
+    for (let step = 0; step < Number(values['drill-steps']); step++) {
+      const batch = Array.from({ length: 64 }, () => trajectoryToSequences(engine, { messages: copyDrill(rng), tools: [] })).flat();
+      const m = await trainer.sftStep(batch);
+      if (step % 50 === 0) log(`drills step ${step}: loss ${m.loss.toFixed(4)}`);
+    }
+    const adapterDir = join(work, 'adapter-drills');
+    await trainer.save(adapterDir);
+    (engine.model as { close(): void }).close();
+    const next = join(work, 'drilled');
+    await mergeAdapter({ modelDir, adapterDir, out: next, dtype: 'F32', overwrite: true });
+    modelDir = next;
+  }
   for (let cycle = 0; cycle < Number(values.cycles); cycle++) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
     const sequences: TrainSequence[] = transcripts.flatMap((t) => trajectoryToSequences(engine, t));
@@ -152,7 +168,8 @@ async function main() {
   await cp(modelDir, out, { recursive: true });
   await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios(sets.warmup));
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
-    seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, cycles: Number(values.cycles), steps_per_cycle: Number(values['steps-per-cycle']),
+    seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, drill_steps: Number(values['drill-steps']), drills_per_batch: Number(values.drills),
+    cycles: Number(values.cycles), steps_per_cycle: Number(values['steps-per-cycle']),
     batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank), val_success: summary.success_rate,
   });
   await mkdir(values.scenarios!, { recursive: true });
