@@ -3,6 +3,7 @@
  * NFC normaliser, the Qwen split regex, byte-level pre-tokeniser and decoder, BPE model with merges), so the
  * tiny model's tokenizer is loaded by exactly the code that loads any real model's.
  */
+import { bytesToUnicode } from '../../src/engine/tokenizer.js';
 
 /** The split regex of Qwen2/Qwen3 tokenizers (Oniguruma syntax, as stored in tokenizer.json). */
 export const QWEN_SPLIT_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
@@ -15,25 +16,6 @@ export const GROUPED_DIGITS_SPLIT_REGEX = QWEN_SPLIT_REGEX.replace('|\\p{N}|', '
 /** A tokenizer.json split pattern in JavaScript syntax (only the inline case-insensitive group differs). */
 function jsSplit(pattern: string): RegExp {
   return new RegExp(pattern.replace("(?i:'s|'t|'re|'ve|'m|'ll|'d)", "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]"), 'gu');
-}
-
-/** GPT-2's reversible map from bytes to printable unicode characters. */
-export function bytesToUnicode(): string[] {
-  const bs: number[] = [];
-  for (let b = 33; b <= 126; b++) bs.push(b);
-  for (let b = 161; b <= 172; b++) bs.push(b);
-  for (let b = 174; b <= 255; b++) bs.push(b);
-  const cs = [...bs];
-  let n = 0;
-  for (let b = 0; b < 256; b++) {
-    if (!bs.includes(b)) {
-      bs.push(b);
-      cs.push(256 + n++);
-    }
-  }
-  const table: string[] = new Array(256);
-  bs.forEach((b, i) => (table[b] = String.fromCodePoint(cs[i])));
-  return table;
 }
 
 export interface BpeOptions {

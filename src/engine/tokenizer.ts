@@ -156,8 +156,8 @@ export class HfTokenizer {
   }
 }
 
-/** GPT-2's inverse byte-to-unicode table: printable stand-in character → byte. */
-function byteDecoder(): Map<string, number> {
+/** GPT-2's reversible byte-to-unicode table of byte-level BPE: byte → the printable character standing for it. */
+export function bytesToUnicode(): string[] {
   const bs: number[] = [];
   for (let b = 33; b <= 126; b++) bs.push(b);
   for (let b = 161; b <= 172; b++) bs.push(b);
@@ -167,13 +167,17 @@ function byteDecoder(): Map<string, number> {
   for (let b = 0; b < 256; b++) {
     if (!bs.includes(b)) {
       bs.push(b);
-      cs.push(256 + n);
-      n++;
+      cs.push(256 + n++);
     }
   }
-  const map = new Map<string, number>();
-  bs.forEach((b, i) => map.set(String.fromCodePoint(cs[i]), b));
-  return map;
+  const table: string[] = new Array(256);
+  bs.forEach((b, i) => (table[b] = String.fromCodePoint(cs[i])));
+  return table;
+}
+
+/** The inverse table: printable stand-in character → byte. */
+function byteDecoder(): Map<string, number> {
+  return new Map(bytesToUnicode().map((ch, b) => [ch, b]));
 }
 
 /**
