@@ -89,10 +89,20 @@ describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tin
     expect(checkpoints.length).toBeLessThanOrEqual(2);
     expect(existsSync(join(dir, 'checkpoints', 'step-0002', 'adapter_config.json'))).toBe(true);
     expect(existsSync(join(dir, 'checkpoints', 'step-0002', 'trainer_state.json'))).toBe(true);
-    const report = await readFile(join(dir, 'report.html'), 'utf8');
-    expect(report).toContain('Validation success');
+    expect(await readFile(join(dir, 'report.html'), 'utf8')).toContain('Validation success');
     expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))).toMatchObject({ reward: 'checks', rolloutsPerGroup: 2, groupsPerStep: 2 });
     if (state.bestStep > 0) expect(existsSync(join(dir, 'adapter', 'adapter_model.safetensors'))).toBe(true);
+
+    // `mcprl report <run>` regenerates the report; `mcprl export <run>` takes the run's base model.
+    await rm(join(dir, 'report.html'));
+    const regenerated = await start(['--import', 'tsx', ENTRY, 'report', 'short', '--runs-dir', join(work, 'runs')]).done;
+    expect(regenerated.code, regenerated.stderr).toBe(0);
+    expect(await readFile(join(dir, 'report.html'), 'utf8')).toContain('Before and after training');
+    const exported = join(work, 'exported');
+    const exp = await start(['--import', 'tsx', ENTRY, 'export', dir, '--adapter', join(dir, 'checkpoints', 'step-0002'), '--format', 'merged', '--out', exported]).done;
+    expect(exp.code, exp.stderr).toBe(0);
+    expect(JSON.parse(await readFile(join(exported, 'config.json'), 'utf8')).model_type).toBe('qwen3');
+    expect(existsSync(join(exported, 'tokenizer.json'))).toBe(true);
   }, 600_000);
 
   it('survives kill -9 mid-run: --resume continues from the newest complete step and loses none', async () => {
