@@ -73,3 +73,13 @@ export { Trainer, TrainError, LossConfigSchema, OptimizerConfigSchema } from './
 export type { TrainSequence, LossConfig, OptimizerConfig, StepMetrics, CreateTrainerOptions, ResumeTrainerOptions, StepOptions } from './engine/trainer.js';
 export { readPeftAdapter, writePeftAdapter, readOptimizerState, loraKey, loraScale, AdapterError, LORA_TARGETS } from './engine/adapter-io.js';
 export type { PeftAdapter, AdapterConfig, LoraMatrix, LoraTarget } from './engine/adapter-io.js';
+
+export { train, pickScenarios, TrainConfigSchema } from './train/train.js';
+export type { TrainConfig, TrainRunOptions, TrainRunResult } from './train/train.js';
+export { RunDir, RunStateSchema } from './train/run-dir.js';
+export type { RunState } from './train/run-dir.js';
+export { trajectoryToSequences, TokenizeError } from './train/tokenize.js';
+export { groupAdvantages } from './train/advantages.js';
+export { renderReport } from './train/report.js';
+export { writeRunReport, exportBestAdapter } from './train/write-report.js';
+export { assertDisjoint, findOverlaps, entityKey, OverlappingScenariosError } from './scenarios/disjoint.js';
