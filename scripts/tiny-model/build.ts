@@ -53,7 +53,7 @@ const { values } = parseArgs({
     threads: { type: 'string' },
     'eval-each-cycle': { type: 'boolean', default: false },
     drills: { type: 'string', default: '16' },
-    'drill-steps': { type: 'string', default: '600' },
+    'drill-steps': { type: 'string', default: '1500' },
   },
 });
 const seed = Number(values.seed);
