@@ -22,6 +22,7 @@ import type { Trajectory } from '../../src/agent/trajectory.js';
 import { ChatEngine } from '../../src/engine/chat.js';
 import { ChatTemplate } from '../../src/engine/chat-template.js';
 import { EnginePolicy } from '../../src/engine/engine-policy.js';
+import { LORA_TARGETS } from '../../src/engine/adapter-io.js';
 import { Trainer } from '../../src/engine/trainer.js';
 import type { TrainSequence } from '../../src/engine/train-types.js';
 import { mergeAdapter } from '../../src/export/merge.js';
@@ -122,7 +123,7 @@ async function main() {
   if (Number(values['drill-steps']) > 0) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
     const trainer = await Trainer.create(engine.model as never, {
-      adapterName: 'drills', rank: Number(values.rank), alpha: Number(values.rank), targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+      adapterName: 'drills', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS],
       seed, optimizer: { lr: Number(values.lr), maxGradNorm: 1, schedule: { kind: 'warmup', warmupSteps: 10 } },
     });
     for (let step = 0; step < Number(values['drill-steps']); step++) {
@@ -141,7 +142,7 @@ async function main() {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
     const sequences: TrainSequence[] = transcripts.flatMap((t) => trajectoryToSequences(engine, t));
     const trainer = await Trainer.create(engine.model as never, {
-      adapterName: 'warmup', rank: Number(values.rank), alpha: Number(values.rank), targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+      adapterName: 'warmup', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS],
       seed: seed + cycle, optimizer: { lr: Number(values.lr), weightDecay: 0, maxGradNorm: 1, schedule: { kind: 'cosine', warmupSteps: 5, totalSteps: Number(values['steps-per-cycle']) } },
     });
     for (let step = 0; step < Number(values['steps-per-cycle']); step++) {

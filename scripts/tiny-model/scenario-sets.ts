@@ -34,12 +34,6 @@ export function solvableFromTask(s: Scenario): boolean {
   return stated && named;
 }
 
-/** The values of the first checked call's arguments: what makes two scenarios about the same thing. */
-export function entityKeyValues(s: Scenario): string[] {
-  const first = toolCalls(s)[0];
-  return first ? Object.values(first.args).map((v) => String(v)) : [];
-}
-
 function capPerTool(xs: Scenario[], cap: number): Scenario[] {
   const seen = new Map<string, number>();
   return xs.filter((s) => {

@@ -11,6 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
 import { runEval, type EvalSummary } from '../agent/evaluate.js';
 import type { Trajectory } from '../agent/trajectory.js';
+import { LORA_TARGETS } from '../engine/adapter-io.js';
 import { ChatEngine } from '../engine/chat.js';
 import { EnginePolicy } from '../engine/engine-policy.js';
 import type { Model } from '../engine/model.js';
@@ -37,7 +38,7 @@ export const TrainConfigSchema = z.object({
   lr: z.number().positive().default(5e-4),
   rank: z.number().int().positive().default(16),
   alpha: z.number().positive().default(32),
-  targets: z.array(z.string()).default(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']),
+  targets: z.array(z.string()).default([...LORA_TARGETS]),
   loss: z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo']).default('grpo'),
   beta: z.number().nonnegative().default(0),
   maxSteps: z.number().int().positive().default(20),
