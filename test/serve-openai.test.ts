@@ -265,10 +265,13 @@ describe('mcprl serve errors', () => {
         { signal: controller.signal },
       );
       let chunks = 0;
-      // The SDK ends the loop quietly (or throws an abort error) once the signal fires.
+      // Abort after the third chunk and leave the loop: chunks the SDK had already buffered are not read.
       await (async () => {
         for await (const _chunk of stream) {
-          if (++chunks === 3) controller.abort();
+          if (++chunks === 3) {
+            controller.abort();
+            break;
+          }
         }
       })().catch((e: unknown) => expect((e as Error).name).toMatch(/Abort/));
       expect(chunks).toBe(3);
