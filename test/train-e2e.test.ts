@@ -54,7 +54,7 @@ const readState = async (dir: string) => RunStateSchema.parse(JSON.parse(await r
 
 describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tiny model, fixture server)', () => {
   it('runs the loop and writes every file of the run directory', async () => {
-    const { done } = start(trainArgs('short', 2));
+    const { done } = start(trainArgs('short', 2, ['--updates-per-step', '2']));
     const r = await done;
     expect(r.code, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout);
@@ -90,7 +90,7 @@ describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tin
     expect(existsSync(join(dir, 'checkpoints', 'step-0002', 'adapter_config.json'))).toBe(true);
     expect(existsSync(join(dir, 'checkpoints', 'step-0002', 'trainer_state.json'))).toBe(true);
     expect(await readFile(join(dir, 'report.html'), 'utf8')).toContain('Validation success');
-    expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))).toMatchObject({ reward: 'checks', rolloutsPerGroup: 2, groupsPerStep: 2 });
+    expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))).toMatchObject({ reward: 'checks', rolloutsPerGroup: 2, groupsPerStep: 2, updatesPerStep: 2 });
     if (state.bestStep > 0) expect(existsSync(join(dir, 'adapter', 'adapter_model.safetensors'))).toBe(true);
 
     // `mcprl report <run>` regenerates the report; `mcprl export <run>` takes the run's base model.

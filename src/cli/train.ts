@@ -31,6 +31,7 @@ interface TrainCliOptions extends TargetCliOptions {
   judgeApiKeyEnv: string;
   rolloutsPerGroup?: number;
   groupsPerStep?: number;
+  updatesPerStep?: number;
   lr?: number;
   rank?: number;
   alpha?: number;
@@ -108,6 +109,7 @@ export function registerTrain(program: Command): Command {
     .option('--judge-api-key-env <var>', 'environment variable holding the judge API key', 'OPENAI_API_KEY')
     .option('--rollouts-per-group <k>', 'attempts per scenario (default 4)', posInt)
     .option('--groups-per-step <g>', 'scenarios per step (default 8)', posInt)
+    .option('--updates-per-step <n>', "optimiser steps per step: the step's groups split into n minibatches (default 1)", posInt)
     .option('--lr <lr>', 'AdamW learning rate (default 5e-4)', pos)
     .option('--rank <r>', 'LoRA rank (default 16)', posInt)
     .option('--alpha <a>', 'LoRA alpha (default 32)', pos)
@@ -147,7 +149,7 @@ Example (the bundled tiny model on the fixture server, offline):
         ? TrainConfigSchema.parse(await run.readConfig())
         : TrainConfigSchema.parse({
             model: path.resolve(o.model), target: describeTarget(target), reward,
-            rolloutsPerGroup: o.rolloutsPerGroup, groupsPerStep: o.groupsPerStep, lr: o.lr, rank: o.rank, alpha: o.alpha,
+            rolloutsPerGroup: o.rolloutsPerGroup, groupsPerStep: o.groupsPerStep, updatesPerStep: o.updatesPerStep, lr: o.lr, rank: o.rank, alpha: o.alpha,
             targets: o.targets?.split(',').map((s) => s.trim()).filter(Boolean), loss: o.loss, beta: o.beta,
             maxSteps: o.maxSteps, evalEvery: o.evalEvery, patience: o.patience, seed: o.seed, temperature: o.temperature,
             maxTurns: o.maxTurns, maxTokens: o.maxTokens, concurrency: o.concurrency,

@@ -16,7 +16,7 @@ import { ChatEngine } from '../engine/chat.js';
 import { EnginePolicy } from '../engine/engine-policy.js';
 import type { Model } from '../engine/model.js';
 import { Trainer } from '../engine/trainer.js';
-import type { StepMetrics } from '../engine/train-types.js';
+import type { LossConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
 import type { SafetyPolicy, Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../scenarios/rng.js';
@@ -35,6 +35,8 @@ export const TrainConfigSchema = z.object({
   reward: z.enum(['ruler', 'checks', 'blend']),
   rolloutsPerGroup: z.number().int().min(2).default(4),
   groupsPerStep: z.number().int().min(1).default(8),
+  /** Optimiser steps per gathered batch: its groups are split into this many minibatches (PPO-style; the clipped ratio against the sampling policy keeps the later ones honest). */
+  updatesPerStep: z.number().int().min(1).default(1),
   lr: z.number().positive().default(5e-4),
   rank: z.number().int().positive().default(16),
   alpha: z.number().positive().default(32),
@@ -118,11 +120,12 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       const groups = gathered.groups.map((g) => g.filter((t) => !t.unscored && !t.error));
       const adv = groupAdvantages(groups.map((g) => g.map((t) => t.reward)));
       // tokenise
-      const batch = adv.kept.flatMap((gi, k) => groups[gi].flatMap((t, j) => trajectoryToSequences(engine, t, adv.advantages[k][j])));
+      const perGroup = adv.kept.map((gi, k) => groups[gi].flatMap((t, j) => trajectoryToSequences(engine, t, adv.advantages[k][j])));
+      const batch = perGroup.flat();
       // step
       let m: StepMetrics | null = null;
-      if (batch.length > 0) m = await phase('train', () => trainer.trainStep(batch, { kind: c.loss, beta: c.beta }));
-      else trainer.step += 1;
+      if (batch.length > 0) m = await phase('train', () => optimise(trainer, minibatches(perGroup, c.updatesPerStep), { kind: c.loss, beta: c.beta }));
+      else trainer.step += c.updatesPerStep;
       // checkpoint
       await phase('checkpoint', async () => {
         await writeJsonlAtomic(run.trajectories(step), gathered.groups.flat().map((t) => withAdvantage(t, groups, adv)));
@@ -189,6 +192,26 @@ async function validate(o: TrainRunOptions, policy: EnginePolicy, step: number):
   });
   await writeJsonlAtomic(o.run.valTrajectories(step), groups.flat());
   return summary;
+}
+
+/** Splits the step's groups (each kept whole) round-robin into at most `n` non-empty minibatches. */
+export function minibatches<T>(perGroup: T[][], n: number): T[][] {
+  const out: T[][] = Array.from({ length: Math.min(n, perGroup.length) }, () => []);
+  perGroup.forEach((g, i) => out[i % out.length].push(...g));
+  return out.filter((b) => b.length > 0);
+}
+
+/** One optimiser step per minibatch; the step's metrics are their token-weighted means (tokens summed). */
+async function optimise(trainer: Trainer, batches: TrainSequence[][], loss: LossConfig): Promise<StepMetrics> {
+  const all: StepMetrics[] = [];
+  for (const b of batches) all.push(await trainer.trainStep(b, loss));
+  const tokens = all.reduce((a, m) => a + m.trainedTokens, 0);
+  const avg = (f: (m: StepMetrics) => number) => all.reduce((a, m) => a + f(m) * m.trainedTokens, 0) / Math.max(1, tokens);
+  return {
+    loss: avg((m) => m.loss), policyLoss: avg((m) => m.policyLoss), kl: avg((m) => m.kl), clipFraction: avg((m) => m.clipFraction),
+    meanRatio: avg((m) => m.meanRatio), entropy: avg((m) => m.entropy ?? 0), gradNorm: avg((m) => m.gradNorm), trainedTokens: tokens,
+    tokensPerSecond: avg((m) => m.tokensPerSecond), lr: all[all.length - 1].lr, step: all[all.length - 1].step,
+  };
 }
 
 function withAdvantage(t: Trajectory, groups: Trajectory[][], adv: ReturnType<typeof groupAdvantages>) {
