@@ -2,8 +2,9 @@
  * Makes the bundled tiny model, deterministically, from nothing but this repository:
  *   1. three disjoint scenario sets from the bookshop fixture server (warm-up / RL train / validation);
  *   2. warm-up transcripts: a scripted expert solves each warm-up scenario through the real rollout loop;
- *   3. a byte-level BPE tokenizer trained on those transcripts, the README and the fixture's catalogue, with
- *      digits grouped in threes (so an id is one or two tokens, easy for a tiny model to copy);
+ *   3. a byte-level BPE tokenizer trained on those transcripts, a fixed text (tokenizer-corpus.md, a snapshot of
+ *      the README) and the fixture's catalogue, with digits grouped in threes (so an id is one or two tokens, easy
+ *      for a tiny model to copy);
  *   4. a randomly initialised Qwen3-shaped model using that tokenizer and a compact Hermes-style template;
  *   5. SFT warm-up with the engine's own sftStep: high-rank LoRA on every projection, merged into the base
  *      weights after each cycle (the engine trains LoRA weights only); every batch also holds synthetic copy
@@ -96,7 +97,7 @@ async function main() {
   const template = await readFile(join(import.meta.dirname, 'chat_template.jinja'), 'utf8');
   const renderer = new ChatTemplate(template);
   const texts = transcripts.map((t) => renderer.render(t.messages, { tools: t.tools, addGenerationPrompt: false }));
-  texts.push(await readFile(join(ROOT, 'README.md'), 'utf8'), JSON.stringify({ books: BOOKS, authors: AUTHORS }, null, 2));
+  texts.push(await readFile(join(import.meta.dirname, 'tokenizer-corpus.md'), 'utf8'), JSON.stringify({ books: BOOKS, authors: AUTHORS }, null, 2));
   const tokenizerJson = trainByteLevelBpe(texts, { vocabSize: Number(values.vocab), addedTokens: SPECIAL, splitRegex: GROUPED_DIGITS_SPLIT_REGEX, minFrequency: 1 });
   const vocabSize = Number(values.vocab);
   const idOf = (content: string) => (tokenizerJson.added_tokens as { id: number; content: string }[]).find((t) => t.content === content)!.id;
