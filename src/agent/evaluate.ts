@@ -2,20 +2,15 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pLimit from 'p-limit';
-import type { SafetyPolicy, Target } from '../mcp/index.js';
 import { blendRewards, type RewardMode } from '../ruler/blend.js';
 import { scoreChecks } from '../ruler/checks.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { rulerScoreGroup } from '../ruler/ruler.js';
-import type { Scenario } from '../scenarios/scenario.js';
-import type { Policy } from './policy.js';
-import { rolloutGroups } from './rollout.js';
+import { rolloutGroups, type RolloutGroupsOptions } from './rollout.js';
 import type { Trajectory } from './trajectory.js';
 
-export interface EvalOptions {
-  policy: Policy;
-  target: Target;
-  scenarios: Scenario[];
+/** Everything rolloutGroups takes, plus how the groups are scored. */
+export interface EvalOptions extends RolloutGroupsOptions {
   /** How rewards are computed; see blendRewards. */
   reward: RewardMode;
   /** Needed for `ruler` and `blend`. */
@@ -27,17 +22,6 @@ export interface EvalOptions {
   judgeCacheDir?: string;
   /** Judge retries per group. Default 3. */
   judgeMaxRetries?: number;
-  rolloutsPerGroup: number;
-  concurrency: number;
-  isolate?: boolean;
-  policyForSafety?: SafetyPolicy;
-  systemPrompt?: string;
-  maxTurns?: number;
-  callTimeoutMs?: number;
-  rolloutTimeoutMs?: number;
-  temperature?: number;
-  seed?: number;
-  onTrajectory?: (t: Trajectory, done: number, total: number) => void;
 }
 
 /** What `mcprl eval` reports, and writes as summary.json. */
@@ -88,22 +72,8 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
   if (needsJudge && !opts.judge) throw new Error(`--reward ${opts.reward} needs a judge (--judge-base-url and --judge-model)`);
 
   // gather
-  const groups = await rolloutGroups({
-    policy: opts.policy,
-    target: opts.target,
-    scenarios: opts.scenarios,
-    rolloutsPerGroup: opts.rolloutsPerGroup,
-    concurrency: opts.concurrency,
-    isolate: opts.isolate,
-    policyForSafety: opts.policyForSafety,
-    systemPrompt: opts.systemPrompt,
-    maxTurns: opts.maxTurns,
-    callTimeoutMs: opts.callTimeoutMs,
-    rolloutTimeoutMs: opts.rolloutTimeoutMs,
-    temperature: opts.temperature,
-    seed: opts.seed,
-    onTrajectory: opts.onTrajectory,
-  });
+  const { reward: _reward, judge: _judge, rubric: _rubric, rulerWeight: _w, judgeCacheDir: _cache, judgeMaxRetries: _retries, ...rollout } = opts;
+  const groups = await rolloutGroups(rollout);
 
   // score
   let judgeGroups = 0;
