@@ -309,6 +309,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
             eval_every: z.number().int().positive().optional(),
             patience: z.number().int().positive().optional(),
             groups_per_step: z.number().int().positive().optional(),
+            updates_per_step: z.number().int().positive().optional(),
             rollouts_per_group: z.number().int().min(2).optional(),
             lr: z.number().positive().optional(),
             rank: z.number().int().positive().optional(),
@@ -352,7 +353,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const o = options ?? {};
       const { run: started } = await ctx.jobs.start(name, t, modelDir, {
         scenarios: scenariosDir, offline: scenariosDir ? undefined : offline, count,
-        maxSteps: o.max_steps, evalEvery: o.eval_every, patience: o.patience, groupsPerStep: o.groups_per_step,
+        maxSteps: o.max_steps, evalEvery: o.eval_every, patience: o.patience, groupsPerStep: o.groups_per_step, updatesPerStep: o.updates_per_step,
         rolloutsPerGroup: o.rollouts_per_group, lr: o.lr, rank: o.rank, alpha: o.alpha, loss: o.loss, beta: o.beta,
         seed: o.seed, temperature: o.temperature, maxTurns: o.max_turns, maxTokens: o.max_tokens, concurrency: o.concurrency,
         reward, judge: judge ? { baseUrl: judge.base_url, model: judge.model, apiKeyEnv: judge.api_key_env } : undefined,

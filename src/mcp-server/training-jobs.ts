@@ -47,6 +47,7 @@ export interface TrainJobOptions {
   evalEvery?: number;
   patience?: number;
   groupsPerStep?: number;
+  updatesPerStep?: number;
   rolloutsPerGroup?: number;
   lr?: number;
   rank?: number;
@@ -132,6 +133,7 @@ function optionArgs(o: TrainJobOptions): string[] {
   flag('eval-every', o.evalEvery);
   flag('patience', o.patience);
   flag('groups-per-step', o.groupsPerStep);
+  flag('updates-per-step', o.updatesPerStep);
   flag('rollouts-per-group', o.rolloutsPerGroup);
   flag('lr', o.lr);
   flag('rank', o.rank);
