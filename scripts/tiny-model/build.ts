@@ -2,9 +2,9 @@
  * Makes the bundled tiny model, deterministically, from nothing but this repository:
  *   1. three disjoint scenario sets from the bookshop fixture server (warm-up / RL train / validation);
  *   2. warm-up transcripts: a scripted expert solves each warm-up scenario through the real rollout loop;
- *   3. a byte-level BPE tokenizer trained on those transcripts, a fixed text (tokenizer-corpus.md, a snapshot of
- *      the README) and the fixture's catalogue, with digits grouped in threes (so an id is one or two tokens, easy
- *      for a tiny model to copy);
+ *   3. a byte-level BPE tokenizer trained on those transcripts, a fixed text (tokenizer-corpus.md, a frozen
+ *      snapshot of an early README: training text only, not documentation) and the fixture's catalogue, with
+ *      digits grouped in threes (so an id is one or two tokens, easy for a tiny model to copy);
  *   4. a randomly initialised Qwen3-shaped model using that tokenizer and a compact Hermes-style template;
  *   5. SFT warm-up with the engine's own sftStep: high-rank LoRA on every projection, merged into the base
  *      weights after each cycle (the engine trains LoRA weights only); every batch also holds synthetic copy
