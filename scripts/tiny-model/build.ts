@@ -12,7 +12,11 @@
  *   6. validation success of the result, measured the way `mcprl train` measures it.
  * The warm-up is deliberately short, so the model knows the format and some tools but often fails: room for RL.
  *
- *   node --import tsx scripts/tiny-model/build.ts [--out fixtures/models/tiny-bookshop] [--seed 1]
+ *   node --import tsx scripts/tiny-model/build.ts [--out fixtures/models/tiny-bookshop] [--seed 1] [--tokenizer FILE]
+ *
+ * `--tokenizer FILE` skips step 3 and uses that tokenizer.json: the bundled model's tokenizer was trained on a
+ * README draft that no longer exists, so `--tokenizer fixtures/models/tiny-bookshop/tokenizer.json` (copied out of
+ * the folder first) is how the bundled model is rebuilt exactly.
  */
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -56,6 +60,8 @@ const { values } = parseArgs({
     'eval-each-cycle': { type: 'boolean', default: false },
     drills: { type: 'string', default: '16' },
     'drill-steps': { type: 'string', default: '1500' },
+    /** Use this tokenizer.json instead of training one (e.g. the bundled model's, to rebuild it exactly). */
+    tokenizer: { type: 'string' },
   },
 });
 const seed = Number(values.seed);
@@ -98,7 +104,9 @@ async function main() {
   const renderer = new ChatTemplate(template);
   const texts = transcripts.map((t) => renderer.render(t.messages, { tools: t.tools, addGenerationPrompt: false }));
   texts.push(await readFile(join(import.meta.dirname, 'tokenizer-corpus.md'), 'utf8'), JSON.stringify({ books: BOOKS, authors: AUTHORS }, null, 2));
-  const tokenizerJson = trainByteLevelBpe(texts, { vocabSize: Number(values.vocab), addedTokens: SPECIAL, splitRegex: GROUPED_DIGITS_SPLIT_REGEX, minFrequency: 1 });
+  const tokenizerJson = values.tokenizer
+    ? JSON.parse(await readFile(values.tokenizer, 'utf8'))
+    : trainByteLevelBpe(texts, { vocabSize: Number(values.vocab), addedTokens: SPECIAL, splitRegex: GROUPED_DIGITS_SPLIT_REGEX, minFrequency: 1 });
   const vocabSize = Number(values.vocab);
   const idOf = (content: string) => (tokenizerJson.added_tokens as { id: number; content: string }[]).find((t) => t.content === content)!.id;
 
