@@ -22,6 +22,8 @@ export interface EvalOptions extends RolloutGroupsOptions {
   judgeCacheDir?: string;
   /** Judge retries per group. Default 3. */
   judgeMaxRetries?: number;
+  /** Called as each group is scored (for progress output). */
+  onGroupScored?: (done: number, total: number) => void;
 }
 
 /** What `mcprl eval` reports, and writes as summary.json. */
@@ -72,11 +74,12 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
   if (needsJudge && !opts.judge) throw new Error(`--reward ${opts.reward} needs a judge (--judge-base-url and --judge-model)`);
 
   // gather
-  const { reward: _reward, judge: _judge, rubric: _rubric, rulerWeight: _w, judgeCacheDir: _cache, judgeMaxRetries: _retries, ...rollout } = opts;
+  const { reward: _reward, judge: _judge, rubric: _rubric, rulerWeight: _w, judgeCacheDir: _cache, judgeMaxRetries: _retries, onGroupScored: _scored, ...rollout } = opts;
   const groups = await rolloutGroups(rollout);
 
   // score
   let judgeGroups = 0;
+  let scoredGroups = 0;
   let judgeFailures = 0;
   const limit = pLimit(Math.max(1, opts.concurrency));
   await Promise.all(
@@ -102,6 +105,7 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
           }
         }
         blendRewards(group, { mode: opts.reward, ruler, checks, rulerWeight: opts.rulerWeight });
+        opts.onGroupScored?.(++scoredGroups, groups.length);
       }),
     ),
   );

@@ -124,7 +124,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       const batch = perGroup.flat();
       // step
       let m: StepMetrics | null = null;
-      if (batch.length > 0) m = await phase('train', () => optimise(trainer, minibatches(perGroup, c.updatesPerStep), { kind: c.loss, beta: c.beta }));
+      if (batch.length > 0) m = await phase('train', () => optimise(trainer, minibatches(perGroup, c.updatesPerStep), { kind: c.loss, beta: c.beta }, o.progress ?? true));
       else trainer.step += c.updatesPerStep;
       // checkpoint
       await phase('checkpoint', async () => {
@@ -175,10 +175,12 @@ export function pickScenarios(all: Scenario[], n: number, seed: number, step: nu
 async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios: Scenario[], step: number) {
   const c = o.config;
   const bar = new Progress('gather', scenarios.length * c.rolloutsPerGroup, o.progress ?? true);
+  const scoring = new Progress('score', scenarios.length, o.progress ?? true);
   return runEval({
     policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
     concurrency: c.concurrency, policyForSafety: o.safety, maxTurns: c.maxTurns, temperature: c.temperature,
     seed: c.seed * 100003 + step * 1009, judgeCacheDir: o.run.path('judge-cache'), onTrajectory: (_t, done) => bar.update(done),
+    onGroupScored: (done) => scoring.update(done),
   });
 }
 
@@ -202,9 +204,13 @@ export function minibatches<T>(perGroup: T[][], n: number): T[][] {
 }
 
 /** One optimiser step per minibatch; the step's metrics are their token-weighted means (tokens summed). */
-async function optimise(trainer: Trainer, batches: TrainSequence[][], loss: LossConfig): Promise<StepMetrics> {
+async function optimise(trainer: Trainer, batches: TrainSequence[][], loss: LossConfig, progress: boolean): Promise<StepMetrics> {
+  const bar = new Progress('train', batches.reduce((a, b) => a + b.length, 0), progress);
   const all: StepMetrics[] = [];
-  for (const b of batches) all.push(await trainer.trainStep(b, loss));
+  for (const b of batches) {
+    all.push(await trainer.trainStep(b, loss));
+    bar.update(all.reduce((a, _m, i) => a + batches[i].length, 0), 'sequences');
+  }
   const tokens = all.reduce((a, m) => a + m.trainedTokens, 0);
   const avg = (f: (m: StepMetrics) => number) => all.reduce((a, m) => a + f(m) * m.trainedTokens, 0) / Math.max(1, tokens);
   return {
