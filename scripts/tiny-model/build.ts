@@ -102,12 +102,17 @@ async function main() {
   // 3. tokenizer
   const template = await readFile(join(import.meta.dirname, 'chat_template.jinja'), 'utf8');
   const renderer = new ChatTemplate(template);
-  const texts = transcripts.map((t) => renderer.render(t.messages, { tools: t.tools, addGenerationPrompt: false }));
-  texts.push(await readFile(join(import.meta.dirname, 'tokenizer-corpus.md'), 'utf8'), JSON.stringify({ books: BOOKS, authors: AUTHORS }, null, 2));
-  const tokenizerJson = values.tokenizer
-    ? JSON.parse(await readFile(values.tokenizer, 'utf8'))
-    : trainByteLevelBpe(texts, { vocabSize: Number(values.vocab), addedTokens: SPECIAL, splitRegex: GROUPED_DIGITS_SPLIT_REGEX, minFrequency: 1 });
   const vocabSize = Number(values.vocab);
+  let tokenizerJson;
+  if (values.tokenizer) {
+    tokenizerJson = JSON.parse(await readFile(values.tokenizer, 'utf8'));
+    const ids = [...Object.values(tokenizerJson.model.vocab as Record<string, number>), ...(tokenizerJson.added_tokens as { id: number }[]).map((t) => t.id)];
+    if (Math.max(...ids) + 1 !== vocabSize) throw new Error(`--tokenizer ${values.tokenizer}: its ids reach ${Math.max(...ids)}, but --vocab is ${vocabSize}`);
+  } else {
+    const texts = transcripts.map((t) => renderer.render(t.messages, { tools: t.tools, addGenerationPrompt: false }));
+    texts.push(await readFile(join(import.meta.dirname, 'tokenizer-corpus.md'), 'utf8'), JSON.stringify({ books: BOOKS, authors: AUTHORS }, null, 2));
+    tokenizerJson = trainByteLevelBpe(texts, { vocabSize, addedTokens: SPECIAL, splitRegex: GROUPED_DIGITS_SPLIT_REGEX, minFrequency: 1 });
+  }
   const idOf = (content: string) => (tokenizerJson.added_tokens as { id: number; content: string }[]).find((t) => t.content === content)!.id;
 
   // 4. random model

@@ -74,8 +74,7 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
   if (needsJudge && !opts.judge) throw new Error(`--reward ${opts.reward} needs a judge (--judge-base-url and --judge-model)`);
 
   // gather
-  const { reward: _reward, judge: _judge, rubric: _rubric, rulerWeight: _w, judgeCacheDir: _cache, judgeMaxRetries: _retries, onGroupScored: _scored, ...rollout } = opts;
-  const groups = await rolloutGroups(rollout);
+  const groups = await rolloutGroups(opts);
 
   // score
   let judgeGroups = 0;

@@ -207,9 +207,10 @@ export function minibatches<T>(perGroup: T[][], n: number): T[][] {
 async function optimise(trainer: Trainer, batches: TrainSequence[][], loss: LossConfig, progress: boolean): Promise<StepMetrics> {
   const bar = new Progress('train', batches.reduce((a, b) => a + b.length, 0), progress);
   const all: StepMetrics[] = [];
+  let done = 0;
   for (const b of batches) {
     all.push(await trainer.trainStep(b, loss));
-    bar.update(all.reduce((a, _m, i) => a + batches[i].length, 0), 'sequences');
+    bar.update((done += b.length), 'sequences');
   }
   const tokens = all.reduce((a, m) => a + m.trainedTokens, 0);
   const avg = (f: (m: StepMetrics) => number) => all.reduce((a, m) => a + f(m) * m.trainedTokens, 0) / Math.max(1, tokens);
