@@ -23,11 +23,10 @@
         "native/ops/attention.cc",
         "native/ops/swiglu.cc",
         "native/ops/linear.cc",
-        "native/ops/logprob.cc",
+        "native/ops/lm_head.cc",
         "native/train/loss.cc",
         "native/train/optim.cc",
-        "native/train/train.cc",
-        "native/train/lm_head.cc"
+        "native/train/train.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"],

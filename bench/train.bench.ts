@@ -14,7 +14,7 @@
  *   LoRA per module: forward 2·T·r·(in + out); backward dy·B, dBᵀ, dA, dh·A = 2·T·r·(2·out + 2·in)
  *   attention (causal, per sequence of n): forward Q·Kᵀ and P·V = 2 · H·D · n(n+1); backward recomputes the
  *     scores and forms dP, dV, dK, dQ = 5 · H·D · n(n+1)
- *   LM head on M loss tokens (native/train/lm_head.h): logits and pᵀW in the forward = 2 · 2·M·V·C; its
+ *   LM head on M loss tokens (native/ops/lm_head.h): logits and pᵀW in the forward = 2 · 2·M·V·C; its
  *     backward is O(M·C)
  * The same run measures OpenBLAS sgemm at n = 2048 (the machine's practical GEMM peak) for the fraction.
  */

@@ -16,7 +16,6 @@
 #include "gemm.h"
 #include "gradcheck.h"
 #include "model.h"
-#include "ops/logprob.h"
 #include "sample.h"
 
 #ifdef _OPENMP
@@ -299,7 +298,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
               std::vector<int32_t> tg(T, 0);
               for (int t = 0; t + 1 < T; ++t) tg[t] = (*tokens)[start + t + 1];
               std::vector<float> lp(T), lse(T);
-              m.be->logprob_forward(lp.data(), lse.data(), nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk);
+              m.be->lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk);
               size_t row = 0;
               for (auto& s : segs) {
                 for (int t = 1; t < s.n; ++t) (*out)[start + row + t] = lp[row + t - 1];

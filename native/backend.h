@@ -16,7 +16,6 @@ struct Backend {
   void (*gemm)(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                int ldb, float beta, float* C, int ldc);
   void (*embedding_forward)(float* out, const int32_t* ids, const float* wte, int T, int C);
-  void (*embedding_backward)(float* dwte, const float* dout, const int32_t* ids, int T, int C);
   void (*rmsnorm_forward)(float* out, float* rstd, const float* x, const float* w, int N, int C, float eps);
   void (*rmsnorm_backward)(float* dx, float* dw, const float* dout, const float* x, const float* w,
                            const float* rstd, int N, int C);
@@ -34,11 +33,10 @@ struct Backend {
   void (*lora_forward)(float* y, float* xa, const float* x, const LoraView& l, int N, int in, int out);
   void (*lora_backward)(float* dx, float* dA, float* dB, float* dh, const float* dy, const float* x,
                         const float* xa, const LoraView& l, int N, int in, int out);
-  void (*logprob_forward)(float* logp, float* lse, float* entropy, const float* h, const float* W,
+  void (*lm_head_forward)(float* logp, float* lse, float* entropy, float* g, const float* h, const float* W,
                           const int32_t* targets, int N, int C, int V, float* scratch, int chunk);
-  void (*logprob_backward)(float* dh, const float* dlogp, const float* dentropy, const float* h, const float* W,
-                           const int32_t* targets, const float* lse, const float* entropy, int N, int C, int V,
-                           float* scratch, int chunk);
+  void (*lm_head_backward)(float* dh, const float* dlogp, const float* g, const float* W, const int32_t* targets,
+                           int N, int C);
   void (*logits_forward)(float* z, const float* h, const float* W, int N, int C, int V);
 };
 

@@ -1,7 +1,7 @@
 #include "backend.h"
 #include "gemm.h"
 #include "ops/embedding.h"
-#include "ops/logprob.h"
+#include "ops/lm_head.h"
 #include "ops/rmsnorm.h"
 #include "ops/swiglu.h"
 
@@ -12,7 +12,6 @@ const Backend& cpu_backend() {
       "cpu",
       gemm,
       embedding_forward,
-      embedding_backward,
       rmsnorm_forward,
       rmsnorm_backward,
       rope_forward,
@@ -25,8 +24,8 @@ const Backend& cpu_backend() {
       linear_backward,
       lora_forward,
       lora_backward,
-      logprob_forward,
-      logprob_backward,
+      lm_head_forward,
+      lm_head_backward,
       logits_forward,
   };
   return be;

@@ -59,15 +59,7 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
   const Backend& be = cpu_backend();
   Checker ck{std::mt19937(seed), eps, samples, {}};
 
-  if (op == "embedding") {
-    int V = 11, C = 8, T = 9;
-    std::vector<int32_t> ids = {3, 1, 3, 10, 0, 5, 3, 7, 1};  // repeated ids: grads must add up
-    Vec wte = ck.randn((size_t)V * C), w = ck.randn((size_t)T * C), out((size_t)T * C);
-    auto loss = [&] { be.embedding_forward(out.data(), ids.data(), wte.data(), T, C); return Checker::dot(out, w); };
-    Vec dwte((size_t)V * C, 0.0f);
-    be.embedding_backward(dwte.data(), w.data(), ids.data(), T, C);
-    ck.check("dwte", wte, dwte, loss);
-  } else if (op == "rmsnorm" || op == "qknorm") {
+  if (op == "rmsnorm" || op == "qknorm") {
     // qknorm: the same op applied per head (rows = T*H, C = head_dim), as Qwen3 does.
     int N = op == "rmsnorm" ? 5 : 6 * 4, C = op == "rmsnorm" ? 16 : 8;
     Vec x = ck.randn((size_t)N * C), wt = ck.randn(C), w = ck.randn((size_t)N * C), out((size_t)N * C), rstd(N);
@@ -145,20 +137,20 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
       ck.check("dA", A, dA, loss);
       ck.check("dB", B, dB, loss);
     }
-  } else if (op == "logprob") {
-    // L = sum_n a_n logp_n + c_n entropy_n, chunk 3 over 7 rows so chunk edges are exercised.
+  } else if (op == "lm_head") {
+    // L = sum_n a_n logp_n, chunk 3 over 7 rows so chunk edges are exercised; repeated targets.
     int N = 7, C = 6, V = 13, chunk = 3;
-    Vec h = ck.randn((size_t)N * C), W = ck.randn((size_t)V * C), a = ck.randn(N), c = ck.randn(N);
+    Vec h = ck.randn((size_t)N * C), W = ck.randn((size_t)V * C), a = ck.randn(N);
     std::vector<int32_t> tg = {0, 12, 5, 5, 3, 7, 1};
-    Vec logp(N), lse(N), ent(N), scratch((size_t)chunk * V);
+    Vec logp(N), lse(N), ent(N), g((size_t)N * C), scratch((size_t)chunk * V);
     auto loss = [&] {
-      be.logprob_forward(logp.data(), lse.data(), ent.data(), h.data(), W.data(), tg.data(), N, C, V, scratch.data(), chunk);
-      return Checker::dot(logp, a) + Checker::dot(ent, c);
+      be.lm_head_forward(logp.data(), lse.data(), ent.data(), g.data(), h.data(), W.data(), tg.data(), N, C, V,
+                         scratch.data(), chunk);
+      return Checker::dot(logp, a);
     };
     loss();
     Vec dh((size_t)N * C);
-    be.logprob_backward(dh.data(), a.data(), c.data(), h.data(), W.data(), tg.data(), lse.data(), ent.data(), N, C, V,
-                        scratch.data(), chunk);
+    be.lm_head_backward(dh.data(), a.data(), g.data(), W.data(), tg.data(), N, C);
     ck.check("dh", h, dh, loss);
   } else {
     FAIL("gradcheck: unknown op '" + op + "'");

@@ -13,8 +13,8 @@ struct GradcheckResult {
 };
 
 // Central differences (f(x+eps) - f(x-eps)) / (2 eps) of L = sum(out * w) for a random upstream w,
-// at up to `samples` random entries of each input. Ops: embedding, rmsnorm, qknorm, rope, attention,
-// swiglu, linear, lora, logprob.
+// at up to `samples` random entries of each input. Ops: rmsnorm, qknorm, rope, attention, swiglu, linear,
+// lora, lm_head.
 std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, double eps, int samples);
 
 }  // namespace mcprl

@@ -12,9 +12,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadNative } from '../src/engine/native.js';
 
 const addon = loadNative();
-const OPS = ['embedding', 'rmsnorm', 'qknorm', 'rope', 'attention', 'swiglu', 'linear', 'lora', 'logprob'];
+const OPS = ['rmsnorm', 'qknorm', 'rope', 'attention', 'swiglu', 'linear', 'lora', 'lm_head'];
 const EXPECTED_INPUTS: Record<string, string[]> = {
-  embedding: ['dwte'],
   rmsnorm: ['dx', 'dw'],
   qknorm: ['dx', 'dw'],
   rope: ['dx'],
@@ -22,7 +21,7 @@ const EXPECTED_INPUTS: Record<string, string[]> = {
   swiglu: ['dgate', 'dup'],
   linear: ['dx'],
   lora: ['dx', 'dA', 'dB'],
-  logprob: ['dh'],
+  lm_head: ['dh'],
 };
 const STEP = 1e-2;
 const TOL = 1e-3;

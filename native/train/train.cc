@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "../gemm.h"
-#include "lm_head.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -52,13 +51,13 @@ static void gather_rows(float* dst, const float* src, const int32_t* rows, int M
 }
 
 // Log-probabilities (and entropies) of the loss tokens from the final hidden rows of the last forward;
-// with g, also what the LM-head backward needs (lm_head.h).
+// with g, also what the LM-head backward needs (ops/lm_head.h).
 static void loss_token_logprobs(const Model& m, const RunState& rs, const MicroBatch& mb, TrainWork& w, float* logp,
                                 float* lse, float* ent, float* g) {
   const int M = (int)mb.loss_rows.size(), C = m.cfg.hidden;
   if (M == 0) return;
   gather_rows(w.hsel, rs.hf, mb.loss_rows.data(), M, C);
-  lm_head_forward(logp, lse, ent, g, w.hsel, m.w.lm_head, mb.loss_targets.data(), M, C, m.cfg.vocab, w.lm_scratch,
+  m.be->lm_head_forward(logp, lse, ent, g, w.hsel, m.w.lm_head, mb.loss_targets.data(), M, C, m.cfg.vocab, w.lm_scratch,
                   lm_chunk(m.cfg.vocab, M));
 }
 
@@ -184,7 +183,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   if (!backward || M == 0 || !a) return res;
 
   // LM head + log-softmax backward (the head is frozen), scattered back to the loss rows.
-  lm_head_backward(w.dhsel, w.dlogp, w.lm_g, m.w.lm_head, mb.loss_targets.data(), M, C);
+  B.lm_head_backward(w.dhsel, w.dlogp, w.lm_g, m.w.lm_head, mb.loss_targets.data(), M, C);
   std::memset(w.dtmp, 0, sizeof(float) * (size_t)T * C);
   for (int j = 0; j < M; ++j) {  // serial: two loss tokens never share a row, but keep it simple and exact
     float* d = w.dtmp + (size_t)mb.loss_rows[j] * C;

@@ -1,4 +1,4 @@
-// Fused LM head + log-softmax for training (see lm_head.h).
+// The LM head + log-softmax (see lm_head.h).
 #include "lm_head.h"
 
 #include <algorithm>
@@ -8,6 +8,10 @@
 #include "../gemm.h"
 
 namespace mcprl {
+
+void logits_forward(float* z, const float* h, const float* W, int N, int C, int V) {
+  gemm(false, true, N, V, C, 1.0f, h, C, W, C, 0.0f, z, V);
+}
 
 // exp(x) for x <= 0 in a form the compiler vectorises (Cephes expf: x = k ln2 + r, degree-6 polynomial on
 // |r| <= ln2 / 2, relative error about 2e-7). Inputs below -87 return exp(-87) ~ 1.6e-38 instead of
@@ -33,7 +37,7 @@ void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const fl
                      const int32_t* targets, int N, int C, int V, float* scratch, int chunk) {
   for (int n0 = 0; n0 < N; n0 += chunk) {
     const int m = std::min(chunk, N - n0);
-    gemm(false, true, m, V, C, 1.0f, h + (size_t)n0 * C, C, W, C, 0.0f, scratch, V);
+    logits_forward(scratch, h + (size_t)n0 * C, W, m, C, V);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < m; ++i) {
       float* z = scratch + (size_t)i * V;  // logits, then probabilities in place

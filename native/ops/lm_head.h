@@ -1,0 +1,32 @@
+// The LM head + log-softmax: the one op that turns final hidden rows into log-probabilities, used by
+// training (with backward), by scoring (forward only) and, as plain logits, by sampling.
+//
+// For each row n with hidden h_n, logits z = h_n W^T (V), p = softmax(z):
+//   logp_n = z[target_n] − logsumexp(z)
+//   d logp_n / d h_n = W[target_n] − Σ_v p_v W_v = W[target_n] − g_n
+// The forward saves g_n = p^T W (C floats per row) while p is at hand, so the backward is
+//   dh_n = dlogp_n · (W[target_n] − g_n)
+// for ANY upstream dlogp (the loss is computed between the two). Compared with recomputing the logits in the
+// backward, this does two (N, V, C) products instead of three and one exponential per logit instead of two.
+// Logits are never held whole: rows go through in chunks of `chunk`. The entropy is reported, not
+// differentiated (no loss uses it).
+// Backward rule: parameter grads += (none: the head is frozen), activation grads =.
+#pragma once
+#include <cstdint>
+
+namespace mcprl {
+
+// logp (N), lse (N), entropy (N, may be null), g (N, C) = p^T W per row (may be null: no backward follows).
+// h (N, C), W (V, C) (the embedding when tied), targets (N) in [0, V). scratch: chunk * V floats.
+// Saves for backward: g.
+void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, const float* W,
+                     const int32_t* targets, int N, int C, int V, float* scratch, int chunk);
+
+// dh (N, C) = dlogp[n] * (W[targets[n]] − g[n]), overwritten. Needs g from forward.
+void lm_head_backward(float* dh, const float* dlogp, const float* g, const float* W, const int32_t* targets, int N,
+                      int C);
+
+// Full logits for a few rows (sampling): z (N, V) = h (N, C) W^T.
+void logits_forward(float* z, const float* h, const float* W, int N, int C, int V);
+
+}  // namespace mcprl
