@@ -294,7 +294,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
                 ++i;
               }
               if (T == 0) continue;
-              m.forward(tokens->data() + start, T, segs, st->rs, false);
+              m.forward(tokens->data() + start, T, segs, st->rs, false, nullptr);
               std::vector<int32_t> tg(T, 0);
               for (int t = 0; t + 1 < T; ++t) tg[t] = (*tokens)[start + t + 1];
               std::vector<float> lp(T), lse(T);
@@ -385,7 +385,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
           total += lens[i];
         }
         CHECK(total == tokens.size(), "prefill lengths do not add up to the token count");
-        st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false);
+        st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false, nullptr);
       });
     });
   }
@@ -443,7 +443,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
               segs[i].slot = &st->slot(ids[i]);
               segs[i].adapter = st->adapter(names[i]);
             }
-            st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false);
+            st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false, nullptr);
             st->sample(ids, temps, top_p, top_k, *tok, *lp);
           },
           [tok, lp](Napi::Env env) { return sampled(env, *tok, *lp); });

@@ -388,10 +388,10 @@ void Model::slot_copy(KVSlot& dst, const KVSlot& src) const {
 
 // ---------------------------------------------------------------- forward
 
-void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& segs, RunState& rs, bool save_all) {
+void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& segs, RunState& rs, bool save_all,
+                    float* layer_inputs) {
   const ModelConfig& c = cfg;
-  const int C = c.hidden, H = c.heads, Hkv = c.kv_heads, D = c.head_dim, I = c.inter;
-  const int HD = H * D, KD = Hkv * D;
+  const int C = c.hidden;
   // Validate everything before any parallel region (see common.h).
   int rows = 0, max_keys = 1, max_r = 1;
   for (auto& s : segs) {
@@ -418,80 +418,12 @@ void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& se
   }
   const Backend& B = *be;
   B.embedding_forward(rs.layers[0].x, tokens, w.wte, T, C);
-
-  // LoRA over runs of consecutive segments that share an adapter.
-  auto lora = [&](int l, int m, float* y, const float* x, float* xa, int in, int out) {
-    int row = 0;
-    size_t si = 0;
-    while (si < segs.size()) {
-      const LoraAdapter* a = segs[si].adapter;
-      int start = row, n = 0;
-      while (si < segs.size() && segs[si].adapter == a) { n += segs[si].n; row += segs[si].n; ++si; }
-      if (!a || !a->targets[m]) continue;
-      B.lora_forward(y + (size_t)start * out, xa + (size_t)start * rs.r_cap, x + (size_t)start * in, a->views[l][m], n, in, out);
-    }
-  };
-
-  std::vector<AttnSegment> as(segs.size());
   for (int l = 0; l < c.layers; ++l) {
     LayerActs& a = rs.layers[l];
-    const LayerWeights& lw = w.layers[l];
-    float* x_next = l + 1 < c.layers ? rs.layers[l + 1].x : rs.xf;
-    // attention block
-    B.rmsnorm_forward(a.xn1, a.rstd1, a.x, lw.ln1, T, C, c.eps);
-    B.linear_forward(a.q_pre, a.xn1, lw.w[Q], lw.b[Q], T, C, HD);
-    B.linear_forward(a.k_pre, a.xn1, lw.w[K], lw.b[K], T, C, KD);
-    B.linear_forward(a.v, a.xn1, lw.w[V], lw.b[V], T, C, KD);
-    lora(l, Q, a.q_pre, a.xn1, a.xa[Q], C, HD);
-    lora(l, K, a.k_pre, a.xn1, a.xa[K], C, KD);
-    lora(l, V, a.v, a.xn1, a.xa[V], C, KD);
-    if (c.qk_norm) {
-      B.rmsnorm_forward(a.q, a.q_rstd, a.q_pre, lw.q_norm, T * H, D, c.eps);
-      B.rmsnorm_forward(a.k, a.k_rstd, a.k_pre, lw.k_norm, T * Hkv, D, c.eps);
-    } else {
-      std::memcpy(a.q, a.q_pre, sizeof(float) * (size_t)T * HD);
-      std::memcpy(a.k, a.k_pre, sizeof(float) * (size_t)T * KD);
-    }
-    B.rope_forward(a.q, rs.pos.data(), inv_freq.data(), T, H, D);
-    B.rope_forward(a.k, rs.pos.data(), inv_freq.data(), T, Hkv, D);
-    int row = 0;
-    for (size_t s = 0; s < segs.size(); ++s) {
-      const Segment& sg = segs[s];
-      AttnSegment& at = as[s];
-      at.q0 = row;
-      at.nq = sg.n;
-      if (sg.slot) {
-        KVSlot& sl = *sg.slot;
-        float* kc = sl.k.data + (size_t)l * sl.cap * KD;
-        float* vc = sl.v.data + (size_t)l * sl.cap * KD;
-        std::memcpy(kc + (size_t)sl.len * KD, a.k + (size_t)row * KD, sizeof(float) * sg.n * KD);
-        std::memcpy(vc + (size_t)sl.len * KD, a.v + (size_t)row * KD, sizeof(float) * sg.n * KD);
-        at.npast = sl.len;
-        at.k = kc;
-        at.v = vc;
-      } else {
-        at.npast = 0;
-        at.k = a.k + (size_t)row * KD;
-        at.v = a.v + (size_t)row * KD;
-      }
-      row += sg.n;
-    }
-    B.attention_forward(a.att, a.lse, a.q, as.data(), (int)as.size(), H, Hkv, D, rs.attn_scratch, rs.keys_cap);
-    B.linear_forward(rs.tmp, a.att, lw.w[O], lw.b[O], T, HD, C);
-    lora(l, O, rs.tmp, a.att, a.xa[O], HD, C);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)T * C; ++i) a.x2[i] = a.x[i] + rs.tmp[i];
-    // MLP block
-    B.rmsnorm_forward(a.xn2, a.rstd2, a.x2, lw.ln2, T, C, c.eps);
-    B.linear_forward(a.gate, a.xn2, lw.w[GATE], nullptr, T, C, I);
-    B.linear_forward(a.up, a.xn2, lw.w[UP], nullptr, T, C, I);
-    lora(l, GATE, a.gate, a.xn2, a.xa[GATE], C, I);
-    lora(l, UP, a.up, a.xn2, a.xa[UP], C, I);
-    B.swiglu_forward(a.act, a.gate, a.up, (long)T * I);
-    B.linear_forward(rs.tmp, a.act, lw.w[DOWN], nullptr, T, I, C);
-    lora(l, DOWN, rs.tmp, a.act, a.xa[DOWN], I, C);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)T * C; ++i) x_next[i] = a.x2[i] + rs.tmp[i];
+    if (layer_inputs) std::memcpy(layer_inputs + (size_t)l * T * C, a.x, sizeof(float) * (size_t)T * C);
+    // Without save_all every layer's views alias layer 0's, so x_next is a.x itself: the layer reads a.x for
+    // the last time in x2 = x + attention, before it writes x_next.
+    layer_forward(l, segs, a, rs, l + 1 < c.layers ? rs.layers[l + 1].x : rs.xf);
   }
   B.rmsnorm_forward(rs.hf, rs.rstdf, rs.xf, w.norm, T, C, c.eps);
   // Cache segments: advance the cache and keep the last row's hidden state for sampling.
@@ -503,6 +435,86 @@ void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& se
     std::memcpy(s.slot->last_h.data(), rs.hf + (size_t)(row - 1) * C, sizeof(float) * C);
     s.slot->has_h = true;
   }
+}
+
+void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a, RunState& rs, float* x_next) const {
+  const ModelConfig& c = cfg;
+  const Backend& B = *be;
+  const int C = c.hidden, H = c.heads, Hkv = c.kv_heads, D = c.head_dim, I = c.inter;
+  const int HD = H * D, KD = Hkv * D;
+  int T = 0;
+  for (auto& s : segs) T += s.n;
+  const LayerWeights& lw = w.layers[l];
+
+  // LoRA over runs of consecutive segments that share an adapter.
+  auto lora = [&](int m, float* y, const float* x, float* xa, int in, int out) {
+    int row = 0;
+    size_t si = 0;
+    while (si < segs.size()) {
+      const LoraAdapter* ad = segs[si].adapter;
+      int start = row, n = 0;
+      while (si < segs.size() && segs[si].adapter == ad) { n += segs[si].n; row += segs[si].n; ++si; }
+      if (!ad || !ad->targets[m]) continue;
+      B.lora_forward(y + (size_t)start * out, xa + (size_t)start * rs.r_cap, x + (size_t)start * in, ad->views[l][m], n, in, out);
+    }
+  };
+
+  // attention block
+  B.rmsnorm_forward(a.xn1, a.rstd1, a.x, lw.ln1, T, C, c.eps);
+  B.linear_forward(a.q_pre, a.xn1, lw.w[Q], lw.b[Q], T, C, HD);
+  B.linear_forward(a.k_pre, a.xn1, lw.w[K], lw.b[K], T, C, KD);
+  B.linear_forward(a.v, a.xn1, lw.w[V], lw.b[V], T, C, KD);
+  lora(Q, a.q_pre, a.xn1, a.xa[Q], C, HD);
+  lora(K, a.k_pre, a.xn1, a.xa[K], C, KD);
+  lora(V, a.v, a.xn1, a.xa[V], C, KD);
+  if (c.qk_norm) {
+    B.rmsnorm_forward(a.q, a.q_rstd, a.q_pre, lw.q_norm, T * H, D, c.eps);
+    B.rmsnorm_forward(a.k, a.k_rstd, a.k_pre, lw.k_norm, T * Hkv, D, c.eps);
+  } else {
+    std::memcpy(a.q, a.q_pre, sizeof(float) * (size_t)T * HD);
+    std::memcpy(a.k, a.k_pre, sizeof(float) * (size_t)T * KD);
+  }
+  B.rope_forward(a.q, rs.pos.data(), inv_freq.data(), T, H, D);
+  B.rope_forward(a.k, rs.pos.data(), inv_freq.data(), T, Hkv, D);
+  std::vector<AttnSegment> as(segs.size());
+  int row = 0;
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const Segment& sg = segs[s];
+    AttnSegment& at = as[s];
+    at.q0 = row;
+    at.nq = sg.n;
+    if (sg.slot) {
+      KVSlot& sl = *sg.slot;
+      float* kc = sl.k.data + (size_t)l * sl.cap * KD;
+      float* vc = sl.v.data + (size_t)l * sl.cap * KD;
+      std::memcpy(kc + (size_t)sl.len * KD, a.k + (size_t)row * KD, sizeof(float) * sg.n * KD);
+      std::memcpy(vc + (size_t)sl.len * KD, a.v + (size_t)row * KD, sizeof(float) * sg.n * KD);
+      at.npast = sl.len;
+      at.k = kc;
+      at.v = vc;
+    } else {
+      at.npast = 0;
+      at.k = a.k + (size_t)row * KD;
+      at.v = a.v + (size_t)row * KD;
+    }
+    row += sg.n;
+  }
+  B.attention_forward(a.att, a.lse, a.q, as.data(), (int)as.size(), H, Hkv, D, rs.attn_scratch, rs.keys_cap);
+  B.linear_forward(rs.tmp, a.att, lw.w[O], lw.b[O], T, HD, C);
+  lora(O, rs.tmp, a.att, a.xa[O], HD, C);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < (long)T * C; ++i) a.x2[i] = a.x[i] + rs.tmp[i];
+  // MLP block
+  B.rmsnorm_forward(a.xn2, a.rstd2, a.x2, lw.ln2, T, C, c.eps);
+  B.linear_forward(a.gate, a.xn2, lw.w[GATE], nullptr, T, C, I);
+  B.linear_forward(a.up, a.xn2, lw.w[UP], nullptr, T, C, I);
+  lora(GATE, a.gate, a.xn2, a.xa[GATE], C, I);
+  lora(UP, a.up, a.xn2, a.xa[UP], C, I);
+  B.swiglu_forward(a.act, a.gate, a.up, (long)T * I);
+  B.linear_forward(rs.tmp, a.act, lw.w[DOWN], nullptr, T, I, C);
+  lora(DOWN, rs.tmp, a.act, a.xa[DOWN], I, C);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < (long)T * C; ++i) x_next[i] = a.x2[i] + rs.tmp[i];
 }
 
 }  // namespace mcprl

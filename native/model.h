@@ -132,8 +132,15 @@ class Model {
   void load(const std::string& dir);
   // Forward over the segments' tokens (concatenated in `tokens`, T rows). Leaves rs.hf (T, C) = final
   // normed hidden. Cache segments append their keys/values to their slot and set slot->last_h.
-  // save_all keeps every layer's activations in rs for a backward pass.
-  void forward(const int32_t* tokens, int T, const std::vector<Segment>& segs, RunState& rs, bool save_all);
+  // save_all keeps every layer's activations in rs for a backward pass. layer_inputs (L, T, C), when not
+  // null, receives each layer's input (training's recompute mode keeps only these and rebuilds a layer's
+  // activations with layer_forward just before its backward).
+  void forward(const int32_t* tokens, int T, const std::vector<Segment>& segs, RunState& rs, bool save_all,
+               float* layer_inputs);
+  // One decoder layer over the segments' rows (rs.pos already set): reads a.x, writes every activation of a
+  // and the layer's output into x_next (which may alias a.x or rs.tmp). Cache segments write this layer's
+  // keys/values into their slot from slot->len on; forward advances len after the last layer.
+  void layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a, RunState& rs, float* x_next) const;
   // Makes sure rs can hold T rows with adapters up to rank r and attention over up to `keys` keys.
   void reserve(RunState& rs, int T, int r, int keys, bool save_all);
   // Creates an empty cache slot holding up to cap tokens.

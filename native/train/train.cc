@@ -61,84 +61,6 @@ static void loss_token_logprobs(const Model& m, const RunState& rs, const MicroB
                   lm_chunk(m.cfg.vocab, M));
 }
 
-// One decoder layer's forward for packed sequences with one adapter, the same op sequence as
-// Model::forward (native/model.cc), writing every activation into s and the layer's output into x_next.
-// Used by recompute mode, where the layers' inputs are checkpointed and their activations rebuilt one
-// layer at a time.
-static void layer_forward(const Model& m, int l, const LoraAdapter* a, LayerActs& s, RunState& rs, float* x_next,
-                          const std::vector<int>& cu, int T) {
-  const ModelConfig& c = m.cfg;
-  const Backend& B = *m.be;
-  const int C = c.hidden, H = c.heads, Hkv = c.kv_heads, D = c.head_dim, I = c.inter, HD = H * D, KD = Hkv * D;
-  const LayerWeights& lw = m.w.layers[l];
-  auto lora = [&](int mod, float* y, const float* x, float* xa, int in, int out) {
-    if (a && a->targets[mod]) B.lora_forward(y, xa, x, a->views[l][mod], T, in, out);
-  };
-  B.rmsnorm_forward(s.xn1, s.rstd1, s.x, lw.ln1, T, C, c.eps);
-  B.linear_forward(s.q_pre, s.xn1, lw.w[Q], lw.b[Q], T, C, HD);
-  B.linear_forward(s.k_pre, s.xn1, lw.w[K], lw.b[K], T, C, KD);
-  B.linear_forward(s.v, s.xn1, lw.w[V], lw.b[V], T, C, KD);
-  lora(Q, s.q_pre, s.xn1, s.xa[Q], C, HD);
-  lora(K, s.k_pre, s.xn1, s.xa[K], C, KD);
-  lora(V, s.v, s.xn1, s.xa[V], C, KD);
-  if (c.qk_norm) {
-    B.rmsnorm_forward(s.q, s.q_rstd, s.q_pre, lw.q_norm, T * H, D, c.eps);
-    B.rmsnorm_forward(s.k, s.k_rstd, s.k_pre, lw.k_norm, T * Hkv, D, c.eps);
-  } else {
-    std::memcpy(s.q, s.q_pre, sizeof(float) * (size_t)T * HD);
-    std::memcpy(s.k, s.k_pre, sizeof(float) * (size_t)T * KD);
-  }
-  B.rope_forward(s.q, rs.pos.data(), m.inv_freq.data(), T, H, D);
-  B.rope_forward(s.k, rs.pos.data(), m.inv_freq.data(), T, Hkv, D);
-  const int nseq = (int)cu.size() - 1;
-  std::vector<AttnSegment> as(nseq);
-  for (int i = 0; i < nseq; ++i) {
-    as[i].q0 = cu[i];
-    as[i].nq = cu[i + 1] - cu[i];
-    as[i].npast = 0;
-    as[i].k = s.k + (size_t)cu[i] * KD;
-    as[i].v = s.v + (size_t)cu[i] * KD;
-  }
-  B.attention_forward(s.att, s.lse, s.q, as.data(), nseq, H, Hkv, D, rs.attn_scratch, rs.keys_cap);
-  B.linear_forward(rs.tmp, s.att, lw.w[O], lw.b[O], T, HD, C);
-  lora(O, rs.tmp, s.att, s.xa[O], HD, C);
-#pragma omp parallel for schedule(static)
-  for (long i = 0; i < (long)T * C; ++i) s.x2[i] = s.x[i] + rs.tmp[i];
-  B.rmsnorm_forward(s.xn2, s.rstd2, s.x2, lw.ln2, T, C, c.eps);
-  B.linear_forward(s.gate, s.xn2, lw.w[GATE], nullptr, T, C, I);
-  B.linear_forward(s.up, s.xn2, lw.w[UP], nullptr, T, C, I);
-  lora(GATE, s.gate, s.xn2, s.xa[GATE], C, I);
-  lora(UP, s.up, s.xn2, s.xa[UP], C, I);
-  B.swiglu_forward(s.act, s.gate, s.up, (long)T * I);
-  B.linear_forward(rs.tmp, s.act, lw.w[DOWN], nullptr, T, I, C);
-  lora(DOWN, rs.tmp, s.act, s.xa[DOWN], I, C);
-#pragma omp parallel for schedule(static)
-  for (long i = 0; i < (long)T * C; ++i) x_next[i] = s.x2[i] + rs.tmp[i];
-}
-
-// Recompute-mode forward: embedding, every layer through layer_forward with its input checkpointed in
-// w.ckpt, final norm into rs.xf / rs.hf.
-static void forward_checkpointed(Model& m, const LoraAdapter* a, const MicroBatch& mb, TrainWork& w, int max_len) {
-  const ModelConfig& c = m.cfg;
-  const int T = (int)mb.tokens.size(), C = c.hidden;
-  RunState& rs = w.rs_rc;
-  m.reserve(rs, T, a ? a->r : 1, max_len, false);
-  if (w.ckpt.size < (size_t)c.layers * T * C) w.ckpt.allocate((size_t)c.layers * T * C);
-  rs.tokens = mb.tokens;
-  rs.pos.resize(T);
-  for (size_t s = 0; s + 1 < mb.cu_seqlens.size(); ++s)
-    for (int t = mb.cu_seqlens[s]; t < mb.cu_seqlens[s + 1]; ++t) rs.pos[t] = t - mb.cu_seqlens[s];
-  LayerActs& s = rs.layers[0];
-  m.be->embedding_forward(s.x, mb.tokens.data(), m.w.wte, T, C);
-  for (int l = 0; l < c.layers; ++l) {
-    std::memcpy(w.ckpt.data + (size_t)l * T * C, s.x, sizeof(float) * (size_t)T * C);
-    // The next layer's input goes to x directly (x is free once checkpointed: layer_forward reads it
-    // before writing x_next only through x2 = x + attention, computed before the MLP).
-    layer_forward(m, l, a, s, rs, l + 1 < c.layers ? s.x : rs.xf, mb.cu_seqlens, T);
-  }
-  m.be->rmsnorm_forward(rs.hf, rs.rstdf, rs.xf, m.w.norm, T, C, c.eps);
-}
-
 MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const MicroBatch& mb, const LossParams& p,
                               TrainWork& w, float* logp_out, bool recompute) {
   const ModelConfig& c = m.cfg;
@@ -162,7 +84,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   // Reference (adapter-free) log-probabilities for the KL term.
   const bool need_ref = p.beta > 0.0f && p.kind != LOSS_SFT;
   if (need_ref) {
-    m.forward(mb.tokens.data(), T, segs, w.rs_ref, false);
+    m.forward(mb.tokens.data(), T, segs, w.rs_ref, false, nullptr);
     loss_token_logprobs(m, w.rs_ref, mb, w, w.ref, w.lse, nullptr, nullptr);
   }
 
@@ -171,8 +93,13 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   const bool backward = grad != nullptr;
   recompute = recompute && backward;
   RunState& rs = recompute ? w.rs_rc : w.rs;
-  if (recompute) forward_checkpointed(m, a, mb, w, max_len);
-  else m.forward(mb.tokens.data(), T, segs, rs, backward);
+  if (recompute) {
+    // Keep only each layer's input (rs_rc shares one layer's activations between all layers).
+    if (w.ckpt.size < (size_t)c.layers * T * C) w.ckpt.allocate((size_t)c.layers * T * C);
+    m.forward(mb.tokens.data(), T, segs, rs, false, w.ckpt.data);
+  } else {
+    m.forward(mb.tokens.data(), T, segs, rs, backward, nullptr);
+  }
   loss_token_logprobs(m, rs, mb, w, w.logp, w.lse, w.ent, backward ? w.lm_g : nullptr);
   if (logp_out && M) std::memcpy(logp_out, w.logp, sizeof(float) * M);
 
@@ -208,7 +135,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
     if (recompute) {
       LayerActs& r = rs.layers[0];
       std::memcpy(r.x, w.ckpt.data + (size_t)l * T * C, sizeof(float) * (size_t)T * C);
-      layer_forward(m, l, a, r, rs, rs.tmp, mb.cu_seqlens, T);  // x_next is not needed: write it to scratch
+      m.layer_forward(l, segs, r, rs, rs.tmp);  // x_next is not needed: write it to scratch
     }
     const LayerActs& s = recompute ? rs.layers[0] : rs.layers[l];
     const LayerWeights& lw = m.w.layers[l];
