@@ -9,6 +9,7 @@
       "target_name": "mcprl_native",
       "sources": [
         "native/addon.cc",
+        "native/napi_util.cc",
         "native/common.cc",
         "native/gemm.cc",
         "native/backend_cpu.cc",
@@ -26,7 +27,8 @@
         "native/ops/lm_head.cc",
         "native/train/loss.cc",
         "native/train/optim.cc",
-        "native/train/train.cc"
+        "native/train/train.cc",
+        "native/train/train_napi.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"],

@@ -1,182 +1,83 @@
-// N-API boundary. Every call either returns/throws synchronously (cheap bookkeeping) or returns a
-// Promise whose work runs on a libuv worker thread (Napi::AsyncWorker). Every C++ exception is caught
-// here and becomes a rejected promise or a thrown JS Error: the Node process never aborts.
+// N-API boundary of the engine: the Engine class, gradcheck, gemm, info; the trainer's bindings are in
+// train/train_napi.cc. Every call either returns/throws synchronously (cheap bookkeeping) or returns a
+// Promise whose work runs on a libuv worker thread (run_async). Every C++ exception is caught and becomes a
+// rejected promise or a thrown JS Error: the Node process never aborts.
 #include <napi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 
 #include "common.h"
+#include "engine_state.h"
 #include "gemm.h"
 #include "gradcheck.h"
 #include "model.h"
+#include "napi_util.h"
 #include "sample.h"
+#include "train/train_napi.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-using namespace mcprl;
+namespace mcprl {
+
+void EngineState::begin() {
+  if (closed) FAIL("engine is closed");
+  set_threads(threads);
+}
+
+const LoraAdapter* EngineState::adapter(const std::string& name) {
+  if (name.empty()) return nullptr;
+  auto it = adapters.find(name);
+  if (it == adapters.end()) FAIL("unknown adapter '" + name + "'");
+  return it->second.get();
+}
+
+KVSlot& EngineState::slot(int id) {
+  auto it = slots.find(id);
+  if (it != slots.end()) return *it->second;
+  auto c = slot_caps.find(id);
+  if (c == slot_caps.end()) FAIL("unknown KV slot " + std::to_string(id));
+  auto s = std::make_unique<KVSlot>();
+  model.slot_init(*s, c->second);
+  KVSlot& ref = *s;
+  slots[id] = std::move(s);
+  slot_caps.erase(c);
+  return ref;
+}
+
+void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
+                         const std::vector<int32_t>& top_k, std::vector<int32_t>& tok, std::vector<float>& lp) {
+  const int B = (int)ids.size(), C = model.cfg.hidden, V = model.cfg.vocab;
+  CHECK((int)temps.size() == B && (int)top_p.size() == B && (int)top_k.size() == B, "sampling arrays differ in length");
+  std::vector<float> h((size_t)B * C);
+  std::vector<KVSlot*> ss(B);
+  for (int i = 0; i < B; ++i) {
+    ss[i] = &slot(ids[i]);
+    CHECK(ss[i]->has_h, "KV slot " + std::to_string(ids[i]) + " has no prefilled tokens to sample from");
+    std::copy(ss[i]->last_h.begin(), ss[i]->last_h.end(), h.begin() + (size_t)i * C);
+  }
+  logits.resize((size_t)B * V);
+  model.be->logits_forward(logits.data(), h.data(), model.w.lm_head, B, C, V);
+  tok.assign(B, 0);
+  lp.assign(B, 0.0f);
+  std::vector<std::vector<int>> idx(B);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int i = 0; i < B; ++i) {
+    SampleParams p;
+    p.temperature = temps[i];
+    p.top_p = top_p[i];
+    p.top_k = top_k[i];
+    tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, ss[i]->rng, &lp[i], idx[i]);
+  }
+}
 
 namespace {
-
-// Runs `work` off the JS thread; resolves with `done(env)` (undefined when null) or rejects with the message.
-class PromiseWorker : public Napi::AsyncWorker {
- public:
-  PromiseWorker(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)), done_(std::move(done)) {}
-  void Execute() override {
-    try {
-      work_();
-    } catch (const std::exception& e) {
-      SetError(e.what());
-    } catch (...) {
-      SetError("unknown native error");
-    }
-  }
-  void OnOK() override {
-    try {
-      deferred_.Resolve(done_ ? done_(Env()) : Env().Undefined());
-    } catch (const Napi::Error& e) {
-      deferred_.Reject(e.Value());
-    } catch (const std::exception& e) {
-      deferred_.Reject(Napi::Error::New(Env(), e.what()).Value());
-    }
-  }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-  Napi::Promise Promise() { return deferred_.Promise(); }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  std::function<void()> work_;
-  std::function<Napi::Value(Napi::Env)> done_;
-};
-
-Napi::Value run_async(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done = nullptr) {
-  auto* w = new PromiseWorker(env, std::move(work), std::move(done));
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
-}
-
-// Wraps a synchronous method body: C++ exceptions become JS exceptions.
-template <typename F>
-Napi::Value guard(const Napi::CallbackInfo& info, F f) {
-  try {
-    return f();
-  } catch (const Napi::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Napi::Error::New(info.Env(), e.what());
-  }
-}
-
-std::vector<int32_t> to_i32(const Napi::Value& v, const char* what) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
-    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be an Int32Array");
-  auto a = v.As<Napi::Int32Array>();
-  return std::vector<int32_t>(a.Data(), a.Data() + a.ElementLength());
-}
-
-std::vector<float> to_f32(const Napi::Value& v, const char* what) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
-    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a Float32Array");
-  auto a = v.As<Napi::Float32Array>();
-  return std::vector<float>(a.Data(), a.Data() + a.ElementLength());
-}
-
-std::vector<std::string> to_names(const Napi::Value& v, const char* what) {
-  if (!v.IsArray()) throw Napi::TypeError::New(v.Env(), std::string(what) + " must be an array of string|null");
-  auto a = v.As<Napi::Array>();
-  std::vector<std::string> out(a.Length());
-  for (uint32_t i = 0; i < a.Length(); ++i) {
-    Napi::Value e = a.Get(i);
-    if (e.IsString()) out[i] = e.As<Napi::String>().Utf8Value();
-    else if (!e.IsNull() && !e.IsUndefined()) throw Napi::TypeError::New(v.Env(), std::string(what) + " entries must be string|null");
-  }
-  return out;
-}
-
-Napi::Float32Array f32_array(Napi::Env env, const std::vector<float>& v) {
-  auto a = Napi::Float32Array::New(env, v.size());
-  std::copy(v.begin(), v.end(), a.Data());
-  return a;
-}
-
-Napi::Int32Array i32_array(Napi::Env env, const std::vector<int32_t>& v) {
-  auto a = Napi::Int32Array::New(env, v.size());
-  std::copy(v.begin(), v.end(), a.Data());
-  return a;
-}
-
-// Everything one loaded model owns. Shared with in-flight workers so close() cannot free it under them.
-struct EngineState {
-  std::mutex mu;  // one task at a time; the TS side also serialises calls
-  bool loaded = false, closed = false;
-  int threads = 0;
-  Model model;
-  std::map<std::string, std::unique_ptr<LoraAdapter>> adapters;
-  std::map<int, std::unique_ptr<KVSlot>> slots;
-  std::map<int, int> slot_caps;  // requested capacity of slots not yet allocated
-  int next_slot = 1;
-  RunState rs;
-  std::vector<float> logits;  // (B, V) sampling scratch
-
-  void begin() {
-    if (closed) FAIL("engine is closed");
-    set_threads(threads);
-  }
-  const LoraAdapter* adapter(const std::string& name) {
-    if (name.empty()) return nullptr;
-    auto it = adapters.find(name);
-    if (it == adapters.end()) FAIL("unknown adapter '" + name + "'");
-    return it->second.get();
-  }
-  KVSlot& slot(int id) {
-    auto it = slots.find(id);
-    if (it != slots.end()) return *it->second;
-    auto c = slot_caps.find(id);
-    if (c == slot_caps.end()) FAIL("unknown KV slot " + std::to_string(id));
-    auto s = std::make_unique<KVSlot>();
-    model.slot_init(*s, c->second);
-    KVSlot& ref = *s;
-    slots[id] = std::move(s);
-    slot_caps.erase(c);
-    return ref;
-  }
-  // logits of each slot's last hidden state, then one sampled token per slot.
-  void sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
-              const std::vector<int32_t>& top_k, std::vector<int32_t>& tok, std::vector<float>& lp) {
-    const int B = (int)ids.size(), C = model.cfg.hidden, V = model.cfg.vocab;
-    CHECK((int)temps.size() == B && (int)top_p.size() == B && (int)top_k.size() == B, "sampling arrays differ in length");
-    std::vector<float> h((size_t)B * C);
-    std::vector<KVSlot*> ss(B);
-    for (int i = 0; i < B; ++i) {
-      ss[i] = &slot(ids[i]);
-      CHECK(ss[i]->has_h, "KV slot " + std::to_string(ids[i]) + " has no prefilled tokens to sample from");
-      std::copy(ss[i]->last_h.begin(), ss[i]->last_h.end(), h.begin() + (size_t)i * C);
-    }
-    logits.resize((size_t)B * V);
-    model.be->logits_forward(logits.data(), h.data(), model.w.lm_head, B, C, V);
-    tok.assign(B, 0);
-    lp.assign(B, 0.0f);
-    std::vector<std::vector<int>> idx(B);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < B; ++i) {
-      SampleParams p;
-      p.temperature = temps[i];
-      p.top_p = top_p[i];
-      p.top_k = top_k[i];
-      tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, ss[i]->rng, &lp[i], idx[i]);
-    }
-  }
-};
 
 class Engine : public Napi::ObjectWrap<Engine> {
  public:
@@ -190,7 +91,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
                         InstanceMethod("step", &Engine::Step), InstanceMethod("close", &Engine::Close)});
   }
   explicit Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info), st_(std::make_shared<EngineState>()) {}
-  // Shared with the training bindings (native/train) so they use the same model, adapters and mutex.
+  // Shared with the training bindings (train/train_napi.cc) so they use the same model, adapters and mutex.
   std::shared_ptr<EngineState> state() const { return st_; }
 
  private:
@@ -555,10 +456,11 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   return o;
 }
 
-#include "train/train_napi.inc"  // the training half: Trainer, scheduleLr
-
 Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
-  exports.Set("Engine", Engine::Init(env));
+  Napi::Function engine = Engine::Init(env);
+  // Per environment (each worker thread loads the addon again), for engine_state_of's type check.
+  env.SetInstanceData(new Napi::FunctionReference(Napi::Persistent(engine)));
+  exports.Set("Engine", engine);
   exports.Set("gradcheck", Napi::Function::New(env, Gradcheck));
   exports.Set("gemm", Napi::Function::New(env, Gemm));
   exports.Set("gemmBench", Napi::Function::New(env, GemmBench));
@@ -570,4 +472,15 @@ Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
 
 }  // namespace
 
-NODE_API_MODULE(mcprl_native, InitAll)
+std::shared_ptr<EngineState> engine_state_of(const Napi::Value& v) {
+  auto* ctor = v.Env().GetInstanceData<Napi::FunctionReference>();
+  if (!v.IsObject() || !ctor || !v.As<Napi::Object>().InstanceOf(ctor->Value()))
+    throw Napi::TypeError::New(v.Env(), "expected an Engine");
+  return Engine::Unwrap(v.As<Napi::Object>())->state();
+}
+
+}  // namespace mcprl
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) { return mcprl::InitAll(env, exports); }
+
+NODE_API_MODULE(mcprl_native, Init)

@@ -1,6 +1,6 @@
-// N-API bindings of the training half (native/train), included by native/addon.cc inside its anonymous
-// namespace after the Engine class, so it shares the engine's state (model, adapter registry, mutex) and
-// its helpers (run_async, guard, to_i32, to_f32). Registered from InitAll with init_train(env, exports).
+// N-API bindings of the training half (native/train). The trainer shares the engine's state (model, adapter
+// registry, mutex: engine_state.h) and the boundary's helpers (napi_util.h). Registered from InitAll with
+// init_train(env, exports).
 //
 // JS surface:
 //   new Trainer(engine, name, r, alpha, rslora, targets: string[])  creates a zero adapter registered in the
@@ -12,10 +12,21 @@
 //       zeroes the gradient, runs every micro-batch (forward, loss, backward; gradients accumulate), then
 //       with optim: clips the global grad norm and takes one AdamW step
 //   scheduleLr(kind, lr, step, warmup, total): number
-}  // namespace: our headers declare namespace mcprl and must be included at file scope
+#include "train_napi.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+#include "../engine_state.h"
+#include "../napi_util.h"
 #include "loss.h"
 #include "optim.h"
 #include "train.h"
+
+namespace mcprl {
+
 namespace {
 
 struct TrainerState {
@@ -53,10 +64,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
 
   explicit Trainer(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Trainer>(info), st_(std::make_shared<TrainerState>()) {
     try {
-      if (!info[0].IsObject()) throw Napi::TypeError::New(info.Env(), "Trainer: first argument must be an Engine");
-      Engine* e = Engine::Unwrap(info[0].As<Napi::Object>());
-      if (!e) throw Napi::TypeError::New(info.Env(), "Trainer: first argument must be an Engine");
-      st_->eng = e->state();
+      st_->eng = engine_state_of(info[0]);
       st_->name = info[1].As<Napi::String>().Utf8Value();
       int r = info[2].As<Napi::Number>().Int32Value();
       float alpha = info[3].As<Napi::Number>().FloatValue();
@@ -264,7 +272,11 @@ Napi::Value ScheduleLr(const Napi::CallbackInfo& info) {
   });
 }
 
+}  // namespace
+
 void init_train(Napi::Env env, Napi::Object exports) {
   exports.Set("Trainer", Trainer::Init(env));
   exports.Set("scheduleLr", Napi::Function::New(env, ScheduleLr));
 }
+
+}  // namespace mcprl

@@ -1,0 +1,44 @@
+// What one loaded model owns on the native side, shared by the engine bindings (addon.cc) and the trainer
+// bindings (train/train_napi.cc): the trainer's adapter is an ordinary entry of `adapters`, so generation and
+// scoring use it under its name with no reload.
+#pragma once
+#include <napi.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace mcprl {
+
+// Held by shared_ptr: in-flight workers keep it alive, so close() cannot free it under them.
+struct EngineState {
+  std::mutex mu;  // one task at a time; the TS side also serialises calls
+  bool loaded = false, closed = false;
+  int threads = 0;
+  Model model;
+  std::map<std::string, std::unique_ptr<LoraAdapter>> adapters;
+  std::map<int, std::unique_ptr<KVSlot>> slots;
+  std::map<int, int> slot_caps;  // requested capacity of slots not yet allocated
+  int next_slot = 1;
+  RunState rs;
+  std::vector<float> logits;  // (B, V) sampling scratch
+
+  // Fails when closed; applies this engine's thread count. Call with mu held, before any work.
+  void begin();
+  // null for "" (the base model); fails for an unknown name.
+  const LoraAdapter* adapter(const std::string& name);
+  // The slot with this id, allocating its cache on first use.
+  KVSlot& slot(int id);
+  // Logits of each slot's last hidden state, then one sampled token per slot.
+  void sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
+              const std::vector<int32_t>& top_k, std::vector<int32_t>& tok, std::vector<float>& lp);
+};
+
+// The state behind a JS Engine object (a TypeError when v is not one).
+std::shared_ptr<EngineState> engine_state_of(const Napi::Value& v);
+
+}  // namespace mcprl

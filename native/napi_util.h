@@ -1,0 +1,39 @@
+// Helpers of the N-API boundary, shared by the engine bindings (addon.cc) and the trainer bindings
+// (train/train_napi.cc). Every C++ exception is caught here and becomes a rejected promise or a thrown JS
+// Error: the Node process never aborts.
+#pragma once
+#include <napi.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mcprl {
+
+// Runs `work` off the JS thread (a libuv worker); resolves with `done(env)` (undefined when null) or rejects
+// with the exception's message.
+Napi::Value run_async(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done = nullptr);
+
+// Wraps a synchronous method body: C++ exceptions become JS exceptions.
+template <typename F>
+Napi::Value guard(const Napi::CallbackInfo& info, F f) {
+  try {
+    return f();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(info.Env(), e.what());
+  }
+}
+
+// Typed-array arguments, copied; a TypeError naming `what` when v has another type.
+std::vector<int32_t> to_i32(const Napi::Value& v, const char* what);
+std::vector<float> to_f32(const Napi::Value& v, const char* what);
+// An array of string|null (null -> "").
+std::vector<std::string> to_names(const Napi::Value& v, const char* what);
+
+Napi::Float32Array f32_array(Napi::Env env, const std::vector<float>& v);
+Napi::Int32Array i32_array(Napi::Env env, const std::vector<int32_t>& v);
+
+}  // namespace mcprl
