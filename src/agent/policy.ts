@@ -153,7 +153,7 @@ function toPolicyError(err: unknown): PolicyError {
 /** Turns a chat completion into a PolicyTurn; exported for tests and for other OpenAI-shaped sources. */
 export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompletion): PolicyTurn {
   const choice = completion.choices?.[0] as
-    | (OpenAI.Chat.Completions.ChatCompletion.Choice & { mcprl_token_ids?: unknown })
+    | (OpenAI.Chat.Completions.ChatCompletion.Choice & { mcprl_token_ids?: unknown; mcprl_invalid_tool_calls?: unknown })
     | undefined;
   if (!choice || !choice.message) {
     throw new PolicyError('POLICY_BAD_RESPONSE', 'policy endpoint returned no choices');
@@ -170,6 +170,15 @@ export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompleti
     }
     const args = typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {});
     toolCalls.push({ id: typeof tc.id === 'string' && tc.id ? tc.id : `call_${i}`, name: fn.name, arguments: args });
+  }
+  // mcprl's server reports the `<tool_call>` blocks it could not read here (they are in neither content nor
+  // tool_calls). Without them the rollout loop would take the turn for an empty final answer and end, where the
+  // in-process policy gets the parse error back and another turn: one checkpoint would score two ways.
+  const unread = choice.mcprl_invalid_tool_calls;
+  if (Array.isArray(unread)) {
+    for (const u of unread as { raw?: unknown; error?: unknown }[]) {
+      if (u && typeof u.raw === 'string' && typeof u.error === 'string') invalidToolCalls.push({ raw: u.raw, error: u.error });
+    }
   }
   const turn: PolicyTurn = {
     content: typeof msg.content === 'string' ? msg.content : null,
