@@ -50,7 +50,7 @@ export {
   ScenarioGenerationError,
   splitScenarios,
 } from './scenarios/index.js';
-export type { Scenario, Check, OfflineOptions, OfflineResult, LlmGeneratorOptions, LlmResult } from './scenarios/index.js';
+export type { Scenario, ScenarioSet, Check, OfflineOptions, OfflineResult, LlmGeneratorOptions, LlmResult } from './scenarios/index.js';
 export { exportModel, ExportFormatSchema, ExportRequestSchema } from './export/export-model.js';
 export type { ExportFormat, ExportRequest, ExportSummary } from './export/export-model.js';
 export { ExportError } from './export/errors.js';

@@ -23,7 +23,8 @@ beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'mcprl-train-'));
   const all = await loadScenarioSet(join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'));
   scenarios = join(work, 'scenarios');
-  await writeScenarioSet(scenarios, all.train.slice(0, 4), all.val.slice(0, 3));
+  // The test split: other held-out scenarios, only reported.
+  await writeScenarioSet(scenarios, all.train.slice(0, 4), all.val.slice(0, 3), all.val.slice(3, 6));
 });
 
 afterAll(async () => {
@@ -72,6 +73,15 @@ describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tin
       expect(Object.keys(m.wall_s)).toEqual(expect.arrayContaining(['gather', 'checkpoint', 'validate']));
     }
     expect(out.val_success_before).toBe(metrics[0].val_success);
+    // Test: the untrained model at step 0; the last step and the selected checkpoint in the last row only.
+    expect(metrics[0].test_success).toBeGreaterThanOrEqual(0);
+    expect(metrics[1].test_success).toBeUndefined();
+    expect(metrics[2]).toMatchObject({ best_step: state.bestStep });
+    expect(out).toMatchObject({ test_success_before: metrics[0].test_success, test_success_last: metrics[2].test_success, test_success_best: metrics[2].test_success_best, last_step: 2 });
+    if (state.bestStep === 0) expect(out.test_success_best).toBe(metrics[0].test_success);
+    if (state.bestStep === 2) expect(out.test_success_best).toBe(metrics[2].test_success);
+    for (const step of new Set([0, state.bestStep, 2])) expect(await readJsonl(join(dir, 'trajectories', `test-000${step}.jsonl`))).toHaveLength(3);
+    expect(await readJsonl(join(dir, 'scenarios', 'test.jsonl'))).toHaveLength(3);
 
     for (const step of [1, 2]) {
       const trajectories = await readJsonl(join(dir, 'trajectories', `step-000${step}.jsonl`));
@@ -89,7 +99,10 @@ describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tin
     expect(checkpoints.length).toBeLessThanOrEqual(2);
     expect(existsSync(join(dir, 'checkpoints', 'step-0002', 'adapter_config.json'))).toBe(true);
     expect(existsSync(join(dir, 'checkpoints', 'step-0002', 'trainer_state.json'))).toBe(true);
-    expect(await readFile(join(dir, 'report.html'), 'utf8')).toContain('Validation success');
+    const html = await readFile(join(dir, 'report.html'), 'utf8');
+    expect(html).toContain('Validation success');
+    expect(html).toContain('Test success (held out from every decision)');
+    expect(html).toContain('Success by tool and difficulty');
     expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))).toMatchObject({ reward: 'checks', rolloutsPerGroup: 2, groupsPerStep: 2, updatesPerStep: 2 });
     if (state.bestStep > 0) expect(existsSync(join(dir, 'adapter', 'adapter_model.safetensors'))).toBe(true);
 
@@ -138,5 +151,10 @@ describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tin
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/mcprl train: 1 validation scenario\(s\) overlap the training data/);
     expect(existsSync(join(work, 'runs', 'overlap', 'config.json'))).toBe(false);
+
+    await writeScenarioSet(overlap, all.train, all.val, [all.val[1]]);
+    const t = await start(trainArgs('overlap', 1).map((a) => (a === scenarios ? overlap : a))).done;
+    expect(t.code).toBe(1);
+    expect(t.stderr).toMatch(/mcprl train: 1 test scenario\(s\) overlap the training data/);
   }, 120_000);
 });

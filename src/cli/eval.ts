@@ -15,7 +15,7 @@ import { addTargetOptions, policyFromCli, targetFromCli, type TargetCliOptions }
 
 interface EvalCliOptions extends TargetCliOptions {
   scenarios: string;
-  split: 'train' | 'val' | 'all';
+  split: 'train' | 'val' | 'test' | 'all';
   limit?: number;
   modelBaseUrl: string;
   model: string;
@@ -61,13 +61,14 @@ const nonNegative = (value: string): number => {
   return n;
 };
 
-/** A scenario set folder (train.jsonl + val.jsonl, see `mcprl scenarios`) or a single .jsonl file. */
+/** A scenario set folder (train.jsonl + val.jsonl [+ test.jsonl], see `mcprl scenarios`) or a single .jsonl file. */
 async function loadScenarios(where: string, split: EvalCliOptions['split']): Promise<Scenario[]> {
   if ((await stat(where)).isFile()) return readScenarios(where);
   const set = await loadScenarioSet(where);
   if (split === 'train') return set.train;
   if (split === 'val') return set.val;
-  return [...set.train, ...set.val];
+  if (split === 'test') return set.test;
+  return [...set.train, ...set.val, ...set.test];
 }
 
 function apiKey(envName: string): string | undefined {
@@ -81,7 +82,7 @@ export function registerEval(program: Command): Command {
     .description('run an agent on scenarios against an MCP server, score the attempts, and report')
     .argument('[target...]', 'an http(s) URL, or the server command after --')
     .requiredOption('--scenarios <path>', 'scenario set folder (train.jsonl + val.jsonl) or one .jsonl file')
-    .addOption(new Option('--split <split>', 'which scenarios of a set folder to run').choices(['train', 'val', 'all']).default('all'))
+    .addOption(new Option('--split <split>', 'which scenarios of a set folder to run').choices(['train', 'val', 'test', 'all']).default('all'))
     .option('--limit <n>', 'only the first N scenarios', positiveInt('(scenarios)'))
     .requiredOption('--model-base-url <url>', 'OpenAI-compatible endpoint of the policy, e.g. http://localhost:8000/v1')
     .requiredOption('--model <name>', 'model name at that endpoint')

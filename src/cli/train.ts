@@ -9,7 +9,7 @@ import { connect, McpConnectError, type Target } from '../mcp/index.js';
 import { REWARD_MODES, type RewardMode } from '../ruler/blend.js';
 import { OpenAIJudge } from '../ruler/judge.js';
 import { assertDisjoint } from '../scenarios/disjoint.js';
-import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
+import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
 import { RunDir } from '../train/run-dir.js';
 import { TrainConfigSchema, train, type TrainConfig } from '../train/train.js';
 import { writeRunReport } from '../train/write-report.js';
@@ -68,7 +68,7 @@ export function describeTarget(t: Target): string {
   return t.kind === 'stdio' ? [t.command, ...t.args].join(' ') : t.url;
 }
 
-async function scenariosFor(o: TrainCliOptions, target: Target, run: RunDir, seed: number): Promise<{ train: Scenario[]; val: Scenario[] }> {
+async function scenariosFor(o: TrainCliOptions, target: Target, run: RunDir, seed: number): Promise<ScenarioSet> {
   if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'));
   if (o.scenarios) return loadScenarioSet(o.scenarios);
   if (!o.offline && !o.generatorModel) throw new InvalidArgumentError('give --scenarios DIR, --offline, or --generator-model (an LLM writes the tasks)');
@@ -79,7 +79,7 @@ async function scenariosFor(o: TrainCliOptions, target: Target, run: RunDir, see
       count: o.count, seed, offline: o.offline,
       ...(o.generatorModel ? { generator: { model: o.generatorModel, baseURL: o.generatorBaseUrl, apiKey } } : {}),
     });
-    return set;
+    return { train: set.train, val: set.val, test: [] };
   } finally {
     await session.close();
   }
@@ -157,19 +157,28 @@ Example (the bundled tiny model on the fixture server, offline):
           });
       const scenarios = await scenariosFor(o, target, run, config.seed);
       if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new InvalidArgumentError('training needs at least one train and one val scenario');
-      assertDisjoint('validation', scenarios.val, { train: scenarios.train, 'warm-up': await warmupScenarios(config.model) });
+      const warmup = await warmupScenarios(config.model);
+      assertDisjoint('validation', scenarios.val, { train: scenarios.train, 'warm-up': warmup });
+      assertDisjoint('test', scenarios.test, { train: scenarios.train, validation: scenarios.val, 'warm-up': warmup });
       if (!o.resume) {
         await writeJsonAtomic(run.path('config.json'), config);
-        await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val);
+        await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test);
       }
       const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[o.judgeApiKeyEnv] }) : undefined;
 
       const result = await train({ run, config, target, scenarios, judge, safety: policyFromCli(o), resume: o.resume, progress: !o.quiet && !o.json });
       const { adapter, report } = await writeRunReport(run, { exportBest: true });
-      const out = { run: run.dir, val_success_before: result.valBefore, val_success_best: result.valBest, best_step: result.bestStep, stopped: result.state.stopped, adapter, report };
+      const t = result.test;
+      const out = {
+        run: run.dir, val_success_before: result.valBefore, val_success_best: result.valBest, best_step: result.bestStep, stopped: result.state.stopped,
+        ...(t ? { test_success_before: t.before, test_success_best: t.best, test_success_last: t.last, last_step: t.lastStep } : {}),
+        adapter, report,
+      };
+      const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
       if (o.json) process.stdout.write(JSON.stringify(out, null, 2) + '\n');
       else {
-        process.stdout.write(`validation success ${(result.valBefore * 100).toFixed(1)}% → ${(result.valBest * 100).toFixed(1)}% (best step ${result.bestStep}, stopped: ${result.state.stopped})\n`);
+        process.stdout.write(`validation success ${pct(result.valBefore)} → ${pct(result.valBest)} (best step ${result.bestStep}, stopped: ${result.state.stopped})` +
+          (t ? `; test success ${pct(t.before)} → ${pct(t.best)} (best step), ${pct(t.last)} (last step ${t.lastStep})` : '') + '\n');
         process.stdout.write(`run ${run.dir}\nreport ${report}\n${adapter ? `adapter ${adapter}\n` : 'no adapter beat the untrained model\n'}`);
       }
     } catch (err) {

@@ -12,7 +12,7 @@ export {
   answerContains,
   normalizeAnswerText,
 } from './scenario.js';
-export type { Check, Scenario } from './scenario.js';
+export type { Check, Scenario, ScenarioSet } from './scenario.js';
 export { generateOfflineScenarios, scenarioEntities, ReadOnlyViolationError, canonical } from './offline.js';
 export type { ScenarioServer, OfflineOptions, OfflineResult } from './offline.js';
 export { generateLlmScenarios, buildPrompt, extractJson, ScenarioGenerationError, GeneratedItemSchema } from './llm.js';

@@ -3,8 +3,10 @@
  *
  * A scenario file is JSON Lines, one scenario per line:
  *   {"id":"s-0001","task":"…","difficulty":2,"source":"schema","checks":[{"kind":"tool_called","tool":"get_book","args":{"book_id":"bk-001"}}]}
- * A scenario set is a folder holding `train.jsonl` and `val.jsonl`.
+ * A scenario set is a folder holding `train.jsonl`, `val.jsonl` and, optionally, `test.jsonl`: training
+ * trains on train, validation selects the checkpoint and decides when to stop, and test is only reported.
  */
+import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
@@ -84,20 +86,34 @@ async function writeAtomic(file: string, content: string): Promise<void> {
   await rename(tmp, file);
 }
 
-/** Writes `dir/train.jsonl` and `dir/val.jsonl` (each atomically), creating `dir` if needed. */
-export async function writeScenarioSet(dir: string, train: Scenario[], val: Scenario[]): Promise<void> {
+/** A scenario set: what training trains on, what selects its checkpoint, and what is only reported. */
+export interface ScenarioSet {
+  train: Scenario[];
+  val: Scenario[];
+  /** Held out from every decision (empty when the set has none). */
+  test: Scenario[];
+}
+
+/**
+ * Writes `dir/train.jsonl`, `dir/val.jsonl` and, when `test` has scenarios, `dir/test.jsonl` (each atomically),
+ * creating `dir` if needed.
+ */
+export async function writeScenarioSet(dir: string, train: Scenario[], val: Scenario[], test: Scenario[] = []): Promise<void> {
   await mkdir(dir, { recursive: true });
   await writeAtomic(path.join(dir, 'train.jsonl'), formatScenarios(train));
   await writeAtomic(path.join(dir, 'val.jsonl'), formatScenarios(val));
+  if (test.length > 0) await writeAtomic(path.join(dir, 'test.jsonl'), formatScenarios(test));
 }
 
-/** Reads a scenario set written by writeScenarioSet. */
-export async function loadScenarioSet(dir: string): Promise<{ train: Scenario[]; val: Scenario[] }> {
-  const [train, val] = await Promise.all([
+/** Reads a scenario set written by writeScenarioSet; `test` is empty when the folder has no test.jsonl. */
+export async function loadScenarioSet(dir: string): Promise<ScenarioSet> {
+  const testFile = path.join(dir, 'test.jsonl');
+  const [train, val, test] = await Promise.all([
     readScenarios(path.join(dir, 'train.jsonl')),
     readScenarios(path.join(dir, 'val.jsonl')),
+    existsSync(testFile) ? readScenarios(testFile) : Promise.resolve([]),
   ]);
-  return { train, val };
+  return { train, val, test };
 }
 
 /**

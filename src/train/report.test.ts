@@ -13,6 +13,10 @@ describe('renderReport', () => {
     before: [{ scenario_id: 's1', task: 'Find <b>bk-001</b>', reward: 0, messages: [{ role: 'user', content: 'Find bk-001' }] }],
     after: [{ scenario_id: 's1', reward: 1, messages: [{ role: 'assistant', content: null, tool_calls: [{ function: { name: 'get_book', arguments: '{"book_id":"bk-001"}' } }] }] }],
     summary: ['best step 2'],
+    breakdowns: [{ title: 'Test <set>', columns: ['untrained', 'best'], rows: [
+      { by: 'tool', key: 'get_book', scenarios: 2, success: [0.5, 1] },
+      { by: 'difficulty', key: '1', scenarios: 2, success: [0.5, null] },
+    ] }],
   });
 
   it('is self-contained: no scripts, no external URLs but the SVG namespace', () => {
@@ -29,5 +33,11 @@ describe('renderReport', () => {
     expect(html).toContain('Find &lt;b&gt;bk-001&lt;/b&gt;');
     expect(html).toContain('demo&lt;1&gt;');
     expect(html).toContain('get_book({&quot;book_id&quot;:&quot;bk-001&quot;})');
+  });
+
+  it('shows success by tool and by difficulty, one column per checkpoint', () => {
+    const table = html.split('<h3>Test &lt;set&gt;</h3>')[1].split('</table>')[0];
+    expect(table).toContain('<td>get_book</td><td>2</td><td>50.0%</td><td>100.0%</td>');
+    expect(table).toContain('<td>1</td><td>2</td><td>50.0%</td><td>–</td>');
   });
 });

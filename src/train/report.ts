@@ -1,7 +1,9 @@
 /**
  * The run report: one self-contained HTML file (inline SVG and CSS, no scripts, no network) with the learning
- * curves, the configuration and a few trajectories before and after training side by side.
+ * curves, success by tool and difficulty on the validation and test sets, the configuration and a few
+ * trajectories before and after training side by side.
  */
+import type { BreakdownRow } from './breakdown.js';
 
 export interface ReportTrajectory {
   scenario_id: string;
@@ -20,11 +22,14 @@ export interface ReportInput {
   after: ReportTrajectory[];
   /** Free-form summary lines shown at the top (e.g. best step, export path). */
   summary?: string[];
+  /** Success by tool and difficulty, one table per held-out set (see breakdown.ts). */
+  breakdowns?: { title: string; columns: string[]; rows: BreakdownRow[] }[];
 }
 
 const CURVES: { key: string; title: string; unit?: string }[] = [
   { key: 'train_reward', title: 'Train reward (mean)' },
   { key: 'val_success', title: 'Validation success', unit: 'fraction' },
+  { key: 'groups_dropped_zero_variance', title: 'Groups dropped (all attempts scored alike)' },
   { key: 'tool_call_validity', title: 'Tool-call validity', unit: 'fraction' },
   { key: 'loss', title: 'Loss' },
   { key: 'kl', title: 'KL to the base model' },
@@ -79,6 +84,16 @@ function renderTrajectory(t: ReportTrajectory | undefined): string {
   return `<div class="traj"><div class="reward">reward ${fmt(t.reward)}</div>${turns}</div>`;
 }
 
+function renderBreakdown(b: NonNullable<ReportInput['breakdowns']>[number]): string {
+  const cell = (x: number | null) => (x === null ? '–' : `${(x * 100).toFixed(1)}%`);
+  const head = `<tr><th>${b.rows[0]?.by === 'difficulty' ? 'difficulty' : 'tools checked'}</th><th>scenarios</th>${b.columns.map((c) => `<th>${escapeHtml(c)}</th>`).join('')}</tr>`;
+  const body = b.rows.map((r, i) => {
+    const sep = i > 0 && b.rows[i - 1].by !== r.by ? `<tr><th>difficulty</th><th></th>${b.columns.map(() => '<th></th>').join('')}</tr>` : '';
+    return `${sep}<tr><td>${escapeHtml(r.key)}</td><td>${r.scenarios}</td>${r.success.map((x) => `<td>${cell(x)}</td>`).join('')}</tr>`;
+  }).join('');
+  return `<h3>${escapeHtml(b.title)}</h3><table class="breakdown">${head}${body}</table>`;
+}
+
 export function renderReport(input: ReportInput): string {
   const charts = CURVES.map(({ key, title }) => {
     const pts = input.metrics
@@ -98,7 +113,8 @@ h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}.charts svg{border:1px solid #e5e7eb;border-radius:6px;background:#fff}
 pre{background:#f6f8fa;padding:12px;border-radius:6px;overflow:auto;font-size:12px}
 table{border-collapse:collapse;width:100%}td{vertical-align:top;padding:6px;border-top:1px solid #e5e7eb;width:50%}
-td.task{font-weight:600;background:#f9fafb}.traj{font-size:12px}.reward{font-weight:600;margin-bottom:4px}
+td.task{font-weight:600;background:#f9fafb}
+table.breakdown{width:auto}table.breakdown td,table.breakdown th{width:auto;padding:3px 12px;text-align:left}h3{font-size:14px}.traj{font-size:12px}.reward{font-weight:600;margin-bottom:4px}
 .msg{margin:3px 0;padding:4px 6px;border-radius:4px;background:#f3f4f6;white-space:pre-wrap;word-break:break-word}
 .msg.assistant{background:#eef2ff}.msg.tool{background:#ecfdf5}.role{font-weight:600;margin-right:6px;color:#555}
 .call{font-family:ui-monospace,monospace;color:#1d4ed8}
@@ -106,6 +122,7 @@ td.task{font-weight:600;background:#f9fafb}.traj{font-size:12px}.reward{font-wei
 <h1>mcprl run <code>${escapeHtml(input.runName)}</code></h1>
 ${(input.summary ?? []).map((s) => `<p>${escapeHtml(s)}</p>`).join('\n')}
 <h2>Curves</h2><div class="charts">${charts}</div>
+${input.breakdowns?.length ? `<h2>Success by tool and difficulty</h2>\n${input.breakdowns.map(renderBreakdown).join('\n')}` : ''}
 <h2>Before and after training (validation)</h2>
 <table><tr><th>untrained (step 0)</th><th>best checkpoint</th></tr>${side || '<tr><td colspan="2">no trajectories recorded</td></tr>'}</table>
 <h2>Configuration</h2><pre>${escapeHtml(JSON.stringify(input.config, null, 2))}</pre>

@@ -2,9 +2,10 @@
  * The run directory `runs/<name>/` and its crash-safe bookkeeping.
  *
  *   config.json                   the run's configuration (no secrets)
- *   scenarios/{train,val}.jsonl   the scenarios it trains and validates on
+ *   scenarios/{train,val,test}.jsonl  the scenarios it trains on, validates on, and only reports (test)
  *   trajectories/step-NNNN.jsonl  every training rollout of step N (scored, with advantages)
  *   trajectories/val-NNNN.jsonl   the validation rollouts of step N (step 0: the untrained model)
+ *   trajectories/test-NNNN.jsonl  the test rollouts of step N (step 0, the best step and the last step)
  *   checkpoints/step-NNNN/        PEFT adapter + optimiser state after step N (the latest and the best are kept)
  *   metrics.jsonl                 one line per step
  *   state.json                    the commit point: the last complete step, the best step, patience
@@ -61,6 +62,9 @@ export class RunDir {
   }
   valTrajectories(step: number): string {
     return this.path('trajectories', `val-${pad(step)}.jsonl`);
+  }
+  testTrajectories(step: number): string {
+    return this.path('trajectories', `test-${pad(step)}.jsonl`);
   }
 
   exists(): boolean {

@@ -6,6 +6,10 @@
  * training sequences with assistant masks from the exact sampled token ids → one GRPO step → an atomic
  * checkpoint → every `evalEvery` steps, validation → stop when validation success has not improved for
  * `patience` evaluations, or at `maxSteps`. Step 0 evaluates the untrained model.
+ *
+ * With a test set, the untrained model (step 0), the last step and the selected checkpoint (the best step by
+ * validation) are also measured on it. Test success is only reported, never used for a decision, so unlike
+ * the best validation success it is an unbiased estimate of what the selected adapter does on unseen tasks.
  */
 import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
@@ -62,7 +66,8 @@ export interface TrainRunOptions {
   run: RunDir;
   config: TrainConfig;
   target: Target;
-  scenarios: { train: Scenario[]; val: Scenario[] };
+  /** `test` (optional) is only reported: see the module comment. */
+  scenarios: { train: Scenario[]; val: Scenario[]; test?: Scenario[] };
   judge?: JudgeClient;
   safety?: SafetyPolicy;
   /** Continue from the newest complete step instead of starting fresh. */
@@ -76,6 +81,8 @@ export interface TrainRunResult {
   valBefore: number;
   valBest: number;
   bestStep: number;
+  /** Test success of the untrained model, the selected checkpoint (bestStep) and the last step; null without a test set. */
+  test: { before: number; best: number; last: number; lastStep: number } | null;
 }
 
 export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
@@ -90,16 +97,20 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       : await Trainer.create(model, { adapterName: 'policy', rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed, optimizer: { lr: c.lr } });
     const policy = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens });
     const metrics = await run.readMetrics(state?.step ?? -1);
-    const evaluate = (step: number) => validate(o, policy, step);
+    const evaluate = (step: number) => heldOut(o, policy, 'val', step);
+    const testSet = o.scenarios.test ?? [];
+    const test = async (step: number, adapter: string) => (await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens }), 'test', step)).success_rate;
 
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
     if (!state) {
       const v = await evaluate(0);
-      metrics.push({ step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } });
+      const row: Record<string, unknown> = { step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } };
+      if (testSet.length > 0) row.test_success = await test(0, 'policy');
+      metrics.push(row);
       await run.writeMetrics(metrics);
       state = { step: 0, bestStep: 0, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0 };
       await run.commit(state);
-      log(`step 0: validation success ${pct(v.success_rate)} (untrained)`);
+      log(`step 0: validation success ${pct(v.success_rate)}` + (row.test_success !== undefined ? `, test success ${pct(row.test_success as number)}` : '') + ' (untrained)');
     }
     const valBefore = (metrics.find((m) => m.step === 0)?.val_success as number) ?? 0;
 
@@ -147,6 +158,14 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         if (next.evalsWithoutImprovement >= c.patience) next.stopped = 'patience';
       }
       if (step >= c.maxSteps && !next.stopped) next.stopped = 'max_steps';
+      // test (the run's last step only): this step's adapter, and the checkpoint validation selected
+      if (next.stopped && testSet.length > 0) {
+        await phase('test', async () => {
+          row.test_success = await test(step, 'policy');
+          row.test_success_best = await selectedOnTest(next.bestStep);
+        });
+        row.best_step = next.bestStep;
+      }
       row.wall_s = wall;
       metrics.push(row);
       await run.writeMetrics(metrics);
@@ -154,10 +173,25 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       await run.pruneCheckpoints([step, next.bestStep]);
       state = next;
       log(`step ${step}: reward ${fmt(row.train_reward)} ± ${fmt(row.reward_std)}, loss ${fmt(row.loss)}, kl ${fmt(row.kl)}, dropped ${adv.droppedZeroVariance}/${groups.length} groups` +
-        (row.val_success !== undefined ? `, validation success ${pct(row.val_success as number)}` : '') + ` (${Object.entries(wall).map(([k, s]) => `${k} ${s.toFixed(1)}s`).join(', ')})`);
+        (row.val_success !== undefined ? `, validation success ${pct(row.val_success as number)}` : '') +
+        (row.test_success !== undefined ? `, test success ${pct(row.test_success as number)} (step ${step}), ${pct(row.test_success_best as number)} (best step ${next.bestStep})` : '') +
+        ` (${Object.entries(wall).map(([k, s]) => `${k} ${s.toFixed(1)}s`).join(', ')})`);
     }
     trainer.close();
-    return { state, valBefore, valBest: state.bestValSuccess, bestStep: state.bestStep };
+    return { state, valBefore, valBest: state.bestValSuccess, bestStep: state.bestStep, test: testResult(metrics, state) };
+
+    /** Test success of the best step's checkpoint: measured at step 0 for the untrained model, else loaded and run. */
+    async function selectedOnTest(bestStep: number): Promise<number> {
+      const known = metrics.find((m) => m.step === bestStep)?.test_success;
+      if (typeof known === 'number') return known;
+      if (bestStep === 0) return test(0, engine.modelName);
+      await model.loadAdapter('selected', run.checkpoint(bestStep));
+      try {
+        return await test(bestStep, 'selected');
+      } finally {
+        model.unloadAdapter('selected');
+      }
+    }
   } finally {
     model.close();
   }
@@ -184,16 +218,26 @@ async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios:
   });
 }
 
-async function validate(o: TrainRunOptions, policy: EnginePolicy, step: number): Promise<EvalSummary> {
+/** Validation or test: greedy by default, checks reward, trajectories kept as trajectories/{val,test}-NNNN.jsonl. */
+async function heldOut(o: TrainRunOptions, policy: EnginePolicy, set: 'val' | 'test', step: number): Promise<EvalSummary> {
   const c = o.config;
-  const bar = new Progress('validate', o.scenarios.val.length * c.valRollouts, o.progress ?? true);
+  const scenarios = o.scenarios[set] ?? [];
+  const bar = new Progress(set === 'val' ? 'validate' : 'test', scenarios.length * c.valRollouts, o.progress ?? true);
   const { groups, summary } = await runEval({
-    policy, target: o.target, scenarios: o.scenarios.val, reward: 'checks', rolloutsPerGroup: c.valRollouts,
+    policy, target: o.target, scenarios, reward: 'checks', rolloutsPerGroup: c.valRollouts,
     concurrency: c.concurrency, policyForSafety: o.safety, maxTurns: c.maxTurns, temperature: c.valTemperature,
     seed: c.seed, onTrajectory: (_t, done) => bar.update(done),
   });
-  await writeJsonlAtomic(o.run.valTrajectories(step), groups.flat());
+  await writeJsonlAtomic(set === 'val' ? o.run.valTrajectories(step) : o.run.testTrajectories(step), groups.flat());
   return summary;
+}
+
+/** The test figures of a finished run, from its metrics (null when it has no test set or has not finished). */
+export function testResult(metrics: Record<string, unknown>[], state: RunState): TrainRunResult['test'] {
+  const before = metrics.find((m) => m.step === 0)?.test_success;
+  const last = metrics.find((m) => m.step === state.step);
+  if (typeof before !== 'number' || typeof last?.test_success !== 'number' || typeof last.test_success_best !== 'number') return null;
+  return { before, best: last.test_success_best, last: last.test_success, lastStep: state.step };
 }
 
 /** Splits the step's groups (each kept whole) round-robin into at most `n` non-empty minibatches. */

@@ -5,18 +5,41 @@
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { isSuccess } from '../agent/evaluate.js';
 import type { Trajectory } from '../agent/trajectory.js';
+import { readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { writeFileAtomic } from '../util/atomic.js';
-import { renderReport, type ReportTrajectory } from './report.js';
+import { successBreakdown } from './breakdown.js';
+import { renderReport, type ReportInput, type ReportTrajectory } from './report.js';
 import type { RunDir } from './run-dir.js';
 
-async function readTrajectories(file: string): Promise<ReportTrajectory[]> {
+async function readTrajectories(file: string): Promise<(ReportTrajectory & { success: boolean })[]> {
   if (!existsSync(file)) return [];
   return (await readFile(file, 'utf8'))
     .split('\n')
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l) as Trajectory)
-    .map((t) => ({ scenario_id: t.scenario_id, task: t.messages.find((m) => m.role === 'user')?.content ?? undefined, reward: t.reward, messages: t.messages }));
+    .map((t) => ({ scenario_id: t.scenario_id, task: t.messages.find((m) => m.role === 'user')?.content ?? undefined, reward: t.reward, messages: t.messages, success: isSuccess(t) }));
+}
+
+/** Success by tool and difficulty on the validation set (untrained, best) and the test set (untrained, best, last). */
+async function breakdowns(run: RunDir, bestStep: number, lastStep: number, testDone: boolean): Promise<NonNullable<ReportInput['breakdowns']>> {
+  const read = async (set: 'val' | 'test'): Promise<Scenario[]> => {
+    const file = run.path('scenarios', `${set}.jsonl`);
+    return existsSync(file) ? readScenarios(file) : [];
+  };
+  const out: NonNullable<ReportInput['breakdowns']> = [];
+  const val = await read('val');
+  if (val.length > 0) {
+    const cols = [await readTrajectories(run.valTrajectories(0)), await readTrajectories(run.valTrajectories(bestStep))];
+    out.push({ title: `Validation (${val.length} scenarios; selects the checkpoint)`, columns: ['untrained', `best (step ${bestStep})`], rows: successBreakdown(val, cols) });
+  }
+  const test = await read('test');
+  if (test.length > 0 && testDone) {
+    const cols = [await readTrajectories(run.testTrajectories(0)), await readTrajectories(run.testTrajectories(bestStep)), await readTrajectories(run.testTrajectories(lastStep))];
+    out.push({ title: `Test (${test.length} scenarios; never used for a decision)`, columns: ['untrained', `best (step ${bestStep})`, `last (step ${lastStep})`], rows: successBreakdown(test, cols) });
+  }
+  return out;
 }
 
 /** Copies the best checkpoint's PEFT files (not the optimiser state) to `<run>/adapter`; null when step 0 was best. */
@@ -36,6 +59,8 @@ export async function writeRunReport(run: RunDir, opts: { exportBest?: boolean }
   const bestStep = state?.bestStep ?? 0;
   const adapter = opts.exportBest && state ? await exportBestAdapter(run, bestStep) : existsSync(run.path('adapter')) ? run.path('adapter') : null;
   const config = existsSync(run.path('config.json')) ? await run.readConfig<Record<string, unknown>>() : {};
+  const last = metrics.find((m) => m.step === state?.step);
+  const testDone = !!state?.stopped && typeof last?.test_success === 'number';
   const html = renderReport({
     runName: run.name,
     config,
@@ -46,9 +71,13 @@ export async function writeRunReport(run: RunDir, opts: { exportBest?: boolean }
       ? [
           `Steps completed: ${state.step}${state.stopped ? ` (stopped: ${state.stopped})` : ''}. ` +
             `Validation success: ${pct(metrics.find((m) => m.step === 0)?.val_success)} untrained → ${pct(state.bestValSuccess)} at the best step (${bestStep}).`,
+          ...(testDone
+            ? [`Test success (held out from every decision): ${pct(metrics.find((m) => m.step === 0)?.test_success)} untrained → ${pct(last!.test_success_best)} at the best step (${bestStep}); ${pct(last!.test_success)} at the last step (${state.step}).`]
+            : []),
           adapter ? `Best adapter (PEFT): ${adapter}` : 'No adapter beat the untrained model.',
         ]
       : ['The run has not completed its first evaluation yet.'],
+    breakdowns: state ? await breakdowns(run, bestStep, state.step, testDone) : [],
   });
   const report = run.path('report.html');
   await writeFileAtomic(report, html);
