@@ -1,0 +1,41 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RunDir } from '../src/train/run-dir.js';
+import { writeJsonAtomic } from '../src/util/atomic.js';
+import { formatSeedTable, seedRow } from './demo-table.js';
+
+let work: string;
+
+async function fakeRun(name: string, seed: number, test: [number, number, number]): Promise<string> {
+  const run = new RunDir(join(work, name));
+  await writeJsonAtomic(run.path('config.json'), { seed });
+  await run.writeMetrics([
+    { step: 0, val_success: 0.25, test_success: test[0], wall_s: { validate: 3 } },
+    { step: 1, groups: 8, groups_dropped_zero_variance: 4, wall_s: { gather: 10 } },
+    { step: 2, groups: 8, groups_dropped_zero_variance: 2, val_success: 0.5, test_success: test[2], test_success_best: test[1], best_step: 2, wall_s: { gather: 10, validate: 2 } },
+  ]);
+  await run.commit({ step: 2, bestStep: 2, bestValSuccess: 0.5, evalsWithoutImprovement: 0, stopped: 'max_steps' });
+  return run.dir;
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), 'mcprl-demo-table-'));
+});
+afterAll(async () => {
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+describe('the demo seeds table', () => {
+  it('reads each run folder and prints one row per seed and the mean', async () => {
+    const a = await seedRow(await fakeRun('a', 1, [0.2, 0.6, 0.5]));
+    const b = await seedRow(await fakeRun('b', 2, [0.2, 0.4, 0.4]), 125);
+    expect(a).toMatchObject({ seed: 1, valBefore: 0.25, valBest: 0.5, bestStep: 2, lastStep: 2, testBefore: 0.2, testBest: 0.6, testLast: 0.5, zeroVarianceShare: 6 / 16, wallS: 25 });
+    expect(b.wallS).toBe(125);
+    const lines = formatSeedTable([a, b]).split('\n');
+    expect(lines).toHaveLength(5);
+    expect(lines[2]).toBe('| 1 | 25.0% | 50.0% (2) | 20.0% | 60.0% | +40.0 | 50.0% (2) | -10.0 | 37.5% | 0 min 25 s |');
+    expect(lines[4]).toBe('| mean | 25.0% | 50.0% | 20.0% | 50.0% | +30.0 | 45.0% | -5.0 | 37.5% | 1 min 15 s |');
+  });
+});

@@ -1,0 +1,87 @@
+/**
+ * The table the README shows for `npm run demo -- --seeds 1,2,3`: per seed and as a mean over seeds, validation
+ * and test success before and after training, the share of groups dropped because every attempt scored alike,
+ * and the wall time. Everything is read from the runs' own files (metrics.jsonl, state.json).
+ *
+ *   node --import tsx scripts/demo-table.ts runs/demo-seed1-… runs/demo-seed2-… [--markdown]
+ */
+import { parseArgs } from 'node:util';
+import { pathToFileURL } from 'node:url';
+import { RunDir } from '../src/train/run-dir.js';
+
+export interface SeedRow {
+  run: string;
+  seed: number;
+  valBefore: number;
+  valBest: number;
+  bestStep: number;
+  lastStep: number;
+  /** Null when the run has no test set. */
+  testBefore: number | null;
+  testBest: number | null;
+  testLast: number | null;
+  /** Groups dropped for zero reward variance / groups, over all training steps. */
+  zeroVarianceShare: number;
+  /** Seconds: measured by the caller when given, else the sum of the run's phase timings. */
+  wallS: number;
+}
+
+/** One row of the table from a finished run's folder. */
+export async function seedRow(dir: string, measuredWallS?: number): Promise<SeedRow> {
+  const run = new RunDir(dir);
+  const state = await run.readState();
+  if (!state) throw new Error(`${dir}: no state.json (the run never completed step 0)`);
+  const config = await run.readConfig<{ seed: number }>();
+  const metrics = await run.readMetrics(state.step);
+  const at = (step: number) => metrics.find((m) => m.step === step) ?? {};
+  const num = (x: unknown) => (typeof x === 'number' ? x : null);
+  const last = at(state.step);
+  const steps = metrics.filter((m) => m.step !== 0);
+  const groups = steps.reduce((a, m) => a + (num(m.groups) ?? 0), 0);
+  const dropped = steps.reduce((a, m) => a + (num(m.groups_dropped_zero_variance) ?? 0), 0);
+  const phases = metrics.reduce((a, m) => a + Object.values((m.wall_s ?? {}) as Record<string, number>).reduce((x, y) => x + y, 0), 0);
+  return {
+    run: dir, seed: config.seed, valBefore: num(at(0).val_success) ?? NaN, valBest: state.bestValSuccess, bestStep: state.bestStep, lastStep: state.step,
+    testBefore: num(at(0).test_success), testBest: num(last.test_success_best), testLast: num(last.test_success),
+    zeroVarianceShare: groups > 0 ? dropped / groups : 0, wallS: measuredWallS ?? phases,
+  };
+}
+
+const pct = (x: number | null) => (x === null || Number.isNaN(x) ? '–' : `${(x * 100).toFixed(1)}%`);
+const pts = (a: number | null, b: number | null) => (a === null || b === null ? '–' : `${(b - a) * 100 >= 0 ? '+' : ''}${((b - a) * 100).toFixed(1)}`);
+const time = (s: number) => `${Math.floor(s / 60)} min ${String(Math.round(s % 60)).padStart(2, '0')} s`;
+
+/** The table as Markdown (what the README holds) or as aligned plain text. */
+export function formatSeedTable(rows: SeedRow[], markdown = true): string {
+  const head = ['seed', 'val untrained', 'val best (step)', 'test untrained', 'test best', 'test gain', 'test last (step)', 'last − best', 'zero-variance groups', 'wall time'];
+  const line = (r: SeedRow | null, label: string, xs: SeedRow[]): string[] => {
+    const mean = (f: (r: SeedRow) => number | null) => {
+      const v = xs.map(f);
+      return v.some((x) => x === null) ? null : (v as number[]).reduce((a, b) => a + b, 0) / v.length;
+    };
+    const m = (f: (r: SeedRow) => number | null) => (r ? f(r) : mean(f));
+    return [
+      label, pct(m((x) => x.valBefore)), `${pct(m((x) => x.valBest))}${r ? ` (${r.bestStep})` : ''}`,
+      pct(m((x) => x.testBefore)), pct(m((x) => x.testBest)), pts(m((x) => x.testBefore), m((x) => x.testBest)),
+      `${pct(m((x) => x.testLast))}${r ? ` (${r.lastStep})` : ''}`, pts(m((x) => x.testBest), m((x) => x.testLast)),
+      pct(m((x) => x.zeroVarianceShare)), time(m((x) => x.wallS) ?? 0),
+    ];
+  };
+  const body = rows.map((r) => line(r, String(r.seed), [r]));
+  if (rows.length > 1) body.push(line(null, 'mean', rows));
+  if (markdown) {
+    return [head, head.map(() => '---'), ...body].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
+  }
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  return [head, ...body].map((cells) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const { values, positionals } = parseArgs({ allowPositionals: true, options: { markdown: { type: 'boolean', default: false } } });
+  if (positionals.length === 0) {
+    console.error('usage: demo-table.ts RUN_DIR... [--markdown]');
+    process.exit(1);
+  }
+  const rows = await Promise.all(positionals.map((d) => seedRow(d)));
+  console.log(formatSeedTable(rows, values.markdown));
+}
