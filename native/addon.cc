@@ -69,15 +69,57 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
   std::vector<std::vector<int>> idx(B);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < B; ++i) {
-    SampleParams p;
-    p.temperature = temps[i];
-    p.top_p = top_p[i];
-    p.top_k = top_k[i];
+    SampleParams p{temps[i], top_p[i], top_k[i]};
     tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, ss[i]->rng, &lp[i], idx[i]);
   }
 }
 
 namespace {
+
+constexpr int64_t kMaxThreads = 1 << 16;
+constexpr int64_t kMaxInt = 2147483647;
+
+// The ModelSpec of src/hf/config.ts, every field required (native code has no defaults of its own).
+ModelConfig model_config_from_js(const Napi::Object& o) {
+  const std::string what = "spec";
+  ModelConfig c{};
+  c.model_type = str_field(o, what, "modelType");
+  c.vocab = (int)int_field(o, what, "vocabSize", 1, kMaxInt);
+  c.hidden = (int)int_field(o, what, "hiddenSize", 1, kMaxInt);
+  c.inter = (int)int_field(o, what, "intermediateSize", 1, kMaxInt);
+  c.layers = (int)int_field(o, what, "numLayers", 1, kMaxInt);
+  c.heads = (int)int_field(o, what, "numHeads", 1, kMaxInt);
+  c.kv_heads = (int)int_field(o, what, "numKvHeads", 1, kMaxInt);
+  c.head_dim = (int)int_field(o, what, "headDim", 1, kMaxInt);
+  c.max_pos = (int)int_field(o, what, "maxPositionEmbeddings", 1, kMaxInt);
+  c.eps = (float)num_field(o, what, "rmsNormEps");
+  c.rope_theta = (float)num_field(o, what, "ropeTheta");
+  c.tie = bool_field(o, what, "tieWordEmbeddings");
+  c.qkv_bias = bool_field(o, what, "qkvBias");
+  c.o_bias = bool_field(o, what, "oBias");
+  c.qk_norm = bool_field(o, what, "qkNorm");
+  CHECK(!bool_field(o, what, "mlpBias"), "spec.mlpBias: bias on gate/up/down projections is not supported by the engine");
+  Napi::Value rs = o.Get("ropeScaling");
+  if (rs.IsNull()) {
+    c.rope = RopeScaling{0, 0.0f, 0.0f, 0.0f, 0};
+  } else {
+    const std::string rw = what + ".ropeScaling";
+    Napi::Object r = obj_arg(rs, rw);
+    std::string type = str_field(r, rw, "type");
+    c.rope.factor = (float)num_field(r, rw, "factor");
+    if (type == "linear") {
+      c.rope.type = 1;
+    } else if (type == "llama3") {
+      c.rope.type = 2;
+      c.rope.low_freq_factor = (float)num_field(r, rw, "lowFreqFactor");
+      c.rope.high_freq_factor = (float)num_field(r, rw, "highFreqFactor");
+      c.rope.original_max_position = (int)int_field(r, rw, "originalMaxPositionEmbeddings", 1, kMaxInt);
+    } else {
+      FAIL(rw + ".type '" + type + "' is not supported (supported: linear, llama3)");
+    }
+  }
+  return c;
+}
 
 class Engine : public Napi::ObjectWrap<Engine> {
  public:
@@ -97,18 +139,19 @@ class Engine : public Napi::ObjectWrap<Engine> {
  private:
   std::shared_ptr<EngineState> st_;
 
-  // load(dir: string, threads: number): Promise<void>
+  // load(dir: string, spec: ModelSpec (src/hf/config.ts), threads: number (0: all cores)): Promise<void>
   Napi::Value Load(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
-      std::string dir = info[0].As<Napi::String>().Utf8Value();
-      int threads = info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0;
+      std::string dir = str_arg(info[0], "dir");
+      ModelConfig cfg = model_config_from_js(obj_arg(info[1], "spec"));
+      int threads = (int)int_arg(info[2], "threads", 0, kMaxThreads);
       auto st = st_;
-      return run_async(info.Env(), [st, dir, threads] {
+      return run_async(info.Env(), [st, dir, cfg, threads] {
         std::lock_guard<std::mutex> g(st->mu);
         if (st->loaded) FAIL("engine already loaded");
         st->threads = threads;
         st->begin();
-        st->model.load(dir);
+        st->model.load(dir, cfg);
         st->loaded = true;
       });
     });

@@ -63,57 +63,17 @@ static bool bool_field(const Json& j, const std::string& key, bool dflt) {
   return (v && v->kind == Json::Bool) ? v->b : dflt;
 }
 
-static ModelConfig parse_config(const std::string& file) {
-  Json j = json_parse(read_text(file), file);
-  if (j.kind != Json::Object) FAIL(file + ": not a JSON object");
-  ModelConfig c;
-  const Json* mt = j.get("model_type");
-  if (!mt || mt->kind != Json::String) FAIL(file + ": missing 'model_type'");
-  c.model_type = mt->str;
+void validate_config(const ModelConfig& c) {
   if (c.model_type != "qwen3" && c.model_type != "qwen2" && c.model_type != "llama")
-    FAIL(file + ": unsupported model_type '" + c.model_type + "' (supported: qwen3, qwen2, llama)");
-  c.vocab = (int)num_field(j, "vocab_size", file, true, 0);
-  c.hidden = (int)num_field(j, "hidden_size", file, true, 0);
-  c.layers = (int)num_field(j, "num_hidden_layers", file, true, 0);
-  c.heads = (int)num_field(j, "num_attention_heads", file, true, 0);
-  c.kv_heads = (int)num_field(j, "num_key_value_heads", file, false, c.heads);
-  c.inter = (int)num_field(j, "intermediate_size", file, true, 0);
-  c.head_dim = (int)num_field(j, "head_dim", file, false, c.heads > 0 ? c.hidden / c.heads : 0);
-  c.max_pos = (int)num_field(j, "max_position_embeddings", file, false, 32768);
-  c.eps = (float)num_field(j, "rms_norm_eps", file, false, 1e-6);
-  c.rope_theta = (float)num_field(j, "rope_theta", file, false, 10000.0);
-  c.tie = bool_field(j, "tie_word_embeddings", false);
-  bool attn_bias = bool_field(j, "attention_bias", false);
-  c.qkv_bias = c.model_type == "qwen2" ? true : attn_bias;
-  c.o_bias = c.model_type == "qwen2" ? false : attn_bias;
-  c.qk_norm = c.model_type == "qwen3";
-  if (bool_field(j, "mlp_bias", false)) FAIL(file + ": mlp_bias is not supported");
-  const Json* act = j.get("hidden_act");
-  if (act && act->kind == Json::String && act->str != "silu")
-    FAIL(file + ": unsupported hidden_act '" + act->str + "' (supported: silu)");
+    FAIL("model config: unsupported model_type '" + c.model_type + "' (supported: qwen3, qwen2, llama)");
   if (c.vocab <= 0 || c.hidden <= 0 || c.layers <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.inter <= 0 ||
-      c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 1024 || c.heads % c.kv_heads != 0)
-    FAIL(file + ": inconsistent sizes (heads must be a multiple of kv heads, head_dim even and <= 1024)");
-  const Json* rs = j.get("rope_scaling");
-  if (rs && rs->kind == Json::Object) {
-    const Json* t = rs->get("rope_type");
-    if (!t) t = rs->get("type");
-    std::string type = t && t->kind == Json::String ? t->str : "default";
-    if (type == "default") {
-    } else if (type == "linear") {
-      c.rope.type = 1;
-      c.rope.factor = (float)num_field(*rs, "factor", file, true, 1);
-    } else if (type == "llama3") {
-      c.rope.type = 2;
-      c.rope.factor = (float)num_field(*rs, "factor", file, true, 1);
-      c.rope.low_freq_factor = (float)num_field(*rs, "low_freq_factor", file, true, 1);
-      c.rope.high_freq_factor = (float)num_field(*rs, "high_freq_factor", file, true, 4);
-      c.rope.original_max_position = (int)num_field(*rs, "original_max_position_embeddings", file, true, 8192);
-    } else {
-      FAIL(file + ": unsupported rope_scaling type '" + type + "' (supported: default, linear, llama3)");
-    }
-  }
-  return c;
+      c.max_pos <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 1024 || c.heads % c.kv_heads != 0)
+    FAIL("model config: inconsistent sizes (heads must be a multiple of kv heads, head_dim even and <= 1024)");
+  if (!(c.eps > 0.0f) || !(c.rope_theta > 0.0f)) FAIL("model config: rmsNormEps and ropeTheta must be positive");
+  if (c.rope.type < 0 || c.rope.type > 2 || (c.rope.type != 0 && !(c.rope.factor > 0.0f)))
+    FAIL("model config: bad rope scaling");
+  if (c.rope.type == 2 && !(c.rope.high_freq_factor != c.rope.low_freq_factor && c.rope.original_max_position > 0))
+    FAIL("model config: bad llama3 rope scaling (high and low frequency factors must differ)");
 }
 
 namespace {
@@ -124,8 +84,9 @@ struct Expected {
 };
 }  // namespace
 
-void Model::load(const std::string& dir) {
-  cfg = parse_config(dir + "/config.json");
+void Model::load(const std::string& dir, const ModelConfig& config) {
+  validate_config(config);
+  cfg = config;
   const ModelConfig& c = cfg;
   const int64_t C = c.hidden, V = c.vocab, D = c.head_dim, L = c.layers;
   // Layout of the flat weight buffer, in HF tensor order.

@@ -15,13 +15,18 @@
 
 namespace mcprl {
 
+// The blueprint, read from config.json in TypeScript (src/hf/config.ts resolves every default) and handed over
+// by the N-API boundary with every field present: native code has no defaults of its own.
 struct ModelConfig {
-  std::string model_type;  // qwen3 | qwen2 | llama
-  int vocab = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, inter = 0, max_pos = 0;
-  float eps = 1e-6f, rope_theta = 10000.0f;
+  std::string model_type;  // qwen3 | qwen2 | llama (for messages: the flags below decide the architecture)
+  int vocab, hidden, layers, heads, kv_heads, head_dim, inter, max_pos;
+  float eps, rope_theta;   // rms_norm_eps, rope_theta
   RopeScaling rope;
-  bool tie = false, qkv_bias = false, o_bias = false, qk_norm = false;
+  bool tie, qkv_bias, o_bias, qk_norm;
 };
+
+// Fails (naming the problem) when the sizes are inconsistent or out of what the ops support.
+void validate_config(const ModelConfig& c);
 
 // Projection modules that can carry LoRA, in PEFT's names.
 enum Module { Q = 0, K, V, O, GATE, UP, DOWN, NUM_MODULES };
@@ -123,13 +128,13 @@ struct Segment {
 
 class Model {
  public:
-  ModelConfig cfg;
+  ModelConfig cfg{};
   ModelWeights w;
   std::vector<float> inv_freq;  // (D/2)
   const Backend* be = &cpu_backend();
 
-  // Reads config.json and the safetensors weights of an HF folder.
-  void load(const std::string& dir);
+  // Reads the safetensors weights of an HF folder for the architecture `config`.
+  void load(const std::string& dir, const ModelConfig& config);
   // Forward over the segments' tokens (concatenated in `tokens`, T rows). Leaves rs.hf (T, C) = final
   // normed hidden. Cache segments append their keys/values to their slot and set slot->last_h.
   // save_all keeps every layer's activations in rs for a backward pass. layer_inputs (L, T, C), when not

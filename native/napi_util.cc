@@ -1,6 +1,8 @@
 #include "napi_util.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace mcprl {
 
@@ -70,6 +72,73 @@ std::vector<std::string> to_names(const Napi::Value& v, const char* what) {
     else if (!e.IsNull() && !e.IsUndefined()) throw Napi::TypeError::New(v.Env(), std::string(what) + " entries must be string|null");
   }
   return out;
+}
+
+static const char* type_name(const Napi::Value& v) {
+  switch (v.Type()) {
+    case napi_undefined: return "undefined";
+    case napi_null: return "null";
+    case napi_boolean: return "a boolean";
+    case napi_number: return "a number";
+    case napi_string: return "a string";
+    case napi_object: return v.IsArray() ? "an array" : "an object";
+    default: return "another type";
+  }
+}
+
+static std::string fmt_num(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", d);
+  return buf;
+}
+
+[[noreturn]] static void type_error(const Napi::Value& v, const std::string& what, const char* want) {
+  if (v.IsUndefined()) throw Napi::TypeError::New(v.Env(), what + " is required (" + want + ")");
+  throw Napi::TypeError::New(v.Env(), what + " must be " + want + ", got " + type_name(v));
+}
+
+std::string str_arg(const Napi::Value& v, const std::string& what) {
+  if (!v.IsString()) type_error(v, what, "a string");
+  return v.As<Napi::String>().Utf8Value();
+}
+
+bool bool_arg(const Napi::Value& v, const std::string& what) {
+  if (!v.IsBoolean()) type_error(v, what, "a boolean");
+  return v.As<Napi::Boolean>().Value();
+}
+
+double num_arg(const Napi::Value& v, const std::string& what) {
+  if (!v.IsNumber()) type_error(v, what, "a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(d)) throw Napi::RangeError::New(v.Env(), what + " must be a finite number, got " + fmt_num(d));
+  return d;
+}
+
+int64_t int_arg(const Napi::Value& v, const std::string& what, int64_t lo, int64_t hi) {
+  if (!v.IsNumber()) type_error(v, what, "an integer");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d == std::floor(d) && d >= (double)lo && d <= (double)hi))
+    throw Napi::RangeError::New(v.Env(), what + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                             "], got " + fmt_num(d));
+  return (int64_t)d;
+}
+
+Napi::Object obj_arg(const Napi::Value& v, const std::string& what) {
+  if (!v.IsObject() || v.IsArray()) type_error(v, what, "an object");
+  return v.As<Napi::Object>();
+}
+
+std::string str_field(const Napi::Object& o, const std::string& what, const char* key) {
+  return str_arg(o.Get(key), what + "." + key);
+}
+bool bool_field(const Napi::Object& o, const std::string& what, const char* key) {
+  return bool_arg(o.Get(key), what + "." + key);
+}
+double num_field(const Napi::Object& o, const std::string& what, const char* key) {
+  return num_arg(o.Get(key), what + "." + key);
+}
+int64_t int_field(const Napi::Object& o, const std::string& what, const char* key, int64_t lo, int64_t hi) {
+  return int_arg(o.Get(key), what + "." + key, lo, hi);
 }
 
 Napi::Float32Array f32_array(Napi::Env env, const std::vector<float>& v) {

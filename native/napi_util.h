@@ -33,6 +33,20 @@ std::vector<float> to_f32(const Napi::Value& v, const char* what);
 // An array of string|null (null -> "").
 std::vector<std::string> to_names(const Napi::Value& v, const char* what);
 
+// Scalar arguments and fields of option objects. Native code has no defaults of its own: every value is
+// required, and a missing one or one of another type is a TypeError naming it (`what`, e.g. "optim.lr");
+// an integer out of [lo, hi] (or not an integer) is a RangeError, so 1e12 never wraps through an int cast.
+std::string str_arg(const Napi::Value& v, const std::string& what);
+bool bool_arg(const Napi::Value& v, const std::string& what);
+double num_arg(const Napi::Value& v, const std::string& what);  // finite
+int64_t int_arg(const Napi::Value& v, const std::string& what, int64_t lo, int64_t hi);
+Napi::Object obj_arg(const Napi::Value& v, const std::string& what);
+// The same for o[key], named what + "." + key.
+std::string str_field(const Napi::Object& o, const std::string& what, const char* key);
+bool bool_field(const Napi::Object& o, const std::string& what, const char* key);
+double num_field(const Napi::Object& o, const std::string& what, const char* key);
+int64_t int_field(const Napi::Object& o, const std::string& what, const char* key, int64_t lo, int64_t hi);
+
 Napi::Float32Array f32_array(Napi::Env env, const std::vector<float>& v);
 Napi::Int32Array i32_array(Napi::Env env, const std::vector<int32_t>& v);
 

@@ -5,10 +5,11 @@
 
 namespace mcprl {
 
+// Every value comes from the caller (the TypeScript SamplingParams hold the defaults).
 struct SampleParams {
-  float temperature = 1.0f;  // <= 0: greedy (argmax)
-  float top_p = 1.0f;        // nucleus mass, 1 = off
-  int top_k = 0;             // 0 = off
+  float temperature;  // <= 0: greedy (argmax)
+  float top_p;        // nucleus mass, 1 = off
+  int top_k;          // 0 = off
 };
 
 // splitmix64: the per-sequence RNG (state advanced in place).

@@ -88,7 +88,11 @@ describe('model folder errors', () => {
     ['invalid header JSON', () => variant((d) => { const p = join(d, 'model.safetensors'); const b = readFileSync(p); b.write('#', 8); writeFileSync(p, b); }),
       /model\.safetensors header: invalid JSON at byte 0/],
     ['unsupported model_type', () => variant((d) => { const c = JSON.parse(readFileSync(join(d, 'config.json'), 'utf8')); c.model_type = 'gpt2'; writeFileSync(join(d, 'config.json'), JSON.stringify(c)); }),
-      /config\.json: unsupported model_type 'gpt2'/],
+      /config\.json: model_type "gpt2" is not supported \(supported: qwen3, qwen2, llama\)/],
+    ['mlp_bias (not supported by the engine)', () => variant((d) => { const c = JSON.parse(readFileSync(join(d, 'config.json'), 'utf8')); c.model_type = 'llama'; c.mlp_bias = true; writeFileSync(join(d, 'config.json'), JSON.stringify(c)); }),
+      /config\.json: mlp_bias is not supported by the engine/],
+    ['inconsistent heads', () => variant((d) => { const c = JSON.parse(readFileSync(join(d, 'config.json'), 'utf8')); c.num_key_value_heads = 3; writeFileSync(join(d, 'config.json'), JSON.stringify(c)); }),
+      /config\.json: num_attention_heads 4 is not a multiple of num_key_value_heads 3/],
     ['no weights at all', () => variant((d) => rmSync(join(d, 'model.safetensors'))), /no model\.safetensors or model\.safetensors\.index\.json/],
   ];
 

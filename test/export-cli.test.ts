@@ -110,7 +110,7 @@ describe('export errors name the file and tensor', () => {
     await writeFile(cfgFile, JSON.stringify({ ...cfg, model_type: 'mistral' }));
     await expect(onnx(dir)).rejects.toMatchObject({ code: 'UNSUPPORTED_MODEL', message: `${cfgFile}: model_type "mistral" is not supported (supported: qwen3, qwen2, llama)` });
     await writeFile(cfgFile, JSON.stringify({ ...cfg, rope_scaling: { rope_type: 'yarn', factor: 4 } }));
-    await expect(onnx(dir)).rejects.toMatchObject({ code: 'UNSUPPORTED_MODEL', message: `${cfgFile}: rope_scaling type "yarn" is not supported (only llama3)` });
+    await expect(onnx(dir)).rejects.toMatchObject({ code: 'UNSUPPORTED_MODEL', message: `${cfgFile}: rope_scaling type "yarn" is not supported (supported: linear, llama3)` });
     await writeFile(cfgFile, JSON.stringify({ ...cfg, hidden_size: 'big' }));
     await expect(onnx(dir)).rejects.toMatchObject({ code: 'BAD_CONFIG', message: expect.stringContaining(`${cfgFile}: hidden_size:`) });
   });

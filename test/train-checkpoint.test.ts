@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomModel, type RandomModelOptions } from '../scripts/random-model.js';
 import { adapterLayout, modelDims } from '../src/engine/adapter-io.js';
+import { readModelConfig } from '../src/hf/config.js';
 import { Model } from '../src/engine/model.js';
 import { readSafetensors } from '../src/engine/safetensors.js';
 import { Trainer, type OptimizerConfig } from '../src/engine/trainer.js';
@@ -76,7 +77,7 @@ describe('save', () => {
     const cfg = JSON.parse(await readFile(join(dir, 'adapter_config.json'), 'utf8'));
     expect(cfg).toMatchObject({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 8, lora_alpha: 16, use_rslora: false, target_modules: TARGETS, base_model_name_or_path: model.dir });
     const { tensors } = await readSafetensors(join(dir, 'adapter_model.safetensors'));
-    const layout = adapterLayout(modelDims(JSON.parse(await readFile(join(modelDir, 'config.json'), 'utf8'))), 8, TARGETS as never);
+    const layout = adapterLayout(modelDims((await readModelConfig(modelDir)).spec), 8, TARGETS as never);
     expect([...tensors.keys()]).toEqual(layout.map((e) => e.key));
     expect(layout[0].key).toBe('base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight');
     for (const e of layout) expect(tensors.get(e.key)!.shape, e.key).toEqual(e.shape);

@@ -1,11 +1,12 @@
 #pragma once
 #include <cstdint>
 namespace mcprl {
+// From the model's config.json, read in TypeScript (no defaults here).
 struct RopeScaling {
   // type 0 = none, 1 = linear (positions / factor), 2 = llama3 (frequency-dependent, as in HF).
-  int type = 0;
-  float factor = 1.0f, low_freq_factor = 1.0f, high_freq_factor = 4.0f;
-  int original_max_position = 8192;
+  int type;
+  float factor, low_freq_factor, high_freq_factor;  // factor: linear and llama3; the others llama3 only
+  int original_max_position;                         // llama3 only
 };
 // inv_freq (D/2) = theta^(-2i/D), adjusted by the scaling rule; computed as HF does in f32.
 void rope_inv_freq(float* inv_freq, int D, float theta, const RopeScaling& s);

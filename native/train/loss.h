@@ -23,12 +23,13 @@ namespace mcprl {
 
 enum LossKind : int { LOSS_GRPO = 0, LOSS_DAPO = 1, LOSS_DR_GRPO = 2, LOSS_CISPO = 3, LOSS_GSPO = 4, LOSS_SFT = 5 };
 
+// Every value comes from the caller (the TypeScript LossConfigSchema holds the defaults).
 struct LossParams {
-  int kind = LOSS_GRPO;
-  float eps_low = 0.2f;    // clip ε below 1
-  float eps_high = 0.2f;   // clip ε above 1 (0.28 for dapo)
-  float beta = 0.0f;       // KL coefficient (k3 against the adapter-free model)
-  float cispo_eps_max = 5.0f;
+  int kind;             // LossKind
+  float eps_low;        // clip ε below 1
+  float eps_high;       // clip ε above 1
+  float beta;           // KL coefficient (k3 against the adapter-free model)
+  float cispo_eps_max;  // CISPO's cap on the importance weight
 };
 
 struct LossSeq {

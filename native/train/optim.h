@@ -5,12 +5,13 @@
 
 namespace mcprl {
 
+// Every value comes from the caller (the TypeScript OptimizerConfigSchema holds the defaults); the learning
+// rate is an argument of adamw_step because the schedule changes it every step.
 struct AdamWConfig {
-  float lr = 1e-4f;
-  float beta1 = 0.9f;
-  float beta2 = 0.99f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
+  float beta1;
+  float beta2;
+  float eps;
+  float weight_decay;  // decoupled
 };
 
 // One AdamW step exactly as torch.optim.AdamW (decoupled decay p -= lr*wd*p first; bias corrections

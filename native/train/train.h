@@ -58,6 +58,6 @@ struct MicroResult {
 // recompute: keep only each layer's input (T, C) in the forward and recompute the layer's activations just
 // before its backward (one extra forward of the layers; activation memory of one layer instead of all).
 MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const MicroBatch& mb,
-                              const LossParams& p, TrainWork& w, float* logp_out, bool recompute = false);
+                              const LossParams& p, TrainWork& w, float* logp_out, bool recompute);
 
 }  // namespace mcprl

@@ -29,6 +29,9 @@ namespace mcprl {
 
 namespace {
 
+constexpr int64_t kMaxRank = 1 << 16;
+constexpr int64_t kMaxSafeInt = (int64_t)1 << 53;  // JavaScript's Number.MAX_SAFE_INTEGER + 1
+
 struct TrainerState {
   std::shared_ptr<EngineState> eng;
   std::string name;
@@ -65,10 +68,10 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
   explicit Trainer(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Trainer>(info), st_(std::make_shared<TrainerState>()) {
     try {
       st_->eng = engine_state_of(info[0]);
-      st_->name = info[1].As<Napi::String>().Utf8Value();
-      int r = info[2].As<Napi::Number>().Int32Value();
-      float alpha = info[3].As<Napi::Number>().FloatValue();
-      bool rslora = info[4].ToBoolean();
+      st_->name = str_arg(info[1], "Trainer name");
+      int r = (int)int_arg(info[2], "Trainer r", 1, kMaxRank);
+      float alpha = (float)num_arg(info[3], "Trainer alpha");
+      bool rslora = bool_arg(info[4], "Trainer rslora");
       auto names = to_names(info[5], "targets");
       bool targets[NUM_MODULES] = {};
       for (auto& n : names) {
@@ -120,7 +123,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
   Napi::Value Read(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::lock_guard<std::mutex> g(st_->eng->mu);
-      const float* p = st_->buffer(info[0].As<Napi::String>().Utf8Value());
+      const float* p = st_->buffer(str_arg(info[0], "which"));
       size_t n = st_->adapter->memory.size;
       auto out = Napi::Float32Array::New(info.Env(), n);
       std::copy(p, p + n, out.Data());
@@ -132,7 +135,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
     return guard(info, [&]() -> Napi::Value {
       auto src = to_f32(info[1], "data");
       std::lock_guard<std::mutex> g(st_->eng->mu);
-      float* p = st_->buffer(info[0].As<Napi::String>().Utf8Value());
+      float* p = st_->buffer(str_arg(info[0], "which"));
       CHECK(src.size() == st_->adapter->memory.size, "trainer buffer size mismatch: got " + std::to_string(src.size()) +
                                                         " floats, expected " + std::to_string(st_->adapter->memory.size));
       std::copy(src.begin(), src.end(), p);
@@ -140,14 +143,9 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
     });
   }
 
-  static double num(const Napi::Object& o, const char* k, double dflt) {
-    Napi::Value v = o.Get(k);
-    return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : dflt;
-  }
-
   // run(microBatches: {tokens, cuSeqlens, lossRows, lossTargets, oldLogprobs|null, seqOff, seqN, seqAdv,
   //     seqWeight}[], loss: {kind, epsLow, epsHigh, beta, cispoEpsMax}, optim: {lr, beta1, beta2, eps,
-  //     weightDecay, maxGradNorm, step} | null, wantLogprobs: boolean, recompute: boolean)
+  //     weightDecay, maxGradNorm, step} | null, wantLogprobs: boolean, recompute: boolean); every field required
   // -> Promise<{loss, policyLoss, klSum, ratioSum, clipped, tokens, nllSum, entropySum, gradNorm, seconds,
   //             logprobs?: Float32Array (every micro-batch's loss tokens, in order)}>
   Napi::Value Run(const Napi::CallbackInfo& info) {
@@ -178,34 +176,35 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
         }
         total_m += mb.loss_rows.size();
       }
-      Napi::Object lo = info[1].As<Napi::Object>();
-      LossParams lp;
-      std::string kind = lo.Get("kind").As<Napi::String>().Utf8Value();
+      // Every field is required: the defaults live in the TypeScript schemas (src/engine/train-types.ts).
+      Napi::Object lo = obj_arg(info[1], "loss");
+      LossParams lp{};
+      std::string kind = str_field(lo, "loss", "kind");
       const char* kinds[] = {"grpo", "dapo", "dr_grpo", "cispo", "gspo", "sft"};
       lp.kind = -1;
       for (int k = 0; k < 6; ++k) if (kind == kinds[k]) lp.kind = k;
       CHECK(lp.kind >= 0, "unknown loss kind '" + kind + "'");
-      lp.eps_low = (float)num(lo, "epsLow", 0.2);
-      lp.eps_high = (float)num(lo, "epsHigh", lp.eps_low);
-      lp.beta = (float)num(lo, "beta", 0.0);
-      lp.cispo_eps_max = (float)num(lo, "cispoEpsMax", 5.0);
-      bool step = info[2].IsObject();
-      AdamWConfig ac;
+      lp.eps_low = (float)num_field(lo, "loss", "epsLow");
+      lp.eps_high = (float)num_field(lo, "loss", "epsHigh");
+      lp.beta = (float)num_field(lo, "loss", "beta");
+      lp.cispo_eps_max = (float)num_field(lo, "loss", "cispoEpsMax");
+      const bool step = !info[2].IsNull();
+      AdamWConfig ac{};
+      float lr = 0.0f;
       double max_norm = 0;
       long step_no = 0;
       if (step) {
-        Napi::Object oo = info[2].As<Napi::Object>();
-        ac.lr = (float)num(oo, "lr", 0);
-        ac.beta1 = (float)num(oo, "beta1", 0.9);
-        ac.beta2 = (float)num(oo, "beta2", 0.99);
-        ac.eps = (float)num(oo, "eps", 1e-8);
-        ac.weight_decay = (float)num(oo, "weightDecay", 0);
-        max_norm = num(oo, "maxGradNorm", 1.0);
-        step_no = (long)num(oo, "step", 1);
-        CHECK(step_no >= 1, "optimizer step must be >= 1");
+        Napi::Object oo = obj_arg(info[2], "optim");
+        lr = (float)num_field(oo, "optim", "lr");
+        ac.beta1 = (float)num_field(oo, "optim", "beta1");
+        ac.beta2 = (float)num_field(oo, "optim", "beta2");
+        ac.eps = (float)num_field(oo, "optim", "eps");
+        ac.weight_decay = (float)num_field(oo, "optim", "weightDecay");
+        max_norm = num_field(oo, "optim", "maxGradNorm");
+        step_no = (long)int_field(oo, "optim", "step", 1, kMaxSafeInt);
       }
-      bool want_lp = info[3].ToBoolean();
-      bool recompute = info[4].ToBoolean();
+      const bool want_lp = bool_arg(info[3], "wantLogprobs");
+      const bool recompute = bool_arg(info[4], "recompute");
       struct Out {
         MicroResult sum;
         double grad_norm = 0, seconds = 0;
@@ -215,7 +214,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
       auto st = st_;
       return run_async(
           env,
-          [st, mbs, lp, step, ac, max_norm, step_no, want_lp, recompute, total_m, out] {
+          [st, mbs, lp, step, ac, lr, max_norm, step_no, want_lp, recompute, total_m, out] {
             std::lock_guard<std::mutex> g(st->eng->mu);
             LoraAdapter& a = st->live();
             auto t0 = std::chrono::steady_clock::now();
@@ -235,7 +234,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
             }
             if (step) {
               out->grad_norm = max_norm > 0 ? clip_grad_norm(st->grad.data, n, max_norm) : grad_norm(st->grad.data, n);
-              adamw_step(a.memory.data, st->grad.data, st->m.data, st->v.data, n, step_no, ac.lr, ac);
+              adamw_step(a.memory.data, st->grad.data, st->m.data, st->v.data, n, step_no, lr, ac);
             } else {
               out->grad_norm = grad_norm(st->grad.data, n);
             }
@@ -263,11 +262,11 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
 
 Napi::Value ScheduleLr(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
-    std::string kind = info[0].As<Napi::String>().Utf8Value();
+    std::string kind = str_arg(info[0], "schedule kind");
     int k = kind == "constant" ? SCHEDULE_CONSTANT : kind == "warmup" ? SCHEDULE_WARMUP : kind == "cosine" ? SCHEDULE_COSINE : -1;
     CHECK(k >= 0, "unknown schedule '" + kind + "'");
-    double lr = schedule_lr(k, info[1].As<Napi::Number>().DoubleValue(), info[2].As<Napi::Number>().Int64Value(),
-                            info[3].As<Napi::Number>().Int64Value(), info[4].As<Napi::Number>().Int64Value());
+    double lr = schedule_lr(k, num_arg(info[1], "lr"), (long)int_arg(info[2], "step", 0, kMaxSafeInt),
+                            (long)int_arg(info[3], "warmupSteps", 0, kMaxSafeInt), (long)int_arg(info[4], "totalSteps", 0, kMaxSafeInt));
     return Napi::Number::New(info.Env(), lr);
   });
 }

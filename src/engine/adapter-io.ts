@@ -16,6 +16,7 @@
 import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
+import type { ModelSpec } from '../hf/config.js';
 import { writeFileAtomic, writeJsonAtomic } from '../util/atomic.js';
 import { readSafetensors, serializeSafetensors, toFloat32, f32Tensor, type Tensor } from './safetensors.js';
 
@@ -124,7 +125,7 @@ export function validateAdapter(a: PeftAdapter, dims: ModelDims, dir = '<adapter
   }
 }
 
-/** The dimensions of a model that decide LoRA shapes (from config.json). */
+/** The dimensions of a model that decide LoRA shapes. */
 export interface ModelDims {
   layers: number;
   hidden: number;
@@ -134,15 +135,15 @@ export interface ModelDims {
   intermediate: number;
 }
 
-export function modelDims(config: Record<string, any>): ModelDims {
-  const heads = config.num_attention_heads;
+/** LoRA-relevant dimensions of a model, from its spec (src/hf/config.ts reads config.json). */
+export function modelDims(spec: ModelSpec): ModelDims {
   return {
-    layers: config.num_hidden_layers,
-    hidden: config.hidden_size,
-    heads,
-    kvHeads: config.num_key_value_heads ?? heads,
-    headDim: config.head_dim ?? config.hidden_size / heads,
-    intermediate: config.intermediate_size,
+    layers: spec.numLayers,
+    hidden: spec.hiddenSize,
+    heads: spec.numHeads,
+    kvHeads: spec.numKvHeads,
+    headDim: spec.headDim,
+    intermediate: spec.intermediateSize,
   };
 }
 

@@ -8,9 +8,8 @@
  * are drawn, not how they are scored. Stop tokens (EOS or stopTokenIds) are included in tokenIds with their
  * logprob, so training can teach the model to stop.
  */
-import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { z } from 'zod';
+import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
 import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
 
 export { EngineError };
@@ -46,82 +45,29 @@ export interface GeneratedSequence {
   finishReason: 'stop' | 'length' | 'abort';
 }
 
-export interface ModelConfig {
-  modelType: 'qwen3' | 'qwen2' | 'llama';
-  vocabSize: number;
-  hiddenSize: number;
-  numLayers: number;
-  numHeads: number;
-  numKvHeads: number;
-  headDim: number;
-  intermediateSize: number;
-  maxPositionEmbeddings: number;
-  tieWordEmbeddings: boolean;
+/** A loaded model's configuration: its architecture (every default resolved) and the EOS ids generation stops on. */
+export interface ModelConfig extends ModelSpec {
   eosTokenIds: number[];
-  raw: Record<string, unknown>;
 }
 
-const IdOrIds = z.union([z.number().int(), z.array(z.number().int())]).nullish();
-
-const HfConfigSchema = z
-  .object({
-    model_type: z.string(),
-    vocab_size: z.number().int().positive(),
-    hidden_size: z.number().int().positive(),
-    num_hidden_layers: z.number().int().positive(),
-    num_attention_heads: z.number().int().positive(),
-    num_key_value_heads: z.number().int().positive().optional(),
-    head_dim: z.number().int().positive().nullish(),
-    intermediate_size: z.number().int().positive(),
-    max_position_embeddings: z.number().int().positive().optional(),
-    tie_word_embeddings: z.boolean().optional(),
-    eos_token_id: IdOrIds,
-  })
-  .passthrough();
-
-const GenerationConfigSchema = z.object({ eos_token_id: IdOrIds }).passthrough();
-
-function ids(v: number | number[] | null | undefined): number[] {
-  return v === null || v === undefined ? [] : Array.isArray(v) ? v : [v];
-}
-
-/** Reads config.json (and generation_config.json's EOS ids) of an HF folder. */
-export function readModelConfig(dir: string): ModelConfig {
-  const file = join(dir, 'config.json');
-  let raw: Record<string, unknown>;
+/** config.json (and generation_config.json's EOS ids) through the one reader, src/hf/config.ts. */
+export async function readModelConfig(dir: string): Promise<ModelConfig> {
   try {
-    raw = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    const { spec, eosTokenIds } = await readConfigFile(dir);
+    return { ...spec, eosTokenIds };
   } catch (e) {
-    throw new EngineError('ENGINE_LOAD', `${file}: ${(e as Error).message}`, { cause: e });
+    if (e instanceof ModelConfigError) throw new EngineError('ENGINE_LOAD', e.message, { cause: e });
+    throw e;
   }
-  const parsed = HfConfigSchema.safeParse(raw);
-  if (!parsed.success) throw new EngineError('ENGINE_LOAD', `${file}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  const c = parsed.data;
-  if (c.model_type !== 'qwen3' && c.model_type !== 'qwen2' && c.model_type !== 'llama')
-    throw new EngineError('ENGINE_LOAD', `${file}: unsupported model_type '${c.model_type}' (supported: qwen3, qwen2, llama)`);
-  const eos = new Set(ids(c.eos_token_id));
-  const gen = join(dir, 'generation_config.json');
-  if (existsSync(gen)) {
-    try {
-      const g = GenerationConfigSchema.safeParse(JSON.parse(readFileSync(gen, 'utf8')));
-      if (g.success) for (const id of ids(g.data.eos_token_id)) eos.add(id);
-    } catch {
-      // generation_config.json is optional metadata; a broken one must not block loading the weights.
-    }
-  }
+}
+
+/** The architecture exactly as native/addon.cc's load() reads it: every field, none optional. */
+function nativeSpec(s: ModelSpec): ModelSpec {
   return {
-    modelType: c.model_type,
-    vocabSize: c.vocab_size,
-    hiddenSize: c.hidden_size,
-    numLayers: c.num_hidden_layers,
-    numHeads: c.num_attention_heads,
-    numKvHeads: c.num_key_value_heads ?? c.num_attention_heads,
-    headDim: c.head_dim ?? Math.floor(c.hidden_size / c.num_attention_heads),
-    intermediateSize: c.intermediate_size,
-    maxPositionEmbeddings: c.max_position_embeddings ?? 32768,
-    tieWordEmbeddings: c.tie_word_embeddings ?? false,
-    eosTokenIds: [...eos],
-    raw,
+    modelType: s.modelType, vocabSize: s.vocabSize, hiddenSize: s.hiddenSize, intermediateSize: s.intermediateSize,
+    numLayers: s.numLayers, numHeads: s.numHeads, numKvHeads: s.numKvHeads, headDim: s.headDim,
+    maxPositionEmbeddings: s.maxPositionEmbeddings, rmsNormEps: s.rmsNormEps, ropeTheta: s.ropeTheta, ropeScaling: s.ropeScaling,
+    tieWordEmbeddings: s.tieWordEmbeddings, qkvBias: s.qkvBias, oBias: s.oBias, mlpBias: s.mlpBias, qkNorm: s.qkNorm,
   };
 }
 
@@ -189,11 +135,12 @@ export class Model {
   /** Loads an HF folder (config.json + safetensors). threads: OpenMP threads, default all cores. */
   static async load(dir: string, opts: { threads?: number } = {}): Promise<Model> {
     const abs = resolve(dir);
-    const config = readModelConfig(abs);
+    const config = await readModelConfig(abs);
+    if (config.mlpBias) throw new EngineError('ENGINE_LOAD', `${join(abs, 'config.json')}: mlp_bias is not supported by the engine`);
     const addon = loadNative();
     const engine = new addon.Engine();
     try {
-      await engine.load(abs, opts.threads ?? 0);
+      await engine.load(abs, nativeSpec(config), opts.threads ?? 0);
     } catch (e) {
       throw nativeError(e, 'ENGINE_LOAD');
     }

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { ModelSpec } from '../hf/config.js';
 
 export type EngineErrorCode =
   | 'ENGINE_UNAVAILABLE' // the addon is not built or cannot be loaded
@@ -34,7 +35,8 @@ export interface SampledTokens {
 
 /** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
 export interface NativeEngine {
-  load(dir: string, threads: number): Promise<void>;
+  /** Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts). */
+  load(dir: string, spec: ModelSpec, threads: number): Promise<void>;
   loadAdapter(name: string, dir: string): Promise<{ r: number; alpha: number; scale: number; targets: string[] }>;
   unloadAdapter(name: string): void;
   /** Flat output aligned with tokens: 0 at each sequence start, then log p(tok[t] | tok[<t]). */

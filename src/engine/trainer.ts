@@ -10,8 +10,7 @@
  * of sequences, number of loss tokens, dr_grpo's max length) is fixed from the whole batch before the first
  * micro-batch, so the accumulated gradient equals the whole-batch gradient whatever the packing.
  */
-import { readFile } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { basename } from 'node:path';
 import {
   LORA_TARGETS,
   adapterLayout,
@@ -188,7 +187,7 @@ export class Trainer {
   static async resume(model: Model, adapterDir: string, opts: ResumeTrainerOptions = {}): Promise<Trainer> {
     const adapter = await readPeftAdapter(adapterDir);
     const saved = await readOptimizerState(adapterDir);
-    const dims = modelDims(JSON.parse(await readFile(join(model.dir, 'config.json'), 'utf8')));
+    const dims = modelDims(model.config);
     validateAdapter(adapter, dims, adapterDir);
     const optimizer = parseOptimizer(opts.optimizer ?? (saved?.state.optimizer as OptimizerConfig | undefined) ?? (() => {
       throw new TrainError('TRAIN_INVALID_CONFIG', `${adapterDir} holds no trainer_state.json: pass opts.optimizer`);

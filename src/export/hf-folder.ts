@@ -1,90 +1,16 @@
 /**
- * Reading a Hugging Face model folder for export: `config.json` (qwen3, qwen2, llama) and every tensor of
- * `model.safetensors` or of the shards listed in `model.safetensors.index.json`, widened to f32. The native
- * engine loads models with its own C++ reader; this one serves the TypeScript exporters, which need the
- * weights as plain arrays (to merge adapters and to write ONNX initializers).
+ * Reading a Hugging Face model folder for export: `config.json` (through the one reader, src/hf/config.ts) and
+ * every tensor of `model.safetensors` or of the shards listed in `model.safetensors.index.json`, widened to f32.
+ * The native engine reads the weights with its own C++ reader; this one serves the TypeScript exporters, which
+ * need the weights as plain arrays (to merge adapters and to write ONNX initializers).
  */
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { z } from 'zod';
+import { ModelConfigError, readJson as readJsonFile, readModelConfig as readConfigFile, type HfConfig, type ModelSpec } from '../hf/config.js';
 import { readSafetensors, SafetensorsError, toFloat32, type DType, type Tensor } from '../engine/safetensors.js';
 import { ExportError } from './errors.js';
 
-export const SUPPORTED_MODEL_TYPES = ['qwen3', 'qwen2', 'llama'] as const;
-export type ModelType = (typeof SUPPORTED_MODEL_TYPES)[number];
-
-const positiveInt = z.number().int().positive();
-
-/** The fields of config.json the exporters read; everything else in the file is kept but ignored. */
-export const HfConfigSchema = z.looseObject({
-  model_type: z.string(),
-  vocab_size: positiveInt,
-  hidden_size: positiveInt,
-  intermediate_size: positiveInt,
-  num_hidden_layers: positiveInt,
-  num_attention_heads: positiveInt,
-  /** Default num_attention_heads (no grouped-query attention). */
-  num_key_value_heads: positiveInt.optional(),
-  /** Default hidden_size / num_attention_heads. */
-  head_dim: positiveInt.nullish(),
-  /** Default 'silu'; nothing else is supported. */
-  hidden_act: z.string().optional(),
-  /** Default 1e-6. */
-  rms_norm_eps: z.number().positive().optional(),
-  /** Default 10000. */
-  rope_theta: z.number().positive().optional(),
-  rope_scaling: z.looseObject({
-    rope_type: z.string().optional(),
-    type: z.string().optional(),
-    factor: z.number().optional(),
-    low_freq_factor: z.number().optional(),
-    high_freq_factor: z.number().optional(),
-    original_max_position_embeddings: z.number().optional(),
-  }).nullish(),
-  /** Default false (the default of LlamaConfig, Qwen2Config and Qwen3Config). */
-  tie_word_embeddings: z.boolean().optional(),
-  /** llama and qwen3: bias on q/k/v/o. Default false. */
-  attention_bias: z.boolean().optional(),
-  /** llama: bias on gate/up/down. Default false. */
-  mlp_bias: z.boolean().optional(),
-  /** qwen2: sliding-window attention is not supported. Default false. */
-  use_sliding_window: z.boolean().optional(),
-  torch_dtype: z.string().nullish(),
-});
-export type HfConfig = z.infer<typeof HfConfigSchema>;
-
-/** Llama 3.1 rope scaling of the inverse frequencies. */
-export interface Llama3RopeScaling {
-  factor: number;
-  lowFreqFactor: number;
-  highFreqFactor: number;
-  originalMaxPositionEmbeddings: number;
-}
-
-/** The architecture of a model, resolved from config.json with every default applied. */
-export interface ModelSpec {
-  modelType: ModelType;
-  vocabSize: number;
-  hiddenSize: number;
-  intermediateSize: number;
-  numLayers: number;
-  numHeads: number;
-  numKvHeads: number;
-  headDim: number;
-  rmsNormEps: number;
-  ropeTheta: number;
-  ropeScaling: Llama3RopeScaling | null;
-  tieWordEmbeddings: boolean;
-  /** Bias on q/k/v projections (always for qwen2). */
-  qkvBias: boolean;
-  /** Bias on the output projection. */
-  oBias: boolean;
-  /** Bias on gate/up/down projections. */
-  mlpBias: boolean;
-  /** Per-head RMSNorm of q and k before RoPE (qwen3). */
-  qkNorm: boolean;
-}
+export type { HfConfig, ModelSpec } from '../hf/config.js';
 
 /** A tensor widened to f32, row-major. */
 export interface FloatTensor {
@@ -92,64 +18,18 @@ export interface FloatTensor {
   data: Float32Array;
 }
 
-/** Reads and validates `DIR/config.json` into a ModelSpec (and the raw object, to copy or rewrite it). */
+/** Reads `DIR/config.json` with the one reader (src/hf/config.ts); its errors become ExportErrors with the same code. */
 export async function readModelConfig(dir: string): Promise<{ spec: ModelSpec; config: HfConfig }> {
-  const file = join(dir, 'config.json');
-  const raw = await readJson(file);
-  if (typeof raw?.model_type === 'string' && !(SUPPORTED_MODEL_TYPES as readonly string[]).includes(raw.model_type)) {
-    throw new ExportError('UNSUPPORTED_MODEL', `${file}: model_type ${JSON.stringify(raw.model_type)} is not supported (supported: ${SUPPORTED_MODEL_TYPES.join(', ')})`);
+  try {
+    const { spec, config } = await readConfigFile(dir);
+    return { spec, config };
+  } catch (e) {
+    throw asExportError(e);
   }
-  const parsed = HfConfigSchema.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ExportError('BAD_CONFIG', `${file}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
-  }
-  const c = parsed.data;
-  const modelType = c.model_type as ModelType;
-  if ((c.hidden_act ?? 'silu') !== 'silu') throw new ExportError('UNSUPPORTED_MODEL', `${file}: hidden_act ${JSON.stringify(c.hidden_act)} is not supported (only silu)`);
-  if (c.use_sliding_window) throw new ExportError('UNSUPPORTED_MODEL', `${file}: use_sliding_window is not supported`);
-  const numHeads = c.num_attention_heads;
-  const numKvHeads = c.num_key_value_heads ?? numHeads;
-  if (numHeads % numKvHeads !== 0) throw new ExportError('BAD_CONFIG', `${file}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${numKvHeads}`);
-  const headDim = c.head_dim ?? c.hidden_size / numHeads;
-  if (!Number.isInteger(headDim) || headDim % 2 !== 0) throw new ExportError('BAD_CONFIG', `${file}: head_dim ${headDim} must be an even integer`);
-  const spec: ModelSpec = {
-    modelType,
-    vocabSize: c.vocab_size,
-    hiddenSize: c.hidden_size,
-    intermediateSize: c.intermediate_size,
-    numLayers: c.num_hidden_layers,
-    numHeads,
-    numKvHeads,
-    headDim,
-    rmsNormEps: c.rms_norm_eps ?? 1e-6,
-    ropeTheta: c.rope_theta ?? 10000,
-    ropeScaling: resolveRopeScaling(file, c.rope_scaling),
-    tieWordEmbeddings: c.tie_word_embeddings ?? false,
-    qkvBias: modelType === 'qwen2' || (c.attention_bias ?? false),
-    oBias: modelType !== 'qwen2' && (c.attention_bias ?? false),
-    mlpBias: modelType === 'llama' && (c.mlp_bias ?? false),
-    qkNorm: modelType === 'qwen3',
-  };
-  return { spec, config: c };
 }
 
-function resolveRopeScaling(file: string, s: HfConfig['rope_scaling']): Llama3RopeScaling | null {
-  if (!s) return null;
-  const kind = s.rope_type ?? s.type ?? 'default';
-  if (kind === 'default') return null;
-  if (kind !== 'llama3') throw new ExportError('UNSUPPORTED_MODEL', `${file}: rope_scaling type ${JSON.stringify(kind)} is not supported (only llama3)`);
-  const need = (key: 'factor' | 'low_freq_factor' | 'high_freq_factor' | 'original_max_position_embeddings') => {
-    const v = s[key];
-    if (typeof v !== 'number') throw new ExportError('BAD_CONFIG', `${file}: rope_scaling.${key} is required for llama3 rope scaling`);
-    return v;
-  };
-  return {
-    factor: need('factor'),
-    lowFreqFactor: need('low_freq_factor'),
-    highFreqFactor: need('high_freq_factor'),
-    originalMaxPositionEmbeddings: need('original_max_position_embeddings'),
-  };
+function asExportError(e: unknown): unknown {
+  return e instanceof ModelConfigError ? new ExportError(e.code, e.message, { cause: e }) : e;
 }
 
 /** The tensors a model of this spec must hold, with their shapes, in the order of a HF checkpoint. */
@@ -278,17 +158,11 @@ export async function readHfModel(dir: string): Promise<HfModel> {
   return { dir, spec, config, weights };
 }
 
+/** Parses a JSON file; a missing file is MISSING_FILE, bad JSON BAD_CONFIG, both naming the file. */
 export async function readJson(file: string): Promise<any> {
-  let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    return await readJsonFile(file);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new ExportError('MISSING_FILE', `${file}: file does not exist`, { cause: e });
-    throw e;
-  }
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new ExportError('BAD_CONFIG', `${file}: not valid JSON (${(e as Error).message})`, { cause: e });
+    throw asExportError(e);
   }
 }

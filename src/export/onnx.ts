@@ -32,7 +32,7 @@ const EXTERNAL_DATA_THRESHOLD = 1.5 * 1024 ** 3;
 /** Offsets in the external data file are aligned so that runtimes may memory-map it. */
 const EXTERNAL_ALIGN = 4096;
 
-/** RoPE inverse frequencies, with llama3 scaling where the config asks for it (HF's _compute_llama3_parameters). */
+/** RoPE inverse frequencies, with linear or llama3 scaling where the config asks for it (HF's _compute_*_parameters). */
 export function ropeInvFreq(spec: ModelSpec): Float32Array {
   const half = spec.headDim / 2;
   const inv = new Float32Array(half);
@@ -42,6 +42,10 @@ export function ropeInvFreq(spec: ModelSpec): Float32Array {
   }
   const s = spec.ropeScaling;
   if (!s) return inv;
+  if (s.type === 'linear') {
+    for (let i = 0; i < half; i++) inv[i] = inv[i] / s.factor;
+    return inv;
+  }
   const lowWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
   const highWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
   for (let i = 0; i < half; i++) {
