@@ -78,6 +78,7 @@ namespace {
 
 constexpr int64_t kMaxThreads = 1 << 16;
 constexpr int64_t kMaxInt = 2147483647;
+constexpr int64_t kMaxSafeInt = (int64_t)1 << 53;  // JavaScript's Number.MAX_SAFE_INTEGER + 1
 
 // The ModelSpec of src/hf/config.ts, every field required (native code has no defaults of its own).
 ModelConfig model_config_from_js(const Napi::Object& o) {
@@ -160,7 +161,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   // loadAdapter(name, dir): Promise<{ r, alpha, scale, targets: string[] }>
   Napi::Value LoadAdapter(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
-      std::string name = info[0].As<Napi::String>().Utf8Value(), dir = info[1].As<Napi::String>().Utf8Value();
+      std::string name = str_arg(info[0], "adapter name"), dir = str_arg(info[1], "adapter dir");
       auto st = st_;
       auto a = std::make_shared<std::unique_ptr<LoraAdapter>>(std::make_unique<LoraAdapter>());
       return run_async(
@@ -192,7 +193,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   Napi::Value UnloadAdapter(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::lock_guard<std::mutex> g(st_->mu);
-      st_->adapters.erase(info[0].As<Napi::String>().Utf8Value());
+      st_->adapters.erase(str_arg(info[0], "adapter name"));
       return info.Env().Undefined();
     });
   }
@@ -203,7 +204,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
     return guard(info, [&]() -> Napi::Value {
       auto tokens = std::make_shared<std::vector<int32_t>>(to_i32(info[0], "tokens"));
       auto lens = to_i32(info[1], "lens");
-      std::string adapter = info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
+      std::string adapter = info[2].IsNull() ? "" : str_arg(info[2], "adapter");
       auto out = std::make_shared<std::vector<float>>(tokens->size(), 0.0f);
       auto st = st_;
       return run_async(
@@ -258,8 +259,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   Napi::Value SlotCreate(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::lock_guard<std::mutex> g(st_->mu);
-      int cap = info[0].As<Napi::Number>().Int32Value();
-      CHECK(cap > 0, "KV slot capacity must be positive");
+      int cap = (int)int_arg(info[0], "KV slot capacity", 1, kMaxInt);
       int id = st_->next_slot++;
       st_->slot_caps[id] = cap;
       return Napi::Number::New(info.Env(), id);
@@ -269,7 +269,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   Napi::Value SlotFree(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::lock_guard<std::mutex> g(st_->mu);
-      int id = info[0].As<Napi::Number>().Int32Value();
+      int id = (int)int_arg(info[0], "KV slot", 0, kMaxInt);
       st_->slots.erase(id);
       st_->slot_caps.erase(id);
       return info.Env().Undefined();
@@ -280,9 +280,9 @@ class Engine : public Napi::ObjectWrap<Engine> {
   Napi::Value SlotSeed(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::lock_guard<std::mutex> g(st_->mu);
-      int id = info[0].As<Napi::Number>().Int32Value();
-      uint64_t seed = (uint64_t)info[1].As<Napi::Number>().Int64Value();
-      uint64_t stream = (uint64_t)info[2].As<Napi::Number>().Int64Value();
+      int id = (int)int_arg(info[0], "KV slot", 0, kMaxInt);
+      uint64_t seed = (uint64_t)int_arg(info[1], "seed", -kMaxSafeInt, kMaxSafeInt);
+      uint64_t stream = (uint64_t)int_arg(info[2], "stream", 0, kMaxSafeInt);
       st_->slot(id).rng = rng_seed(seed, stream);
       return info.Env().Undefined();
     });
@@ -291,7 +291,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   // fork(src, dsts: Int32Array): Promise<void> — copy src's cache into each dst (n samples share a prefill).
   Napi::Value Fork(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
-      int src = info[0].As<Napi::Number>().Int32Value();
+      int src = (int)int_arg(info[0], "KV slot", 0, kMaxInt);
       auto dsts = to_i32(info[1], "dsts");
       auto st = st_;
       return run_async(info.Env(), [st, src, dsts] {
@@ -414,8 +414,8 @@ class Engine : public Napi::ObjectWrap<Engine> {
 Napi::Value Gradcheck(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     set_threads(1);
-    auto res = gradcheck_op(info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::Number>().Uint32Value(),
-                            info[2].As<Napi::Number>().DoubleValue(), info[3].As<Napi::Number>().Int32Value());
+    auto res = gradcheck_op(str_arg(info[0], "op"), (unsigned)int_arg(info[1], "seed", 0, 4294967295LL),
+                            num_arg(info[2], "eps"), (int)int_arg(info[3], "samples", 1, kMaxInt));
     auto arr = Napi::Array::New(info.Env(), res.size());
     for (size_t i = 0; i < res.size(); ++i) {
       auto o = Napi::Object::New(info.Env());
@@ -432,13 +432,13 @@ Napi::Value Gradcheck(const Napi::CallbackInfo& info) {
 // gemm(transA, transB, M, N, K, A, B, kernel: 'portable'|'blas'|'auto', threads): Float32Array C = op(A) op(B)
 Napi::Value Gemm(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
-    bool ta = info[0].ToBoolean(), tb = info[1].ToBoolean();
-    int M = info[2].As<Napi::Number>().Int32Value(), N = info[3].As<Napi::Number>().Int32Value(),
-        K = info[4].As<Napi::Number>().Int32Value();
+    bool ta = bool_arg(info[0], "transA"), tb = bool_arg(info[1], "transB");
+    int M = (int)int_arg(info[2], "M", 1, kMaxInt), N = (int)int_arg(info[3], "N", 1, kMaxInt),
+        K = (int)int_arg(info[4], "K", 1, kMaxInt);
     auto A = to_f32(info[5], "A");
     auto B = to_f32(info[6], "B");
-    std::string kernel = info[7].As<Napi::String>().Utf8Value();
-    set_threads(info[8].IsNumber() ? info[8].As<Napi::Number>().Int32Value() : 0);
+    std::string kernel = str_arg(info[7], "kernel");
+    set_threads(info[8].IsUndefined() ? 0 : (int)int_arg(info[8], "threads", 0, kMaxThreads));  // test helper: all cores when left out
     CHECK(M > 0 && N > 0 && K > 0 && A.size() == (size_t)M * K && B.size() == (size_t)K * N, "gemm: bad sizes");
     std::vector<float> C((size_t)M * N, 0.0f);
     int lda = ta ? M : K, ldb = tb ? K : N;
@@ -452,10 +452,10 @@ Napi::Value Gemm(const Napi::CallbackInfo& info) {
 // gemmBench(n, kernel, reps, threads): Promise<number> GFLOP/s of an n x n x n sgemm (best of reps).
 Napi::Value GemmBench(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
-    int n = info[0].As<Napi::Number>().Int32Value();
-    std::string kernel = info[1].As<Napi::String>().Utf8Value();
-    int reps = info[2].As<Napi::Number>().Int32Value();
-    int threads = info[3].IsNumber() ? info[3].As<Napi::Number>().Int32Value() : 0;
+    int n = (int)int_arg(info[0], "n", 1, 1 << 16);
+    std::string kernel = str_arg(info[1], "kernel");
+    int reps = (int)int_arg(info[2], "reps", 1, kMaxInt);
+    int threads = info[3].IsUndefined() ? 0 : (int)int_arg(info[3], "threads", 0, kMaxThreads);  // bench helper: all cores when left out
     if (kernel == "blas" && !gemm_have_blas()) throw Napi::Error::New(info.Env(), "this build has no OpenBLAS");
     auto result = std::make_shared<double>(0.0);
     return run_async(
@@ -482,7 +482,7 @@ Napi::Value GemmBench(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SetPortableGemm(const Napi::CallbackInfo& info) {
-  gemm_set_portable(info[0].ToBoolean());
+  gemm_set_portable(bool_arg(info[0], "portable"));
   return info.Env().Undefined();
 }
 

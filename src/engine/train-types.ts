@@ -20,44 +20,71 @@ export interface TrainSequence {
   oldLogprobs?: number[];
 }
 
+// The loss and optimiser settings carry every default here, once: the native trainer receives each value
+// explicitly (lossParams, optimizerParams) and has no defaults of its own.
+
 export const LossConfigSchema = z.object({
   kind: z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo', 'sft']),
-  /** Clip ε below 1 (and above 1 unless clipEpsilonHigh is given). Default 0.2. */
-  clipEpsilon: z.number().nonnegative().optional(),
-  /** Clip ε above 1. Default 0.28 for dapo, else clipEpsilon. */
+  /** Clip ε below 1 (and above 1 unless clipEpsilonHigh is given), a ratio offset. Default 0.2. */
+  clipEpsilon: z.number().nonnegative().default(0.2),
+  /** Clip ε above 1, a ratio offset. Default 0.28 for dapo, else clipEpsilon. */
   clipEpsilonHigh: z.number().nonnegative().optional(),
   /** KL coefficient (k3 estimator against the adapter-free model). Default 0 (no reference forward). */
-  beta: z.number().nonnegative().optional(),
-  /** CISPO's cap on the stop-gradient importance weight. Default 5. */
-  cispoEpsMax: z.number().positive().optional(),
+  beta: z.number().nonnegative().default(0),
+  /** CISPO's cap on the stop-gradient importance weight (a ratio). Default 5. */
+  cispoEpsMax: z.number().positive().default(5),
   /** dr_grpo's normaliser, in loss tokens. Default: the most loss tokens of any sequence in the batch. */
   maxLength: z.number().int().positive().optional(),
 });
-export type LossConfig = z.infer<typeof LossConfigSchema>;
+/** A loss as callers write it (defaults may be left out). */
+export type LossConfig = z.input<typeof LossConfigSchema>;
+/** A loss with its defaults applied. */
+export type ResolvedLoss = z.output<typeof LossConfigSchema>;
+
+/** The loss settings exactly as the native trainer reads them (native/train/train_napi.cc): every field. */
+export function lossParams(l: ResolvedLoss): { kind: ResolvedLoss['kind']; epsLow: number; epsHigh: number; beta: number; cispoEpsMax: number } {
+  return {
+    kind: l.kind,
+    epsLow: l.clipEpsilon,
+    epsHigh: l.clipEpsilonHigh ?? (l.kind === 'dapo' ? 0.28 : l.clipEpsilon),
+    beta: l.beta,
+    cispoEpsMax: l.cispoEpsMax,
+  };
+}
 
 export const OptimizerConfigSchema = z.object({
-  /** Peak learning rate. */
+  /** Peak learning rate (per optimiser step). Required: the training job's schema holds its default. */
   lr: z.number().nonnegative(),
-  /** Default 0.9. */
-  beta1: z.number().min(0).max(1).optional(),
-  /** Default 0.99. */
-  beta2: z.number().min(0).max(1).optional(),
-  /** Default 1e-8. */
-  eps: z.number().positive().optional(),
-  /** Decoupled weight decay. Default 0. */
-  weightDecay: z.number().nonnegative().optional(),
+  /** AdamW's first-moment decay. Default 0.9. */
+  beta1: z.number().min(0).max(1).default(0.9),
+  /** AdamW's second-moment decay. Default 0.99. */
+  beta2: z.number().min(0).max(1).default(0.99),
+  /** AdamW's denominator epsilon. Default 1e-8. */
+  eps: z.number().positive().default(1e-8),
+  /** Decoupled weight decay, per unit of learning rate. Default 0. */
+  weightDecay: z.number().nonnegative().default(0),
   /** Global L2 gradient-norm clip; 0 disables. Default 1.0. */
-  maxGradNorm: z.number().nonnegative().optional(),
+  maxGradNorm: z.number().nonnegative().default(1.0),
   /** Learning-rate schedule over optimiser steps. Default constant. */
   schedule: z.object({
     kind: z.enum(['constant', 'warmup', 'cosine']),
     /** Steps of linear warm-up (the first step uses lr / warmupSteps). Default 0. */
-    warmupSteps: z.number().int().nonnegative().optional(),
+    warmupSteps: z.number().int().nonnegative().default(0),
     /** Cosine decay reaches 0 at this step. Required for cosine. */
     totalSteps: z.number().int().positive().optional(),
-  }).optional(),
+  }).default({ kind: 'constant', warmupSteps: 0 }),
 });
-export type OptimizerConfig = z.infer<typeof OptimizerConfigSchema>;
+/** Optimiser settings as callers write them (defaults may be left out). */
+export type OptimizerConfig = z.input<typeof OptimizerConfigSchema>;
+/** Optimiser settings with their defaults applied. */
+export type ResolvedOptimizer = z.output<typeof OptimizerConfigSchema>;
+
+/** One AdamW step's settings exactly as the native trainer reads them (native/train/train_napi.cc): every field. */
+export function optimizerParams(o: ResolvedOptimizer, lr: number, step: number): {
+  lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; maxGradNorm: number; step: number;
+} {
+  return { lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay, maxGradNorm: o.maxGradNorm, step };
+}
 
 export interface StepMetrics {
   /** Total loss (policy + β·KL), as defined for the loss kind. */

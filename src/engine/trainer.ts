@@ -32,8 +32,12 @@ import {
   LossConfigSchema,
   OptimizerConfigSchema,
   TrainError,
+  lossParams,
+  optimizerParams,
   type LossConfig,
   type OptimizerConfig,
+  type ResolvedLoss,
+  type ResolvedOptimizer,
   type StepMetrics,
   type TrainSequence,
 } from './train-types.js';
@@ -121,7 +125,7 @@ export class Trainer {
     readonly model: Model,
     private readonly native: NativeTrainer,
     readonly config: { rank: number; alpha: number; rslora: boolean; targets: LoraTarget[]; seed: number },
-    public optimizer: OptimizerConfig,
+    public optimizer: ResolvedOptimizer,
     private readonly rng: Rng,
     private readonly layout: LayoutEntry[],
     adapterName: string,
@@ -216,13 +220,11 @@ export class Trainer {
     const lc = parseLoss(loss);
     const mbs = packBatch(batch, lc, opts.microBatchTokens ?? 4096);
     const o = this.optimizer;
-    const s = o.schedule ?? { kind: 'constant' as const };
+    const s = o.schedule;
     if (s.kind === 'cosine' && !s.totalSteps) throw new TrainError('TRAIN_INVALID_CONFIG', 'cosine schedule needs totalSteps');
-    const lr = trainAddon().scheduleLr(s.kind, o.lr, this.step, s.warmupSteps ?? 0, s.totalSteps ?? 0);
-    const optim = {
-      lr, beta1: o.beta1 ?? 0.9, beta2: o.beta2 ?? 0.99, eps: o.eps ?? 1e-8, weightDecay: o.weightDecay ?? 0,
-      maxGradNorm: o.maxGradNorm ?? 1.0, step: this.step + 1,
-    };
+    // totalSteps is read by the cosine schedule only (required for it above).
+    const lr = trainAddon().scheduleLr(s.kind, o.lr, this.step, s.warmupSteps, s.totalSteps ?? 0);
+    const optim = optimizerParams(o, lr, this.step + 1);
     const r = await this.run(mbs.microBatches, lc, optim, false, opts.recompute ?? false);
     this.step += 1;
     return { ...metrics(r, mbs.totalTokens), lr, step: this.step };
@@ -297,13 +299,9 @@ export class Trainer {
     }
   }
 
-  private async run(mbs: NativeMicroBatch[], lc: LossConfig, optim: Record<string, unknown> | null, wantLogprobs: boolean, recompute: boolean): Promise<NativeRunResult> {
+  private async run(mbs: NativeMicroBatch[], lc: ResolvedLoss, optim: ReturnType<typeof optimizerParams> | null, wantLogprobs: boolean, recompute: boolean): Promise<NativeRunResult> {
     if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
-    const epsLow = lc.clipEpsilon ?? 0.2;
-    const loss = {
-      kind: lc.kind, epsLow, epsHigh: lc.clipEpsilonHigh ?? (lc.kind === 'dapo' ? 0.28 : epsLow),
-      beta: lc.beta ?? 0, cispoEpsMax: lc.cispoEpsMax ?? 5,
-    };
+    const loss = lossParams(lc);
     try {
       // Queued behind (and ahead of) the model's other native calls: generation never sees half-updated weights.
       return await this.model.run(() => this.native.run(mbs, loss, optim, wantLogprobs, recompute));
@@ -313,13 +311,13 @@ export class Trainer {
   }
 }
 
-function parseOptimizer(o: OptimizerConfig): OptimizerConfig {
+function parseOptimizer(o: OptimizerConfig): ResolvedOptimizer {
   const r = OptimizerConfigSchema.safeParse(o);
   if (!r.success) throw new TrainError('TRAIN_INVALID_CONFIG', `optimizer: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return r.data;
 }
 
-function parseLoss(l: LossConfig): LossConfig {
+function parseLoss(l: LossConfig): ResolvedLoss {
   const r = LossConfigSchema.safeParse(l);
   if (!r.success) throw new TrainError('TRAIN_INVALID_CONFIG', `loss: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return r.data;
