@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { floatTensor, writeSafetensors, type Tensor } from '../src/engine/safetensors.js';
+import { floatTensor, writeSafetensors, type Tensor } from '../src/hf/safetensors.js';
 
 export type Arch = 'qwen3' | 'qwen2' | 'llama';
 export type FloatDType = 'F32' | 'F16' | 'BF16';

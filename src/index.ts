@@ -7,6 +7,7 @@ export {
   SafetyPolicy,
   toOpenAITools,
   targetFromConfigFile,
+  inspectSession,
 } from './mcp/index.js';
 export type {
   Target,
@@ -19,6 +20,7 @@ export type {
   OpenAITool,
   SafetyPolicyOptions,
   PolicyDecision,
+  InspectReport,
 } from './mcp/index.js';
 export { OpenAIPolicy, PolicyError } from './agent/policy.js';
 export type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from './agent/policy.js';
@@ -26,8 +28,8 @@ export { rollout, rolloutGroups, COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT } from './
 export type { RolloutOptions, RolloutGroupsOptions } from './agent/rollout.js';
 export { TrajectorySchema } from './agent/trajectory.js';
 export type { Trajectory } from './agent/trajectory.js';
-export { runEval, isSuccess } from './agent/evaluate.js';
-export type { EvalOptions, EvalSummary } from './agent/evaluate.js';
+export { runEval, isSuccess } from './eval/evaluate.js';
+export type { EvalOptions, EvalSummary } from './eval/evaluate.js';
 export { rulerScoreGroup } from './ruler/ruler.js';
 export type { RulerOptions, RulerResult } from './ruler/ruler.js';
 export { JudgeError, OpenAIJudge } from './ruler/judge.js';
@@ -49,8 +51,19 @@ export {
   generateLlmScenarios,
   ScenarioGenerationError,
   splitScenarios,
+  generateScenarioSet,
 } from './scenarios/index.js';
-export type { Scenario, ScenarioSet, Check, OfflineOptions, OfflineResult, LlmGeneratorOptions, LlmResult } from './scenarios/index.js';
+export type {
+  Scenario,
+  ScenarioSet,
+  Check,
+  OfflineOptions,
+  OfflineResult,
+  LlmGeneratorOptions,
+  LlmResult,
+  ScenarioSetOptions,
+  ScenarioSummary,
+} from './scenarios/index.js';
 export { exportModel, ExportFormatSchema, ExportRequestSchema } from './export/export-model.js';
 export type { ExportFormat, ExportRequest, ExportSummary } from './export/export-model.js';
 export { ExportError } from './export/errors.js';
@@ -59,20 +72,20 @@ export { exportOnnx } from './export/onnx.js';
 export type { OnnxExportOptions, OnnxExportResult } from './export/onnx.js';
 export { mergeAdapter } from './export/merge.js';
 export type { MergeOptions } from './export/merge.js';
-export { ChatEngine, ChatRequestError, chatRequestSchema } from './engine/chat.js';
-export type { ChatRequest, ChatResult, ChatChoice, ChatStreamEvent, ChatEngineOptions, LoadChatEngineOptions } from './engine/chat.js';
-export { startServer, createChatServer } from './engine/server.js';
-export type { ServerOptions, RunningServer } from './engine/server.js';
-export { EnginePolicy } from './engine/engine-policy.js';
-export type { EnginePolicyOptions } from './engine/engine-policy.js';
-export { HfTokenizer, IncrementalDecoder, TokenizerError } from './engine/tokenizer.js';
-export { ChatTemplate, ChatTemplateError } from './engine/chat-template.js';
-export { parseToolCalls } from './engine/parse-tool-call.js';
-export type { ParsedAssistantText, ParsedToolCall, InvalidToolCall } from './engine/parse-tool-call.js';
+export { ChatEngine, ChatRequestError, chatRequestSchema } from './chat/chat-engine.js';
+export type { ChatRequest, ChatResult, ChatChoice, ChatStreamEvent, ChatEngineOptions, LoadChatEngineOptions } from './chat/chat-engine.js';
+export { startServer, createChatServer } from './serve/server.js';
+export type { ServerOptions, RunningServer } from './serve/server.js';
+export { EnginePolicy } from './agent/engine-policy.js';
+export type { EnginePolicyOptions } from './agent/engine-policy.js';
+export { HfTokenizer, IncrementalDecoder, TokenizerError } from './chat/tokenizer.js';
+export { ChatTemplate, ChatTemplateError } from './chat/chat-template.js';
+export { parseToolCalls } from './chat/parse-tool-call.js';
+export type { ParsedAssistantText, ParsedToolCall, InvalidToolCall } from './chat/parse-tool-call.js';
 export { Trainer, TrainError, LossConfigSchema, OptimizerConfigSchema } from './engine/trainer.js';
 export type { TrainSequence, LossConfig, OptimizerConfig, StepMetrics, CreateTrainerOptions, ResumeTrainerOptions, StepOptions } from './engine/trainer.js';
-export { readPeftAdapter, writePeftAdapter, readOptimizerState, loraKey, loraScale, AdapterError, LORA_TARGETS } from './engine/adapter-io.js';
-export type { PeftAdapter, AdapterConfig, LoraMatrix, LoraTarget } from './engine/adapter-io.js';
+export { readPeftAdapter, writePeftAdapter, readOptimizerState, loraKey, loraScale, AdapterError, LORA_TARGETS } from './hf/peft.js';
+export type { PeftAdapter, AdapterConfig, LoraMatrix, LoraTarget } from './hf/peft.js';
 
 export { train, pickScenarios, TrainConfigSchema } from './train/train.js';
 export type { TrainConfig, TrainRunOptions, TrainRunResult } from './train/train.js';

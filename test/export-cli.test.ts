@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomAdapter, makeRandomModel, type RandomModelOptions } from '../scripts/random-model.js';
-import { f32Tensor, readSafetensors, writeSafetensors } from '../src/engine/safetensors.js';
+import { f32Tensor, readSafetensors, writeSafetensors } from '../src/hf/safetensors.js';
 import { exportOnnx } from '../src/export/onnx.js';
 import { REPO_ROOT } from './helpers/servers.js';
 

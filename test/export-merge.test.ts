@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomAdapter, makeRandomModel, type RandomModelOptions } from '../scripts/random-model.js';
-import { readSafetensors, writeSafetensors } from '../src/engine/safetensors.js';
+import { readSafetensors, writeSafetensors } from '../src/hf/safetensors.js';
 import { ExportError } from '../src/export/errors.js';
 import { readModelConfig } from '../src/export/hf-folder.js';
 import { mergeAdapter } from '../src/export/merge.js';

@@ -1,8 +1,7 @@
 /** Verifiable checks scoring and reward blending (pure functions; no servers or doubles needed). */
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../src/agent/policy.js';
-import { INVALID_CALL_PREFIX } from '../src/agent/rollout.js';
-import type { Trajectory } from '../src/agent/trajectory.js';
+import { INVALID_CALL_PREFIX, type Trajectory } from '../src/agent/trajectory.js';
 import { blendRewards } from '../src/ruler/blend.js';
 import { scoreChecks, type ChecksScore } from '../src/ruler/checks.js';
 import type { Scenario } from '../src/scenarios/scenario.js';

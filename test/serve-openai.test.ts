@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomAdapter, makeRandomModel } from '../scripts/random-model.js';
-import { adapterNameFromDir, ChatEngine } from '../src/engine/chat.js';
+import { adapterNameFromDir, ChatEngine } from '../src/chat/chat-engine.js';
 import type { Model } from '../src/engine/model.js';
-import { startServer, type RunningServer } from '../src/engine/server.js';
+import { startServer, type RunningServer } from '../src/serve/server.js';
 
 type Choice = OpenAI.Chat.Completions.ChatCompletion.Choice & { mcprl_token_ids: number[] };
 type ChunkChoice = OpenAI.Chat.Completions.ChatCompletionChunk.Choice & { mcprl_token_ids?: number[] };

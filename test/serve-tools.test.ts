@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { qwen3TokenizerDir } from '../scripts/random-model.js';
-import { ChatEngine } from '../src/engine/chat.js';
+import { ChatEngine } from '../src/chat/chat-engine.js';
 import type { Model } from '../src/engine/model.js';
-import { startServer, type RunningServer } from '../src/engine/server.js';
-import { HfTokenizer } from '../src/engine/tokenizer.js';
+import { startServer, type RunningServer } from '../src/serve/server.js';
+import { HfTokenizer } from '../src/chat/tokenizer.js';
 import { makeScriptedModel } from './helpers/scripted-model.js';
 
 type Choice = OpenAI.Chat.Completions.ChatCompletion.Choice & {

@@ -8,10 +8,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomModel, type RandomModelOptions } from '../scripts/random-model.js';
-import { adapterLayout, modelDims } from '../src/engine/adapter-io.js';
+import { adapterLayout, modelDims } from '../src/hf/peft.js';
 import { readModelConfig } from '../src/hf/config.js';
 import { Model } from '../src/engine/model.js';
-import { readSafetensors } from '../src/engine/safetensors.js';
+import { readSafetensors } from '../src/hf/safetensors.js';
 import { Trainer, type OptimizerConfig } from '../src/engine/trainer.js';
 import { randomSequences, torchTrainRef } from './train-helpers.js';
 

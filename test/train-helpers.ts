@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { makeRng } from '../scripts/random-model.js';
-import { readSafetensors, toFloat32 } from '../src/engine/safetensors.js';
+import { readSafetensors, toFloat32 } from '../src/hf/safetensors.js';
 import type { LossConfig, TrainSequence } from '../src/engine/trainer.js';
 
 const run = promisify(execFile);

@@ -3,7 +3,7 @@
  * NFC normaliser, the Qwen split regex, byte-level pre-tokeniser and decoder, BPE model with merges), so the
  * tiny model's tokenizer is loaded by exactly the code that loads any real model's.
  */
-import { bytesToUnicode } from '../../src/engine/tokenizer.js';
+import { bytesToUnicode } from '../../src/chat/tokenizer.js';
 
 /** The split regex of Qwen2/Qwen3 tokenizers (Oniguruma syntax, as stored in tokenizer.json). */
 export const QWEN_SPLIT_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";

@@ -2,9 +2,9 @@
  * Shows what a model does on scenarios, turn by turn, with the in-process engine (for tuning the tiny model):
  *   node --import tsx scripts/tiny-model/probe.ts MODEL_DIR SCENARIO_DIR [val|train] [N] [TEMPERATURE]
  */
-import { runEval } from '../../src/agent/evaluate.js';
-import { ChatEngine } from '../../src/engine/chat.js';
-import { EnginePolicy } from '../../src/engine/engine-policy.js';
+import { runEval } from '../../src/eval/evaluate.js';
+import { ChatEngine } from '../../src/chat/chat-engine.js';
+import { EnginePolicy } from '../../src/agent/engine-policy.js';
 import type { Model } from '../../src/engine/model.js';
 import { loadScenarioSet } from '../../src/scenarios/index.js';
 import { fixtureTarget } from './fixture-target.js';

@@ -13,7 +13,7 @@ import {
 } from '../mcp/index.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import type { ChatMessage, OpenAITool, Policy, PolicyTurn } from './policy.js';
-import type { Trajectory } from './trajectory.js';
+import { INVALID_CALL_PREFIX, NOT_EXECUTED_PREFIX, type Trajectory } from './trajectory.js';
 import { ArgsValidator } from './validate-args.js';
 
 /** The tool the agent loop itself provides (as in ART): calling it ends the rollout with a final answer. */
@@ -33,16 +33,6 @@ export const COMPLETE_TASK_TOOL: OpenAITool = {
     },
   },
 };
-
-/** Tool answers starting with these mark calls the loop did not execute (see wasExecuted). */
-export const INVALID_CALL_PREFIX = 'Error: invalid tool call.';
-export const NOT_EXECUTED_PREFIX = 'Not executed:';
-
-/** True when a tool message answers a call that really reached the server (or complete_task). */
-export function wasExecuted(toolMessage: ChatMessage): boolean {
-  const c = toolMessage.content ?? '';
-  return !c.startsWith(INVALID_CALL_PREFIX) && !c.startsWith(NOT_EXECUTED_PREFIX);
-}
 
 export const DEFAULT_SYSTEM_PROMPT =
   'You are an agent that completes tasks by calling the tools of an MCP server. Use the tools to look up the ' +

@@ -68,3 +68,13 @@ export const TrajectorySchema = z.object({
 
 export type Trajectory = z.infer<typeof TrajectorySchema>;
 export type TrajectoryMetrics = z.infer<typeof TrajectoryMetricsSchema>;
+
+/** Tool answers starting with these mark calls the loop did not execute (see wasExecuted). */
+export const INVALID_CALL_PREFIX = 'Error: invalid tool call.';
+export const NOT_EXECUTED_PREFIX = 'Not executed:';
+
+/** True when a tool message answers a call that really reached the server (or complete_task). */
+export function wasExecuted(toolMessage: { content: string | null }): boolean {
+  const c = toolMessage.content ?? '';
+  return !c.startsWith(INVALID_CALL_PREFIX) && !c.startsWith(NOT_EXECUTED_PREFIX);
+}

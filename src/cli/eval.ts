@@ -5,7 +5,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { formatEvalSummary, runEval, writeEvalOutput } from '../agent/evaluate.js';
+import { formatEvalSummary, runEval, writeEvalOutput } from '../eval/evaluate.js';
 import { OpenAIPolicy } from '../agent/policy.js';
 import { McpConnectError } from '../mcp/index.js';
 import { REWARD_MODES, type RewardMode } from '../ruler/blend.js';

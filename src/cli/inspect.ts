@@ -2,28 +2,11 @@
  * `mcprl inspect <target>`: what an MCP server offers — a readable table, or the full catalog as JSON.
  */
 import type { Command } from 'commander';
-import type { Prompt, Resource, ResourceTemplate } from '@modelcontextprotocol/sdk/types.js';
-import { connect, type McpSession, type ServerIdentity } from '../mcp/session.js';
+import { connect, type McpSession } from '../mcp/session.js';
 import { McpConnectError, McpListError } from '../mcp/errors.js';
+import { inspectSession, type InspectReport } from '../mcp/inspect.js';
 import type { ToolInfo } from '../mcp/types.js';
 import { addTargetOptions, connectOptionsFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
-
-export interface InspectReport {
-  server: ServerIdentity;
-  tools: ToolInfo[];
-  resources: Resource[];
-  resourceTemplates: ResourceTemplate[];
-  prompts: Prompt[];
-}
-
-/** Lists everything a connected server offers. */
-export async function inspectSession(session: McpSession): Promise<InspectReport> {
-  const tools = await session.listTools();
-  const resources = await session.listResources();
-  const resourceTemplates = await session.listResourceTemplates();
-  const prompts = await session.listPrompts();
-  return { server: session.server, tools, resources, resourceTemplates, prompts };
-}
 
 function access(t: ToolInfo): string {
   if (t.annotations.readOnlyHint) return 'read-only';

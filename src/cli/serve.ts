@@ -3,8 +3,9 @@
  * chat-completions endpoint for a model folder and its LoRA adapters, on mcprl's own engine.
  */
 import type { Command } from 'commander';
-import { adapterNameFromDir, ChatEngine } from '../engine/chat.js';
-import { startServer } from '../engine/server.js';
+import { ChatEngine } from '../chat/chat-engine.js';
+import { parseAdapterSpec } from '../serve/adapter-spec.js';
+import { startServer } from '../serve/server.js';
 
 interface ServeCliOptions {
   model: string;
@@ -16,14 +17,6 @@ interface ServeCliOptions {
   maxTokens?: string;
   chatTemplateKwargs?: string;
   quiet?: boolean;
-}
-
-/** `NAME=DIR` or just `DIR` (served under the folder's name). */
-export function parseAdapterSpec(spec: string): { name: string; dir: string } {
-  const eq = spec.indexOf('=');
-  // A `=` inside a path (rare) is only a separator when what precedes it looks like a name.
-  if (eq > 0 && /^[A-Za-z0-9._:-]+$/.test(spec.slice(0, eq))) return { name: spec.slice(0, eq), dir: spec.slice(eq + 1) };
-  return { name: adapterNameFromDir(spec), dir: spec };
 }
 
 function intOption(value: string | undefined, flag: string, min: number): number | undefined {

@@ -10,11 +10,11 @@ import { REWARD_MODES, type RewardMode } from '../ruler/blend.js';
 import { OpenAIJudge } from '../ruler/judge.js';
 import { assertDisjoint } from '../scenarios/disjoint.js';
 import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
+import { generateScenarioSet } from '../scenarios/scenario-set.js';
 import { RunDir } from '../train/run-dir.js';
 import { TrainConfigSchema, train, type TrainConfig } from '../train/train.js';
 import { writeRunReport } from '../train/write-report.js';
 import { writeJsonAtomic } from '../util/atomic.js';
-import { generateScenarioSet } from './scenarios.js';
 import { addTargetOptions, connectOptionsFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 interface TrainCliOptions extends TargetCliOptions {

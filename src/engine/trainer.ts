@@ -25,7 +25,7 @@ import {
   type LoraMatrix,
   type LoraTarget,
   type TrainerState,
-} from './adapter-io.js';
+} from '../hf/peft.js';
 import { engineOf, nativeAddon, type Model } from './model.js';
 import { packBatch, type NativeMicroBatch } from './train-batch.js';
 import {
@@ -202,7 +202,7 @@ export class Trainer {
     const { native, layout } = await Trainer.makeNative(model, name, c.r, c.lora_alpha, c.use_rslora, targets, (n, layout) => {
       const expected = adapterLayout(dims, c.r, targets);
       if (expected.length !== layout.length || expected.some((e, i) => e.key !== layout[i].key)) {
-        throw new TrainError('TRAIN_NATIVE', 'native adapter layout differs from the PEFT layout (engine and adapter-io disagree)');
+        throw new TrainError('TRAIN_NATIVE', 'native adapter layout differs from the PEFT layout (engine and src/hf/peft.ts disagree)');
       }
       n.write('params', pack(layout, adapter.tensors, adapterDir));
       if (saved) {

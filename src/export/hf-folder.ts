@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ModelConfigError, readJson as readJsonFile, readModelConfig as readConfigFile, type HfConfig, type ModelSpec } from '../hf/config.js';
-import { readSafetensors, SafetensorsError, toFloat32, type DType, type Tensor } from '../engine/safetensors.js';
+import { readSafetensors, SafetensorsError, toFloat32, type DType, type Tensor } from '../hf/safetensors.js';
 import { ExportError } from './errors.js';
 
 export type { HfConfig, ModelSpec } from '../hf/config.js';

@@ -4,7 +4,7 @@
  */
 import { join } from 'node:path';
 import { writeFile } from 'node:fs/promises';
-import { floatTensor, toFloat32, writeSafetensors, type Tensor } from '../engine/safetensors.js';
+import { floatTensor, toFloat32, writeSafetensors, type Tensor } from '../hf/safetensors.js';
 import { ExportError } from './errors.js';
 import { readJson, readModelConfig, readSafetensorsOrThrow, readWeightIndex, type FloatTensor } from './hf-folder.js';
 import { copySideFiles, writeOutputFolder } from './out-dir.js';

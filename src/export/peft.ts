@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { toFloat32 } from '../engine/safetensors.js';
+import { toFloat32 } from '../hf/safetensors.js';
 import { ExportError } from './errors.js';
 import { expectedTensors, readJson, readSafetensorsOrThrow, type FloatTensor, type ModelSpec } from './hf-folder.js';
 import { writeOutputFolder } from './out-dir.js';

@@ -4,8 +4,8 @@
  */
 import { existsSync } from 'node:fs';
 import type { Trajectory } from '../agent/trajectory.js';
-import { ChatEngine } from '../engine/chat.js';
-import { EnginePolicy } from '../engine/engine-policy.js';
+import { ChatEngine } from '../chat/chat-engine.js';
+import { EnginePolicy } from '../agent/engine-policy.js';
 import { RunDir } from '../train/run-dir.js';
 import { Workspace, WorkspaceError } from './workspace.js';
 

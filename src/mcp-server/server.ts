@@ -14,13 +14,12 @@ import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mc
 import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { z } from 'zod';
-import { runEval, writeEvalOutput, formatEvalSummary } from '../agent/evaluate.js';
 import { rollout } from '../agent/rollout.js';
-import { inspectSession } from '../cli/inspect.js';
-import { generateScenarioSet } from '../cli/scenarios.js';
+import { runEval, writeEvalOutput, formatEvalSummary } from '../eval/evaluate.js';
 import { exportModel } from '../export/export-model.js';
-import { connect, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
+import { connect, inspectSession, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
 import { loadScenarioSet, readScenarios, writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
+import { generateScenarioSet } from '../scenarios/scenario-set.js';
 import { RunDir } from '../train/run-dir.js';
 import { AgentEngines, compactTrace, resolveAgent } from './agent.js';
 import { progressValue, TrainingJobs, type RunStatus } from './training-jobs.js';

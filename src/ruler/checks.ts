@@ -1,5 +1,4 @@
-import { wasExecuted } from '../agent/rollout.js';
-import type { Trajectory } from '../agent/trajectory.js';
+import { wasExecuted, type Trajectory } from '../agent/trajectory.js';
 import { answerContains, argsMatch, type Check, type Scenario } from '../scenarios/scenario.js';
 
 export interface ChecksScore {

@@ -21,5 +21,7 @@ export { synthesizeArgs, synthesizeValidValue, generateFromPattern, resolveRefs,
 export type { JsonSchema, SynthesisOptions, CandidateContext } from './json-schema-args.js';
 export { dropNearDuplicates, taskSimilarity, normalizeTask, DuplicateFilter, DEFAULT_DUPLICATE_THRESHOLD } from './dedup.js';
 export { splitScenarios, DEFAULT_VAL_FRACTION } from './split.js';
+export { generateScenarioSet } from './scenario-set.js';
+export type { ScenarioSetOptions, ScenarioSummary } from './scenario-set.js';
 export { createRng, hashString } from './rng.js';
 export type { Rng } from './rng.js';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomModel } from '../../scripts/random-model.js';
 import type { ChatMessage, OpenAITool } from '../agent/policy.js';
-import { ChatEngine } from '../engine/chat.js';
+import { ChatEngine } from '../chat/chat-engine.js';
 import { trajectoryToSequences } from './tokenize.js';
 
 let dir: string;

@@ -14,8 +14,8 @@
  * token is always trained in its true context.
  */
 import type { ChatMessage } from '../agent/policy.js';
-import type { ChatEngine } from '../engine/chat.js';
-import type { TemplateTool } from '../engine/chat-template.js';
+import type { ChatEngine } from '../chat/chat-engine.js';
+import type { TemplateTool } from '../chat/chat-template.js';
 import type { TrainSequence } from '../engine/train-types.js';
 import type { OpenAITool } from '../mcp/index.js';
 

@@ -13,11 +13,11 @@
  */
 import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
-import { runEval, type EvalSummary } from '../agent/evaluate.js';
+import { runEval, type EvalSummary } from '../eval/evaluate.js';
 import type { Trajectory } from '../agent/trajectory.js';
-import { LORA_TARGETS } from '../engine/adapter-io.js';
-import { ChatEngine } from '../engine/chat.js';
-import { EnginePolicy } from '../engine/engine-policy.js';
+import { LORA_TARGETS } from '../hf/peft.js';
+import { ChatEngine } from '../chat/chat-engine.js';
+import { EnginePolicy } from '../agent/engine-policy.js';
 import type { Model } from '../engine/model.js';
 import { Trainer } from '../engine/trainer.js';
 import type { LossConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';

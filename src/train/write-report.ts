@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isSuccess } from '../agent/evaluate.js';
+import { isSuccess } from '../eval/evaluate.js';
 import type { Trajectory } from '../agent/trajectory.js';
 import { readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { writeFileAtomic } from '../util/atomic.js';

@@ -10,7 +10,7 @@
  */
 import { join } from 'node:path';
 import { makeRandomModel, resolveShape, type RandomModelOptions } from '../../scripts/random-model.js';
-import { f32Tensor, readSafetensors, toFloat32, writeSafetensors } from '../../src/engine/safetensors.js';
+import { f32Tensor, readSafetensors, toFloat32, writeSafetensors } from '../../src/hf/safetensors.js';
 
 export interface ScriptedModelOptions {
   /** Default 7. */

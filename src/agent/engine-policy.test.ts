@@ -8,11 +8,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { qwen3TokenizerDir } from '../../scripts/random-model.js';
 import { makeScriptedModel } from '../../test/helpers/scripted-model.js';
-import { PolicyError, type OpenAITool, type PolicyRequest } from '../agent/policy.js';
-import { ChatEngine } from './chat.js';
+import { PolicyError, type OpenAITool, type PolicyRequest } from './policy.js';
+import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from './engine-policy.js';
-import type { Model } from './model.js';
-import { HfTokenizer } from './tokenizer.js';
+import type { Model } from '../engine/model.js';
+import { HfTokenizer } from '../chat/tokenizer.js';
 
 const REPLY = 'Let me check.<tool_call>{"name":"lookup","arguments":{"q":1}}</tool_call>';
 let dir: string;

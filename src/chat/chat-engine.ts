@@ -8,7 +8,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { basename, resolve } from 'node:path';
 import { z } from 'zod';
 import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
-import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type SamplingParams } from './model.js';
+import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type SamplingParams } from '../engine/model.js';
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 

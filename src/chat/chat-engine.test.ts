@@ -7,9 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomModel } from '../../scripts/random-model.js';
-import { parseAdapterSpec } from '../cli/serve.js';
-import { ChatEngine, ChatRequestError, type ChatResult, type ChatStreamEvent } from './chat.js';
-import type { Model } from './model.js';
+import { ChatEngine, ChatRequestError, type ChatResult, type ChatStreamEvent } from './chat-engine.js';
+import type { Model } from '../engine/model.js';
 
 let dir: string;
 let engine: ChatEngine;
@@ -101,13 +100,5 @@ describe('ChatEngine', () => {
       code: 'context_length_exceeded',
     });
     expect(await bad({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] })).toMatchObject({ status: 400 });
-  });
-});
-
-describe('parseAdapterSpec', () => {
-  it('reads NAME=DIR and plain DIR (named after the folder)', () => {
-    expect(parseAdapterSpec('agent=runs/x/checkpoints/best')).toEqual({ name: 'agent', dir: 'runs/x/checkpoints/best' });
-    expect(parseAdapterSpec('runs/x/checkpoints/step-0004')).toEqual({ name: 'step-0004', dir: 'runs/x/checkpoints/step-0004' });
-    expect(parseAdapterSpec('/tmp/a=b/c')).toEqual({ name: 'c', dir: '/tmp/a=b/c' });
   });
 });

@@ -3,9 +3,9 @@
  * Each turn keeps the exact sampled token ids and their logprobs, and reports `<tool_call>` blocks the
  * model got wrong as invalid calls (data for the reward), never as errors.
  */
-import type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from '../agent/policy.js';
-import { PolicyError } from '../agent/policy.js';
-import { ChatRequestError, type ChatEngine } from './chat.js';
+import type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from './policy.js';
+import { PolicyError } from './policy.js';
+import { ChatRequestError, type ChatEngine } from '../chat/chat-engine.js';
 
 export interface EnginePolicyOptions {
   /** Base model or adapter name to answer with (see ChatEngine.modelNames()). Default: the base model. */

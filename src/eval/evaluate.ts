@@ -6,8 +6,8 @@ import { blendRewards, type RewardMode } from '../ruler/blend.js';
 import { scoreChecks } from '../ruler/checks.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { rulerScoreGroup } from '../ruler/ruler.js';
-import { rolloutGroups, type RolloutGroupsOptions } from './rollout.js';
-import type { Trajectory } from './trajectory.js';
+import { rolloutGroups, type RolloutGroupsOptions } from '../agent/rollout.js';
+import type { Trajectory } from '../agent/trajectory.js';
 
 /** Everything rolloutGroups takes, plus how the groups are scored. */
 export interface EvalOptions extends RolloutGroupsOptions {

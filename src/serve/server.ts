@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ChatRequestError, tokenLogprobs, type ChatChoice, type ChatEngine, type ChatResult } from './chat.js';
+import { ChatRequestError, tokenLogprobs, type ChatChoice, type ChatEngine, type ChatResult } from '../chat/chat-engine.js';
 
 export interface ServerOptions {
   /** Default 127.0.0.1. */
