@@ -72,8 +72,21 @@ export { exportOnnx } from './export/onnx.js';
 export type { OnnxExportOptions, OnnxExportResult } from './export/onnx.js';
 export { mergeAdapter } from './export/merge.js';
 export type { MergeOptions } from './export/merge.js';
-export { ChatEngine, ChatRequestError, chatRequestSchema } from './chat/chat-engine.js';
-export type { ChatRequest, ChatResult, ChatChoice, ChatStreamEvent, ChatEngineOptions, LoadChatEngineOptions } from './chat/chat-engine.js';
+export { ChatEngine, ChatError } from './chat/chat-engine.js';
+export type {
+  ChatTurnRequest,
+  ChatTurnMessage,
+  ChatSampling,
+  ChatPrompt,
+  ChatResult,
+  ChatChoice,
+  ChatStreamEvent,
+  ChatErrorCode,
+  ChatEngineOptions,
+  LoadChatEngineOptions,
+} from './chat/chat-engine.js';
+export { ChatRequestError, chatRequestSchema, parseChatRequest, toTurnRequest } from './serve/openai-chat.js';
+export type { ChatRequest } from './serve/openai-chat.js';
 export { startServer, createChatServer } from './serve/server.js';
 export type { ServerOptions, RunningServer } from './serve/server.js';
 export { EnginePolicy } from './agent/engine-policy.js';

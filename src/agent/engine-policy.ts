@@ -5,7 +5,7 @@
  */
 import type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from './policy.js';
 import { PolicyError } from './policy.js';
-import { ChatRequestError, type ChatEngine } from '../chat/chat-engine.js';
+import { ChatError, type ChatEngine, type ChatTurnMessage } from '../chat/chat-engine.js';
 
 export interface EnginePolicyOptions {
   /** Base model or adapter name to answer with (see ChatEngine.modelNames()). Default: the base model. */
@@ -41,24 +41,26 @@ export class EnginePolicy implements Policy {
   async next(req: PolicyRequest): Promise<PolicyTurn> {
     const temperature = req.temperature ?? this.opts.temperature;
     const maxTokens = req.maxTokens ?? this.opts.maxTokens;
-    const body: Record<string, unknown> = {
-      model: this.model,
-      messages: req.messages.map(toEngineMessage),
-      ...(req.tools.length > 0 ? { tools: req.tools } : {}),
-      ...(temperature !== undefined ? { temperature } : {}),
-      ...(this.opts.topP !== undefined ? { top_p: this.opts.topP } : {}),
-      ...(this.opts.topK !== undefined ? { top_k: this.opts.topK } : {}),
-      ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}),
-      ...(req.seed !== undefined ? { seed: req.seed } : {}),
-      ...(this.opts.chatTemplateKwargs ? { chat_template_kwargs: this.opts.chatTemplateKwargs } : {}),
-    };
     let result;
     try {
-      result = await this.engine.complete(body, req.signal);
+      result = await this.engine.complete({
+        model: this.model,
+        messages: req.messages.map(toTurnMessage),
+        ...(req.tools.length > 0 ? { tools: req.tools } : {}),
+        ...(this.opts.chatTemplateKwargs ? { chatTemplateKwargs: this.opts.chatTemplateKwargs } : {}),
+        sampling: {
+          ...(temperature !== undefined ? { temperature } : {}),
+          ...(this.opts.topP !== undefined ? { topP: this.opts.topP } : {}),
+          ...(this.opts.topK !== undefined ? { topK: this.opts.topK } : {}),
+          ...(maxTokens !== undefined ? { maxTokens } : {}),
+          ...(req.seed !== undefined ? { seed: req.seed } : {}),
+        },
+        ...(req.signal ? { signal: req.signal } : {}),
+      });
     } catch (err) {
       if (req.signal?.aborted) throw new PolicyError('POLICY_ABORTED', 'policy request aborted', { cause: err });
       // The same status the request would get from `mcprl serve`, so both policies fail alike.
-      if (err instanceof ChatRequestError) {
+      if (err instanceof ChatError) {
         throw new PolicyError('POLICY_HTTP', `engine refused the request (${err.status}): ${err.message}`, { status: err.status, cause: err });
       }
       throw new PolicyError('POLICY_UNREACHABLE', `engine failed: ${(err as Error).message}`, { cause: err });
@@ -76,11 +78,13 @@ export class EnginePolicy implements Policy {
   }
 }
 
-/** Drops mcprl's private fields; the engine renders messages through the chat template like any request. */
-function toEngineMessage(m: ChatMessage): Record<string, unknown> {
-  const out: Record<string, unknown> = { role: m.role, content: m.content };
-  if (m.tool_calls && m.tool_calls.length > 0) out.tool_calls = m.tool_calls;
-  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
-  if (m.name !== undefined && m.role !== 'tool') out.name = m.name;
-  return out;
+/** The message as OpenAIPolicy sends it over HTTP (mcprl's private fields dropped), so both render alike. */
+function toTurnMessage(m: ChatMessage): ChatTurnMessage {
+  return {
+    role: m.role,
+    content: m.content,
+    ...(m.tool_calls && m.tool_calls.length > 0 ? { tool_calls: m.tool_calls } : {}),
+    ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
+    ...(m.name !== undefined && m.role !== 'tool' ? { name: m.name } : {}),
+  };
 }

@@ -1,18 +1,19 @@
 /**
  * ChatEngine on a random tiny Qwen3 model: stop strings on whatever the model writes, stream/complete
- * agreement, and request validation. The HTTP layer is tested in test/serve-*.test.ts.
+ * agreement, and the requests it refuses. OpenAI's request mapping is tested in src/serve/openai-chat.test.ts,
+ * the HTTP layer in test/serve-*.test.ts.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomModel } from '../../scripts/random-model.js';
-import { ChatEngine, ChatRequestError, type ChatResult, type ChatStreamEvent } from './chat-engine.js';
+import { ChatEngine, ChatError, type ChatResult, type ChatStreamEvent, type ChatTurnMessage, type ChatTurnRequest } from './chat-engine.js';
 import type { Model } from '../engine/model.js';
 
 let dir: string;
 let engine: ChatEngine;
-const messages = [{ role: 'user', content: 'Write anything.' }];
+const messages: ChatTurnMessage[] = [{ role: 'user', content: 'Write anything.' }];
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mcprl-chat-'));
@@ -36,20 +37,20 @@ async function collect(gen: AsyncGenerator<ChatStreamEvent, ChatResult>) {
 
 describe('ChatEngine', () => {
   it('applies default template kwargs (enable_thinking=false here) to the prompt', () => {
-    const ids = engine.promptIds(engine.parseRequest({ model: 'm', messages }));
+    const ids = engine.promptIds({ messages });
     expect(engine.tokenizer.decode(ids).endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
-    const thinking = engine.promptIds(engine.parseRequest({ model: 'm', messages, chat_template_kwargs: { enable_thinking: true } }));
+    const thinking = engine.promptIds({ messages, chatTemplateKwargs: { enable_thinking: true } });
     expect(engine.tokenizer.decode(thinking).endsWith('<|im_start|>assistant\n')).toBe(true);
   });
 
   it('cuts the text at the first stop string and keeps ids up to the token that completed it', async () => {
-    const free = (await engine.complete({ model: 'm', messages, seed: 21, max_tokens: 40 })).choices[0];
+    const free = (await engine.complete({ messages, sampling: { seed: 21, maxTokens: 40 } })).choices[0];
     const text = free.text;
     expect(text.length).toBeGreaterThan(10);
     // A stop string taken from the middle of what the model writes with this seed.
     const stop = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 3);
     const at = text.indexOf(stop);
-    const cut = (await engine.complete({ model: 'm', messages, seed: 21, max_tokens: 40, stop })).choices[0];
+    const cut = (await engine.complete({ messages, sampling: { seed: 21, maxTokens: 40, stop: [stop] } })).choices[0];
     expect(cut.finishReason).toBe('stop');
     expect(cut.text).toBe(text.slice(0, at));
     expect(cut.content).toBe(text.slice(0, at));
@@ -60,7 +61,7 @@ describe('ChatEngine', () => {
     expect(engine.tokenizer.decode(cut.tokenIds.slice(0, -1), { skipSpecialTokens: true }).includes(stop)).toBe(false);
     expect(cut.logprobs).toEqual(free.logprobs.slice(0, cut.tokenIds.length));
 
-    const streamed = await collect(engine.stream({ model: 'm', messages, seed: 21, max_tokens: 40, stop }));
+    const streamed = await collect(engine.stream({ messages, sampling: { seed: 21, maxTokens: 40, stop: [stop] } }));
     const deltas = streamed.events.filter((e) => e.type === 'delta');
     expect(deltas.map((e) => e.content).join('')).toBe(cut.content);
     expect(deltas.flatMap((e) => e.tokenIds)).toEqual(cut.tokenIds);
@@ -68,7 +69,7 @@ describe('ChatEngine', () => {
   });
 
   it('never streams text it later takes back', async () => {
-    const { events, result } = await collect(engine.stream({ model: 'm', messages, seed: 4, n: 2, max_tokens: 30 }));
+    const { events, result } = await collect(engine.stream({ model: 'm', messages, sampling: { seed: 4, n: 2, maxTokens: 30 } }));
     for (const c of result.choices) {
       const mine = events.filter((e) => e.index === c.index);
       expect(mine.at(-1)).toMatchObject({ type: 'finish' });
@@ -80,25 +81,26 @@ describe('ChatEngine', () => {
   });
 
   it('stops generating when the consumer leaves the stream early', async () => {
-    const gen = engine.stream({ model: 'm', messages, seed: 1, max_tokens: 3000 });
+    const gen = engine.stream({ messages, sampling: { seed: 1, maxTokens: 3000 } });
     const first = await gen.next();
     expect(first.done).toBe(false);
     await gen.return(undefined as never);
     // The engine is free again: a new request completes.
-    const r = await engine.complete({ model: 'm', messages, seed: 1, max_tokens: 3 });
+    const r = await engine.complete({ messages, sampling: { seed: 1, maxTokens: 3 } });
     expect(r.choices[0].tokenIds.length).toBeLessThanOrEqual(3);
   });
 
-  it('rejects invalid requests with ChatRequestError and the right status', async () => {
-    const bad = async (body: unknown) => engine.complete(body).catch((e: unknown) => e as ChatRequestError);
-    expect(await bad(null)).toMatchObject({ status: 400 });
-    expect(await bad({ model: 'm', messages: [{ role: 'robot', content: 'x' }] })).toMatchObject({ status: 400, param: 'messages.0.role' });
-    expect(await bad({ model: 'other', messages })).toMatchObject({ status: 404, code: 'model_not_found' });
-    expect(await bad({ model: 'm', messages, tool_choice: { type: 'function', function: { name: 'f' } } })).toMatchObject({ status: 400 });
-    expect(await bad({ model: 'm', messages: [{ role: 'user', content: ' x'.repeat(5000) }] })).toMatchObject({
+  it('refuses what it cannot serve with a ChatError naming the code, status and field', async () => {
+    const bad = async (req: ChatTurnRequest) => engine.complete(req).catch((e: unknown) => e);
+    const unknown = await bad({ model: 'other', messages });
+    expect(unknown).toBeInstanceOf(ChatError);
+    expect(unknown).toMatchObject({ code: 'MODEL_NOT_FOUND', status: 404, param: 'model' });
+    expect(await bad({ messages: [{ role: 'user', content: ' x'.repeat(5000) }] })).toMatchObject({
+      code: 'CONTEXT_LENGTH_EXCEEDED',
       status: 400,
-      code: 'context_length_exceeded',
+      param: 'messages',
     });
-    expect(await bad({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] })).toMatchObject({ status: 400 });
+    expect(await bad({ messages, sampling: { maxTokens: 100_000 } })).toMatchObject({ code: 'CONTEXT_LENGTH_EXCEEDED', param: 'max_tokens' });
+    expect(await bad({ messages: [{ role: 'user', content: null }] })).toMatchObject({ code: 'INVALID_MESSAGE', param: 'messages.0.content' });
   });
 });

@@ -1,12 +1,11 @@
 /**
- * Chat on top of the engine: an OpenAI-style chat request becomes prompt token ids (the model's own chat
- * template, rendered and tokenised), the engine samples completions, and each completion's tokens become
- * text, content and tool calls again. Both `mcprl serve` and the in-process policy go through here, so a
- * trained agent behaves the same whichever way it is reached.
+ * The chat core: messages and tools become prompt token ids (the model's own chat template, rendered and
+ * tokenised), the engine samples completions, and each completion's tokens become text, content and tool calls
+ * again. Typed all through: the agent's in-process policy and training call it directly, and `mcprl serve`
+ * (src/serve) only maps OpenAI's JSON onto it, so a trained agent behaves the same whichever way it is reached.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { basename, resolve } from 'node:path';
-import { z } from 'zod';
 import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
 import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type SamplingParams } from '../engine/model.js';
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
@@ -22,72 +21,52 @@ export interface ChatModel {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Request schema: the subset of OpenAI's chat-completions request mcprl serves, plus vLLM's `top_k` and
-// `chat_template_kwargs`. Fields not listed are ignored, as OpenAI-compatible servers commonly do.
+// Requests
 
-const textPart = z.object({ type: z.literal('text'), text: z.string() });
-const contentSchema = z.union([z.string(), z.array(textPart)]).nullish();
-const toolCallSchema = z.object({
-  id: z.string().optional(),
-  type: z.literal('function').optional(),
-  function: z.object({ name: z.string().min(1), arguments: z.union([z.string(), z.record(z.string(), z.unknown())]) }),
-});
+/** A message of the conversation, in OpenAI's shape with plain-text content. */
+export interface ChatTurnMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  /** Required except on an assistant turn that only calls tools. */
+  content: string | null;
+  tool_calls?: { id?: string; type?: 'function'; function: { name: string; arguments: string | Record<string, unknown> } }[] | null;
+  tool_call_id?: string;
+  name?: string;
+  reasoning_content?: string | null;
+}
 
-export const chatMessageSchema = z.discriminatedUnion('role', [
-  z.object({ role: z.literal('system'), content: contentSchema, name: z.string().optional() }),
-  z.object({ role: z.literal('developer'), content: contentSchema, name: z.string().optional() }),
-  z.object({ role: z.literal('user'), content: contentSchema, name: z.string().optional() }),
-  z.object({
-    role: z.literal('assistant'),
-    content: contentSchema,
-    name: z.string().optional(),
-    tool_calls: z.array(toolCallSchema).nullish(),
-    reasoning_content: z.string().nullish(),
-  }),
-  z.object({ role: z.literal('tool'), content: contentSchema, tool_call_id: z.string().optional(), name: z.string().optional() }),
-]);
-
-export const toolSchema = z.object({
-  type: z.literal('function'),
-  function: z.object({
-    name: z.string().min(1),
-    description: z.string().optional(),
-    parameters: z.record(z.string(), z.unknown()).optional(),
-    strict: z.boolean().nullish(),
-  }),
-});
-
-export const chatRequestSchema = z.object({
-  /** Base model or adapter name, as listed by `/v1/models`. */
-  model: z.string().min(1),
-  messages: z.array(chatMessageSchema).min(1),
-  tools: z.array(toolSchema).nullish(),
-  /** `auto` (default) or `none`; `required` and named functions are not supported. */
-  tool_choice: z
-    .union([z.enum(['auto', 'none', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })])
-    .nullish(),
+/** How completions are sampled. */
+export interface ChatSampling {
   /** Completions to sample from the one prompt. Default 1. */
-  n: z.number().int().min(1).max(64).nullish(),
+  n?: number;
   /** Default 1. 0 is greedy. */
-  temperature: z.number().min(0).max(2).nullish(),
-  /** Default 1 (off). */
-  top_p: z.number().gt(0).max(1).nullish(),
-  /** vLLM extension. Default off (0 or -1). */
-  top_k: z.number().int().min(-1).nullish(),
-  max_tokens: z.number().int().min(1).nullish(),
-  max_completion_tokens: z.number().int().min(1).nullish(),
-  stop: z.union([z.string(), z.array(z.string())]).nullish(),
-  seed: z.number().int().nullish(),
-  logprobs: z.boolean().nullish(),
-  top_logprobs: z.number().int().min(0).max(20).nullish(),
-  stream: z.boolean().nullish(),
-  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
-  /** vLLM extension: extra chat template variables, e.g. `{ "enable_thinking": false }`. */
-  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
-});
+  temperature?: number;
+  /** Nucleus sampling mass. Default 1 (off). */
+  topP?: number;
+  /** Top-k sampling. Default 0 (off). */
+  topK?: number;
+  /** Completion length in tokens. Default: the engine's defaultMaxTokens, never past the context. */
+  maxTokens?: number;
+  /** Strings that end a completion (cut before them). Default none. */
+  stop?: string[];
+  /** Sampling seed. Default: a random one. */
+  seed?: number;
+}
 
-export type ChatRequest = z.input<typeof chatRequestSchema>;
-type ParsedChatRequest = z.output<typeof chatRequestSchema>;
+/** What to render: the conversation and the tools offered. */
+export interface ChatPrompt {
+  messages: ChatTurnMessage[];
+  /** Tools offered to the model; when there are any, tool calls are also parsed from its answers. Default none. */
+  tools?: TemplateTool[];
+  /** Chat template variables for this request, over the engine's own. Default none. */
+  chatTemplateKwargs?: Record<string, unknown>;
+}
+
+export interface ChatTurnRequest extends ChatPrompt {
+  /** Base model or adapter name, as listed by `modelNames()`. Default: the base model. */
+  model?: string;
+  sampling?: ChatSampling;
+  signal?: AbortSignal;
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Results
@@ -97,12 +76,6 @@ export interface ChatToolCall {
   name: string;
   /** JSON object text. */
   arguments: string;
-}
-
-export interface TokenLogprob {
-  token: string;
-  logprob: number;
-  bytes: number[];
 }
 
 export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';
@@ -123,12 +96,10 @@ export interface ChatChoice {
 }
 
 export interface ChatResult {
-  id: string;
-  created: number;
+  /** The model name the completions came from. */
   model: string;
   promptTokenIds: number[];
   choices: ChatChoice[];
-  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 }
 
 /** One step of a streamed completion. */
@@ -136,21 +107,23 @@ export type ChatStreamEvent =
   | { type: 'delta'; index: number; content: string; tokenIds: number[]; logprobs: number[] }
   | { type: 'finish'; index: number; choice: ChatChoice };
 
-export type ChatErrorType = 'invalid_request_error' | 'server_error';
+export type ChatErrorCode = 'MODEL_NOT_FOUND' | 'CONTEXT_LENGTH_EXCEEDED' | 'INVALID_MESSAGE' | 'TEMPLATE_RENDER' | 'ENGINE_REQUEST';
 
-/** A request the engine cannot serve, with the HTTP status and OpenAI error fields to answer it with. */
-export class ChatRequestError extends Error {
-  readonly status: number;
-  readonly type: ChatErrorType;
+/**
+ * A request the chat engine refuses: the caller's to fix. `status` is the HTTP status `mcprl serve` answers
+ * it with (404 for an unknown model, 400 otherwise), so the in-process policy can report the same; `param`
+ * names the request field at fault, as OpenAI's API names it.
+ */
+export class ChatError extends Error {
+  readonly code: ChatErrorCode;
+  readonly status: 400 | 404;
   readonly param: string | null;
-  readonly code: string | null;
-  constructor(status: number, message: string, opts: { type?: ChatErrorType; param?: string | null; code?: string | null; cause?: unknown } = {}) {
+  constructor(code: ChatErrorCode, message: string, opts: { param?: string | null; cause?: unknown } = {}) {
     super(message, { cause: opts.cause });
-    this.name = 'ChatRequestError';
-    this.status = status;
-    this.type = opts.type ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
+    this.name = 'ChatError';
+    this.code = code;
+    this.status = code === 'MODEL_NOT_FOUND' ? 404 : 400;
     this.param = opts.param ?? null;
-    this.code = opts.code ?? null;
   }
 }
 
@@ -235,48 +208,26 @@ export class ChatEngine {
   resolveAdapter(name: string): string | null {
     const hit = this.modelNames().find((m) => m.id === name);
     if (!hit) {
-      throw new ChatRequestError(404, `The model \`${name}\` does not exist. Served: ${this.modelNames().map((m) => m.id).join(', ')}`, {
+      throw new ChatError('MODEL_NOT_FOUND', `The model \`${name}\` does not exist. Served: ${this.modelNames().map((m) => m.id).join(', ')}`, {
         param: 'model',
-        code: 'model_not_found',
       });
     }
     return hit.adapter;
   }
 
-  /** Validates a request body; throws ChatRequestError (400) naming the offending field. */
-  parseRequest(body: unknown): ParsedChatRequest {
-    const r = chatRequestSchema.safeParse(body);
-    if (!r.success) {
-      const issue = r.error.issues[0];
-      const param = issue.path.map(String).join('.') || null;
-      throw new ChatRequestError(400, param ? `Invalid request: ${param}: ${issue.message}` : `Invalid request: ${issue.message}`, { param });
-    }
-    const req = r.data;
-    if (req.tool_choice !== undefined && req.tool_choice !== null && req.tool_choice !== 'auto' && req.tool_choice !== 'none') {
-      throw new ChatRequestError(400, "tool_choice: only 'auto' and 'none' are supported", { param: 'tool_choice' });
-    }
-    if (req.top_logprobs) {
-      throw new ChatRequestError(400, 'top_logprobs is not supported: the engine reports the logprob of the sampled token only', {
-        param: 'top_logprobs',
-      });
-    }
-    return req;
-  }
-
-  /** Prompt token ids for a request: its messages and tools rendered by the model's chat template. */
-  promptIds(req: ParsedChatRequest): number[] {
-    const toolsOn = toolsEnabled(req);
-    const messages: TemplateMessage[] = req.messages.map((m, i) => toTemplateMessage(m, i));
+  /** Prompt token ids: the messages and tools rendered by the model's chat template, with a generation prompt. */
+  promptIds(prompt: ChatPrompt): number[] {
+    const messages = prompt.messages.map((m, i) => toTemplateMessage(m, i));
     let text: string;
     try {
       text = this.template.render(messages, {
-        tools: toolsOn ? (req.tools as TemplateTool[]) : undefined,
+        tools: toolsEnabled(prompt) ? prompt.tools : undefined,
         addGenerationPrompt: true,
-        kwargs: { ...this.opts.chatTemplateKwargs, ...req.chat_template_kwargs },
+        kwargs: { ...this.opts.chatTemplateKwargs, ...prompt.chatTemplateKwargs },
       });
     } catch (err) {
       if (err instanceof ChatTemplateError && err.code === 'TEMPLATE_RENDER') {
-        throw new ChatRequestError(400, err.message, { param: 'messages', cause: err });
+        throw new ChatError('TEMPLATE_RENDER', err.message, { param: 'messages', cause: err });
       }
       throw err;
     }
@@ -284,8 +235,8 @@ export class ChatEngine {
   }
 
   /** Runs a chat completion to the end. */
-  async complete(body: unknown, signal?: AbortSignal): Promise<ChatResult> {
-    const run = this.start(body, signal, null);
+  async complete(req: ChatTurnRequest): Promise<ChatResult> {
+    const run = this.start(req, req.signal, null);
     return run.result;
   }
 
@@ -294,7 +245,8 @@ export class ChatEngine {
    * one) and, per choice, a finish event holding the complete choice. Validation errors throw before the
    * first event. Leaving the loop early aborts generation.
    */
-  async *stream(body: unknown, signal?: AbortSignal): AsyncGenerator<ChatStreamEvent, ChatResult> {
+  async *stream(req: ChatTurnRequest): AsyncGenerator<ChatStreamEvent, ChatResult> {
+    const signal = req.signal;
     const controller = new AbortController();
     const queue: ChatStreamEvent[] = [];
     let wake: (() => void) | null = null;
@@ -303,7 +255,7 @@ export class ChatEngine {
       wake?.();
     };
     // Validation errors throw here, before anything is listening or running.
-    const run = this.start(body, controller.signal, push);
+    const run = this.start(req, controller.signal, push);
     const onAbort = () => controller.abort(signal?.reason);
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort, { once: true });
@@ -342,59 +294,47 @@ export class ChatEngine {
   }
 
   /**
-   * Validates and starts a completion. Validation happens synchronously, so that `stream()` callers learn
-   * of a bad request before they write anything. `emit` receives stream events when given.
+   * Checks and starts a completion. Checks happen synchronously, so that `stream()` callers learn of a bad
+   * request before they write anything. `emit` receives stream events when given.
    */
-  private start(body: unknown, signal: AbortSignal | undefined, emit: ((e: ChatStreamEvent) => void) | null): { result: Promise<ChatResult> } {
-    const req = this.parseRequest(body);
-    const adapter = this.resolveAdapter(req.model);
+  private start(req: ChatTurnRequest, signal: AbortSignal | undefined, emit: ((e: ChatStreamEvent) => void) | null): { result: Promise<ChatResult> } {
+    const model = req.model ?? this.modelName;
+    const adapter = this.resolveAdapter(model);
     const promptIds = this.promptIds(req);
     const context = this.model.config.maxPositionEmbeddings;
-    const requested = req.max_completion_tokens ?? req.max_tokens ?? undefined;
+    const s = req.sampling ?? {};
+    const requested = s.maxTokens;
     if (context !== undefined && promptIds.length >= context) {
-      throw new ChatRequestError(400, `The prompt is ${promptIds.length} tokens; the model's context is ${context} tokens`, {
+      throw new ChatError('CONTEXT_LENGTH_EXCEEDED', `The prompt is ${promptIds.length} tokens; the model's context is ${context} tokens`, {
         param: 'messages',
-        code: 'context_length_exceeded',
       });
     }
     if (requested !== undefined && context !== undefined && promptIds.length + requested > context) {
-      throw new ChatRequestError(
-        400,
+      throw new ChatError(
+        'CONTEXT_LENGTH_EXCEEDED',
         `max_tokens ${requested} plus the prompt's ${promptIds.length} tokens exceed the model's context of ${context} tokens`,
-        { param: 'max_tokens', code: 'context_length_exceeded' },
+        { param: 'max_tokens' },
       );
     }
     const room = context !== undefined ? context - promptIds.length : Infinity;
     const maxTokens = requested ?? Math.min(this.opts.defaultMaxTokens ?? 1024, room);
-    const stop = req.stop === undefined || req.stop === null ? [] : (Array.isArray(req.stop) ? req.stop : [req.stop]).filter((s) => s.length > 0);
+    const stop = (s.stop ?? []).filter((x) => x.length > 0);
     const sampling: SamplingParams = {
       maxTokens,
-      temperature: req.temperature ?? 1,
-      topP: req.top_p ?? 1,
-      topK: req.top_k !== undefined && req.top_k !== null && req.top_k > 0 ? req.top_k : 0,
+      temperature: s.temperature ?? 1,
+      topP: s.topP ?? 1,
+      topK: s.topK !== undefined && s.topK > 0 ? s.topK : 0,
       stopTokenIds: this.stopTokenIds,
-      ...(req.seed !== undefined && req.seed !== null ? { seed: req.seed } : {}),
+      ...(s.seed !== undefined ? { seed: s.seed } : {}),
     };
-    const n = req.n ?? 1;
+    const n = s.n ?? 1;
     const parseTools = toolsEnabled(req);
-    const id = `chatcmpl-${randomUUID()}`;
-    const created = Math.floor(Date.now() / 1000);
     const generated = this.generateChoices(promptIds, adapter, sampling, n, stop, parseTools, signal, emit).catch((err: unknown) => {
-      // What the engine refuses about a request (a token or length it cannot take) is the client's to fix.
-      if (err instanceof EngineError && err.code === 'ENGINE_REQUEST') throw new ChatRequestError(400, err.message, { cause: err });
+      // What the engine refuses about a request (a token or length it cannot take) is the caller's to fix.
+      if (err instanceof EngineError && err.code === 'ENGINE_REQUEST') throw new ChatError('ENGINE_REQUEST', err.message, { cause: err });
       throw err;
     });
-    const result = generated.then((choices) => {
-      const completionTokens = choices.reduce((s, c) => s + c.tokenIds.length, 0);
-      return {
-        id,
-        created,
-        model: req.model,
-        promptTokenIds: promptIds,
-        choices,
-        usage: { prompt_tokens: promptIds.length, completion_tokens: completionTokens, total_tokens: promptIds.length + completionTokens },
-      };
-    });
+    const result = generated.then((choices) => ({ model, promptTokenIds: promptIds, choices }));
     return { result };
   }
 
@@ -460,35 +400,35 @@ function throwIfAborted(signal: AbortSignal | undefined): void {
   }
 }
 
-function toolsEnabled(req: ParsedChatRequest): boolean {
-  return !!req.tools && req.tools.length > 0 && req.tool_choice !== 'none';
+function toolsEnabled(prompt: ChatPrompt): prompt is ChatPrompt & { tools: TemplateTool[] } {
+  return !!prompt.tools && prompt.tools.length > 0;
 }
 
-function contentText(content: z.output<typeof contentSchema>): string | null {
-  if (content === undefined || content === null) return null;
-  if (typeof content === 'string') return content;
-  return content.map((p) => p.text).join('');
-}
-
-function toTemplateMessage(m: z.output<typeof chatMessageSchema>, i: number): TemplateMessage {
-  const content = contentText(m.content);
+/** The message as the template receives it: only the fields its role has. */
+function toTemplateMessage(m: ChatTurnMessage, i: number): TemplateMessage {
+  const content = m.content;
   switch (m.role) {
     case 'assistant':
       return {
         role: 'assistant',
         content,
         ...(m.tool_calls && m.tool_calls.length > 0
-          ? { tool_calls: m.tool_calls.map((tc) => ({ id: tc.id, type: 'function' as const, function: tc.function })) }
+          ? {
+              tool_calls: m.tool_calls.map((tc) => ({
+                id: tc.id,
+                type: 'function' as const,
+                function: { name: tc.function.name, arguments: tc.function.arguments },
+              })),
+            }
           : {}),
         ...(m.reasoning_content ? { reasoning_content: m.reasoning_content } : {}),
       };
     case 'tool':
-      if (content === null) throw new ChatRequestError(400, `messages.${i}.content: a tool message needs content`, { param: `messages.${i}.content` });
+      if (content === null) throw new ChatError('INVALID_MESSAGE', `messages.${i}.content: a tool message needs content`, { param: `messages.${i}.content` });
       return { role: 'tool', content, ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}), ...(m.name ? { name: m.name } : {}) };
     default:
-      if (content === null) throw new ChatRequestError(400, `messages.${i}.content: a ${m.role} message needs content`, { param: `messages.${i}.content` });
-      // OpenAI's newer `developer` role is the system prompt under another name; templates know `system`.
-      return { role: m.role === 'developer' ? 'system' : m.role, content };
+      if (content === null) throw new ChatError('INVALID_MESSAGE', `messages.${i}.content: a ${m.role} message needs content`, { param: `messages.${i}.content` });
+      return { role: m.role, content };
   }
 }
 
@@ -612,9 +552,4 @@ function heldForStop(text: string, stop: string[]): number {
     }
   }
   return held;
-}
-
-/** OpenAI's per-token logprob entries for a choice. */
-export function tokenLogprobs(tokenizer: HfTokenizer, ids: readonly number[], logprobs: readonly number[]): TokenLogprob[] {
-  return ids.map((id, i) => ({ token: tokenizer.decode([id]), logprob: logprobs[i], bytes: tokenizer.tokenBytes(id) }));
 }

@@ -8,7 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ChatRequestError, tokenLogprobs, type ChatChoice, type ChatEngine, type ChatResult } from '../chat/chat-engine.js';
+import type { ChatChoice, ChatEngine, ChatResult, ChatTurnRequest } from '../chat/chat-engine.js';
+import { ChatRequestError, parseChatRequest, tokenLogprobs, toRequestError, toTurnRequest } from './openai-chat.js';
 
 export interface ServerOptions {
   /** Default 127.0.0.1. */
@@ -101,11 +102,14 @@ async function handle(engine: ChatEngine, req: IncomingMessage, res: ServerRespo
     });
     const stream = !!(body && typeof body === 'object' && (body as { stream?: unknown }).stream === true);
     const wantLogprobs = !!(body && typeof body === 'object' && (body as { logprobs?: unknown }).logprobs === true);
+    const turn = toTurnRequest(parseChatRequest(body), controller.signal);
     if (!stream) {
-      const result = await engine.complete(body, controller.signal);
+      const result = await engine.complete(turn).catch((err: unknown) => {
+        throw toRequestError(err);
+      });
       return sendJson(res, 200, completionJson(engine, result, wantLogprobs));
     }
-    return streamCompletion(engine, body, res, controller.signal, wantLogprobs);
+    return streamCompletion(engine, turn, body, res, controller.signal, wantLogprobs);
   }
 
   throw new ChatRequestError(404, `No route ${method} ${path}`, { code: 'not_found' });
@@ -113,9 +117,9 @@ async function handle(engine: ChatEngine, req: IncomingMessage, res: ServerRespo
 
 function completionJson(engine: ChatEngine, r: ChatResult, wantLogprobs: boolean): Record<string, unknown> {
   return {
-    id: r.id,
+    id: `chatcmpl-${randomUUID()}`,
     object: 'chat.completion',
-    created: r.created,
+    created: Math.floor(Date.now() / 1000),
     model: r.model,
     system_fingerprint: null,
     choices: r.choices.map((c) => ({
@@ -131,8 +135,14 @@ function completionJson(engine: ChatEngine, r: ChatResult, wantLogprobs: boolean
       mcprl_token_ids: c.tokenIds,
       ...(c.invalidToolCalls.length > 0 ? { mcprl_invalid_tool_calls: c.invalidToolCalls } : {}),
     })),
-    usage: r.usage,
+    usage: usage(r),
   };
+}
+
+function usage(r: ChatResult) {
+  const completionTokens = r.choices.reduce((s, c) => s + c.tokenIds.length, 0);
+  const promptTokens = r.promptTokenIds.length;
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
 }
 
 function wireToolCalls(c: ChatChoice) {
@@ -143,10 +153,19 @@ function logprobEntries(engine: ChatEngine, ids: number[], lps: number[]) {
   return tokenLogprobs(engine.tokenizer, ids, lps).map((t) => ({ ...t, top_logprobs: [] }));
 }
 
-async function streamCompletion(engine: ChatEngine, body: unknown, res: ServerResponse, signal: AbortSignal, wantLogprobs: boolean): Promise<void> {
-  const events = engine.stream(body, signal);
-  // The first step validates the request; a bad one is answered as plain JSON with its status code.
-  let first = await events.next();
+async function streamCompletion(
+  engine: ChatEngine,
+  turn: ChatTurnRequest,
+  body: unknown,
+  res: ServerResponse,
+  signal: AbortSignal,
+  wantLogprobs: boolean,
+): Promise<void> {
+  const events = engine.stream(turn);
+  // The first step checks the request; a bad one is answered as plain JSON with its status code.
+  let first = await events.next().catch((err: unknown) => {
+    throw toRequestError(err);
+  });
   const r = (body ?? {}) as { model?: string; n?: number; stream_options?: { include_usage?: boolean } };
   const id = `chatcmpl-${randomUUID()}`;
   const created = Math.floor(Date.now() / 1000);
@@ -193,12 +212,13 @@ async function streamCompletion(engine: ChatEngine, body: unknown, res: ServerRe
       }
       first = await events.next();
     }
-    if (r.stream_options?.include_usage) res.write(chunk([], { usage: first.value.usage }));
+    if (r.stream_options?.include_usage) res.write(chunk([], { usage: usage(first.value) }));
     res.write('data: [DONE]\n\n');
   } catch (err) {
     // Headers are gone; OpenAI's clients read an `error` object in the stream as a failure.
     if (!signal.aborted) {
-      const e = err instanceof ChatRequestError ? err : internalError(err);
+      const mapped = toRequestError(err);
+      const e = mapped instanceof ChatRequestError ? mapped : internalError(err);
       res.write(`data: ${JSON.stringify(errorBody(e))}\n\n`);
     }
   } finally {

@@ -49,7 +49,7 @@ describe('trajectoryToSequences', () => {
     const seqs = trajectoryToSequences(engine, { messages, tools }, 0.5);
     expect(seqs).toHaveLength(1);
     const [s] = seqs;
-    const prompt = engine.promptIds(engine.parseRequest({ model: engine.modelName, messages: base, tools }));
+    const prompt = engine.promptIds({ messages: base, tools });
     expect(s.tokenIds).toEqual([...prompt, ...sampled]);
     expect(s.mask).toEqual([...prompt.map(() => 0), ...sampled.map(() => 1)]);
     expect(s.oldLogprobs!.slice(prompt.length)).toEqual(lps);
@@ -77,7 +77,7 @@ describe('trajectoryToSequences', () => {
       expect(engine.tokenizer.decode(s.tokenIds.slice(0, 3), { skipSpecialTokens: false })).toContain('<|im_start|>');
     }
     // The second turn's context is the engine's own prompt for it, token for token.
-    const prompt2 = engine.promptIds(engine.parseRequest({ model: engine.modelName, messages: messages.slice(0, 4), tools }));
+    const prompt2 = engine.promptIds({ messages: messages.slice(0, 4), tools });
     const last = seqs[seqs.length - 1];
     const firstMasked = last.mask.lastIndexOf(0) + 1;
     expect(last.tokenIds.slice(firstMasked - prompt2.length, firstMasked)).toEqual(prompt2);

@@ -48,12 +48,11 @@ export function trajectoryToSequences(
   }
   const kwargs = opts.chatTemplateKwargs;
   const promptFor = (upTo: number): number[] =>
-    engine.promptIds(engine.parseRequest({
-      model: engine.modelName,
+    engine.promptIds({
       messages: messages.slice(0, upTo).map(plainMessage),
-      ...(tools.length > 0 ? { tools } : {}),
-      ...(kwargs ? { chat_template_kwargs: kwargs } : {}),
-    }));
+      ...(tools.length > 0 ? { tools: tools as TemplateTool[] } : {}),
+      ...(kwargs ? { chatTemplateKwargs: kwargs } : {}),
+    });
 
   const out: TrainSequence[] = [];
   let ids: number[] = [];

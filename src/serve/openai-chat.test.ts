@@ -1,0 +1,80 @@
+/** OpenAI's chat request onto the typed chat core, and the core's refusals back as OpenAI errors. */
+import { describe, expect, it } from 'vitest';
+import { ChatError } from '../chat/chat-engine.js';
+import { ChatRequestError, parseChatRequest, toRequestError, toTurnRequest } from './openai-chat.js';
+
+const messages = [{ role: 'user', content: 'Write anything.' }];
+const refusal = (body: unknown) => {
+  try {
+    parseChatRequest(body);
+  } catch (err) {
+    return err;
+  }
+  throw new Error('parseChatRequest accepted the body');
+};
+
+describe('parseChatRequest', () => {
+  it('rejects invalid requests with ChatRequestError (400) naming the field', () => {
+    expect(refusal(null)).toMatchObject({ status: 400 });
+    expect(refusal({ model: 'm', messages: [{ role: 'robot', content: 'x' }] })).toMatchObject({ status: 400, param: 'messages.0.role' });
+    expect(refusal({ model: 'm', messages, tool_choice: { type: 'function', function: { name: 'f' } } })).toMatchObject({
+      status: 400,
+      param: 'tool_choice',
+    });
+    expect(refusal({ model: 'm', messages, top_logprobs: 2 })).toMatchObject({ status: 400, param: 'top_logprobs' });
+    expect(refusal({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] })).toBeInstanceOf(
+      ChatRequestError,
+    );
+  });
+});
+
+describe('toTurnRequest', () => {
+  it('maps OpenAI fields onto the chat core: developer is system, text parts join, tool_choice none hides the tools', () => {
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }];
+    const turn = toTurnRequest(
+      parseChatRequest({
+        model: 'agent',
+        messages: [
+          { role: 'developer', content: 'Be brief.' },
+          { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
+        ],
+        tools,
+        stop: 'END',
+        max_tokens: 7,
+        max_completion_tokens: 5,
+        top_k: -1,
+        seed: 3,
+        chat_template_kwargs: { enable_thinking: false },
+      }),
+    );
+    expect(turn).toEqual({
+      model: 'agent',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'ab' },
+      ],
+      tools,
+      chatTemplateKwargs: { enable_thinking: false },
+      sampling: { topK: -1, maxTokens: 5, stop: ['END'], seed: 3 },
+    });
+    expect(toTurnRequest(parseChatRequest({ model: 'm', messages, tools, tool_choice: 'none' })).tools).toBeUndefined();
+  });
+});
+
+describe('toRequestError', () => {
+  it("answers the core's refusals with their status and OpenAI's code; other errors pass through", () => {
+    expect(toRequestError(new ChatError('MODEL_NOT_FOUND', 'no such model', { param: 'model' }))).toMatchObject({
+      status: 404,
+      code: 'model_not_found',
+      param: 'model',
+      type: 'invalid_request_error',
+    });
+    expect(toRequestError(new ChatError('CONTEXT_LENGTH_EXCEEDED', 'too long', { param: 'messages' }))).toMatchObject({
+      status: 400,
+      code: 'context_length_exceeded',
+    });
+    expect(toRequestError(new ChatError('TEMPLATE_RENDER', 'roles must alternate', { param: 'messages' }))).toMatchObject({ status: 400, code: null });
+    const other = new Error('engine crashed');
+    expect(toRequestError(other)).toBe(other);
+  });
+});

@@ -1,0 +1,181 @@
+/**
+ * OpenAI's chat-completions request and error, mapped onto the typed chat core (src/chat/chat-engine.ts):
+ * a request body becomes a ChatTurnRequest, the core's refusals become OpenAI errors with an HTTP status,
+ * and sampled tokens become OpenAI's logprob entries.
+ */
+import { z } from 'zod';
+import { ChatError, type ChatTurnMessage, type ChatTurnRequest } from '../chat/chat-engine.js';
+import type { TemplateTool } from '../chat/chat-template.js';
+import type { HfTokenizer } from '../chat/tokenizer.js';
+
+// ---------------------------------------------------------------------------------------------------------
+// Request schema: the subset of OpenAI's chat-completions request mcprl serves, plus vLLM's `top_k` and
+// `chat_template_kwargs`. Fields not listed are ignored, as OpenAI-compatible servers commonly do.
+
+const textPart = z.object({ type: z.literal('text'), text: z.string() });
+const contentSchema = z.union([z.string(), z.array(textPart)]).nullish();
+const toolCallSchema = z.object({
+  id: z.string().optional(),
+  type: z.literal('function').optional(),
+  function: z.object({ name: z.string().min(1), arguments: z.union([z.string(), z.record(z.string(), z.unknown())]) }),
+});
+
+export const chatMessageSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('system'), content: contentSchema, name: z.string().optional() }),
+  z.object({ role: z.literal('developer'), content: contentSchema, name: z.string().optional() }),
+  z.object({ role: z.literal('user'), content: contentSchema, name: z.string().optional() }),
+  z.object({
+    role: z.literal('assistant'),
+    content: contentSchema,
+    name: z.string().optional(),
+    tool_calls: z.array(toolCallSchema).nullish(),
+    reasoning_content: z.string().nullish(),
+  }),
+  z.object({ role: z.literal('tool'), content: contentSchema, tool_call_id: z.string().optional(), name: z.string().optional() }),
+]);
+
+export const toolSchema = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().min(1),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+export const chatRequestSchema = z.object({
+  /** Base model or adapter name, as listed by `/v1/models`. */
+  model: z.string().min(1),
+  messages: z.array(chatMessageSchema).min(1),
+  tools: z.array(toolSchema).nullish(),
+  /** `auto` (default) or `none`; `required` and named functions are not supported. */
+  tool_choice: z
+    .union([z.enum(['auto', 'none', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })])
+    .nullish(),
+  /** Completions to sample from the one prompt. Default 1. */
+  n: z.number().int().min(1).max(64).nullish(),
+  /** Default 1. 0 is greedy. */
+  temperature: z.number().min(0).max(2).nullish(),
+  /** Default 1 (off). */
+  top_p: z.number().gt(0).max(1).nullish(),
+  /** vLLM extension. Default off (0 or -1). */
+  top_k: z.number().int().min(-1).nullish(),
+  max_tokens: z.number().int().min(1).nullish(),
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  seed: z.number().int().nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.number().int().min(0).max(20).nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  /** vLLM extension: extra chat template variables, e.g. `{ "enable_thinking": false }`. */
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+});
+
+export type ChatRequest = z.input<typeof chatRequestSchema>;
+type ParsedChatRequest = z.output<typeof chatRequestSchema>;
+
+export type ChatErrorType = 'invalid_request_error' | 'server_error';
+
+/** A request the server cannot serve, with the HTTP status and OpenAI error fields to answer it with. */
+export class ChatRequestError extends Error {
+  readonly status: number;
+  readonly type: ChatErrorType;
+  readonly param: string | null;
+  readonly code: string | null;
+  constructor(status: number, message: string, opts: { type?: ChatErrorType; param?: string | null; code?: string | null; cause?: unknown } = {}) {
+    super(message, { cause: opts.cause });
+    this.name = 'ChatRequestError';
+    this.status = status;
+    this.type = opts.type ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
+    this.param = opts.param ?? null;
+    this.code = opts.code ?? null;
+  }
+}
+
+/** OpenAI's error codes for the chat core's refusals that have one. */
+const OPENAI_CODES: Partial<Record<ChatError['code'], string>> = {
+  MODEL_NOT_FOUND: 'model_not_found',
+  CONTEXT_LENGTH_EXCEEDED: 'context_length_exceeded',
+};
+
+/** The chat core's refusal as an OpenAI error; anything else passes through unchanged. */
+export function toRequestError(err: unknown): unknown {
+  if (!(err instanceof ChatError)) return err;
+  return new ChatRequestError(err.status, err.message, { param: err.param, code: OPENAI_CODES[err.code] ?? null, cause: err });
+}
+
+/** Validates a request body; throws ChatRequestError (400) naming the offending field. */
+export function parseChatRequest(body: unknown): ParsedChatRequest {
+  const r = chatRequestSchema.safeParse(body);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    const param = issue.path.map(String).join('.') || null;
+    throw new ChatRequestError(400, param ? `Invalid request: ${param}: ${issue.message}` : `Invalid request: ${issue.message}`, { param });
+  }
+  const req = r.data;
+  if (req.tool_choice !== undefined && req.tool_choice !== null && req.tool_choice !== 'auto' && req.tool_choice !== 'none') {
+    throw new ChatRequestError(400, "tool_choice: only 'auto' and 'none' are supported", { param: 'tool_choice' });
+  }
+  if (req.top_logprobs) {
+    throw new ChatRequestError(400, 'top_logprobs is not supported: the engine reports the logprob of the sampled token only', {
+      param: 'top_logprobs',
+    });
+  }
+  return req;
+}
+
+/** A validated request as the chat core takes it. */
+export function toTurnRequest(req: ParsedChatRequest, signal?: AbortSignal): ChatTurnRequest {
+  // tool_choice `none`: the tools are neither shown to the model nor parsed from its answer.
+  const tools = req.tools && req.tools.length > 0 && req.tool_choice !== 'none' ? (req.tools as TemplateTool[]) : undefined;
+  const stop = req.stop === undefined || req.stop === null ? undefined : Array.isArray(req.stop) ? req.stop : [req.stop];
+  const maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
+  return {
+    model: req.model,
+    messages: req.messages.map(toTurnMessage),
+    ...(tools ? { tools } : {}),
+    ...(req.chat_template_kwargs ? { chatTemplateKwargs: req.chat_template_kwargs } : {}),
+    sampling: {
+      ...(req.n !== undefined && req.n !== null ? { n: req.n } : {}),
+      ...(req.temperature !== undefined && req.temperature !== null ? { temperature: req.temperature } : {}),
+      ...(req.top_p !== undefined && req.top_p !== null ? { topP: req.top_p } : {}),
+      ...(req.top_k !== undefined && req.top_k !== null ? { topK: req.top_k } : {}),
+      ...(maxTokens !== undefined ? { maxTokens } : {}),
+      ...(stop ? { stop } : {}),
+      ...(req.seed !== undefined && req.seed !== null ? { seed: req.seed } : {}),
+    },
+    ...(signal ? { signal } : {}),
+  };
+}
+
+function contentText(content: z.output<typeof contentSchema>): string | null {
+  if (content === undefined || content === null) return null;
+  if (typeof content === 'string') return content;
+  return content.map((p) => p.text).join('');
+}
+
+function toTurnMessage(m: z.output<typeof chatMessageSchema>): ChatTurnMessage {
+  const content = contentText(m.content);
+  switch (m.role) {
+    case 'assistant':
+      return { role: 'assistant', content, tool_calls: m.tool_calls, reasoning_content: m.reasoning_content };
+    case 'tool':
+      return { role: 'tool', content, ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}), ...(m.name ? { name: m.name } : {}) };
+    default:
+      // OpenAI's newer `developer` role is the system prompt under another name; templates know `system`.
+      return { role: m.role === 'developer' ? 'system' : m.role, content };
+  }
+}
+
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+/** OpenAI's per-token logprob entries for a choice. */
+export function tokenLogprobs(tokenizer: HfTokenizer, ids: readonly number[], logprobs: readonly number[]): TokenLogprob[] {
+  return ids.map((id, i) => ({ token: tokenizer.decode([id]), logprob: logprobs[i], bytes: tokenizer.tokenBytes(id) }));
+}
