@@ -8,6 +8,7 @@ import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { floatTensor, writeSafetensors, type Tensor } from '../src/hf/safetensors.js';
+import { Mulberry32 } from '../src/util/rng.js';
 
 export type Arch = 'qwen3' | 'qwen2' | 'llama';
 export type FloatDType = 'F32' | 'F16' | 'BF16';
@@ -66,24 +67,12 @@ export interface RandomAdapterOptions {
   std?: number;
 }
 
-/** mulberry32: a small, fast, seedable PRNG; Box-Muller on top for normals. */
-export function makeRng(seed: number) {
-  let a = seed >>> 0;
-  const uniform = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const normal = () => {
-    const u = Math.max(uniform(), 1e-12);
-    return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * uniform());
-  };
-  return { uniform, normal };
+/** The random source of a random model (src/util/rng.ts's mulberry32, with normals). */
+export function makeRng(seed: number): Mulberry32 {
+  return new Mulberry32(seed);
 }
 
-function randn(rng: ReturnType<typeof makeRng>, n: number, std: number, mean = 0): Float32Array {
+function randn(rng: Mulberry32, n: number, std: number, mean = 0): Float32Array {
   const out = new Float32Array(n);
   for (let i = 0; i < n; i++) out[i] = mean + std * rng.normal();
   return out;

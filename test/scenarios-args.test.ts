@@ -6,7 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { describe, expect, it } from 'vitest';
 import { generateFromPattern, synthesizeArgs, type JsonSchema } from '../src/scenarios/json-schema-args.js';
-import { createRng } from '../src/scenarios/rng.js';
+import { createRng } from '../src/util/rng.js';
 import { everythingStdioTarget, fixtureStdioTarget } from './helpers/servers.js';
 import type { Target } from '../src/mcp/types.js';
 

@@ -26,6 +26,7 @@ import {
   type LoraTarget,
   type TrainerState,
 } from '../hf/peft.js';
+import { Mulberry32 } from '../util/rng.js';
 import { engineOf, nativeAddon, type Model } from './model.js';
 import { packBatch, type NativeMicroBatch } from './train-batch.js';
 import {
@@ -101,20 +102,6 @@ function trainAddon(): TrainAddon {
   return a as TrainAddon;
 }
 
-/** mulberry32; its whole state is one 32-bit word, saved with checkpoints. */
-class Rng {
-  constructor(public state: number) {
-    this.state >>>= 0;
-  }
-  uniform(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-}
-
 export class Trainer {
   /** Optimiser steps taken so far. */
   step: number;
@@ -126,7 +113,7 @@ export class Trainer {
     private readonly native: NativeTrainer,
     readonly config: { rank: number; alpha: number; rslora: boolean; targets: LoraTarget[]; seed: number },
     public optimizer: ResolvedOptimizer,
-    private readonly rng: Rng,
+    private readonly rng: Mulberry32,
     private readonly layout: LayoutEntry[],
     adapterName: string,
     step: number,
@@ -173,7 +160,7 @@ export class Trainer {
     const optimizer = parseOptimizer(opts.optimizer);
     const targets = Trainer.checkTargets(opts.targets);
     const rslora = opts.rslora ?? false;
-    const rng = new Rng(opts.seed);
+    const rng = new Mulberry32(opts.seed);
     const { native, layout } = await Trainer.makeNative(model, opts.adapterName, opts.rank, opts.alpha, rslora, targets, (n, layout) => {
       const params = new Float32Array(n.read('params').length);
       for (const e of layout) {
@@ -212,7 +199,7 @@ export class Trainer {
     });
     const seed = saved?.state.seed ?? opts.seed ?? 0;
     return new Trainer(model, native, { rank: c.r, alpha: c.lora_alpha, rslora: c.use_rslora, targets, seed }, optimizer,
-      new Rng(saved?.state.rng ?? seed), layout, name, saved?.state.step ?? 0);
+      new Mulberry32(saved?.state.rng ?? seed), layout, name, saved?.state.step ?? 0);
   }
 
   /** One optimiser step on the batch: forward/backward over packed micro-batches, clip, AdamW. */

@@ -23,5 +23,5 @@ export { dropNearDuplicates, taskSimilarity, normalizeTask, DuplicateFilter, DEF
 export { splitScenarios, DEFAULT_VAL_FRACTION } from './split.js';
 export { generateScenarioSet } from './scenario-set.js';
 export type { ScenarioSetOptions, ScenarioSummary } from './scenario-set.js';
-export { createRng, hashString } from './rng.js';
-export type { Rng } from './rng.js';
+export { createRng, hashString } from '../util/rng.js';
+export type { Rng } from '../util/rng.js';

@@ -11,7 +11,7 @@
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import type { Rng } from './rng.js';
+import type { Rng } from '../util/rng.js';
 
 export type JsonSchema = Record<string, unknown>;
 

@@ -13,7 +13,7 @@ import OpenAI from 'openai';
 import { z } from 'zod';
 import type { ToolInfo } from '../mcp/index.js';
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
-import { hashString } from './rng.js';
+import { hashString } from '../util/rng.js';
 import type { Scenario } from './scenario.js';
 
 /** LLM generation failed for good (endpoint errors, or too few valid scenarios within the attempt budget). */

@@ -24,7 +24,7 @@
 import type { CallToolOptions, ToolCallOutcome, ToolInfo } from '../mcp/index.js';
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { synthesizeArgs, validates, resolveRefs, type CandidateContext, type JsonSchema } from './json-schema-args.js';
-import { createRng, hashString, type Rng } from './rng.js';
+import { createRng, hashString, type Rng } from '../util/rng.js';
 import { answerContains, type Check, type Scenario } from './scenario.js';
 
 /** What scenario generation needs from a server connection; an McpSession satisfies it. */

@@ -1,4 +1,4 @@
-import { createRng } from './rng.js';
+import { createRng } from '../util/rng.js';
 import type { Scenario } from './scenario.js';
 
 /** Default share of scenarios held out for validation (ART uses 16 train / 8 val). */

@@ -23,7 +23,7 @@ import { Trainer } from '../engine/trainer.js';
 import type { LossConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
 import type { SafetyPolicy, Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
-import { createRng } from '../scenarios/rng.js';
+import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
 import { Progress } from '../util/progress.js';
