@@ -19,13 +19,13 @@ import {
   readPeftAdapter,
   targetList,
   validateAdapter,
-  writeDirAtomic,
   writeOptimizerState,
   writePeftAdapter,
   type LoraMatrix,
   type LoraTarget,
   type TrainerState,
 } from '../hf/peft.js';
+import { writeDirAtomic } from '../util/atomic.js';
 import { Mulberry32 } from '../util/rng.js';
 import { engineOf, nativeAddon, type Model } from './model.js';
 import { packBatch, type NativeMicroBatch } from './train-batch.js';

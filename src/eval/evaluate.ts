@@ -1,4 +1,4 @@
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pLimit from 'p-limit';
@@ -8,6 +8,7 @@ import type { JudgeClient } from '../ruler/judge.js';
 import { rulerScoreGroup } from '../ruler/ruler.js';
 import { rolloutGroups, type RolloutGroupsOptions } from '../agent/rollout.js';
 import type { Trajectory } from '../agent/trajectory.js';
+import { writeFileAtomic } from '../util/atomic.js';
 
 /** Everything rolloutGroups takes, plus how the groups are scored. */
 export interface EvalOptions extends RolloutGroupsOptions {
@@ -145,20 +146,14 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
   return { groups, summary };
 }
 
-async function writeAtomic(file: string, content: string): Promise<void> {
-  const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
-  await writeFile(tmp, content, 'utf8');
-  await rename(tmp, file);
-}
-
 /** Writes `trajectories.jsonl` (one trajectory per line, groups in scenario order) and `summary.json`. */
 export async function writeEvalOutput(dir: string, groups: Trajectory[][], summary: EvalSummary): Promise<{ trajectories: string; summary: string }> {
   await mkdir(dir, { recursive: true });
   const trajectories = path.join(dir, 'trajectories.jsonl');
   const summaryFile = path.join(dir, 'summary.json');
   const lines = groups.flat().map((t) => JSON.stringify(t));
-  await writeAtomic(trajectories, lines.join('\n') + (lines.length ? '\n' : ''));
-  await writeAtomic(summaryFile, `${JSON.stringify(summary, null, 2)}\n`);
+  await writeFileAtomic(trajectories, lines.join('\n') + (lines.length ? '\n' : ''));
+  await writeFileAtomic(summaryFile, `${JSON.stringify(summary, null, 2)}\n`);
   return { trajectories, summary: summaryFile };
 }
 

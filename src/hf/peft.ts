@@ -13,8 +13,8 @@
  *                              RNG state, so a resumed run continues bit-for-bit
  * Only the first two are needed to use the adapter; the last two only to continue training.
  */
-import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { mkdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { z } from 'zod';
 import type { ModelSpec } from '../hf/config.js';
 import { writeFileAtomic, writeJsonAtomic } from '../util/atomic.js';
@@ -242,33 +242,4 @@ export async function readOptimizerState(dir: string): Promise<{ state: TrainerS
     target.set(m[1], { shape: [t.shape[0], t.shape[1]], data: toFloat32(t, k) });
   }
   return { state: parsed.data, moments };
-}
-
-/**
- * Fills a folder atomically: `write` fills a temporary sibling, which then replaces `dir` by rename, so a
- * reader (or a resumed run after a crash) sees either the old complete folder or the new complete one.
- */
-export async function writeDirAtomic(dir: string, write: (tmp: string) => Promise<void>): Promise<void> {
-  const parent = dirname(dir);
-  await mkdir(parent, { recursive: true });
-  const stamp = `${process.pid}.${Date.now()}.${Math.floor(Math.random() * 1e9)}`;
-  const tmp = join(parent, `.${basename(dir)}.${stamp}.tmp`);
-  const old = join(parent, `.${basename(dir)}.${stamp}.old`);
-  await rm(tmp, { recursive: true, force: true });
-  await mkdir(tmp, { recursive: true });
-  try {
-    await write(tmp);
-  } catch (e) {
-    await rm(tmp, { recursive: true, force: true });
-    throw e;
-  }
-  let hadOld = false;
-  try {
-    await rename(dir, old);
-    hadOld = true;
-  } catch {
-    // No previous folder.
-  }
-  await rename(tmp, dir);
-  if (hadOld) await rm(old, { recursive: true, force: true });
 }

@@ -4,8 +4,8 @@
  * The native engine has its own C++ reader for model loading; this one serves the TypeScript side
  * (adapters, exports, test fixtures).
  */
-import { readFile, rename, writeFile } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { writeFileAtomic } from '../util/atomic.js';
 
 export type DType = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 
@@ -100,11 +100,9 @@ export function serializeSafetensors(tensors: Map<string, Tensor> | Record<strin
   return out;
 }
 
-/** Writes atomically: a temporary file in the same folder, then rename. */
+/** Writes atomically (see util/atomic.ts). */
 export async function writeSafetensors(file: string, tensors: Map<string, Tensor> | Record<string, Tensor>, metadata?: Record<string, string>): Promise<void> {
-  const tmp = join(dirname(file), `.${basename(file)}.${process.pid}.tmp`);
-  await writeFile(tmp, serializeSafetensors(tensors, metadata));
-  await rename(tmp, file);
+  await writeFileAtomic(file, serializeSafetensors(tensors, metadata));
 }
 
 /** An F32 tensor from float data (copied). */

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { Trajectory } from '../agent/trajectory.js';
+import { writeFileAtomic } from '../util/atomic.js';
 import { JudgeError, OpenAIJudge, type JudgeClient } from './judge.js';
 import { DEFAULT_RUBRIC, RULER_RESPONSE_SCHEMA, buildRulerPrompt, judgeKey } from './prompt.js';
 
@@ -98,7 +99,7 @@ export async function rulerScoreGroup(group: Trajectory[], opts: RulerOptions): 
     try {
       const text = await judge.complete({ ...request, signal: opts.signal });
       const parsed = parseJudgeAnswer(text, prompt.ids);
-      if (cacheFile) await writeCache(cacheFile, { model: judge.model, ...parsed, raw: text });
+      if (cacheFile) await writeFileAtomic(cacheFile, JSON.stringify({ model: judge.model, ...parsed, raw: text }, null, 2));
       return spread(parsed.scores, parsed.explanations, attempts, false);
     } catch (err) {
       lastError = err instanceof JudgeError ? err : new JudgeError('JUDGE_INVALID_OUTPUT', String(err), { cause: err });
@@ -182,11 +183,4 @@ async function readCache(file: string, n: number): Promise<{ scores: number[]; e
     // A missing or unreadable entry is a cache miss.
   }
   return undefined;
-}
-
-async function writeCache(file: string, entry: unknown): Promise<void> {
-  await mkdir(path.dirname(file), { recursive: true });
-  const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
-  await writeFile(tmp, JSON.stringify(entry, null, 2), 'utf8');
-  await rename(tmp, file);
 }

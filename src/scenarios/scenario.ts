@@ -7,9 +7,10 @@
  * trains on train, validation selects the checkpoint and decides when to stop, and test is only reported.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { writeFileAtomic } from '../util/atomic.js';
 
 /** A verifiable condition on a finished trajectory. */
 export const CheckSchema = z.discriminatedUnion('kind', [
@@ -79,13 +80,6 @@ export function formatScenarios(scenarios: Scenario[]): string {
   return scenarios.map((s) => JSON.stringify(ScenarioSchema.parse(s))).join('\n') + (scenarios.length ? '\n' : '');
 }
 
-/** Writes a file atomically: a reader sees either the old content or the new, never half of it. */
-async function writeAtomic(file: string, content: string): Promise<void> {
-  const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
-  await writeFile(tmp, content, 'utf8');
-  await rename(tmp, file);
-}
-
 /** A scenario set: what training trains on, what selects its checkpoint, and what is only reported. */
 export interface ScenarioSet {
   train: Scenario[];
@@ -100,9 +94,9 @@ export interface ScenarioSet {
  */
 export async function writeScenarioSet(dir: string, train: Scenario[], val: Scenario[], test: Scenario[] = []): Promise<void> {
   await mkdir(dir, { recursive: true });
-  await writeAtomic(path.join(dir, 'train.jsonl'), formatScenarios(train));
-  await writeAtomic(path.join(dir, 'val.jsonl'), formatScenarios(val));
-  if (test.length > 0) await writeAtomic(path.join(dir, 'test.jsonl'), formatScenarios(test));
+  await writeFileAtomic(path.join(dir, 'train.jsonl'), formatScenarios(train));
+  await writeFileAtomic(path.join(dir, 'val.jsonl'), formatScenarios(val));
+  if (test.length > 0) await writeFileAtomic(path.join(dir, 'test.jsonl'), formatScenarios(test));
 }
 
 /** Reads a scenario set written by writeScenarioSet; `test` is empty when the folder has no test.jsonl. */

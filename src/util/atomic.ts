@@ -1,6 +1,7 @@
 /**
- * Crash-safe file writes. A run must survive `kill -9` at any moment, so every file is written to a temporary
- * sibling, flushed to disk, then renamed over the target (rename is atomic within a file system).
+ * Crash-safe writes, the only ones mcprl makes. A run must survive `kill -9` at any moment, so every file is
+ * written to a temporary sibling, flushed to disk, then renamed over the target (rename is atomic within a file
+ * system); a folder is filled beside its target and swapped in the same way.
  */
 import { open, rename, mkdir, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
@@ -34,4 +35,33 @@ export async function writeJsonAtomic(file: string, value: unknown): Promise<voi
 /** Writes one JSON object per line atomically. */
 export async function writeJsonlAtomic(file: string, rows: readonly unknown[]): Promise<void> {
   await writeFileAtomic(file, rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : ''));
+}
+
+/**
+ * Fills a folder atomically: `write` fills a temporary sibling, which then replaces `dir` by rename, so a
+ * reader (or a resumed run after a crash) sees either the old complete folder or the new complete one.
+ */
+export async function writeDirAtomic(dir: string, write: (tmp: string) => Promise<void>): Promise<void> {
+  const parent = dirname(dir);
+  await mkdir(parent, { recursive: true });
+  const stamp = `${process.pid}.${Date.now()}.${Math.floor(Math.random() * 1e9)}`;
+  const tmp = join(parent, `.${basename(dir)}.${stamp}.tmp`);
+  const old = join(parent, `.${basename(dir)}.${stamp}.old`);
+  await rm(tmp, { recursive: true, force: true });
+  await mkdir(tmp, { recursive: true });
+  try {
+    await write(tmp);
+  } catch (e) {
+    await rm(tmp, { recursive: true, force: true });
+    throw e;
+  }
+  let hadOld = false;
+  try {
+    await rename(dir, old);
+    hadOld = true;
+  } catch {
+    // No previous folder.
+  }
+  await rename(tmp, dir);
+  if (hadOld) await rm(old, { recursive: true, force: true });
 }
