@@ -1,4 +1,5 @@
 export { buildProgram } from './cli/main.js';
+export { McprlError } from './util/errors.js';
 export {
   connect,
   McpSession,

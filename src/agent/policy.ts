@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { APIError } from 'openai';
 import type { OpenAITool } from '../mcp/index.js';
+import { McprlError } from '../util/errors.js';
 
 export type { OpenAITool };
 
@@ -51,13 +52,10 @@ export interface Policy {
 export type PolicyErrorCode = 'POLICY_HTTP' | 'POLICY_UNREACHABLE' | 'POLICY_BAD_RESPONSE' | 'POLICY_ABORTED';
 
 /** An infrastructure failure talking to the policy (not something the model did). */
-export class PolicyError extends Error {
-  readonly code: PolicyErrorCode;
+export class PolicyError extends McprlError<PolicyErrorCode> {
   readonly status?: number;
   constructor(code: PolicyErrorCode, message: string, opts: { status?: number; cause?: unknown } = {}) {
-    super(message, { cause: opts.cause });
-    this.name = 'PolicyError';
-    this.code = code;
+    super(code, message, { cause: opts.cause });
     this.status = opts.status;
   }
 }

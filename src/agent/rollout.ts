@@ -15,6 +15,7 @@ import type { Scenario } from '../scenarios/scenario.js';
 import type { ChatMessage, OpenAITool, Policy, PolicyTurn } from './policy.js';
 import { INVALID_CALL_PREFIX, NOT_EXECUTED_PREFIX, type Trajectory } from './trajectory.js';
 import { ArgsValidator } from './validate-args.js';
+import { McprlError } from '../util/errors.js';
 
 /** The tool the agent loop itself provides (as in ART): calling it ends the rollout with a final answer. */
 export const COMPLETE_TASK = 'complete_task';
@@ -70,12 +71,6 @@ export interface RolloutOptions {
   signal?: AbortSignal;
 }
 
-class RolloutTimeout extends Error {
-  constructor(ms: number) {
-    super(`rollout timed out after ${ms} ms`);
-    this.name = 'RolloutTimeout';
-  }
-}
 
 /** Rejects with the signal's reason as soon as it aborts, whether or not `p` honours the signal itself. */
 function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
@@ -148,7 +143,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
   let error: string | undefined;
 
   const deadline = new AbortController();
-  const timer = setTimeout(() => deadline.abort(new RolloutTimeout(rolloutTimeoutMs)), rolloutTimeoutMs);
+  const timer = setTimeout(() => deadline.abort(new McprlError('ROLLOUT_TIMEOUT', `rollout timed out after ${rolloutTimeoutMs} ms`)), rolloutTimeoutMs);
   const signal = opts.signal ? AbortSignal.any([opts.signal, deadline.signal]) : deadline.signal;
 
   try {

@@ -10,6 +10,7 @@ import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateToo
 import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type SamplingParams } from '../engine/model.js';
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
+import { McprlError } from '../util/errors.js';
 
 /** The part of the engine's `Model` that chat uses (kept narrow so chat is clear about what it needs). */
 export interface ChatModel {
@@ -114,14 +115,11 @@ export type ChatErrorCode = 'MODEL_NOT_FOUND' | 'CONTEXT_LENGTH_EXCEEDED' | 'INV
  * it with (404 for an unknown model, 400 otherwise), so the in-process policy can report the same; `param`
  * names the request field at fault, as OpenAI's API names it.
  */
-export class ChatError extends Error {
-  readonly code: ChatErrorCode;
+export class ChatError extends McprlError<ChatErrorCode> {
   readonly status: 400 | 404;
   readonly param: string | null;
   constructor(code: ChatErrorCode, message: string, opts: { param?: string | null; cause?: unknown } = {}) {
-    super(message, { cause: opts.cause });
-    this.name = 'ChatError';
-    this.code = code;
+    super(code, message, { cause: opts.cause });
     this.status = code === 'MODEL_NOT_FOUND' ? 404 : 400;
     this.param = opts.param ?? null;
   }

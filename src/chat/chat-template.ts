@@ -5,6 +5,7 @@
  */
 import { Template } from '@huggingface/jinja';
 import type { HfTokenizer } from './tokenizer.js';
+import { McprlError } from '../util/errors.js';
 
 /** A chat message as templates receive it (OpenAI's shape; `content` may be null on tool-calling turns). */
 export interface TemplateMessage {
@@ -40,14 +41,7 @@ export type ChatTemplateErrorCode = 'NO_CHAT_TEMPLATE' | 'TEMPLATE_SYNTAX' | 'TE
  * The template is missing or broken, or refused the conversation (templates call `raise_exception`, e.g.
  * when roles do not alternate). TEMPLATE_RENDER is usually the request's fault.
  */
-export class ChatTemplateError extends Error {
-  readonly code: ChatTemplateErrorCode;
-  constructor(code: ChatTemplateErrorCode, message: string, opts: { cause?: unknown } = {}) {
-    super(message, { cause: opts.cause });
-    this.name = 'ChatTemplateError';
-    this.code = code;
-  }
-}
+export class ChatTemplateError extends McprlError<ChatTemplateErrorCode> {}
 
 export class ChatTemplate {
   private readonly template: Template;

@@ -7,18 +7,12 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
+import { McprlError } from '../util/errors.js';
 
 export type TokenizerErrorCode = 'TOKENIZER_NOT_FOUND' | 'TOKENIZER_INVALID';
 
 /** The tokenizer files of a model folder are missing or unreadable. */
-export class TokenizerError extends Error {
-  readonly code: TokenizerErrorCode;
-  constructor(code: TokenizerErrorCode, message: string, opts: { cause?: unknown } = {}) {
-    super(message, { cause: opts.cause });
-    this.name = 'TokenizerError';
-    this.code = code;
-  }
-}
+export class TokenizerError extends McprlError<TokenizerErrorCode> {}
 
 /** A token string from tokenizer_config.json: either a plain string or an AddedToken-shaped object. */
 function tokenString(v: unknown): string | null {

@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../hf/config.js';
+import { McprlError } from '../util/errors.js';
 
 export type EngineErrorCode =
   | 'ENGINE_UNAVAILABLE' // the addon is not built or cannot be loaded
@@ -16,16 +17,7 @@ export type EngineErrorCode =
   | 'ENGINE_CLOSED'; // the model was closed
 
 /** Infrastructure failure of the local engine; `message` carries the native file:line when it came from C++. */
-export class EngineError extends Error {
-  constructor(
-    readonly code: EngineErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = 'EngineError';
-  }
-}
+export class EngineError extends McprlError<EngineErrorCode> {}
 
 export interface SampledTokens {
   tokens: Int32Array;

@@ -2,6 +2,7 @@
  * Infrastructure failures of the export stage. Every message names the file (and tensor, where there is
  * one) so that a user can find what is wrong with a model or adapter folder without reading the code.
  */
+import { McprlError } from '../util/errors.js';
 
 export type ExportErrorCode =
   /** A file the folder must hold is absent (config.json, weights, adapter files, a shard named by the index). */
@@ -21,13 +22,4 @@ export type ExportErrorCode =
   /** The output folder cannot be written (it exists and is not empty, and overwrite was not asked for). */
   | 'OUTPUT_EXISTS';
 
-export class ExportError extends Error {
-  override readonly name = 'ExportError';
-  constructor(
-    readonly code: ExportErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-}
+export class ExportError extends McprlError<ExportErrorCode> {}

@@ -19,6 +19,7 @@ import { z } from 'zod';
 import type { ModelSpec } from '../hf/config.js';
 import { writeFileAtomic, writeJsonAtomic } from '../util/atomic.js';
 import { readSafetensors, serializeSafetensors, toFloat32, f32Tensor, type Tensor } from './safetensors.js';
+import { McprlError } from '../util/errors.js';
 
 /** The projections that can carry LoRA, in PEFT's names, in the engine's order. */
 export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
@@ -33,11 +34,9 @@ export function loraKey(layer: number, target: LoraTarget, which: 'A' | 'B'): st
   return `base_model.model.model.layers.${layer}.${loraParent(target)}.${target}.lora_${which}.weight`;
 }
 
-export class AdapterError extends Error {
-  readonly code = 'ADAPTER_INVALID';
+export class AdapterError extends McprlError<'ADAPTER_INVALID'> {
   constructor(readonly dir: string, message: string) {
-    super(`${dir}: ${message}`);
-    this.name = 'AdapterError';
+    super('ADAPTER_INVALID', `${dir}: ${message}`);
   }
 }
 

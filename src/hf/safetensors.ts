@@ -6,6 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { writeFileAtomic } from '../util/atomic.js';
+import { McprlError } from '../util/errors.js';
 
 export type DType = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 
@@ -23,11 +24,9 @@ export interface Tensor {
   data: Uint8Array;
 }
 
-export class SafetensorsError extends Error {
-  readonly code = 'SAFETENSORS_INVALID';
+export class SafetensorsError extends McprlError<'SAFETENSORS_INVALID'> {
   constructor(readonly file: string, message: string) {
-    super(`${file}: ${message}`);
-    this.name = 'SafetensorsError';
+    super('SAFETENSORS_INVALID', `${file}: ${message}`);
   }
 }
 

@@ -11,13 +11,12 @@
  */
 import { existsSync, mkdirSync, realpathSync } from 'node:fs';
 import path from 'node:path';
+import { McprlError } from '../util/errors.js';
 
 /** A path a tool was given that is not allowed, or does not exist where it must. Reported as an isError result. */
-export class WorkspaceError extends Error {
-  readonly code = 'WORKSPACE';
+export class WorkspaceError extends McprlError<'WORKSPACE'> {
   constructor(message: string) {
-    super(message);
-    this.name = 'WorkspaceError';
+    super('WORKSPACE', message);
   }
 }
 

@@ -2,6 +2,7 @@
  * Infrastructure failures of the MCP layer. Tool failures are never thrown: they come back as
  * `ToolCallOutcome`s with `isError: true`. What is thrown is what stops the whole conversation with a server.
  */
+import { McprlError } from '../util/errors.js';
 
 /** Why a connection to an MCP server could not be made (or remade). */
 export type McpConnectErrorCode =
@@ -22,16 +23,7 @@ export type McpConnectErrorCode =
   /** The target itself is invalid: a bad config file, an unknown server name, a malformed URL. */
   | 'CONFIG';
 
-export class McpConnectError extends Error {
-  override readonly name = 'McpConnectError';
-  constructor(
-    readonly code: McpConnectErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-}
+export class McpConnectError extends McprlError<McpConnectErrorCode> {}
 
 /** Why listing a server's tools/resources/prompts failed after the connection was made. */
 export type McpListErrorCode =
@@ -42,13 +34,4 @@ export type McpListErrorCode =
   /** The list request itself failed. */
   | 'REQUEST_FAILED';
 
-export class McpListError extends Error {
-  override readonly name = 'McpListError';
-  constructor(
-    readonly code: McpListErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-}
+export class McpListError extends McprlError<McpListErrorCode> {}

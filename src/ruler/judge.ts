@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { APIError } from 'openai';
+import { McprlError } from '../util/errors.js';
 
 export type JudgeErrorCode =
   /** The endpoint answered with an HTTP error status (see `status`). */
@@ -12,13 +13,10 @@ export type JudgeErrorCode =
   | 'JUDGE_WRONG_COUNT';
 
 /** A failure of the judge: infrastructure or an unusable answer. Retryable ones are retried by RULER. */
-export class JudgeError extends Error {
-  readonly code: JudgeErrorCode;
+export class JudgeError extends McprlError<JudgeErrorCode> {
   readonly status?: number;
   constructor(code: JudgeErrorCode, message: string, opts: { status?: number; cause?: unknown } = {}) {
-    super(message, { cause: opts.cause });
-    this.name = 'JudgeError';
-    this.code = code;
+    super(code, message, { cause: opts.cause });
     this.status = opts.status;
   }
 

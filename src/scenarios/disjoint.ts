@@ -7,12 +7,11 @@
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { canonical } from './offline.js';
 import type { Scenario } from './scenario.js';
+import { McprlError } from '../util/errors.js';
 
-export class OverlappingScenariosError extends Error {
-  readonly code = 'SCENARIO_OVERLAP';
+export class OverlappingScenariosError extends McprlError<'SCENARIO_OVERLAP'> {
   constructor(message: string) {
-    super(message);
-    this.name = 'OverlappingScenariosError';
+    super('SCENARIO_OVERLAP', message);
   }
 }
 

@@ -2,7 +2,6 @@
 export {
   CheckSchema,
   ScenarioSchema,
-  ScenarioFileError,
   readScenarios,
   parseScenarios,
   formatScenarios,
@@ -13,7 +12,7 @@ export {
   normalizeAnswerText,
 } from './scenario.js';
 export type { Check, Scenario, ScenarioSet } from './scenario.js';
-export { generateOfflineScenarios, scenarioEntities, ReadOnlyViolationError, canonical } from './offline.js';
+export { generateOfflineScenarios, scenarioEntities, canonical } from './offline.js';
 export type { ScenarioServer, OfflineOptions, OfflineResult } from './offline.js';
 export { generateLlmScenarios, buildPrompt, extractJson, ScenarioGenerationError, GeneratedItemSchema } from './llm.js';
 export type { LlmGeneratorOptions, LlmResult, ServerCatalog, ResponseFormatMode } from './llm.js';

@@ -12,15 +12,14 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { Rng } from '../util/rng.js';
+import { McprlError } from '../util/errors.js';
 
 export type JsonSchema = Record<string, unknown>;
 
 /** The schema cannot be satisfied by this synthesizer (e.g. an unsupported pattern or contradictory bounds). */
-export class ArgSynthesisError extends Error {
-  readonly code = 'ARG_SYNTHESIS';
+export class ArgSynthesisError extends McprlError<'ARG_SYNTHESIS'> {
   constructor(message: string) {
-    super(message);
-    this.name = 'ArgSynthesisError';
+    super('ARG_SYNTHESIS', message);
   }
 }
 

@@ -15,13 +15,12 @@ import type { ToolInfo } from '../mcp/index.js';
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { hashString } from '../util/rng.js';
 import type { Scenario } from './scenario.js';
+import { McprlError } from '../util/errors.js';
 
 /** LLM generation failed for good (endpoint errors, or too few valid scenarios within the attempt budget). */
-export class ScenarioGenerationError extends Error {
-  readonly code = 'SCENARIO_GENERATION';
+export class ScenarioGenerationError extends McprlError<'SCENARIO_GENERATION'> {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'ScenarioGenerationError';
+    super('SCENARIO_GENERATION', message, options);
   }
 }
 

@@ -26,20 +26,12 @@ import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { synthesizeArgs, validates, resolveRefs, type CandidateContext, type JsonSchema } from './json-schema-args.js';
 import { createRng, hashString, type Rng } from '../util/rng.js';
 import { answerContains, type Check, type Scenario } from './scenario.js';
+import { McprlError } from '../util/errors.js';
 
 /** What scenario generation needs from a server connection; an McpSession satisfies it. */
 export interface ScenarioServer {
   listTools(): Promise<ToolInfo[]>;
   callTool(name: string, args: Record<string, unknown>, opts?: CallToolOptions): Promise<ToolCallOutcome>;
-}
-
-/** Thrown if generation ever tries to call a tool that is not annotated read-only (a bug, never expected). */
-export class ReadOnlyViolationError extends Error {
-  readonly code = 'READ_ONLY_VIOLATION';
-  constructor(tool: string) {
-    super(`refusing to call ${tool} while generating scenarios: it is not annotated readOnlyHint: true`);
-    this.name = 'ReadOnlyViolationError';
-  }
 }
 
 export interface OfflineOptions {
@@ -370,7 +362,10 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
   const cache = new Map<string, ToolCallOutcome>();
   const call = async (name: string, args: Record<string, unknown>, fresh = false): Promise<ToolCallOutcome> => {
     const tool = byName.get(name);
-    if (!tool || tool.annotations.readOnlyHint !== true) throw new ReadOnlyViolationError(name);
+    if (!tool || tool.annotations.readOnlyHint !== true) {
+      // Generation only ever picks read-only tools; getting here is a bug, and calling the tool could change data.
+      throw new McprlError('READ_ONLY_VIOLATION', `refusing to call ${name} while generating scenarios: it is not annotated readOnlyHint: true`);
+    }
     const key = `${name} ${canonical(args)}`;
     if (!fresh && cache.has(key)) return cache.get(key)!;
     const out = await server.callTool(name, args, { timeoutMs: callTimeoutMs });

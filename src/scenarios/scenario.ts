@@ -11,6 +11,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../util/atomic.js';
+import { McprlError } from '../util/errors.js';
 
 /** A verifiable condition on a finished trajectory. */
 export const CheckSchema = z.discriminatedUnion('kind', [
@@ -31,22 +32,13 @@ export const ScenarioSchema = z.object({
 export type Check = z.infer<typeof CheckSchema>;
 export type Scenario = z.infer<typeof ScenarioSchema>;
 
-/** A scenario file that cannot be read or parsed; the message names file:line and the offending field. */
-export class ScenarioFileError extends Error {
-  readonly code = 'SCENARIO_FILE';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ScenarioFileError';
-  }
-}
-
 /** Parses a JSONL scenario file. Blank lines are skipped; any bad line fails the whole read. */
 export async function readScenarios(file: string): Promise<Scenario[]> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    throw new ScenarioFileError(`${file}: cannot read scenario file (${(err as Error).message})`);
+    throw new McprlError('SCENARIO_FILE', `${file}: cannot read scenario file (${(err as Error).message})`);
   }
   return parseScenarios(text, file);
 }
@@ -62,13 +54,13 @@ export function parseScenarios(text: string, file = '<scenarios>'): Scenario[] {
     try {
       raw = JSON.parse(line);
     } catch (err) {
-      throw new ScenarioFileError(`${file}:${i + 1}: invalid JSON (${(err as Error).message})`);
+      throw new McprlError('SCENARIO_FILE', `${file}:${i + 1}: invalid JSON (${(err as Error).message})`);
     }
     const parsed = ScenarioSchema.safeParse(raw);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       const field = issue.path.length > 0 ? issue.path.join('.') : '(scenario)';
-      throw new ScenarioFileError(`${file}:${i + 1}: field ${field}: ${issue.message}`);
+      throw new McprlError('SCENARIO_FILE', `${file}:${i + 1}: field ${field}: ${issue.message}`);
     }
     out.push(parsed.data);
   }

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { ChatError, type ChatTurnMessage, type ChatTurnRequest } from '../chat/chat-engine.js';
 import type { TemplateTool } from '../chat/chat-template.js';
 import type { HfTokenizer } from '../chat/tokenizer.js';
+import { McprlError } from '../util/errors.js';
 
 // ---------------------------------------------------------------------------------------------------------
 // Request schema: the subset of OpenAI's chat-completions request mcprl serves, plus vLLM's `top_k` and
@@ -79,18 +80,16 @@ type ParsedChatRequest = z.output<typeof chatRequestSchema>;
 export type ChatErrorType = 'invalid_request_error' | 'server_error';
 
 /** A request the server cannot serve, with the HTTP status and OpenAI error fields to answer it with. */
-export class ChatRequestError extends Error {
+export class ChatRequestError extends McprlError<string | null> {
   readonly status: number;
   readonly type: ChatErrorType;
   readonly param: string | null;
-  readonly code: string | null;
   constructor(status: number, message: string, opts: { type?: ChatErrorType; param?: string | null; code?: string | null; cause?: unknown } = {}) {
-    super(message, { cause: opts.cause });
-    this.name = 'ChatRequestError';
+    // `code` is OpenAI's (model_not_found, …) and often null, as OpenAI's own errors have it.
+    super(opts.code ?? null, message, { cause: opts.cause });
     this.status = status;
     this.type = opts.type ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
     this.param = opts.param ?? null;
-    this.code = opts.code ?? null;
   }
 }
 

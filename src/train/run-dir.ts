@@ -21,6 +21,7 @@ import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
+import { McprlError } from '../util/errors.js';
 
 export const RunStateSchema = z.object({
   /** Last complete step (0: only the untrained model was evaluated). */
@@ -34,14 +35,6 @@ export const RunStateSchema = z.object({
   stopped: z.enum(['max_steps', 'patience', 'no_signal']).optional(),
 });
 export type RunState = z.infer<typeof RunStateSchema>;
-
-export class RunDirError extends Error {
-  readonly code = 'RUN_DIR';
-  constructor(message: string) {
-    super(message);
-    this.name = 'RunDirError';
-  }
-}
 
 const pad = (n: number) => String(n).padStart(4, '0');
 
@@ -75,7 +68,7 @@ export class RunDir {
     const file = this.path('state.json');
     if (!existsSync(file)) return null;
     const parsed = RunStateSchema.safeParse(JSON.parse(await readFile(file, 'utf8')));
-    if (!parsed.success) throw new RunDirError(`${file}: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
+    if (!parsed.success) throw new McprlError('RUN_DIR', `${file}: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
     return parsed.data;
   }
 

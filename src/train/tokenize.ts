@@ -18,17 +18,16 @@ import type { ChatEngine } from '../chat/chat-engine.js';
 import type { TemplateTool } from '../chat/chat-template.js';
 import type { TrainSequence } from '../engine/train-types.js';
 import type { OpenAITool } from '../mcp/index.js';
+import { McprlError } from '../util/errors.js';
 
 export interface TokenizeOptions {
   /** Chat template variables used when the trajectory was generated (e.g. `{ enable_thinking: false }`). */
   chatTemplateKwargs?: Record<string, unknown>;
 }
 
-export class TokenizeError extends Error {
-  readonly code = 'TOKENIZE';
+export class TokenizeError extends McprlError<'TOKENIZE'> {
   constructor(message: string) {
-    super(message);
-    this.name = 'TokenizeError';
+    super('TOKENIZE', message);
   }
 }
 
