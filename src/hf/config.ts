@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { McprlError } from '../util/errors.js';
 
 export const SUPPORTED_MODEL_TYPES = ['qwen3', 'qwen2', 'llama'] as const;
 export type ModelType = (typeof SUPPORTED_MODEL_TYPES)[number];
@@ -21,16 +22,7 @@ export type ModelConfigErrorCode =
   | 'UNSUPPORTED_MODEL';
 
 /** A model folder's config.json cannot be used; the message names the file and the field. */
-export class ModelConfigError extends Error {
-  override readonly name = 'ModelConfigError';
-  constructor(
-    readonly code: ModelConfigErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-}
+export class ModelConfigError extends McprlError<ModelConfigErrorCode> {}
 
 const positiveInt = z.number().int().positive();
 const IdOrIds = z.union([z.number().int(), z.array(z.number().int())]).nullish();
