@@ -1,38 +1,18 @@
 /**
- * PEFT LoRA adapters (the format of DESIGN.md): `adapter_config.json` + `adapter_model.safetensors` with keys
- * `base_model.model.model.layers.{i}.{self_attn|mlp}.{module}.lora_A.weight` ([r, in]) and `lora_B.weight`
- * ([out, r]); the update of a weight W [out, in] is scale · B·A with scale α/r (α/√r with rslora).
+ * PEFT LoRA adapters for export (the format itself is src/hf/peft.ts): `adapter_config.json` +
+ * `adapter_model.safetensors` with keys `base_model.model.model.layers.{i}.{self_attn|mlp}.{module}.lora_A.weight`
+ * ([r, in]) and `lora_B.weight` ([out, r]); the update of a weight W [out, in] is scale · B·A.
  * Reading validates the adapter against a model's spec, so that a merge or an export fails with a message
  * naming the key instead of producing a wrong model.
  */
 import { existsSync } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { z } from 'zod';
+import { AdapterConfigSchema, LORA_TARGETS, loraParent, loraScale, unsupportedFeature, type AdapterConfig, type LoraTarget } from '../hf/peft.js';
 import { toFloat32 } from '../hf/safetensors.js';
 import { ExportError } from './errors.js';
 import { expectedTensors, readJson, readSafetensorsOrThrow, type FloatTensor, type ModelSpec } from './hf-folder.js';
 import { writeOutputFolder } from './out-dir.js';
-
-export const LORA_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
-
-export const AdapterConfigSchema = z.looseObject({
-  peft_type: z.literal('LORA'),
-  r: z.number().int().positive(),
-  lora_alpha: z.number(),
-  /** Default false: scale α/r; true: α/√r. */
-  use_rslora: z.boolean().optional(),
-  target_modules: z.union([z.array(z.string()), z.string()]).nullish(),
-  /** Only false (nn.Linear layout) is supported. */
-  fan_in_fan_out: z.boolean().optional(),
-  use_dora: z.boolean().optional(),
-  bias: z.string().optional(),
-  modules_to_save: z.array(z.string()).nullish(),
-  rank_pattern: z.record(z.string(), z.unknown()).nullish(),
-  alpha_pattern: z.record(z.string(), z.unknown()).nullish(),
-  base_model_name_or_path: z.string().nullish(),
-});
-export type AdapterConfig = z.infer<typeof AdapterConfigSchema>;
 
 /** The LoRA factors of one projection. */
 export interface LoraPair {
@@ -54,7 +34,8 @@ export interface Adapter {
 }
 
 const KEY = /^base_model\.model\.(model\.layers\.(\d+)\.(self_attn|mlp)\.([a-z_]+))\.lora_(A|B)\.weight$/;
-const BLOCK: Record<string, string> = { q_proj: 'self_attn', k_proj: 'self_attn', v_proj: 'self_attn', o_proj: 'self_attn', gate_proj: 'mlp', up_proj: 'mlp', down_proj: 'mlp' };
+
+const isLoraTarget = (m: string): m is LoraTarget => (LORA_TARGETS as readonly string[]).includes(m);
 
 export async function readAdapterConfig(dir: string): Promise<AdapterConfig> {
   const file = join(dir, 'adapter_config.json');
@@ -64,18 +45,9 @@ export async function readAdapterConfig(dir: string): Promise<AdapterConfig> {
     throw new ExportError('BAD_ADAPTER', `${file}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
   }
   const c = parsed.data;
-  const unsupported = (what: string) => { throw new ExportError('BAD_ADAPTER', `${file}: ${what} is not supported`); };
-  if (c.fan_in_fan_out) unsupported('fan_in_fan_out: true');
-  if (c.use_dora) unsupported('use_dora: true (DoRA)');
-  if (c.bias && c.bias !== 'none') unsupported(`bias: ${JSON.stringify(c.bias)}`);
-  if (c.modules_to_save && c.modules_to_save.length > 0) unsupported('modules_to_save');
-  if (c.rank_pattern && Object.keys(c.rank_pattern).length > 0) unsupported('rank_pattern');
-  if (c.alpha_pattern && Object.keys(c.alpha_pattern).length > 0) unsupported('alpha_pattern');
+  const unsupported = unsupportedFeature(c);
+  if (unsupported) throw new ExportError('BAD_ADAPTER', `${file}: ${unsupported} is not supported`);
   return c;
-}
-
-export function loraScale(c: AdapterConfig): number {
-  return c.use_rslora ? c.lora_alpha / Math.sqrt(c.r) : c.lora_alpha / c.r;
 }
 
 /**
@@ -98,7 +70,9 @@ export async function readAdapter(dir: string, spec: ModelSpec): Promise<Adapter
     const m = KEY.exec(key);
     if (!m) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key} is not a LoRA weight mcprl understands (expected base_model.model.model.layers.{i}.{self_attn|mlp}.{module}.lora_{A|B}.weight)`);
     const [, modulePath, layer, block, module, half] = m;
-    if (BLOCK[module] !== block) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key}: module ${module} is not a LoRA target (supported: ${LORA_MODULES.join(', ')})`);
+    if (!isLoraTarget(module) || loraParent(module) !== block) {
+      throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key}: module ${module} is not a LoRA target (supported: ${LORA_TARGETS.join(', ')})`);
+    }
     if (Number(layer) >= spec.numLayers) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key}: layer ${layer} does not exist (the model has ${spec.numLayers})`);
     if (Array.isArray(targets) && !targets.includes(module)) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key}: module ${module} is not in target_modules ${JSON.stringify(targets)}`);
     if (tensor.shape.length !== 2) throw new ExportError('BAD_ADAPTER', `${file}: tensor ${key} has shape [${tensor.shape}] (expected 2 dimensions)`);

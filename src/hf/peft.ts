@@ -1,5 +1,6 @@
 /**
- * PEFT LoRA adapters in and out, plus the optimiser state that sits beside a training checkpoint.
+ * PEFT LoRA adapters in and out, plus the optimiser state that sits beside a training checkpoint. The one
+ * definition of the format: its target modules, config schema and scale serve the engine, the trainer and export.
  *
  * A checkpoint folder written by the trainer holds:
  *   adapter_config.json        PEFT config (peft_type LORA, task_type CAUSAL_LM, r, lora_alpha, use_rslora,
@@ -49,11 +50,34 @@ export const AdapterConfigSchema = z.looseObject({
   lora_alpha: z.number().positive(),
   /** Default false. */
   use_rslora: z.boolean().default(false),
-  /** Module names (a list; PEFT's regex-string form is accepted when it names known modules). */
-  target_modules: z.union([z.array(z.string()), z.string()]),
+  /**
+   * Module names (a list; PEFT's regex-string form is accepted when it names known modules). Absent only in
+   * hand-written configs; the engine then refuses the adapter, export takes the modules its weights name.
+   */
+  target_modules: z.union([z.array(z.string()), z.string()]).nullish(),
+  /** Only false (nn.Linear layout) is supported. */
+  fan_in_fan_out: z.boolean().optional(),
+  /** DoRA; not supported. */
+  use_dora: z.boolean().optional(),
+  /** Only 'none' is supported. */
+  bias: z.string().optional(),
+  modules_to_save: z.array(z.string()).nullish(),
+  rank_pattern: z.record(z.string(), z.unknown()).nullish(),
+  alpha_pattern: z.record(z.string(), z.unknown()).nullish(),
   base_model_name_or_path: z.string().nullable().default(null),
 });
 export type AdapterConfig = z.infer<typeof AdapterConfigSchema>;
+
+/** What an adapter config asks for that plain LoRA (all mcprl computes) is not, or null when nothing. */
+export function unsupportedFeature(c: AdapterConfig): string | null {
+  if (c.fan_in_fan_out) return 'fan_in_fan_out: true';
+  if (c.use_dora) return 'use_dora: true (DoRA)';
+  if (c.bias && c.bias !== 'none') return `bias: ${JSON.stringify(c.bias)}`;
+  if (c.modules_to_save && c.modules_to_save.length > 0) return 'modules_to_save';
+  if (c.rank_pattern && Object.keys(c.rank_pattern).length > 0) return 'rank_pattern';
+  if (c.alpha_pattern && Object.keys(c.alpha_pattern).length > 0) return 'alpha_pattern';
+  return null;
+}
 
 /** The scale applied to B A x. */
 export function loraScale(c: Pick<AdapterConfig, 'r' | 'lora_alpha' | 'use_rslora'>): number {
@@ -63,6 +87,7 @@ export function loraScale(c: Pick<AdapterConfig, 'r' | 'lora_alpha' | 'use_rslor
 /** Target modules as a list of known names, in the engine's order. */
 export function targetList(c: Pick<AdapterConfig, 'target_modules'>, dir = '<adapter>'): LoraTarget[] {
   const tm = c.target_modules;
+  if (tm === undefined || tm === null) throw new AdapterError(dir, 'adapter_config.json: target_modules is missing');
   let names: string[];
   if (Array.isArray(tm)) names = tm;
   else {
@@ -98,6 +123,8 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
   }
   const parsed = AdapterConfigSchema.safeParse(raw);
   if (!parsed.success) throw new AdapterError(dir, `adapter_config.json: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  const unsupported = unsupportedFeature(parsed.data);
+  if (unsupported) throw new AdapterError(dir, `adapter_config.json: ${unsupported} is not supported`);
   const { tensors: raws } = await readSafetensors(join(dir, 'adapter_model.safetensors'));
   const tensors = new Map<string, LoraMatrix>();
   for (const [key, t] of raws) {
