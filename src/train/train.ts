@@ -27,7 +27,7 @@ import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
 import { Progress } from '../util/progress.js';
-import { groupAdvantages } from './advantages.js';
+import { advantagesFor, type GroupAdvantages } from './advantages.js';
 import { RunDir, type RunState } from './run-dir.js';
 import { trajectoryToSequences } from './tokenize.js';
 
@@ -129,7 +129,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       const gathered = await phase('gather', () => gatherGroups(o, policy, scenarios, step));
       // advantages
       const groups = gathered.groups.map((g) => g.filter((t) => !t.unscored && !t.error));
-      const adv = groupAdvantages(groups.map((g) => g.map((t) => t.reward)));
+      const adv = advantagesFor(c.loss, groups.map((g) => g.map((t) => t.reward)));
       // tokenise
       const perGroup = adv.kept.map((gi, k) => groups[gi].flatMap((t, j) => trajectoryToSequences(engine, t, adv.advantages[k][j])));
       const batch = perGroup.flat();
@@ -265,7 +265,7 @@ async function optimise(trainer: Trainer, batches: TrainSequence[][], loss: Loss
   };
 }
 
-function withAdvantage(t: Trajectory, groups: Trajectory[][], adv: ReturnType<typeof groupAdvantages>) {
+function withAdvantage(t: Trajectory, groups: Trajectory[][], adv: GroupAdvantages) {
   const gi = groups.findIndex((g) => g.includes(t));
   const k = adv.kept.indexOf(gi);
   return { ...t, advantage: k >= 0 ? adv.advantages[k][groups[gi].indexOf(t)] : null };
