@@ -83,6 +83,6 @@ describe('mcprl serve (CLI)', () => {
 
     const badPort = await exited(run(['serve', '--model', join(dir, 'tiny'), '--port', 'eighty']));
     expect(badPort.code).toBe(1);
-    expect(badPort.stderr).toMatch(/--port must be an integer/);
+    expect(badPort.stderr).toMatch(/--port <port>.*'eighty' is invalid\. expected an integer from 0 to 65535/);
   });
 });

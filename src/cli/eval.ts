@@ -11,6 +11,7 @@ import { McpConnectError } from '../mcp/index.js';
 import { REWARD_MODES, type RewardMode } from '../ruler/blend.js';
 import { OpenAIJudge } from '../ruler/judge.js';
 import { loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
+import { numberParser } from './parse-number.js';
 import { addTargetOptions, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 interface EvalCliOptions extends TargetCliOptions {
@@ -40,26 +41,7 @@ interface EvalCliOptions extends TargetCliOptions {
   json?: boolean;
 }
 
-const positiveInt = (what: string) => (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`expected a positive integer ${what}`);
-  return n;
-};
-const nonNegativeInt = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
-  return n;
-};
-const unitInterval = (value: string): number => {
-  const n = Number(value);
-  if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError('expected a number from 0 to 1');
-  return n;
-};
-const nonNegative = (value: string): number => {
-  const n = Number(value);
-  if (!(n >= 0)) throw new InvalidArgumentError('expected a number >= 0');
-  return n;
-};
+const positiveInt = (unit?: string) => numberParser({ integer: true, above: 0, unit });
 
 /** A scenario set folder (train.jsonl + val.jsonl [+ test.jsonl], see `mcprl scenarios`) or a single .jsonl file. */
 async function loadScenarios(where: string, split: EvalCliOptions['split']): Promise<Scenario[]> {
@@ -83,7 +65,7 @@ export function registerEval(program: Command): Command {
     .argument('[target...]', 'an http(s) URL, or the server command after --')
     .requiredOption('--scenarios <path>', 'scenario set folder (train.jsonl + val.jsonl) or one .jsonl file')
     .addOption(new Option('--split <split>', 'which scenarios of a set folder to run').choices(['train', 'val', 'test', 'all']).default('all'))
-    .option('--limit <n>', 'only the first N scenarios', positiveInt('(scenarios)'))
+    .option('--limit <n>', 'only the first N scenarios', positiveInt('scenarios'))
     .requiredOption('--model-base-url <url>', 'OpenAI-compatible endpoint of the policy, e.g. http://localhost:8000/v1')
     .requiredOption('--model <name>', 'model name at that endpoint')
     .option('--model-api-key-env <var>', 'environment variable holding the policy API key', 'OPENAI_API_KEY')
@@ -91,18 +73,18 @@ export function registerEval(program: Command): Command {
     .option('--judge-model <name>', 'judge model name')
     .option('--judge-api-key-env <var>', 'environment variable holding the judge API key', 'OPENAI_API_KEY')
     .addOption(new Option('--reward <mode>', 'reward: ruler, checks, or blend (default: blend with a judge, checks without)').choices([...REWARD_MODES]))
-    .option('--ruler-weight <w>', 'weight of RULER in blend (checks get the rest)', unitInterval, 0.5)
+    .option('--ruler-weight <w>', 'weight of RULER in blend (checks get the rest)', numberParser({ min: 0, max: 1 }), 0.5)
     .option('--rubric-file <file>', "replaces RULER's default rubric")
     .option('--judge-cache <dir>', 'cache folder for judge answers (default: <out>/judge-cache)')
-    .option('--rollouts <k>', 'attempts per scenario (default 4 with a judge, 1 without)', positiveInt('(rollouts)'))
-    .option('--concurrency <c>', 'rollouts in flight at once', positiveInt('(concurrency)'), 4)
+    .option('--rollouts <k>', 'attempts per scenario (default 4 with a judge, 1 without)', positiveInt('rollouts'))
+    .option('--concurrency <c>', 'rollouts in flight at once', positiveInt(), 4)
     .option('--isolate', 'fresh stdio server process per rollout (mutations cannot leak between attempts)')
-    .option('--max-turns <n>', 'assistant turns per rollout', positiveInt('(turns)'), 10)
-    .option('--temperature <t>', 'sampling temperature', nonNegative)
-    .option('--seed <s>', 'base sampling seed (rollout k gets seed + k)', nonNegativeInt)
+    .option('--max-turns <n>', 'assistant turns per rollout', positiveInt('turns'), 10)
+    .option('--temperature <t>', 'sampling temperature', numberParser({ min: 0 }))
+    .option('--seed <s>', 'base sampling seed (rollout k gets seed + k)', numberParser({ integer: true, min: 0 }))
     .option('--system-prompt-file <file>', 'replaces the default agent system prompt')
-    .option('--call-timeout <ms>', 'timeout of one tool call', positiveInt('(milliseconds)'))
-    .option('--rollout-timeout <ms>', 'timeout of one whole rollout', positiveInt('(milliseconds)'))
+    .option('--call-timeout <ms>', 'timeout of one tool call', positiveInt('milliseconds'))
+    .option('--rollout-timeout <ms>', 'timeout of one whole rollout', positiveInt('milliseconds'))
     .option('--out <dir>', 'output folder (default runs/eval-<timestamp>)')
     .option('--json', 'print the summary as JSON');
   addTargetOptions(cmd);

@@ -2,11 +2,12 @@
  * `mcprl mcp`: mcprl itself as an MCP server (stdio by default, streamable HTTP with --http PORT), so assistants
  * and IDEs can inspect a server, train on it, watch the run, evaluate, run the trained agent and export it.
  */
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { SafetyPolicy } from '../mcp/index.js';
 import { createContext } from '../mcp-server/server.js';
 import { serveHttp, serveStdio } from '../mcp-server/serve.js';
 import { Workspace } from '../mcp-server/workspace.js';
+import { numberParser } from './parse-number.js';
 
 interface McpCliOptions {
   workspace: string;
@@ -23,19 +24,13 @@ interface McpCliOptions {
 
 const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
 
-function port(v: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('expected a port number (0 = any free port)');
-  return n;
-}
-
 export function registerMcp(program: Command): Command {
   const cmd = program
     .command('mcp')
     .description('run mcprl as an MCP server (tools: inspect, scenarios, training, evaluation, the trained agent, export)')
     .option('--workspace <dir>', 'the only folder the server reads and writes: runs, scenarios, evals, exports', 'runs')
     .option('--models <dir>', 'extra read-only folder base models may be loaded from (repeatable)', collect)
-    .option('--http <port>', 'serve streamable HTTP at http://HOST:PORT/mcp instead of stdio', port)
+    .option('--http <port>', 'serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (0: any free port)', numberParser({ integer: true, min: 0, max: 65535 }))
     .option('--host <host>', 'address to bind with --http; anything but loopback requires --token', '127.0.0.1')
     .option('--token <token>', 'bearer token every HTTP request must carry (prefer --token-env: argv is visible to other users)')
     .option('--token-env <var>', 'environment variable holding the bearer token')

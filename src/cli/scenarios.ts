@@ -3,12 +3,13 @@
  * With --offline they are verifiable scenarios built from the schemas and read-only tools alone; otherwise an
  * OpenAI-compatible LLM writes them.
  */
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { connect, McpConnectError, McpListError, type McpSession } from '../mcp/index.js';
 import { ScenarioGenerationError } from '../scenarios/llm.js';
 import { writeScenarioSet } from '../scenarios/scenario.js';
 import { generateScenarioSet, type ScenarioSetOptions, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { DEFAULT_VAL_FRACTION } from '../scenarios/split.js';
+import { numberParser } from './parse-number.js';
 import { addTargetOptions, connectOptionsFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 /** The human-readable summary the command prints. */
@@ -24,23 +25,6 @@ export function formatSummary(s: ScenarioSummary, out: string): string {
   return lines.join('\n');
 }
 
-function positiveInt(v: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
-
-function integer(v: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');
-  return n;
-}
-
-function fraction(v: string): number {
-  const n = v.includes('/') ? Number(v.split('/')[0]) / Number(v.split('/')[1]) : Number(v);
-  if (!(n >= 0 && n < 1)) throw new InvalidArgumentError('expected a fraction in [0, 1), e.g. 0.25 or 1/3');
-  return n;
-}
 
 interface ScenariosCliOptions extends TargetCliOptions {
   out: string;
@@ -62,9 +46,9 @@ export function registerScenarios(program: Command): Command {
     .argument('[target...]', 'an http(s) URL, or the server command after --')
     .requiredOption('--out <dir>', 'folder for train.jsonl and val.jsonl')
     .option('--offline', 'no LLM: verifiable scenarios from the tool schemas and read-only tools')
-    .option('--count <n>', 'scenarios in total', positiveInt, 24)
-    .option('--seed <s>', 'seed for generation and the train/val split', integer, 1)
-    .option('--val-fraction <f>', 'share of scenarios held out for validation', fraction, DEFAULT_VAL_FRACTION)
+    .option('--count <n>', 'scenarios in total', numberParser({ integer: true, above: 0 }), 24)
+    .option('--seed <s>', 'seed for generation and the train/val split', numberParser({ integer: true }), 1)
+    .option('--val-fraction <f>', 'share of scenarios held out for validation, e.g. 0.25 or 1/3', numberParser({ min: 0, below: 1, ratios: true }), DEFAULT_VAL_FRACTION)
     .option('--json', 'print the summary as JSON')
     .option('--generator-base-url <url>', 'OpenAI-compatible endpoint (default: OpenAI, or $OPENAI_BASE_URL)')
     .option('--generator-model <model>', 'model that writes the tasks (required unless --offline)')

@@ -6,24 +6,18 @@ import type { Command } from 'commander';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { parseAdapterSpec } from '../serve/adapter-spec.js';
 import { startServer } from '../serve/server.js';
+import { numberParser } from './parse-number.js';
 
 interface ServeCliOptions {
   model: string;
   adapter: string[];
   host: string;
-  port: string;
+  port: number;
   servedModelName?: string;
-  threads?: string;
-  maxTokens?: string;
+  threads?: number;
+  maxTokens: number;
   chatTemplateKwargs?: string;
   quiet?: boolean;
-}
-
-function intOption(value: string | undefined, flag: string, min: number): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new Error(`${flag} must be an integer >= ${min} (got ${JSON.stringify(value)})`);
-  return n;
 }
 
 export function registerServe(program: Command): Command {
@@ -38,10 +32,10 @@ export function registerServe(program: Command): Command {
       [] as string[],
     )
     .option('--host <host>', 'address to listen on', '127.0.0.1')
-    .option('--port <port>', 'port to listen on (0: any free port)', '8000')
+    .option('--port <port>', 'port to listen on (0: any free port)', numberParser({ integer: true, min: 0, max: 65535 }), 8000)
     .option('--served-model-name <name>', 'name of the base model in /v1/models (default: the folder name)')
-    .option('--threads <n>', 'engine threads (default: the engine default)')
-    .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', '1024')
+    .option('--threads <n>', 'engine threads (default: the engine default)', numberParser({ integer: true, above: 0 }))
+    .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', numberParser({ integer: true, above: 0 }), 1024)
     .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
     .option('--quiet', 'do not log one line per request to stderr');
   cmd.addHelpText(
@@ -54,10 +48,7 @@ Examples:
   );
   cmd.action(async (opts: ServeCliOptions) => {
     try {
-      const port = intOption(opts.port, '--port', 0)!;
-      if (port > 65535) throw new Error(`--port must be at most 65535 (got ${port})`);
-      const threads = intOption(opts.threads, '--threads', 1);
-      const maxTokens = intOption(opts.maxTokens, '--max-tokens', 1);
+      const { port, threads, maxTokens } = opts;
       let kwargs: Record<string, unknown> | undefined;
       if (opts.chatTemplateKwargs !== undefined) {
         const parsed = JSON.parse(opts.chatTemplateKwargs);
@@ -67,7 +58,7 @@ Examples:
       const engine = await ChatEngine.load(opts.model, {
         adapters: opts.adapter.map(parseAdapterSpec),
         ...(threads !== undefined ? { threads } : {}),
-        ...(maxTokens !== undefined ? { defaultMaxTokens: maxTokens } : {}),
+        defaultMaxTokens: maxTokens,
         ...(kwargs ? { chatTemplateKwargs: kwargs } : {}),
         ...(opts.servedModelName ? { modelName: opts.servedModelName } : {}),
       });

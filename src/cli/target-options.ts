@@ -5,12 +5,13 @@
  *   mcprl <cmd> [options] -- node server.js --flag        (stdio: everything after -- is the command)
  *   mcprl <cmd> --config mcp.json --server bookshop
  */
-import { Command, InvalidArgumentError } from 'commander';
+import type { Command } from 'commander';
 import { targetFromConfigFile } from '../mcp/config.js';
 import { McpConnectError } from '../mcp/errors.js';
 import { SafetyPolicy } from '../mcp/policy.js';
 import type { ConnectOptions } from '../mcp/session.js';
 import type { Target } from '../mcp/types.js';
+import { numberParser } from './parse-number.js';
 
 /** The options `addTargetOptions` defines, as commander parses them. */
 export interface TargetCliOptions {
@@ -25,19 +26,13 @@ export interface TargetCliOptions {
 
 const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
 
-function parsePositiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer (milliseconds)');
-  return n;
-}
-
 /** Adds the target and safety-policy options to `cmd`. The command itself declares its `[target...]` argument. */
 export function addTargetOptions(cmd: Command): Command {
   return cmd
     .option('--config <file>', 'MCP client config file in the mcpServers JSON shape')
     .option('--server <name>', 'server to use from --config (optional when the file has exactly one)')
     .option('--header <header>', "HTTP header for URL targets, 'Name: value' (repeatable)", collect)
-    .option('--timeout <ms>', 'connect/initialize timeout in milliseconds (default 30000)', parsePositiveInt)
+    .option('--timeout <ms>', 'connect/initialize timeout in milliseconds (default 30000)', numberParser({ integer: true, above: 0, unit: 'milliseconds' }))
     .option('--allow-destructive', 'let tools that may be destructive run (refused by default)')
     .option('--allow <tool>', 'let this tool run whatever its annotations say; * is a wildcard (repeatable)', collect)
     .option('--deny <tool>', 'never run this tool; * is a wildcard (repeatable)', collect);
