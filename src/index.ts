@@ -37,7 +37,7 @@ export { JudgeError, OpenAIJudge } from './ruler/judge.js';
 export type { JudgeClient } from './ruler/judge.js';
 export { DEFAULT_RUBRIC } from './ruler/prompt.js';
 export { scoreChecks } from './ruler/checks.js';
-export { blendRewards } from './ruler/blend.js';
+export { blendRewards, RewardModeSchema, resolveRewardMode } from './ruler/blend.js';
 export type { RewardMode } from './ruler/blend.js';
 export {
   ScenarioSchema,
@@ -101,12 +101,19 @@ export type { TrainSequence, LossConfig, OptimizerConfig, StepMetrics, CreateTra
 export { readPeftAdapter, writePeftAdapter, readOptimizerState, loraKey, loraScale, AdapterError, LORA_TARGETS } from './hf/peft.js';
 export type { PeftAdapter, AdapterConfig, LoraMatrix, LoraTarget } from './hf/peft.js';
 
-export { train, pickScenarios, TrainConfigSchema } from './train/train.js';
-export type { TrainConfig, TrainRunOptions, TrainRunResult } from './train/train.js';
+export { train, pickScenarios } from './train/train.js';
+export type { TrainRunOptions, TrainRunResult } from './train/train.js';
+export { TrainSettingsSchema, TrainConfigSchema, PolicyLossSchema, trainConfigFrom, parseTrainConfig } from './train/config.js';
+export type { TrainSettings, TrainConfig, PolicyLoss } from './train/config.js';
+export { runTrainJob, TrainJobSchema } from './train/job.js';
+export type { TrainJob, TrainJobOptions, TrainJobResult } from './train/job.js';
+export { ProgressLog, readLatestProgress } from './train/progress-log.js';
+export { ProgressEventSchema, terminalBars } from './util/progress.js';
+export type { ProgressEvent, ProgressPhase, ProgressListener } from './util/progress.js';
 export { RunDir, RunStateSchema } from './train/run-dir.js';
 export type { RunState } from './train/run-dir.js';
 export { trajectoryToSequences, TokenizeError } from './train/tokenize.js';
-export { groupAdvantages } from './train/advantages.js';
+export { groupAdvantages, advantagesFor } from './train/advantages.js';
 export { renderReport } from './train/report.js';
 export { writeRunReport, exportBestAdapter } from './train/write-report.js';
 export { assertDisjoint, findOverlaps, entityKey, OverlappingScenariosError } from './scenarios/disjoint.js';

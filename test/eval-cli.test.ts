@@ -203,6 +203,6 @@ describe('mcprl eval on the fixture server', () => {
   it('fails with one clear line on bad options', async () => {
     const r = await evalCli(['--scenarios', path.join(dir, 'scenarios'), '--model-base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--reward', 'ruler']);
     expect(r.code).toBe(1);
-    expect(r.stderr.trim()).toBe('mcprl eval: --reward ruler needs a judge: add --judge-base-url and --judge-model');
+    expect(r.stderr.trim()).toBe('mcprl eval: reward ruler needs a judge: add --judge-base-url and --judge-model');
   });
 });

@@ -110,6 +110,7 @@ describe('mcprl mcp: train, watch, run the agent, export', () => {
     // The second client knows nothing but the name; it waits step by step until the run ends.
     const progress: { progress: number; total?: number; message?: string }[][] = [];
     const seenSteps: (number | null)[] = [];
+    const seenProgress: { phase: string; step: number; done: number; total: number }[] = [];
     let status: Record<string, any> = {};
     for (let i = 0; i < 40; i++) {
       const mine: (typeof progress)[number] = [];
@@ -121,6 +122,7 @@ describe('mcprl mcp: train, watch, run the agent, export', () => {
       expect(r.isError, r.text).toBe(false);
       status = r.data;
       seenSteps.push(status.step);
+      if (status.progress) seenProgress.push(status.progress);
       if (status.status !== 'running' && status.status !== 'starting') break;
     }
     expect(status, JSON.stringify(status)).toMatchObject({ run: 'flow', status: 'finished', phase: 'done', step: 2, max_steps: 2, stopped_reason: 'max_steps', report: 'flow/report.html', error: null });
@@ -138,7 +140,14 @@ describe('mcprl mcp: train, watch, run the agent, export', () => {
     const all = progress.flat();
     expect(all.every((p) => p.total === 2 || p.total === undefined)).toBe(true);
     expect(all[all.length - 1]).toMatchObject({ progress: 2, total: 2 });
-    expect(all.some((p) => /running \((gather|train|validate)\)/.test(p.message ?? ''))).toBe(true);
+    expect(all.some((p) => /running \((gather|score|train|checkpoint|validate)\)/.test(p.message ?? ''))).toBe(true);
+    // The phase and counts come from the run's progress events: a step's phase with done of total units.
+    expect(seenProgress.length).toBeGreaterThan(0);
+    for (const p of seenProgress) {
+      expect(['starting', 'gather', 'score', 'train', 'checkpoint', 'validate', 'report', 'done']).toContain(p.phase);
+      expect(p.done).toBeLessThanOrEqual(p.total);
+    }
+    expect(status.progress).toBeNull();
 
     // The first client sees the same thing, and the run is listed.
     const again = await call(first, 'training_status', { run: 'flow' });

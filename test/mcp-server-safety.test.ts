@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -79,15 +79,31 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     expect(noRun.text).toMatch(/no run named "nope"/);
     const noScenarios = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model' });
     expect(noScenarios.text).toMatch(/give scenarios/);
-    const noJudge = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', scenarios: 'x', reward: 'ruler' });
-    expect(noJudge.text).toMatch(/needs a judge/);
+    const noJudge = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', offline: true, reward: 'ruler' });
+    expect(noJudge.isError).toBe(true);
+    expect(noJudge.text).toMatch(/reward ruler needs a judge: add judge/);
+    // start_training's options are the training settings schema's: an unknown value or key is refused.
+    const badLoss = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', offline: true, options: { loss: 'ppo' } });
+    expect(badLoss.isError).toBe(true);
+    expect(badLoss.text).toMatch(/loss/);
+    const typo = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', offline: true, options: { learning_rate: 0.1 } });
+    expect(typo.isError).toBe(true);
+    expect(typo.text).toMatch(/learning_rate/);
     const deadServer = await call(client, 'inspect_server', { target: { command: process.execPath, args: ['-e', 'process.exit(3)'] } });
     expect(deadServer.isError).toBe(true);
     // Still serving.
     expect((await client.listTools()).tools.length).toBeGreaterThan(5);
   });
 
-  it('reports a run whose training process fails as failed, with the reason from its log', async () => {
+  it("advertises start_training's options as the training settings, with their defaults", async () => {
+    const tool = (await client.listTools()).tools.find((t) => t.name === 'start_training')!;
+    const options = (tool.inputSchema.properties as Record<string, { properties: Record<string, { default?: unknown; description?: string }> }>).options;
+    expect(Object.keys(options.properties)).toEqual(expect.arrayContaining(['lr', 'rollouts_per_group', 'loss', 'max_steps', 'val_temperature', 'targets']));
+    expect(options.properties.lr).toMatchObject({ default: 0.0005, description: 'AdamW learning rate' });
+    expect(options.properties.loss).toMatchObject({ default: 'grpo', enum: ['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo'] });
+  });
+
+  it('reports a run whose training process fails as failed, with the reason from its progress events', async () => {
     // The validation set repeats the training set, which `mcprl train` refuses before loading any model.
     mkdirSync(path.join(ws, 'scenarios', 'overlap'), { recursive: true });
     const scenario = JSON.stringify({ id: 's1', task: 'Find book bk-001.', difficulty: 1, source: 'schema' }) + '\n';
@@ -98,7 +114,11 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     let status: Record<string, any> = {};
     for (let i = 0; i < 10 && status.status !== 'failed'; i++) status = (await call(client, 'training_status', { run: 'doomed', wait: true, timeout_s: 20 })).data;
     expect(status).toMatchObject({ run: 'doomed', status: 'failed', phase: 'done', step: null });
-    expect(status.error).toMatch(/^mcprl train: /);
+    expect(status.error).toMatch(/^SCENARIO_OVERLAP: 1 validation scenario\(s\) overlap the training data/);
+    // The worker read its job from the run folder: the settings are there, the target's secrets are not.
+    const job = JSON.parse(readFileSync(path.join(ws, 'doomed', 'job-config.json'), 'utf8'));
+    expect(job.config).toMatchObject({ model: path.join(realpathSync(ws), 'fake-model'), reward: 'checks', lr: 0.0005 });
+    expect(job.scenarios.dir).toBe(path.join(realpathSync(ws), 'scenarios', 'overlap'));
     // A name that is taken cannot be started again.
     const again = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', run: 'doomed', scenarios: 'scenarios/overlap' });
     expect(again.isError).toBe(true);

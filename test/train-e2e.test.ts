@@ -40,6 +40,11 @@ function trainArgs(run: string, maxSteps: number, extra: string[] = []): string[
   ];
 }
 
+/** The README's resume command: only the run (and where runs live) and the target; the rest is the run's config.json. */
+function resumeArgs(run: string, extra: string[] = []): string[] {
+  return ['--import', 'tsx', ENTRY, 'train', '--run', run, '--runs-dir', join(work, 'runs'), '--resume', '--quiet', '--json', ...extra, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN];
+}
+
 function start(args: string[]): { child: ChildProcess; done: Promise<{ code: number | null; stdout: string; stderr: string }> } {
   const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let stdout = '';
@@ -55,7 +60,7 @@ const readState = async (dir: string) => RunStateSchema.parse(JSON.parse(await r
 
 describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tiny model, fixture server)', () => {
   it('runs the loop and writes every file of the run directory', async () => {
-    const { done } = start(trainArgs('short', 2, ['--updates-per-step', '2']));
+    const { done } = start(trainArgs('short', 2, ['--updates-per-step', '2', '--loss', 'dr_grpo']));
     const r = await done;
     expect(r.code, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout);
@@ -86,6 +91,12 @@ describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tin
     for (const step of [1, 2]) {
       const trajectories = await readJsonl(join(dir, 'trajectories', `step-000${step}.jsonl`));
       expect(trajectories).toHaveLength(4);
+      // dr_grpo: a kept group's advantages are its rewards minus their mean, not divided by their spread.
+      for (const id of new Set(trajectories.map((t) => t.scenario_id))) {
+        const group = trajectories.filter((t) => t.scenario_id === id && t.advantage !== null);
+        const mean = group.reduce((a, t) => a + t.reward, 0) / group.length;
+        for (const t of group) expect(t.advantage).toBeCloseTo(t.reward - mean, 9);
+      }
       for (const t of trajectories) {
         TrajectorySchema.parse(t);
         expect('advantage' in t).toBe(true);
@@ -103,7 +114,17 @@ describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tin
     expect(html).toContain('Validation success');
     expect(html).toContain('Test success (held out from every decision)');
     expect(html).toContain('Success by tool and difficulty');
-    expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))).toMatchObject({ reward: 'checks', rolloutsPerGroup: 2, groupsPerStep: 2, updatesPerStep: 2 });
+    expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))).toMatchObject({ reward: 'checks', rolloutsPerGroup: 2, groupsPerStep: 2, updatesPerStep: 2, loss: 'dr_grpo' });
+    // Progress is data: every phase of every step, then the report and the end.
+    const events = await readJsonl(join(dir, 'progress.jsonl'));
+    const phases = (step: number) => [...new Set(events.filter((e) => e.step === step).map((e) => e.phase))];
+    expect(phases(0)).toEqual(['validate', 'test']);
+    expect(phases(1)).toEqual(expect.arrayContaining(['gather', 'score', 'checkpoint', 'validate']));
+    expect(phases(1)).not.toContain('test');
+    expect(phases(2)).toEqual(expect.arrayContaining(['gather', 'score', 'checkpoint', 'validate', 'test', 'report', 'done']));
+    expect(events.filter((e) => e.phase === 'gather' && e.step === 1).at(-1)).toMatchObject({ done: 4, total: 4 });
+    expect(events.at(-2).phase).toBe('report');
+    expect(events.at(-1)).toMatchObject({ phase: 'done', step: 2 });
     if (state.bestStep > 0) expect(existsSync(join(dir, 'adapter', 'adapter_model.safetensors'))).toBe(true);
 
     // `mcprl report <run>` regenerates the report; `mcprl export <run>` takes the run's base model.
@@ -132,7 +153,7 @@ describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tin
     expect(killedAt.step).toBeGreaterThanOrEqual(1);
     const before = await readJsonl(join(dir, 'metrics.jsonl'));
 
-    const r = await start(trainArgs('killed', 3, ['--resume'])).done;
+    const r = await start(resumeArgs('killed')).done;
     expect(r.code, r.stderr).toBe(0);
     expect(await readState(dir)).toMatchObject({ step: 3, stopped: 'max_steps' });
     const after = await readJsonl(join(dir, 'metrics.jsonl'));
@@ -141,7 +162,21 @@ describe.skipIf(!existsSync(join(MODEL, 'model.safetensors')))('mcprl train (tin
     expect(after.slice(0, killedAt.step + 1)).toEqual(before.filter((m) => m.step <= killedAt.step));
     for (const step of [1, 2, 3]) expect(existsSync(join(dir, 'trajectories', `step-000${step}.jsonl`))).toBe(true);
     expect(existsSync(join(dir, 'checkpoints', 'step-0003', 'adapter_model.safetensors'))).toBe(true);
+
+    // A setting given again with another value is refused, not silently ignored; the same value is fine.
+    const changed = await start(resumeArgs('killed', ['--lr', '0.01', '--max-steps', '3'])).done;
+    expect(changed.code).toBe(1);
+    expect(changed.stderr).toMatch(/--resume continues .* these differ: --lr 0.01 \(the run has 0.0005\)\. Start a new run/);
   }, 900_000);
+
+  it('needs --model for a new run, and --run for --resume', async () => {
+    const noModel = await start(trainArgs('nomodel', 1).filter((a, i, all) => a !== '--model' && all[i - 1] !== '--model')).done;
+    expect(noModel.code).toBe(1);
+    expect(noModel.stderr).toMatch(/mcprl train: --model DIR is required/);
+    const noRun = await start(resumeArgs('x').filter((a, i, all) => a !== '--run' && all[i - 1] !== '--run')).done;
+    expect(noRun.code).toBe(1);
+    expect(noRun.stderr).toMatch(/mcprl train: --resume needs --run NAME/);
+  }, 120_000);
 
   it('refuses validation scenarios that overlap the training scenarios', async () => {
     const overlap = join(work, 'overlap');

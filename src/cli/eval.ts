@@ -8,7 +8,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { formatEvalSummary, runEval, writeEvalOutput } from '../eval/evaluate.js';
 import { OpenAIPolicy } from '../agent/policy.js';
 import { McpConnectError } from '../mcp/index.js';
-import { REWARD_MODES, type RewardMode } from '../ruler/blend.js';
+import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/blend.js';
 import { OpenAIJudge } from '../ruler/judge.js';
 import { loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { numberParser } from './parse-number.js';
@@ -72,7 +72,7 @@ export function registerEval(program: Command): Command {
     .option('--judge-base-url <url>', 'OpenAI-compatible endpoint of the RULER judge')
     .option('--judge-model <name>', 'judge model name')
     .option('--judge-api-key-env <var>', 'environment variable holding the judge API key', 'OPENAI_API_KEY')
-    .addOption(new Option('--reward <mode>', 'reward: ruler, checks, or blend (default: blend with a judge, checks without)').choices([...REWARD_MODES]))
+    .addOption(new Option('--reward <mode>', 'reward: ruler, checks, or blend (default: blend with a judge, checks without)').choices(RewardModeSchema.options))
     .option('--ruler-weight <w>', 'weight of RULER in blend (checks get the rest)', numberParser({ min: 0, max: 1 }), 0.5)
     .option('--rubric-file <file>', "replaces RULER's default rubric")
     .option('--judge-cache <dir>', 'cache folder for judge answers (default: <out>/judge-cache)')
@@ -104,10 +104,7 @@ Examples:
       if (hasJudge && (!opts.judgeBaseUrl || !opts.judgeModel)) {
         throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
       }
-      const reward: RewardMode = opts.reward ?? (hasJudge ? 'blend' : 'checks');
-      if (reward !== 'checks' && !hasJudge) {
-        throw new InvalidArgumentError(`--reward ${reward} needs a judge: add --judge-base-url and --judge-model`);
-      }
+      const reward = resolveRewardMode(opts.reward, hasJudge, 'add --judge-base-url and --judge-model');
       let scenarios = await loadScenarios(opts.scenarios, opts.split);
       if (opts.limit !== undefined) scenarios = scenarios.slice(0, opts.limit);
       if (scenarios.length === 0) throw new InvalidArgumentError(`no scenarios in ${opts.scenarios} (split ${opts.split})`);

@@ -2,7 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pLimit from 'p-limit';
-import { blendRewards, type RewardMode } from '../ruler/blend.js';
+import { blendRewards, resolveRewardMode, type RewardMode } from '../ruler/blend.js';
 import { scoreChecks } from '../ruler/checks.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { rulerScoreGroup } from '../ruler/ruler.js';
@@ -71,8 +71,7 @@ const mean = (xs: number[]): number | null => (xs.length ? xs.reduce((a, b) => a
  */
 export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[][]; summary: EvalSummary }> {
   const started = performance.now();
-  const needsJudge = opts.reward !== 'checks';
-  if (needsJudge && !opts.judge) throw new Error(`--reward ${opts.reward} needs a judge (--judge-base-url and --judge-model)`);
+  const needsJudge = resolveRewardMode(opts.reward, opts.judge !== undefined) !== 'checks';
 
   // gather
   const groups = await rolloutGroups(opts);

@@ -17,11 +17,13 @@ import { z } from 'zod';
 import { rollout } from '../agent/rollout.js';
 import { runEval, writeEvalOutput, formatEvalSummary } from '../eval/evaluate.js';
 import { exportModel } from '../export/export-model.js';
-import { connect, inspectSession, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
+import { connect, describeTarget, inspectSession, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
 import { loadScenarioSet, readScenarios, writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
 import { generateScenarioSet } from '../scenarios/scenario-set.js';
+import { trainConfigFrom, TrainSettingsSchema } from '../train/config.js';
 import { RunDir } from '../train/run-dir.js';
 import { AgentEngines, compactTrace, resolveAgent } from './agent.js';
+import { settingsFromInput, TrainOptionsInput } from './train-input.js';
 import { progressValue, TrainingJobs, type RunStatus } from './training-jobs.js';
 import { Workspace, WorkspaceError } from './workspace.js';
 
@@ -70,7 +72,7 @@ const ToolSummary = z.object({ name: z.string(), access: z.enum(['read-only', 'w
 const RunStatusOutput = {
   run: z.string(),
   status: z.enum(['starting', 'running', 'finished', 'stopped', 'failed', 'incomplete']),
-  phase: z.enum(['starting', 'gather', 'train', 'validate', 'report', 'done']),
+  phase: z.enum(['starting', 'gather', 'score', 'train', 'checkpoint', 'validate', 'test', 'report', 'done']),
   step: z.number().int().nullable(),
   max_steps: z.number().int().nullable(),
   best_step: z.number().int().nullable(),
@@ -79,6 +81,10 @@ const RunStatusOutput = {
   stopped_reason: z.string().nullable(),
   latest_metrics: z.record(z.string(), z.unknown()).nullable(),
   activity: z.string().nullable(),
+  progress: z
+    .object({ phase: z.string(), step: z.number().int(), done: z.number().int(), total: z.number().int() })
+    .nullable()
+    .describe("The run's newest progress event while it runs: phase, the step in flight, done of total units"),
   adapter: z.string().nullable(),
   report: z.string().nullable(),
   error: z.string().nullable(),
@@ -293,7 +299,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     {
       title: 'Start training (background)',
       description:
-        'Start `mcprl train` (GRPO on a LoRA adapter) in the background and return the run name at once. Watch it with ' +
+        'Start a training run (GRPO on a LoRA adapter, as `mcprl train`) in the background and return the run name at once. Watch it with ' +
         'training_status (wait: true streams progress), end it with stop_training. The run directory is <workspace>/<run>.',
       inputSchema: {
         target: TargetInput,
@@ -302,28 +308,8 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         scenarios: z.string().optional().describe('Scenario set folder in the workspace (train.jsonl + val.jsonl)'),
         offline: z.boolean().optional().describe('Without scenarios: generate verifiable ones from the schemas'),
         count: z.number().int().min(2).optional().describe('With offline: scenarios to generate (default 24)'),
-        options: z
-          .object({
-            max_steps: z.number().int().positive().optional(),
-            eval_every: z.number().int().positive().optional(),
-            patience: z.number().int().positive().optional(),
-            groups_per_step: z.number().int().positive().optional(),
-            updates_per_step: z.number().int().positive().optional(),
-            rollouts_per_group: z.number().int().min(2).optional(),
-            lr: z.number().positive().optional(),
-            rank: z.number().int().positive().optional(),
-            alpha: z.number().positive().optional(),
-            loss: z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo']).optional(),
-            beta: z.number().nonnegative().optional(),
-            seed: z.number().int().optional(),
-            temperature: z.number().nonnegative().optional(),
-            max_turns: z.number().int().positive().optional(),
-            max_tokens: z.number().int().positive().optional(),
-            concurrency: z.number().int().positive().optional(),
-          })
-          .optional()
-          .describe('Training settings; defaults as `mcprl train`'),
-        reward: z.enum(['ruler', 'checks', 'blend']).optional().describe("Default: blend with a judge, checks without"),
+        options: TrainOptionsInput.optional().describe('Training settings, each optional with the default `mcprl train --help` shows; the same schema as `mcprl train` options, in snake_case'),
+        reward: TrainSettingsSchema.shape.reward,
         judge: z
           .object({
             base_url: z.string().regex(/^https?:\/\//),
@@ -341,7 +327,6 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const name = Workspace.checkRunName(run ?? `run-${stamp()}`);
       const modelDir = ws.resolveModel(model, 'model');
       if (!existsSync(path.join(modelDir, 'config.json'))) throw new WorkspaceError(`model ${JSON.stringify(model)} is not a Hugging Face model folder (no config.json)`);
-      if (reward !== undefined && reward !== 'checks' && !judge) throw new WorkspaceError(`reward ${reward} needs a judge: {base_url, model, api_key_env?}`);
       let scenariosDir: string | undefined;
       if (scenarios !== undefined) {
         scenariosDir = ws.resolve(scenarios, 'scenarios');
@@ -349,13 +334,14 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         const set = await loadScenarioSet(scenariosDir);
         if (set.train.length === 0 || set.val.length === 0) throw new WorkspaceError(`scenarios ${scenarios}: training needs at least one train and one val scenario`);
       } else if (!offline) throw new WorkspaceError('give scenarios (a folder in the workspace, see generate_scenarios) or offline: true');
-      const o = options ?? {};
-      const { run: started } = await ctx.jobs.start(name, t, modelDir, {
-        scenarios: scenariosDir, offline: scenariosDir ? undefined : offline, count,
-        maxSteps: o.max_steps, evalEvery: o.eval_every, patience: o.patience, groupsPerStep: o.groups_per_step, updatesPerStep: o.updates_per_step,
-        rolloutsPerGroup: o.rollouts_per_group, lr: o.lr, rank: o.rank, alpha: o.alpha, loss: o.loss, beta: o.beta,
-        seed: o.seed, temperature: o.temperature, maxTurns: o.max_turns, maxTokens: o.max_tokens, concurrency: o.concurrency,
-        reward, judge: judge ? { baseUrl: judge.base_url, model: judge.model, apiKeyEnv: judge.api_key_env } : undefined,
+      const config = trainConfigFrom(settingsFromInput(options, reward), {
+        model: modelDir, target: describeTarget(t), ...(judge ? { judge: { baseURL: judge.base_url, model: judge.model } } : {}),
+      }, 'add judge: {base_url, model, api_key_env?}');
+      const { run: started } = await ctx.jobs.start(name, t, {
+        config,
+        scenarios: { dir: scenariosDir, offline: scenariosDir ? undefined : offline, count },
+        judgeApiKeyEnv: judge?.api_key_env ?? 'OPENAI_API_KEY',
+        ...(ctx.connectTimeoutMs !== undefined ? { connectTimeoutMs: ctx.connectTimeoutMs } : {}),
       });
       return ok({ run: started, status: 'starting' as const, run_dir: ws.display(ws.runDir(started)) }, `started run ${started}; watch it with training_status`);
     }),
@@ -379,12 +365,12 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     },
     guarded(async ({ run, wait, timeout_s }, extra) => {
       Workspace.checkRunName(run);
-      let { status, fraction } = await ctx.jobs.status(run);
+      let status = await ctx.jobs.status(run);
       const token = extra._meta?.progressToken;
       let lastProgress = -1;
-      const notify = async (s: RunStatus, f: number) => {
+      const notify = async (s: RunStatus) => {
         if (token === undefined) return;
-        const value = progressValue(s, f);
+        const value = progressValue(s);
         if (value <= lastProgress) return;
         lastProgress = value;
         await extra
@@ -397,11 +383,11 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       if (wait) {
         const startStep = status.step;
         const until = Date.now() + timeout_s * 1000;
-        await notify(status, fraction);
+        await notify(status);
         while ((status.status === 'running' || status.status === 'starting') && status.step === startStep && Date.now() < until && !extra.signal.aborted) {
           await sleep(Math.min(1000, Math.max(0, until - Date.now())), extra.signal);
-          ({ status, fraction } = await ctx.jobs.status(run));
-          await notify(status, fraction);
+          status = await ctx.jobs.status(run);
+          await notify(status);
         }
       }
       return ok(status as unknown as Record<string, unknown>, statusLine(status));
@@ -423,7 +409,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     guarded(async ({ run }) => {
       Workspace.checkRunName(run);
       const r = await ctx.jobs.stop(run);
-      const { status } = await ctx.jobs.status(run);
+      const status = await ctx.jobs.status(run);
       return ok(
         { run, was_running: r.was_running, signal: r.signal, status: status as unknown as Record<string, unknown> },
         r.was_running ? `stopped run ${run} (${r.signal})` : `run ${run} was not running`,
@@ -442,7 +428,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     },
     guarded(async () => {
       const runs = [];
-      for (const name of await ctx.jobs.listRuns()) runs.push((await ctx.jobs.status(name)).status);
+      for (const name of await ctx.jobs.listRuns()) runs.push(await ctx.jobs.status(name));
       return ok({ runs: runs as unknown as Record<string, unknown>[] }, runs.map(statusLine).join('\n') || 'no runs in the workspace');
     }),
   );

@@ -1,17 +1,19 @@
 /**
  * Training runs started by the MCP server, in the background.
  *
- * A run is an ordinary `mcprl train` child process (the same code path as the command line), started in its own
- * process group so that a slow step never blocks the server, the server can end with the run still going, and
- * stop_training can end the run together with the MCP servers it spawned. Everything a client may ask about a run
- * is read back from the run directory, never from this process's memory, so a second client — or a restarted
- * server — sees the same thing:
+ * A run is a worker process (train-worker.ts) that calls runTrainJob — what `mcprl train` calls — with the job this
+ * server wrote to `<run>/job-config.json`. It runs in its own process group so that a slow step never blocks the
+ * server, the server can end with the run still going, and stop_training can end the run together with the MCP
+ * servers it spawned. Everything a client may ask about a run is read back from the run directory, never from
+ * this process's memory, so a second client — or a restarted server — sees the same thing:
  *
- *   <run>/job.json   { pid, started_at, target, model, ended_at?, exit_code?, signal?, stop_requested? }
- *   <run>/train.log  the child's stdout and stderr (progress lines, `step N: …` lines, the final error)
+ *   <run>/job-config.json  the job: its TrainConfig, where its scenarios come from, the safety policy (no secrets)
+ *   <run>/job.json         { pid, started_at, target, model, ended_at?, exit_code?, signal?, stop_requested? }
+ *   <run>/progress.jsonl   the run's progress events (phase, step, done/total; a failure's reason)
+ *   <run>/train.log        the worker's stdout and stderr, for people (nothing here reads it)
  *
- * The target goes to the child on its standard input as an `mcpServers` config (see train-child.ts), so header
- * values and environment values never appear on a command line, in job.json or in the log.
+ * The target goes to the worker on its standard input as an `mcpServers` config, so header values and
+ * environment values never appear on a command line, in a run file or in the log.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
@@ -19,10 +21,14 @@ import { mkdir, readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import type { SafetyPolicy, Target } from '../mcp/index.js';
+import { describeTarget, type SafetyPolicy, type Target } from '../mcp/index.js';
+import type { TrainConfig } from '../train/config.js';
+import { TrainJobSchema, type TrainJob } from '../train/job.js';
+import { readLatestProgress } from '../train/progress-log.js';
 import { RunDir, type RunState } from '../train/run-dir.js';
 import { writeRunReport } from '../train/write-report.js';
 import { writeJsonAtomic } from '../util/atomic.js';
+import type { ProgressEvent } from '../util/progress.js';
 import { Workspace, WorkspaceError } from './workspace.js';
 
 export const JobRecordSchema = z.object({
@@ -38,34 +44,9 @@ export const JobRecordSchema = z.object({
 });
 export type JobRecord = z.infer<typeof JobRecordSchema>;
 
-/** The `mcprl train` options start_training passes on (camelCase as in TrainConfig; see `mcprl train --help`). */
-export interface TrainJobOptions {
-  scenarios?: string;
-  offline?: boolean;
-  count?: number;
-  maxSteps?: number;
-  evalEvery?: number;
-  patience?: number;
-  groupsPerStep?: number;
-  updatesPerStep?: number;
-  rolloutsPerGroup?: number;
-  lr?: number;
-  rank?: number;
-  alpha?: number;
-  loss?: string;
-  beta?: number;
-  seed?: number;
-  temperature?: number;
-  maxTurns?: number;
-  maxTokens?: number;
-  concurrency?: number;
-  reward?: 'ruler' | 'checks' | 'blend';
-  /** A RULER judge; its API key stays in the environment variable named here (default OPENAI_API_KEY). */
-  judge?: { baseUrl: string; model: string; apiKeyEnv?: string };
-}
-
 export type RunStatusKind = 'starting' | 'running' | 'finished' | 'stopped' | 'failed' | 'incomplete';
-export type RunPhase = 'starting' | 'gather' | 'train' | 'validate' | 'report' | 'done';
+/** What a run is doing: its newest progress event's phase while it runs (see ProgressPhaseSchema), done once it has ended. */
+export type RunPhase = 'starting' | 'gather' | 'score' | 'train' | 'checkpoint' | 'validate' | 'test' | 'report' | 'done';
 
 export interface RunStatus {
   run: string;
@@ -80,8 +61,10 @@ export interface RunStatus {
   stopped_reason: string | null;
   /** The newest metrics.jsonl line of a complete step. */
   latest_metrics: Record<string, unknown> | null;
-  /** Within the step in flight: what the log says (e.g. "gather 4/8 (50%) 12.1s"). */
+  /** Within the step in flight, from the newest progress event: e.g. "gather 4/8 (step 2)". */
   activity: string | null;
+  /** The newest progress event while the run runs: the phase, the step in flight, and done of total units. */
+  progress: { phase: string; step: number; done: number; total: number } | null;
   adapter: string | null;
   report: string | null;
   error: string | null;
@@ -89,18 +72,16 @@ export interface RunStatus {
   ended_at: string | null;
 }
 
-const LOG_TAIL_BYTES = 16 * 1024;
-
-/** How to run the training child (train-child.ts): compiled next to this file, or from source under tsx. */
-export function trainCommand(): { command: string; args: string[] } {
+/** How to run the training worker (train-worker.ts): compiled next to this file, or from source under tsx. */
+export function workerCommand(): { command: string; args: string[] } {
   const here = fileURLToPath(import.meta.url);
   const fromSource = here.endsWith('.ts');
-  const entry = path.join(path.dirname(here), fromSource ? 'train-child.ts' : 'train-child.js');
-  // tsx is resolved to an absolute URL so the child finds it whatever its working directory is.
+  const entry = path.join(path.dirname(here), fromSource ? 'train-worker.ts' : 'train-worker.js');
+  // tsx is resolved to an absolute URL so the worker finds it whatever its working directory is.
   return { command: process.execPath, args: fromSource ? ['--import', import.meta.resolve('tsx'), entry] : [entry] };
 }
 
-/** The target as an `mcpServers` config with one server named "target" (what train-child reads on stdin). */
+/** The target as an `mcpServers` config with one server named "target" (what the worker reads on stdin). */
 function targetConfig(t: Target): string {
   const entry =
     t.kind === 'stdio'
@@ -109,52 +90,8 @@ function targetConfig(t: Target): string {
   return JSON.stringify({ mcpServers: { target: entry } });
 }
 
-export function describeTarget(t: Target): string {
-  return t.kind === 'stdio' ? [t.command, ...t.args].join(' ') : t.url;
-}
-
-function policyArgs(p: SafetyPolicy): string[] {
-  return [
-    ...(p.allowDestructive ? ['--allow-destructive'] : []),
-    ...p.allowPatterns.flatMap((a) => ['--allow', a]),
-    ...p.denyPatterns.flatMap((d) => ['--deny', d]),
-  ];
-}
-
-function optionArgs(o: TrainJobOptions): string[] {
-  const out: string[] = [];
-  const flag = (name: string, v: number | string | undefined) => {
-    if (v !== undefined) out.push(`--${name}`, String(v));
-  };
-  if (o.scenarios) out.push('--scenarios', o.scenarios);
-  if (o.offline) out.push('--offline');
-  flag('count', o.count);
-  flag('max-steps', o.maxSteps);
-  flag('eval-every', o.evalEvery);
-  flag('patience', o.patience);
-  flag('groups-per-step', o.groupsPerStep);
-  flag('updates-per-step', o.updatesPerStep);
-  flag('rollouts-per-group', o.rolloutsPerGroup);
-  flag('lr', o.lr);
-  flag('rank', o.rank);
-  flag('alpha', o.alpha);
-  flag('loss', o.loss);
-  flag('beta', o.beta);
-  flag('seed', o.seed);
-  flag('temperature', o.temperature);
-  flag('max-turns', o.maxTurns);
-  flag('max-tokens', o.maxTokens);
-  flag('concurrency', o.concurrency);
-  flag('reward', o.reward);
-  if (o.judge) {
-    out.push('--judge-base-url', o.judge.baseUrl, '--judge-model', o.judge.model);
-    flag('judge-api-key-env', o.judge.apiKeyEnv);
-  }
-  return out;
-}
-
-/** True while `pid` is a live training process of run `runName` in `root` (a reused pid or a zombie does not count). */
-export function isTrainProcess(pid: number, runName: string, root: string): boolean {
+/** True while `pid` is a live training worker of the job in `jobFile` (a reused pid or a zombie does not count). */
+export function isTrainProcess(pid: number, jobFile: string): boolean {
   try {
     process.kill(pid, 0);
   } catch {
@@ -163,10 +100,7 @@ export function isTrainProcess(pid: number, runName: string, root: string): bool
   const proc = `/proc/${pid}/cmdline`;
   if (!existsSync('/proc/self/cmdline')) return true; // no procfs (macOS): the signal check is all there is
   try {
-    const argv = readFileSync(proc, 'utf8').split('\0');
-    const i = argv.indexOf('--run');
-    const j = argv.indexOf('--runs-dir');
-    return i >= 0 && argv[i + 1] === runName && j >= 0 && argv[j + 1] === root;
+    return readFileSync(proc, 'utf8').split('\0').includes(jobFile);
   } catch {
     return false;
   }
@@ -198,45 +132,38 @@ export function findCliTrainProcess(runName: string, root: string): number | nul
   return null;
 }
 
-/** Reads the log's last lines (the file can grow large; only its tail matters). */
-async function logTail(file: string): Promise<string[]> {
-  if (!existsSync(file)) return [];
-  const buf = await readFile(file);
-  return buf.subarray(Math.max(0, buf.length - LOG_TAIL_BYTES)).toString('utf8').split('\n').map((l) => l.trim()).filter(Boolean);
-}
-
-/** What the log says the step in flight is doing: the newest progress line after the newest `step N:` line. */
-function activityFromLog(lines: string[]): { phase: RunPhase; activity: string | null; fraction: number } {
-  for (let i = lines.length - 1; i >= 0; i--) {
-    const l = lines[i];
-    if (/^step \d+:/.test(l)) return { phase: 'gather', activity: null, fraction: 0 };
-    const m = /^(gather|validate) (\d+)\/(\d+) /.exec(l);
-    if (m) {
-      const frac = Number(m[3]) > 0 ? Number(m[2]) / Number(m[3]) : 0;
-      // Once every rollout is gathered, the step trains and checkpoints until the next progress line.
-      if (m[1] === 'gather') return frac >= 1 ? { phase: 'train', activity: l, fraction: 1 } : { phase: 'gather', activity: l, fraction: frac };
-      return { phase: 'validate', activity: l, fraction: frac };
-    }
-  }
-  return { phase: 'starting', activity: null, fraction: 0 };
-}
-
-/** The last line of the log that explains a failure (the CLI prints `mcprl train: …` and exits 1). */
-function errorFromLog(lines: string[]): string | null {
-  for (let i = lines.length - 1; i >= 0; i--) if (lines[i].startsWith('mcprl train:')) return lines[i];
-  return null;
-}
+/** Where each phase of a step lies within the step, as [start, end) shares of it (for progress notifications). */
+const PHASE_SHARE: Partial<Record<RunPhase, [number, number]>> = {
+  gather: [0, 0.5],
+  score: [0.5, 0.6],
+  train: [0.6, 0.7],
+  checkpoint: [0.7, 0.7],
+  validate: [0.7, 0.95],
+  test: [0.95, 1],
+};
 
 /**
  * A number that grows as the run advances (completed steps plus the share of the step in flight); progress
  * notifications report it against max_steps.
  */
-export function progressValue(s: RunStatus, fraction: number): number {
+export function progressValue(s: RunStatus): number {
   const base = s.step ?? 0;
   if (s.status !== 'running' && s.status !== 'starting') return s.max_steps ?? base;
-  const within = s.phase === 'gather' ? 0.6 * fraction : s.phase === 'train' ? 0.65 : s.phase === 'validate' ? 0.7 + 0.25 * fraction : 0;
-  return s.step === null ? 0 : base + within;
+  const share = PHASE_SHARE[s.phase];
+  const p = s.progress;
+  // Only an event of the step after the last complete one is the step in flight (not a stale one).
+  if (s.step === null || !share || !p || p.step !== base + 1) return s.step === null ? 0 : base;
+  const fraction = p.total > 0 ? Math.min(1, p.done / p.total) : 0;
+  return base + share[0] + (share[1] - share[0]) * fraction;
 }
+
+/** A failure recorded in the run's progress (null when the newest event is not one). */
+function failure(event: ProgressEvent | null): string | null {
+  return event?.phase === 'failed' ? (event.message ?? 'failed') : null;
+}
+
+/** The job a run's worker runs (written by start, read by the worker). */
+const JOB_CONFIG = 'job-config.json';
 
 export class TrainingJobs {
   /** Children started by this server process: their exit is known exactly (no pid guessing). */
@@ -275,7 +202,7 @@ export class TrainingJobs {
     const child = this.children.get(name);
     if (child) return child.exitCode === null && child.signalCode === null;
     if (job === null) return findCliTrainProcess(name, this.ws.root) !== null;
-    return job.ended_at === undefined && isTrainProcess(job.pid, name, this.ws.root);
+    return job.ended_at === undefined && isTrainProcess(job.pid, this.run(name).path(JOB_CONFIG));
   }
 
   /** Names of the runs in the workspace (folders holding config.json or job.json), sorted. */
@@ -294,23 +221,22 @@ export class TrainingJobs {
     return names.sort();
   }
 
-  /** Starts `mcprl train` in the background and returns once the child has been spawned. */
-  async start(name: string, target: Target, modelDir: string, opts: TrainJobOptions): Promise<{ run: string; pid: number }> {
+  /**
+   * Starts a training job in the background and returns once its worker has been spawned. The job runs under this
+   * server's safety policy.
+   */
+  async start(name: string, target: Target, job: Omit<TrainJob, 'safety'>): Promise<{ run: string; pid: number }> {
     const run = this.run(name);
     // Any existing folder is refused, not reused: it may be a failed run's evidence or something of the user's.
     if (existsSync(run.dir)) {
       throw new WorkspaceError(`run ${JSON.stringify(name)} already exists in the workspace; choose another name (or watch it with training_status)`);
     }
     await mkdir(run.dir, { recursive: true });
-    const { command, args } = trainCommand();
-    const argv = [
-      ...args,
-      '--model', modelDir,
-      '--run', name,
-      '--runs-dir', this.ws.root,
-      ...optionArgs(opts),
-      ...policyArgs(this.safety),
-    ];
+    const safety = { allowDestructive: this.safety.allowDestructive, allow: [...this.safety.allowPatterns], deny: [...this.safety.denyPatterns] };
+    const jobFile = run.path(JOB_CONFIG);
+    await writeJsonAtomic(jobFile, TrainJobSchema.parse({ ...job, safety }));
+    const { command, args } = workerCommand();
+    const argv = [...args, jobFile];
     const log = openSync(run.path('train.log'), 'a');
     let child: ChildProcess;
     try {
@@ -320,13 +246,13 @@ export class TrainingJobs {
     }
     const pid = await new Promise<number>((resolve, reject) => {
       child.once('spawn', () => resolve(child.pid!));
-      child.once('error', (err) => reject(new Error(`could not start mcprl train: ${err.message}`)));
+      child.once('error', (err) => reject(new Error(`could not start the training worker: ${err.message}`)));
     });
     child.stdin!.on('error', () => undefined);
     child.stdin!.end(targetConfig(target));
     this.children.set(name, child);
-    const job: JobRecord = { pid, started_at: new Date().toISOString(), target: describeTarget(target), model: this.ws.display(modelDir) };
-    await writeJsonAtomic(run.path('job.json'), job);
+    const record: JobRecord = { pid, started_at: new Date().toISOString(), target: describeTarget(target), model: this.ws.display(job.config.model) };
+    await writeJsonAtomic(run.path('job.json'), record);
     child.once('exit', (code, signal) => {
       void this.updateJob(name, { ended_at: new Date().toISOString(), exit_code: code, signal }).catch(() => undefined);
     });
@@ -336,14 +262,14 @@ export class TrainingJobs {
   }
 
   /** The run's status, from its directory alone (plus this server's knowledge of children it started). */
-  async status(name: string): Promise<{ status: RunStatus; fraction: number }> {
+  async status(name: string): Promise<RunStatus> {
     const run = this.run(name);
     const job = await this.readJob(name);
     if (!run.exists() && !job) throw new WorkspaceError(`no run named ${JSON.stringify(name)} in the workspace`);
-    const config = run.exists() ? await run.readConfig<{ maxSteps?: number }>() : null;
+    const config = await this.readConfig(run);
     const state: RunState | null = await run.readState();
     const metrics = await run.readMetrics(state?.step ?? -1);
-    const lines = await logTail(run.path('train.log'));
+    const event = await readLatestProgress(run.dir);
     const alive = this.isAlive(name, job);
     const child = this.children.get(name);
     const exitCode = child ? child.exitCode : (job?.exit_code ?? null);
@@ -357,43 +283,49 @@ export class TrainingJobs {
     else if (job && !state?.stopped) status = 'failed';
     else status = 'incomplete';
 
-    let phase: RunPhase;
-    let activity: string | null = null;
-    let fraction = 0;
+    // While the run runs, its newest progress event says what it is doing (a stale 'done' or 'failed' of an
+    // earlier process of a resumed run reads as starting).
+    let phase: RunPhase = 'done';
+    let progress: RunStatus['progress'] = null;
     if (alive) {
-      if (state?.stopped) phase = 'report';
-      else ({ phase, activity, fraction } = activityFromLog(lines));
-      if (!state && phase === 'starting' && activity === null) phase = 'starting';
-    } else phase = 'done';
+      progress = event ? { phase: event.phase, step: event.step, done: event.done, total: event.total } : null;
+      phase = state?.stopped ? 'report' : event && event.phase !== 'done' && event.phase !== 'failed' ? event.phase : 'starting';
+    }
 
     const step0 = metrics.find((m) => m.step === 0);
     const latest = metrics.length ? metrics[metrics.length - 1] : null;
     const adapter = existsSync(run.path('adapter', 'adapter_config.json')) ? run.path('adapter') : null;
     const report = existsSync(run.path('report.html')) ? run.path('report.html') : null;
     let error: string | null = null;
-    if (status === 'failed') error = errorFromLog(lines) ?? `mcprl train exited ${exitCode !== null ? `with code ${exitCode}` : 'without finishing'}${job?.signal ? ` (signal ${job.signal})` : ''}`;
+    if (status === 'failed') error = failure(event) ?? `training exited ${exitCode !== null ? `with code ${exitCode}` : 'without finishing'}${job?.signal ? ` (signal ${job.signal})` : ''}`;
 
     return {
-      fraction,
-      status: {
-        run: name,
-        status,
-        phase,
-        step: state?.step ?? null,
-        max_steps: config?.maxSteps ?? null,
-        best_step: state?.bestStep ?? null,
-        best_val_success: state?.bestValSuccess ?? null,
-        val_success_before: typeof step0?.val_success === 'number' ? step0.val_success : null,
-        stopped_reason: state?.stopped ?? (status === 'stopped' ? 'stop_training' : null),
-        latest_metrics: latest,
-        activity,
-        adapter: adapter ? this.ws.display(adapter) : null,
-        report: report ? this.ws.display(report) : null,
-        error,
-        started_at: job?.started_at ?? null,
-        ended_at: ended ? (job?.ended_at ?? null) : null,
-      },
+      run: name,
+      status,
+      phase,
+      step: state?.step ?? null,
+      max_steps: config?.maxSteps ?? null,
+      best_step: state?.bestStep ?? null,
+      best_val_success: state?.bestValSuccess ?? null,
+      val_success_before: typeof step0?.val_success === 'number' ? step0.val_success : null,
+      stopped_reason: state?.stopped ?? (status === 'stopped' ? 'stop_training' : null),
+      latest_metrics: latest,
+      activity: progress && progress.total > 0 ? `${progress.phase} ${progress.done}/${progress.total} (step ${progress.step})` : null,
+      progress,
+      adapter: adapter ? this.ws.display(adapter) : null,
+      report: report ? this.ws.display(report) : null,
+      error,
+      started_at: job?.started_at ?? null,
+      ended_at: ended ? (job?.ended_at ?? null) : null,
     };
+  }
+
+  /** The run's config.json, else (before the worker has written it) the config of its job; null when neither exists. */
+  private async readConfig(run: RunDir): Promise<Pick<TrainConfig, 'maxSteps'> | null> {
+    if (run.exists()) return run.readConfig<TrainConfig>();
+    if (!existsSync(run.path(JOB_CONFIG))) return null;
+    const parsed = TrainJobSchema.safeParse(JSON.parse(await readFile(run.path(JOB_CONFIG), 'utf8')));
+    return parsed.success ? parsed.data.config : null;
   }
 
   /**

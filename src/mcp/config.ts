@@ -31,6 +31,11 @@ export const McpConfigFileSchema = z.object({
 });
 export type McpConfigFile = z.infer<typeof McpConfigFileSchema>;
 
+/** A short description of a target for files and logs: the command or the URL, never header or environment values. */
+export function describeTarget(t: Target): string {
+  return t.kind === 'stdio' ? [t.command, ...t.args].join(' ') : t.url;
+}
+
 /** Reads `file` and returns the target named `server` (or the only one, when the file has exactly one). */
 export function targetFromConfigFile(file: string, server?: string): Target {
   let raw: unknown;
@@ -39,6 +44,14 @@ export function targetFromConfigFile(file: string, server?: string): Target {
   } catch (err) {
     throw new McpConnectError('CONFIG', `cannot read config file ${file}: ${(err as Error).message}`, { cause: err });
   }
+  return targetFromConfig(raw, file, server);
+}
+
+/**
+ * The target named `server` (or the only one) of a config in the mcpServers shape that came from `file` (relative
+ * cwd values are resolved against its folder; for a config that is no file, pass a path in the folder to use).
+ */
+export function targetFromConfig(raw: unknown, file: string, server?: string): Target {
   const parsed = McpConfigFileSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

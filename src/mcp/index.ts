@@ -12,7 +12,7 @@ export { toOpenAITools, toFunctionParameters } from './openai-tools.js';
 export type { OpenAITool } from './openai-tools.js';
 export { toToolInfo, ANNOTATION_DEFAULTS } from './catalog.js';
 export { resultToText, capText, DEFAULT_MAX_OUTPUT_CHARS } from './normalize.js';
-export { targetFromConfigFile, McpConfigFileSchema } from './config.js';
+export { targetFromConfigFile, targetFromConfig, describeTarget, McpConfigFileSchema } from './config.js';
 export type { McpConfigFile } from './config.js';
 export { inspectSession } from './inspect.js';
 export type { InspectReport } from './inspect.js';

@@ -1,9 +1,23 @@
+import { z } from 'zod';
 import type { Trajectory } from '../agent/trajectory.js';
 import type { ChecksScore } from './checks.js';
+import { JudgeError } from './judge.js';
 import type { RulerResult } from './ruler.js';
 
-export type RewardMode = 'ruler' | 'checks' | 'blend';
-export const REWARD_MODES: readonly RewardMode[] = ['ruler', 'checks', 'blend'];
+/** How attempts are scored: the RULER judge, the scenario's verifiable checks, or a blend of both (see blendRewards). */
+export const RewardModeSchema = z.enum(['ruler', 'checks', 'blend']);
+export type RewardMode = z.infer<typeof RewardModeSchema>;
+
+/**
+ * The reward mode of a job: the one asked for, else `blend` when a judge is given and `checks` without. A mode
+ * that needs the judge (ruler, blend) without one is refused (JudgeError JUDGE_MISSING); `howToAddJudge` ends the
+ * message in the caller's words. Every command and tool that takes a reward mode decides it here.
+ */
+export function resolveRewardMode(requested: RewardMode | undefined, hasJudge: boolean, howToAddJudge = 'give a judge model and its endpoint'): RewardMode {
+  const mode = requested ?? (hasJudge ? 'blend' : 'checks');
+  if (mode !== 'checks' && !hasJudge) throw new JudgeError('JUDGE_MISSING', `reward ${mode} needs a judge: ${howToAddJudge}`);
+  return mode;
+}
 
 export interface BlendOptions {
   mode: RewardMode;

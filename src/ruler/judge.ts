@@ -10,7 +10,9 @@ export type JudgeErrorCode =
   /** The answer was not the JSON we asked for, or its scores were out of range. */
   | 'JUDGE_INVALID_OUTPUT'
   /** The answer scored a different set of trajectories than it was given. */
-  | 'JUDGE_WRONG_COUNT';
+  | 'JUDGE_WRONG_COUNT'
+  /** A reward mode that needs the judge was asked for without one (see resolveRewardMode). */
+  | 'JUDGE_MISSING';
 
 /** A failure of the judge: infrastructure or an unusable answer. Retryable ones are retried by RULER. */
 export class JudgeError extends McprlError<JudgeErrorCode> {
@@ -23,7 +25,7 @@ export class JudgeError extends McprlError<JudgeErrorCode> {
   /** Worth another attempt: bad output, rate limits, server errors, network failures. Not 4xx client errors. */
   get retryable(): boolean {
     if (this.code === 'JUDGE_HTTP') return this.status === 429 || this.status === 408 || (this.status ?? 0) >= 500;
-    return true;
+    return this.code !== 'JUDGE_MISSING';
   }
 }
 

@@ -2,6 +2,7 @@
  * Group-relative advantages (GRPO): each rollout is compared with the other attempts at the same scenario.
  * A group whose rewards are all equal carries no learning signal, so it is dropped and counted.
  */
+import type { PolicyLoss } from './config.js';
 
 export interface AdvantageOptions {
   /** Divide by the group's standard deviation (+ epsilon), as in the original GRPO. Default true. */
@@ -42,14 +43,11 @@ export function groupAdvantages(rewardGroups: readonly (readonly number[])[], op
   return out;
 }
 
-/** The policy losses whose advantages this module computes (every loss of TrainConfig but SFT). */
-export type AdvantageLoss = 'grpo' | 'dapo' | 'dr_grpo' | 'cispo' | 'gspo';
-
 /**
  * The advantages a policy loss trains on. Dr. GRPO (Liu et al., 2025, "Understanding R1-Zero-Like Training")
  * removes the division by the group's standard deviation, which up-weights groups whose rewards barely differ;
  * it keeps A = r − mean(r). Every other loss divides by the standard deviation, as the original GRPO does.
  */
-export function advantagesFor(loss: AdvantageLoss, rewardGroups: readonly (readonly number[])[]): GroupAdvantages {
+export function advantagesFor(loss: PolicyLoss, rewardGroups: readonly (readonly number[])[]): GroupAdvantages {
   return groupAdvantages(rewardGroups, { normalizeStd: loss !== 'dr_grpo' });
 }

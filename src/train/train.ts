@@ -12,10 +12,8 @@
  * the best validation success it is an unbiased estimate of what the selected adapter does on unseen tasks.
  */
 import { performance } from 'node:perf_hooks';
-import { z } from 'zod';
 import { runEval, type EvalSummary } from '../eval/evaluate.js';
 import type { Trajectory } from '../agent/trajectory.js';
-import { LORA_TARGETS } from '../hf/peft.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
 import type { Model } from '../engine/model.js';
@@ -26,41 +24,11 @@ import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
-import { Progress } from '../util/progress.js';
 import { advantagesFor, type GroupAdvantages } from './advantages.js';
+import type { TrainConfig } from './config.js';
+import { ProgressLog, type PhaseProgress } from './progress-log.js';
 import { RunDir, type RunState } from './run-dir.js';
 import { trajectoryToSequences } from './tokenize.js';
-
-/** The run's configuration, as written to config.json (no secrets: the judge is described, its key is not). */
-export const TrainConfigSchema = z.object({
-  model: z.string(),
-  /** A description of the target (command or URL; header values are never stored). */
-  target: z.string(),
-  reward: z.enum(['ruler', 'checks', 'blend']),
-  rolloutsPerGroup: z.number().int().min(2).default(4),
-  groupsPerStep: z.number().int().min(1).default(8),
-  /** Optimiser steps per gathered batch: its groups are split into this many minibatches (PPO-style; the clipped ratio against the sampling policy keeps the later ones honest). */
-  updatesPerStep: z.number().int().min(1).default(1),
-  lr: z.number().positive().default(5e-4),
-  rank: z.number().int().positive().default(16),
-  alpha: z.number().positive().default(32),
-  targets: z.array(z.string()).default([...LORA_TARGETS]),
-  loss: z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo']).default('grpo'),
-  beta: z.number().nonnegative().default(0),
-  maxSteps: z.number().int().positive().default(20),
-  evalEvery: z.number().int().positive().default(2),
-  patience: z.number().int().positive().default(3),
-  seed: z.number().int().default(1),
-  temperature: z.number().nonnegative().default(1),
-  /** Validation decodes greedily by default, so that its success is a property of the weights. */
-  valTemperature: z.number().nonnegative().default(0),
-  valRollouts: z.number().int().positive().default(1),
-  maxTurns: z.number().int().positive().default(6),
-  maxTokens: z.number().int().positive().default(256),
-  concurrency: z.number().int().positive().default(8),
-  judge: z.object({ baseURL: z.string(), model: z.string() }).optional(),
-});
-export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 
 export interface TrainRunOptions {
   run: RunDir;
@@ -72,7 +40,8 @@ export interface TrainRunOptions {
   safety?: SafetyPolicy;
   /** Continue from the newest complete step instead of starting fresh. */
   resume?: boolean;
-  progress?: boolean;
+  /** Where progress events go. Default: the run's progress.jsonl alone (no bars). */
+  progress?: ProgressLog;
   log?: (line: string) => void;
 }
 
@@ -88,6 +57,7 @@ export interface TrainRunResult {
 export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   const { run, config: c } = o;
   const log = o.log ?? ((l: string) => process.stderr.write(l + '\n'));
+  const events = o.progress ?? new ProgressLog(run.dir);
   const engine = await ChatEngine.load(c.model);
   const model = engine.model as Model;
   try {
@@ -97,9 +67,9 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       : await Trainer.create(model, { adapterName: 'policy', rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed, optimizer: { lr: c.lr } });
     const policy = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens });
     const metrics = await run.readMetrics(state?.step ?? -1);
-    const evaluate = (step: number) => heldOut(o, policy, 'val', step);
+    const evaluate = (step: number) => heldOut(o, policy, 'val', step, events);
     const testSet = o.scenarios.test ?? [];
-    const test = async (step: number, adapter: string) => (await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens }), 'test', step)).success_rate;
+    const test = async (step: number, adapter: string) => (await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens }), 'test', step, events)).success_rate;
 
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
     if (!state) {
@@ -126,7 +96,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
 
       // gather + score
       const scenarios = pickScenarios(o.scenarios.train, c.groupsPerStep, c.seed, step);
-      const gathered = await phase('gather', () => gatherGroups(o, policy, scenarios, step));
+      const gathered = await phase('gather', () => gatherGroups(o, policy, scenarios, step, events));
       // advantages
       const groups = gathered.groups.map((g) => g.filter((t) => !t.unscored && !t.error));
       const adv = advantagesFor(c.loss, groups.map((g) => g.map((t) => t.reward)));
@@ -135,10 +105,11 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       const batch = perGroup.flat();
       // step
       let m: StepMetrics | null = null;
-      if (batch.length > 0) m = await phase('train', () => optimise(trainer, minibatches(perGroup, c.updatesPerStep), { kind: c.loss, beta: c.beta }, o.progress ?? true));
+      if (batch.length > 0) m = await phase('train', () => optimise(trainer, minibatches(perGroup, c.updatesPerStep), { kind: c.loss, beta: c.beta }, events.phase('train', step, batch.length)));
       else trainer.step += c.updatesPerStep;
       // checkpoint
       await phase('checkpoint', async () => {
+        events.emit('checkpoint', step);
         await writeJsonlAtomic(run.trajectories(step), gathered.groups.flat().map((t) => withAdvantage(t, groups, adv)));
         await trainer.save(run.checkpoint(step));
       });
@@ -206,23 +177,24 @@ export function pickScenarios(all: Scenario[], n: number, seed: number, step: nu
   return Array.from({ length: Math.min(n, all.length) }, (_, i) => order[(start + i) % order.length]);
 }
 
-async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios: Scenario[], step: number) {
+async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios: Scenario[], step: number, events: ProgressLog) {
   const c = o.config;
-  const bar = new Progress('gather', scenarios.length * c.rolloutsPerGroup, o.progress ?? true);
-  const scoring = new Progress('score', scenarios.length, o.progress ?? true);
+  const bar = events.phase('gather', step, scenarios.length * c.rolloutsPerGroup);
+  // Scoring starts once every rollout is in.
+  let scoring: PhaseProgress | undefined;
   return runEval({
     policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
     concurrency: c.concurrency, policyForSafety: o.safety, maxTurns: c.maxTurns, temperature: c.temperature,
     seed: c.seed * 100003 + step * 1009, judgeCacheDir: o.run.path('judge-cache'), onTrajectory: (_t, done) => bar.update(done),
-    onGroupScored: (done) => scoring.update(done),
+    onGroupScored: (done, total) => (scoring ??= events.phase('score', step, total)).update(done),
   });
 }
 
 /** Validation or test: greedy by default, checks reward, trajectories kept as trajectories/{val,test}-NNNN.jsonl. */
-async function heldOut(o: TrainRunOptions, policy: EnginePolicy, set: 'val' | 'test', step: number): Promise<EvalSummary> {
+async function heldOut(o: TrainRunOptions, policy: EnginePolicy, set: 'val' | 'test', step: number, events: ProgressLog): Promise<EvalSummary> {
   const c = o.config;
   const scenarios = o.scenarios[set] ?? [];
-  const bar = new Progress(set === 'val' ? 'validate' : 'test', scenarios.length * c.valRollouts, o.progress ?? true);
+  const bar = events.phase(set === 'val' ? 'validate' : 'test', step, scenarios.length * c.valRollouts);
   const { groups, summary } = await runEval({
     policy, target: o.target, scenarios, reward: 'checks', rolloutsPerGroup: c.valRollouts,
     concurrency: c.concurrency, policyForSafety: o.safety, maxTurns: c.maxTurns, temperature: c.valTemperature,
@@ -248,13 +220,12 @@ export function minibatches<T>(perGroup: T[][], n: number): T[][] {
 }
 
 /** One optimiser step per minibatch; the step's metrics are their token-weighted means (tokens summed). */
-async function optimise(trainer: Trainer, batches: TrainSequence[][], loss: LossConfig, progress: boolean): Promise<StepMetrics> {
-  const bar = new Progress('train', batches.reduce((a, b) => a + b.length, 0), progress);
+async function optimise(trainer: Trainer, batches: TrainSequence[][], loss: LossConfig, bar: PhaseProgress): Promise<StepMetrics> {
   const all: StepMetrics[] = [];
   let done = 0;
   for (const b of batches) {
     all.push(await trainer.trainStep(b, loss));
-    bar.update((done += b.length), 'sequences');
+    bar.update((done += b.length));
   }
   const tokens = all.reduce((a, m) => a + m.trainedTokens, 0);
   const avg = (f: (m: StepMetrics) => number) => all.reduce((a, m) => a + f(m) * m.trainedTokens, 0) / Math.max(1, tokens);

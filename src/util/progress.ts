@@ -1,28 +1,66 @@
 /**
- * Minimal progress bars on stderr: redrawn in place on a terminal, one line per 25 % otherwise (logs and CI
- * stay readable). Silent when `enabled` is false.
+ * Progress as data: a run reports what it is doing as a stream of `{phase, step, done, total}` events. A terminal
+ * renders them as bars (terminalBars); a run folder keeps them as JSON lines (src/train/progress-log.ts), which is
+ * what `training_status` reads. Nothing parses the bars.
  */
-export class Progress {
-  private lastQuarter = -1;
-  private readonly started = Date.now();
+import { z } from 'zod';
 
-  constructor(private readonly label: string, private readonly total: number, private readonly enabled = true) {}
+/**
+ * What a run is doing. Per step: gather (rollouts) → score (groups) → train (sequences) → checkpoint → validate
+ * (rollouts); test (rollouts) at step 0 and at the last step. Around the steps: starting, report, done, failed.
+ */
+export const ProgressPhaseSchema = z.enum(['starting', 'gather', 'score', 'train', 'checkpoint', 'validate', 'test', 'report', 'done', 'failed']);
+export type ProgressPhase = z.infer<typeof ProgressPhaseSchema>;
 
-  update(done: number, note = ''): void {
-    if (!this.enabled || this.total <= 0) return;
-    const frac = Math.min(1, done / this.total);
-    const secs = ((Date.now() - this.started) / 1000).toFixed(1);
-    if (process.stderr.isTTY) {
+export const ProgressEventSchema = z.object({
+  phase: ProgressPhaseSchema,
+  /** The step in flight (0: validating the untrained model). */
+  step: z.number().int().nonnegative(),
+  /** Units of this phase done so far in this step: rollouts (gather, validate, test), groups (score), sequences (train). */
+  done: z.number().int().nonnegative(),
+  /** Units of this phase in this step; 0 for phases without units. */
+  total: z.number().int().nonnegative(),
+  /** failed: what went wrong, on one line. */
+  message: z.string().optional(),
+  /** When, in milliseconds since the epoch. */
+  time: z.number(),
+});
+export type ProgressEvent = z.infer<typeof ProgressEventSchema>;
+export type ProgressListener = (event: ProgressEvent) => void;
+
+/** The phases drawn as bars: those that count units. */
+const BAR_PHASES = new Set<ProgressPhase>(['gather', 'score', 'train', 'validate', 'test']);
+const UNITS: Partial<Record<ProgressPhase, string>> = { train: 'sequences' };
+
+/**
+ * Renders events as bars on `stream`: redrawn in place on a terminal, one line per 25 % otherwise (logs and CI stay
+ * readable). A bar starts with the first event of its phase and step and ends when done reaches total.
+ */
+export function terminalBars(stream: NodeJS.WriteStream = process.stderr): ProgressListener {
+  let key = '';
+  let started = 0;
+  let lastQuarter = -1;
+  return (e) => {
+    if (!BAR_PHASES.has(e.phase) || e.total <= 0) return;
+    if (`${e.phase}:${e.step}` !== key) {
+      key = `${e.phase}:${e.step}`;
+      started = e.time;
+      lastQuarter = -1;
+    }
+    const frac = Math.min(1, e.done / e.total);
+    const secs = ((e.time - started) / 1000).toFixed(1);
+    const note = UNITS[e.phase] ?? '';
+    if (stream.isTTY) {
       const width = 24;
       const filled = Math.round(frac * width);
-      process.stderr.write(`\r${this.label.padEnd(9)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${this.total} ${secs}s ${note}`.padEnd(90));
-      if (done >= this.total) process.stderr.write('\n');
+      stream.write(`\r${e.phase.padEnd(9)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${e.done}/${e.total} ${secs}s ${note}`.padEnd(90));
+      if (e.done >= e.total) stream.write('\n');
       return;
     }
     const quarter = Math.floor(frac * 4);
-    if (quarter > this.lastQuarter) {
-      this.lastQuarter = quarter;
-      process.stderr.write(`${this.label} ${done}/${this.total} (${Math.round(frac * 100)}%) ${secs}s ${note}\n`);
+    if (quarter > lastQuarter) {
+      lastQuarter = quarter;
+      stream.write(`${e.phase} ${e.done}/${e.total} (${Math.round(frac * 100)}%) ${secs}s ${note}\n`);
     }
-  }
+  };
 }

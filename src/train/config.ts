@@ -1,0 +1,107 @@
+/**
+ * The contract of a training job: every setting of a run, with its default and unit, in one zod schema.
+ *
+ * The `mcprl train` options (src/cli/schema-options.ts) and the start_training tool's input (src/mcp-server) are
+ * derived from TrainSettingsSchema; a run's config.json is TrainConfigSchema's output, and `train()` reads nothing
+ * else. A field's `.describe()` text is its help text; the default comes from the schema.
+ */
+import { z } from 'zod';
+import { LORA_TARGETS } from '../hf/peft.js';
+import { TrainError } from '../engine/train-types.js';
+import { resolveRewardMode, RewardModeSchema } from '../ruler/blend.js';
+
+/** The policy losses (definitions in native/train/loss.h). */
+export const PolicyLossSchema = z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo']);
+export type PolicyLoss = z.infer<typeof PolicyLossSchema>;
+
+/** The settings a user chooses (every one optional, with the default given here). */
+export const TrainSettingsSchema = z.object({
+  /** Attempts per scenario; they form one group. Default 4. */
+  rolloutsPerGroup: z.number().int().min(2).default(4).describe('attempts per scenario (one group)'),
+  /** Scenarios (groups) gathered per step. Default 8. */
+  groupsPerStep: z.number().int().min(1).default(8).describe('scenarios per step'),
+  /**
+   * Optimiser steps per gathered batch: its groups are split into this many minibatches (PPO-style; the clipped
+   * ratio against the sampling policy keeps the later ones honest). Default 1.
+   */
+  updatesPerStep: z.number().int().min(1).default(1).describe("optimiser steps per step: the step's groups split into this many minibatches"),
+  /** AdamW peak learning rate, per optimiser step. Default 5e-4. */
+  lr: z.number().positive().default(5e-4).describe('AdamW learning rate'),
+  /** LoRA rank r. Default 16. */
+  rank: z.number().int().positive().default(16).describe('LoRA rank'),
+  /** LoRA alpha: the adapter's output is scaled by alpha / r. Default 32. */
+  alpha: z.number().positive().default(32).describe('LoRA alpha; the adapter is scaled by alpha/rank'),
+  /** Modules that get a LoRA adapter. Default all seven projections (q, k, v, o, gate, up, down). */
+  targets: z.array(z.string().min(1)).min(1).default([...LORA_TARGETS]).describe('LoRA target modules, comma-separated'),
+  /** The policy loss. Default grpo. */
+  loss: PolicyLossSchema.default('grpo').describe('policy loss'),
+  /** KL coefficient β against the base model (k3 estimator; 0 runs no reference forward). Default 0. */
+  beta: z.number().nonnegative().default(0).describe('KL coefficient against the base model'),
+  /** Training steps at most. Default 20. */
+  maxSteps: z.number().int().positive().default(20).describe('training steps at most'),
+  /** Validate every this many steps (and after the last). Default 2. */
+  evalEvery: z.number().int().positive().default(2).describe('validate every N steps'),
+  /** Stop after this many validations without improvement. Default 3. */
+  patience: z.number().int().positive().default(3).describe('stop after N validations without improvement'),
+  /** Seed of the scenario order, sampling and the adapter's initial weights. Default 1. */
+  seed: z.number().int().default(1).describe('seed for scenario order, sampling and the adapter'),
+  /** Sampling temperature of training rollouts. Default 1. */
+  temperature: z.number().nonnegative().default(1).describe('sampling temperature of training rollouts'),
+  /** Sampling temperature of validation rollouts; greedy, so that validation success is a property of the weights. Default 0. */
+  valTemperature: z.number().nonnegative().default(0).describe('sampling temperature of validation rollouts'),
+  /** Attempts per validation scenario. Default 1. */
+  valRollouts: z.number().int().positive().default(1).describe('attempts per validation scenario'),
+  /** Assistant turns per rollout, at most. Default 6. */
+  maxTurns: z.number().int().positive().default(6).describe('assistant turns per rollout'),
+  /** Tokens per assistant turn, at most. Default 256. */
+  maxTokens: z.number().int().positive().default(256).describe('tokens per assistant turn'),
+  /** Rollouts in flight at once. Default 8. */
+  concurrency: z.number().int().positive().default(8).describe('rollouts in flight at once'),
+  /** How attempts are scored (see resolveRewardMode). Default blend with a judge, checks without. */
+  reward: RewardModeSchema.optional().describe('how attempts are scored (default: blend with a judge, checks without)'),
+});
+export type TrainSettings = z.input<typeof TrainSettingsSchema>;
+
+/** The run's configuration, as written to config.json (no secrets: the judge is described, its key is not). */
+export const TrainConfigSchema = TrainSettingsSchema.extend({
+  /** The base model: a Hugging Face model folder (an absolute path). */
+  model: z.string(),
+  /** A description of the target (command or URL; header and environment values are never stored). */
+  target: z.string(),
+  /** How attempts are scored, decided when the run was created. */
+  reward: RewardModeSchema,
+  /** The RULER judge (its API key stays in an environment variable). Default none. */
+  judge: z.object({ baseURL: z.string(), model: z.string() }).optional(),
+});
+export type TrainConfig = z.infer<typeof TrainConfigSchema>;
+
+/** What a job trains, besides its settings. */
+export interface TrainJobIdentity {
+  model: string;
+  target: string;
+  judge?: { baseURL: string; model: string };
+}
+
+/**
+ * A run's configuration from the user's settings: defaults filled in, the reward mode decided (`howToAddJudge`
+ * finishes the message when a judge is missing, in the caller's words). Every way of starting a run comes here.
+ */
+export function trainConfigFrom(settings: TrainSettings, identity: TrainJobIdentity, howToAddJudge?: string): TrainConfig {
+  const reward = resolveRewardMode(settings.reward, identity.judge !== undefined, howToAddJudge);
+  const parsed = TrainConfigSchema.safeParse({ ...settings, ...identity, reward });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new TrainError('TRAIN_INVALID_CONFIG', `training setting ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+/** A run's config.json, read back (an old or hand-edited file is checked like a new one). */
+export function parseTrainConfig(raw: unknown, where: string): TrainConfig {
+  const parsed = TrainConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new TrainError('TRAIN_INVALID_CONFIG', `${where}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  return parsed.data;
+}

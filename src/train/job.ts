@@ -1,0 +1,121 @@
+/**
+ * A training job from start to end, the same whoever starts it — `mcprl train`, or the worker process that
+ * start_training spawns (src/mcp-server/train-worker.ts): the scenarios (the run's own on resume, a folder, or
+ * generated), the held-out check, config.json, `train()`, the report and the best adapter.
+ *
+ * A job is data (TrainJobSchema): start_training writes it to `<run>/job-config.json` for its worker. It holds no
+ * secret: API keys stay in environment variables named here, and the target (whose headers and environment may
+ * hold secrets) is passed beside the job, never in it.
+ */
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { generateScenarioSet } from '../scenarios/scenario-set.js';
+import { TrainError } from '../engine/train-types.js';
+import { connect, SafetyPolicy, type Target } from '../mcp/index.js';
+import { OpenAIJudge } from '../ruler/judge.js';
+import { assertDisjoint } from '../scenarios/disjoint.js';
+import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
+import { writeJsonAtomic } from '../util/atomic.js';
+import { TrainConfigSchema } from './config.js';
+import { ProgressLog } from './progress-log.js';
+import type { RunDir } from './run-dir.js';
+import { train, type TrainRunResult } from './train.js';
+import { writeRunReport } from './write-report.js';
+
+export const TrainJobSchema = z.object({
+  config: TrainConfigSchema,
+  /** Where the scenarios come from when the run has none yet: a folder, else generated (offline or by an LLM). */
+  scenarios: z.object({
+    /** A scenario set folder (train.jsonl + val.jsonl). */
+    dir: z.string().optional(),
+    /** Generate verifiable scenarios from the tool schemas (no LLM). */
+    offline: z.boolean().optional(),
+    /** Scenarios to generate, train and val together. Default 24. */
+    count: z.number().int().positive().default(24),
+    /** An OpenAI-compatible LLM that writes the scenarios; its API key is read from the variable apiKeyEnv. */
+    generator: z.object({ model: z.string(), baseURL: z.string().optional(), apiKeyEnv: z.string() }).optional(),
+  }),
+  /** Environment variable holding the judge's API key. Default OPENAI_API_KEY. */
+  judgeApiKeyEnv: z.string().default('OPENAI_API_KEY'),
+  /** The operator's safety policy for the target's tools (see SafetyPolicy). */
+  safety: z.object({ allowDestructive: z.boolean(), allow: z.array(z.string()), deny: z.array(z.string()) }),
+  /** Connect/initialize timeout for the target, in milliseconds. Default 30000. */
+  connectTimeoutMs: z.number().int().positive().optional(),
+});
+export type TrainJob = z.input<typeof TrainJobSchema>;
+
+export interface TrainJobOptions {
+  run: RunDir;
+  job: TrainJob;
+  target: Target;
+  /** Continue the run from its newest complete step (its config and scenarios are the run's own). */
+  resume?: boolean;
+  /** Where progress goes. Default: the run's progress.jsonl alone. */
+  progress?: ProgressLog;
+  log?: (line: string) => void;
+}
+
+export interface TrainJobResult {
+  result: TrainRunResult;
+  /** The exported best adapter (null when no step beat the untrained model). */
+  adapter: string | null;
+  report: string;
+}
+
+/** The job's SafetyPolicy. */
+export function jobSafety(job: Pick<TrainJob, 'safety'>): SafetyPolicy {
+  return new SafetyPolicy(job.safety);
+}
+
+export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
+  const { run, target } = o;
+  const job = TrainJobSchema.parse(o.job);
+  const config = job.config;
+  const progress = o.progress ?? new ProgressLog(run.dir);
+  const safety = jobSafety(job);
+  progress.emit('starting', 0);
+
+  const scenarios = await scenariosFor(o, job, safety);
+  if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new TrainError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
+  const warmup = await warmupScenarios(config.model);
+  assertDisjoint('validation', scenarios.val, { train: scenarios.train, 'warm-up': warmup });
+  assertDisjoint('test', scenarios.test, { train: scenarios.train, validation: scenarios.val, 'warm-up': warmup });
+  if (!o.resume) {
+    await writeJsonAtomic(run.path('config.json'), config);
+    await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test);
+  }
+  const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[job.judgeApiKeyEnv] }) : undefined;
+
+  const result = await train({ run, config, target, scenarios, judge, safety, resume: o.resume, progress, log: o.log });
+  progress.emit('report', result.state.step);
+  const { adapter, report } = await writeRunReport(run, { exportBest: true });
+  progress.emit('done', result.state.step);
+  return { result, adapter, report };
+}
+
+async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSchema>, safety: SafetyPolicy): Promise<ScenarioSet> {
+  const { run } = o;
+  if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'));
+  const source = job.scenarios;
+  if (source.dir) return loadScenarioSet(source.dir);
+  if (!source.offline && !source.generator) throw new TrainError('TRAIN_INVALID_CONFIG', 'the job names no scenarios: give a scenario set folder, offline generation, or a generator model');
+  const session = await connect(o.target, { policy: safety, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}) });
+  try {
+    const g = source.generator;
+    const set = await generateScenarioSet(session, {
+      count: source.count, seed: job.config.seed, offline: source.offline,
+      ...(g ? { generator: { model: g.model, baseURL: g.baseURL, apiKey: process.env[g.apiKeyEnv] } } : {}),
+    });
+    return { train: set.train, val: set.val, test: [] };
+  } finally {
+    await session.close();
+  }
+}
+
+/** The warm-up tasks recorded with a bundled model (mcprl_warmup.jsonl), if any: validation must avoid them too. */
+async function warmupScenarios(modelDir: string): Promise<Scenario[]> {
+  const file = path.join(modelDir, 'mcprl_warmup.jsonl');
+  return existsSync(file) ? parseScenarios(await readFile(file, 'utf8'), file) : [];
+}
