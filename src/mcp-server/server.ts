@@ -24,7 +24,7 @@ import { trainConfigFrom, TrainSettingsSchema } from '../train/config.js';
 import { RunDir } from '../train/run-dir.js';
 import { AgentEngines, compactTrace, resolveAgent } from './agent.js';
 import { settingsFromInput, TrainOptionsInput } from './train-input.js';
-import { progressValue, TrainingJobs, type RunStatus } from './training-jobs.js';
+import { progressValue, RunPhaseSchema, TrainingJobs, type RunStatus } from './training-jobs.js';
 import { Workspace, WorkspaceError } from './workspace.js';
 
 export const MCPRL_SERVER_VERSION = '0.1.0';
@@ -72,7 +72,7 @@ const ToolSummary = z.object({ name: z.string(), access: z.enum(['read-only', 'w
 const RunStatusOutput = {
   run: z.string(),
   status: z.enum(['starting', 'running', 'finished', 'stopped', 'failed', 'incomplete']),
-  phase: z.enum(['starting', 'gather', 'score', 'train', 'checkpoint', 'validate', 'test', 'report', 'done']),
+  phase: RunPhaseSchema,
   step: z.number().int().nullable(),
   max_steps: z.number().int().nullable(),
   best_step: z.number().int().nullable(),

@@ -28,7 +28,7 @@ import { readLatestProgress } from '../train/progress-log.js';
 import { RunDir, type RunState } from '../train/run-dir.js';
 import { writeRunReport } from '../train/write-report.js';
 import { writeJsonAtomic } from '../util/atomic.js';
-import type { ProgressEvent } from '../util/progress.js';
+import { ProgressPhaseSchema, type ProgressEvent } from '../util/progress.js';
 import { Workspace, WorkspaceError } from './workspace.js';
 
 export const JobRecordSchema = z.object({
@@ -45,8 +45,9 @@ export const JobRecordSchema = z.object({
 export type JobRecord = z.infer<typeof JobRecordSchema>;
 
 export type RunStatusKind = 'starting' | 'running' | 'finished' | 'stopped' | 'failed' | 'incomplete';
-/** What a run is doing: its newest progress event's phase while it runs (see ProgressPhaseSchema), done once it has ended. */
-export type RunPhase = 'starting' | 'gather' | 'score' | 'train' | 'checkpoint' | 'validate' | 'test' | 'report' | 'done';
+/** What a run is doing: its newest progress event's phase while it runs, done once it has ended. */
+export const RunPhaseSchema = ProgressPhaseSchema.exclude(['failed']);
+export type RunPhase = z.infer<typeof RunPhaseSchema>;
 
 export interface RunStatus {
   run: string;

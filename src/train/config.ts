@@ -6,12 +6,12 @@
  * else. A field's `.describe()` text is its help text; the default comes from the schema.
  */
 import { z } from 'zod';
+import { LossConfigSchema, TrainError } from '../engine/train-types.js';
 import { LORA_TARGETS } from '../hf/peft.js';
-import { TrainError } from '../engine/train-types.js';
 import { resolveRewardMode, RewardModeSchema } from '../ruler/blend.js';
 
-/** The policy losses (definitions in native/train/loss.h). */
-export const PolicyLossSchema = z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo']);
+/** The policy losses: the trainer's loss kinds but supervised fine-tuning (definitions in native/train/loss.h). */
+export const PolicyLossSchema = LossConfigSchema.shape.kind.exclude(['sft']);
 export type PolicyLoss = z.infer<typeof PolicyLossSchema>;
 
 /** The settings a user chooses (every one optional, with the default given here). */
