@@ -13,11 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomAdapter, makeRandomModel, makeRng, type RandomAdapterOptions, type RandomModelOptions } from '../scripts/random-model.js';
 import { Model } from '../src/engine/model.js';
 import { loadNative } from '../src/engine/native.js';
-import { torchLogprobs, torchUnavailable, type TorchJob } from './oracles/torch-oracle.js';
+import { requireOracle } from './helpers/oracles.js';
+import { torchLogprobs, type TorchJob } from './oracles/torch-oracle.js';
 
 const TOL = 1e-4;
-const skipReason = torchUnavailable();
-if (skipReason) console.warn(`engine-oracle tests skipped: ${skipReason}`);
 
 interface Case {
   name: string;
@@ -40,13 +39,14 @@ function sequences(seed: number, vocab: number): number[][] {
   return [1, 7, 90, 23].map((n) => Array.from({ length: n }, () => Math.floor(rng.uniform() * vocab)));
 }
 
-describe.skipIf(skipReason !== null)('engine forward vs PyTorch (max |Δlogprob| <= 1e-4)', () => {
+describe('engine forward vs PyTorch (max |Δlogprob| <= 1e-4)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'mcprl-oracle-'));
   const ref = new Map<string, number[][]>();
   const seqs = new Map<string, number[][]>();
   const addon = loadNative();
 
   beforeAll(async () => {
+    if (!requireOracle('torch')) return;
     const jobs: TorchJob[] = [];
     const keys: string[] = [];
     for (const [i, c] of CASES.entries()) {
@@ -69,9 +69,12 @@ describe.skipIf(skipReason !== null)('engine forward vs PyTorch (max |Δlogprob|
   });
 
   const figures: string[] = [];
-  afterAll(() => console.log(`oracle max |Δlogprob|:\n  ${figures.join('\n  ')}`));
+  afterAll(() => {
+    if (figures.length > 0) console.log(`oracle max |Δlogprob|:\n  ${figures.join('\n  ')}`);
+  });
 
-  it.each(CASES.map((c, i) => [c.name, i] as const))('%s', async (name, i) => {
+  it.for(CASES.map((c, i) => [c.name, i] as const))('%s', async ([name, i], ctx) => {
+    requireOracle('torch', ctx);
     const model = await Model.load(join(dir, `m${i}`), { threads: 2 });
     try {
       await model.loadAdapter('lora', join(dir, `a${i}`));

@@ -1,14 +1,15 @@
 /**
  * Shared helpers of the export tests: run an exported ONNX model in onnxruntime-node and run onnx's own
- * checker (Debian's python3-onnx via /usr/bin/python3, one process for many files). The PyTorch reference is
- * the project's shared one, test/oracles/torch_ref.py through test/oracles/torch-oracle.ts.
+ * checker (Debian's python3-onnx run by test/helpers/oracles.ts's PYTHON, one process for many files; tests
+ * call requireOracle('onnx') first). The PyTorch reference is the project's shared one,
+ * test/oracles/torch_ref.py through test/oracles/torch-oracle.ts.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import * as ort from 'onnxruntime-node';
+import { PYTHON } from './helpers/oracles.js';
 
 const run = promisify(execFile);
-export const PYTHON = '/usr/bin/python3';
 
 /** Per-token logprobs in the reference's convention: entry t is log p(ids[t] | ids[<t]), entry 0 is 0. */
 export function tokenLogprobs(logits: Float32Array, vocab: number, ids: number[][]): number[][] {
@@ -34,16 +35,6 @@ export async function ortRun(session: ort.InferenceSession, ids: number[][]): Pr
   const logits = result.logits.data as Float32Array;
   const vocab = result.logits.dims[2];
   return { logits, dims: result.logits.dims, logprobs: tokenLogprobs(logits, vocab, ids) };
-}
-
-/** Null when /usr/bin/python3 can import onnx, else the reason (checker tests skip with it, as the torch ones do). */
-export async function onnxUnavailable(): Promise<string | null> {
-  try {
-    await run(PYTHON, ['-c', 'import onnx']);
-    return null;
-  } catch (e) {
-    return `${PYTHON} cannot import onnx (install Debian's python3-onnx): ${(e as Error).message.split('\n').slice(-2).join(' ')}`;
-  }
 }
 
 /** onnx.checker.check_model(path, full_check=True) on each file; returns the error text per file ('' when valid). */

@@ -16,11 +16,10 @@ import { readModelConfig } from '../src/export/hf-folder.js';
 import { mergeAdapter } from '../src/export/merge.js';
 import { exportPeft, readAdapter } from '../src/export/peft.js';
 import { maxAbsDiff, tokenIds } from './export-helpers.js';
-import { torchLogprobs, torchUnavailable } from './oracles/torch-oracle.js';
+import { requireOracle } from './helpers/oracles.js';
+import { torchLogprobs } from './oracles/torch-oracle.js';
 
 const TOLERANCE = 1e-4;
-const torchSkip = torchUnavailable();
-if (torchSkip) console.warn(`export-merge: PyTorch comparisons skipped: ${torchSkip}`);
 const QWEN3: RandomModelOptions = { arch: 'qwen3', vocabSize: 2048, shards: 2, seed: 11 };
 const LLAMA_BF16: RandomModelOptions = { arch: 'llama', vocabSize: 2048, dtype: 'BF16', tieWordEmbeddings: false, seed: 12 };
 
@@ -42,7 +41,7 @@ beforeAll(async () => {
   await mergeAdapter({ modelDir: dirs.qwen3, adapterDir: dirs.qwen3Adapter, out: dirs.qwen3Merged });
   await mergeAdapter({ modelDir: dirs.llama, adapterDir: dirs.llamaAdapter, out: dirs.llamaMergedF32, dtype: 'F32' });
   await mergeAdapter({ modelDir: dirs.llama, adapterDir: dirs.llamaAdapter, out: dirs.llamaMergedKeep });
-  if (torchSkip) return;
+  if (!requireOracle('torch')) return;
   const job = (model: string, adapter: string | null) => ({ model, adapter, sequences: ids });
   ref = torchLogprobs([
     job(dirs.qwen3, dirs.qwen3Adapter),
@@ -58,11 +57,13 @@ afterAll(async () => {
 });
 
 describe('merged HF folder', () => {
-  it.skipIf(torchSkip)('qwen3 (2 shards, f32): merged model = base + adapter in the PyTorch reference (≤ 1e-4)', () => {
+  it('qwen3 (2 shards, f32): merged model = base + adapter in the PyTorch reference (≤ 1e-4)', (ctx) => {
+    requireOracle('torch', ctx);
     expect(maxAbsDiff(ref[1], ref[0])).toBeLessThanOrEqual(TOLERANCE);
   });
 
-  it.skipIf(torchSkip)('llama (bf16, untied, rslora on q/o/down) merged as f32: same logprobs as base + adapter (≤ 1e-4)', () => {
+  it('llama (bf16, untied, rslora on q/o/down) merged as f32: same logprobs as base + adapter (≤ 1e-4)', (ctx) => {
+    requireOracle('torch', ctx);
     expect(maxAbsDiff(ref[3], ref[2])).toBeLessThanOrEqual(TOLERANCE);
     // And the adapter really changes the model, so the comparisons above can fail.
     expect(maxAbsDiff(ref[4], ref[2])).toBeGreaterThan(100 * TOLERANCE);

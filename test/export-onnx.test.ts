@@ -13,16 +13,11 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomAdapter, makeRandomModel, type RandomAdapterOptions, type RandomModelOptions } from '../scripts/random-model.js';
 import { exportOnnx, type OnnxExportResult } from '../src/export/onnx.js';
-import { maxAbsDiff, onnxCheck, onnxUnavailable, ortRun, tokenIds } from './export-helpers.js';
-import { torchLogprobs, torchUnavailable } from './oracles/torch-oracle.js';
+import { maxAbsDiff, onnxCheck, ortRun, tokenIds } from './export-helpers.js';
+import { requireOracle } from './helpers/oracles.js';
+import { torchLogprobs } from './oracles/torch-oracle.js';
 
 const TOLERANCE = 1e-4;
-// Like the engine's oracle tests, the Python-backed checks skip (with a warning) where python3-torch or
-// python3-onnx is not installed; CI installs both.
-const torchSkip = torchUnavailable();
-const onnxSkip = await onnxUnavailable();
-if (torchSkip) console.warn(`export-onnx: PyTorch comparisons skipped: ${torchSkip}`);
-if (onnxSkip) console.warn(`export-onnx: onnx checker skipped: ${onnxSkip}`);
 
 interface Case {
   name: string;
@@ -68,8 +63,8 @@ beforeAll(async () => {
   // The 'last position only' variant of the adapter case, checked against the full graph's last row.
   const c1 = exported.get(CASES[1].name)!;
   lastOnly = await exportOnnx({ modelDir: c1.modelDir, adapterDir: c1.adapterDir, out: join(scratch, 'onnx-last'), logits: 'last' });
-  if (!onnxSkip) checks = await onnxCheck([...[...exported.values()].map((e) => e.result.file), lastOnly.file]);
-  if (torchSkip) return;
+  if (requireOracle('onnx')) checks = await onnxCheck([...[...exported.values()].map((e) => e.result.file), lastOnly.file]);
+  if (!requireOracle('torch')) return;
   const jobs = [...exported.values()].map((e) => ({ model: e.modelDir, adapter: e.adapterDir ?? null, sequences: e.ids.flat() }));
   // The adapter cases once more without their adapter, to show the comparison can tell them apart.
   const adapterJobs = [...exported.values()].filter((e) => e.adapterDir).map((e) => ({ model: e.modelDir, adapter: null, sequences: e.ids.flat() }));
@@ -83,7 +78,8 @@ afterAll(async () => {
 });
 
 describe('ONNX export', () => {
-  it.skipIf(onnxSkip)('passes onnx.checker.check_model(full_check=True) for every case', () => {
+  it('passes onnx.checker.check_model(full_check=True) for every case', (ctx) => {
+    requireOracle('onnx', ctx);
     expect(checks).toEqual([...CASES.map(() => ''), '']);
   });
 
@@ -100,7 +96,8 @@ describe('ONNX export', () => {
     }
   });
 
-  it.skipIf(torchSkip).each(CASES.map((c, k) => [c.name, k] as const))('%s: onnxruntime-node matches the PyTorch reference (≤ 1e-4)', async (name, k) => {
+  it.for(CASES.map((c, k) => [c.name, k] as const))('%s: onnxruntime-node matches the PyTorch reference (≤ 1e-4)', async ([name, k], ctx) => {
+    requireOracle('torch', ctx);
     const e = exported.get(name)!;
     expect(e.result.externalData).toBe(CASES[k].externalData ?? false);
     const session = await ort.InferenceSession.create(e.result.file);
@@ -132,7 +129,8 @@ describe('ONNX export', () => {
     await last.release();
   });
 
-  it.skipIf(torchSkip)('the comparison has teeth: each merged adapter moves logprobs far beyond the tolerance', async () => {
+  it('the comparison has teeth: each merged adapter moves logprobs far beyond the tolerance', async (ctx) => {
+    requireOracle('torch', ctx);
     const withAdapter = CASES.map((c, k) => [c, k] as const).filter(([c]) => c.adapter);
     expect(withAdapter.length).toBe(noAdapterReference.length);
     for (const [i, [, k]] of withAdapter.entries()) {

@@ -1,6 +1,7 @@
 /**
  * Shared helpers of the training tests: the PyTorch training reference (test/oracles/torch_train_ref.py, run
- * with Debian's python3-torch as /usr/bin/python3), seeded token sequences, and gradient comparison.
+ * with Debian's python3-torch by test/helpers/oracles.ts's PYTHON), seeded token sequences, and gradient
+ * comparison. Tests call requireOracle('torch') before using the reference.
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -11,9 +12,9 @@ import { fileURLToPath } from 'node:url';
 import { makeRng } from '../scripts/random-model.js';
 import { readSafetensors, toFloat32 } from '../src/hf/safetensors.js';
 import type { LossConfig, TrainSequence } from '../src/engine/trainer.js';
+import { PYTHON } from './helpers/oracles.js';
 
 const run = promisify(execFile);
-const PYTHON = '/usr/bin/python3';
 const SCRIPT = fileURLToPath(new URL('./oracles/torch_train_ref.py', import.meta.url));
 
 export interface TorchTrainRequest {

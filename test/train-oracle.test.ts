@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomAdapter, makeRandomModel, type Arch, type RandomModelOptions } from '../scripts/random-model.js';
 import { Model } from '../src/engine/model.js';
 import { Trainer, type LossConfig, type TrainSequence } from '../src/engine/trainer.js';
+import { requireOracle } from './helpers/oracles.js';
 import { perturbedOld, randomSequences, readF32Tensors, tensorRelErrors, torchTrainRef, type TorchTrainRequest } from './train-helpers.js';
 
 const VOCAB = 512;
@@ -51,7 +52,8 @@ afterAll(async () => {
 });
 
 describe.each(ARCHS)('trainer vs PyTorch on a random $arch model', ({ arch, model: shape, rslora }) => {
-  it('matches loss, metrics and every LoRA gradient for each loss kind, and one AdamW step', async () => {
+  it('matches loss, metrics and every LoRA gradient for each loss kind, and one AdamW step', async (ctx) => {
+    requireOracle('torch', ctx);
     const opts: RandomModelOptions = { arch, vocabSize: VOCAB, tokenizer: false, seed: 11, ...shape };
     const modelDir = join(scratch, `${arch}-model`);
     const adapterDir = join(scratch, `${arch}-adapter`);

@@ -1,20 +1,12 @@
 /**
- * Runs test/oracles/torch_ref.py (Debian's python3-torch as /usr/bin/python3) for engine tests.
+ * Runs test/oracles/torch_ref.py (Debian's python3-torch; the interpreter is test/helpers/oracles.ts's PYTHON)
+ * for engine tests. Tests call requireOracle('torch') before using it.
  */
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-
-export const PYTHON = '/usr/bin/python3';
-
-/** Null when /usr/bin/python3 can import torch, else the reason (tests skip with it). */
-export function torchUnavailable(): string | null {
-  const r = spawnSync(PYTHON, ['-c', 'import torch'], { encoding: 'utf8' });
-  if (r.error) return `${PYTHON} not runnable: ${r.error.message}`;
-  if (r.status !== 0) return `${PYTHON} cannot import torch (install Debian's python3-torch): ${r.stderr.trim().split('\n').pop()}`;
-  return null;
-}
+import { PYTHON } from '../helpers/oracles.js';
 
 export interface TorchJob {
   model: string;
