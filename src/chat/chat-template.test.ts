@@ -1,6 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { qwen3TokenizerDir } from '../../scripts/random-model.js';
-import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
+import { requireOracle } from '../../test/helpers/oracles.js';
+import { jinjaRender } from '../../test/oracles/jinja-oracle.js';
+import { ChatTemplate, ChatTemplateError, type RenderOptions, type TemplateMessage, type TemplateTool } from './chat-template.js';
 import { parseToolCalls } from './parse-tool-call.js';
 import { HfTokenizer } from './tokenizer.js';
 
@@ -38,9 +40,46 @@ const conversation: TemplateMessage[] = [
   { role: 'tool', tool_call_id: 'c2', content: 'rain, 12°C' },
 ];
 
+// Every render the tests below check, by name, so that Python's jinja2 renders the very same ones.
+interface Render { messages: TemplateMessage[]; opts?: RenderOptions }
+const hi: TemplateMessage[] = [{ role: 'user', content: 'Hi' }];
+const noThinking = { enable_thinking: false };
+// The model's output for a turn, in the canonical form Qwen3 writes tool calls in, parsed as the engine does
+// and put back into the conversation as an OpenAI message.
+const generated = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
+const parsed = parseToolCalls(generated);
+const generatedTurn: TemplateMessage = {
+  role: 'assistant',
+  content: parsed.content,
+  tool_calls: parsed.toolCalls.map((c, i) => ({ id: `c${i}`, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+};
+const RENDERS = {
+  toolConversation: { messages: conversation, opts: { tools } },
+  hi: { messages: hi },
+  hiEmptyToolsNoGenerationPrompt: { messages: hi, opts: { tools: [], addGenerationPrompt: false } },
+  hiNoThinking: { messages: hi, opts: { kwargs: noThinking } },
+  roundTripPrompt: { messages: conversation.slice(0, 2), opts: { tools, kwargs: noThinking } },
+  roundTripFull: { messages: [...conversation.slice(0, 2), generatedTurn], opts: { tools, kwargs: noThinking, addGenerationPrompt: false } },
+  defaultThinkingFull: { messages: [...hi, { role: 'assistant', content: 'Hello!' }], opts: { addGenerationPrompt: false } },
+  // Branches of the template the cases above leave out: reasoning kept for the turns after the last user
+  // query and dropped before it, a think block inside the content, and a tool result after reasoning.
+  reasoning: {
+    messages: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: 'Sunny.', reasoning_content: 'The user wants Paris.' },
+      { role: 'user', content: 'And Köln?' },
+      { role: 'assistant', content: '<think>\nLook it up.\n</think>\n\n', tool_calls: [conversation[2].tool_calls![1]] },
+      { role: 'tool', tool_call_id: 'c2', content: 'rain, 12°C' },
+      { role: 'assistant', content: 'Rain.', reasoning_content: 'The tool said rain.' },
+    ],
+    opts: { tools, addGenerationPrompt: false },
+  },
+} satisfies Record<string, Render>;
+const render = (r: Render) => template.render(r.messages, r.opts);
+
 describe('ChatTemplate with the real Qwen3 template', () => {
   it('renders tools, tool calls and tool results the way Qwen3 expects', () => {
-    const text = template.render(conversation, { tools });
+    const text = render(RENDERS.toolConversation);
     // The expected text is what Qwen3's template produces (checked by reading the template's source): the
     // system prompt followed by the tool block, calls in <tool_call> tags with arguments printed by tojson,
     // consecutive tool results grouped in one user turn inside <tool_response> tags.
@@ -60,33 +99,20 @@ describe('ChatTemplate with the real Qwen3 template', () => {
   });
 
   it('leaves the tool prompt out without tools, and ends with the generation prompt only when asked', () => {
-    const msgs: TemplateMessage[] = [{ role: 'user', content: 'Hi' }];
-    expect(template.render(msgs)).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
-    expect(template.render(msgs, { tools: [], addGenerationPrompt: false })).toBe('<|im_start|>user\nHi<|im_end|>\n');
+    expect(render(RENDERS.hi)).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
+    expect(render(RENDERS.hiEmptyToolsNoGenerationPrompt)).toBe('<|im_start|>user\nHi<|im_end|>\n');
   });
 
   it('passes enable_thinking=false through, which pre-fills an empty think block', () => {
-    const text = template.render([{ role: 'user', content: 'Hi' }], { kwargs: { enable_thinking: false } });
+    const text = render(RENDERS.hiNoThinking);
     expect(text.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
   });
 
   it('with enable_thinking=false, prompt + generated turn re-renders and re-tokenises to the same ids', () => {
-    // The model's output for the turn, in the canonical form Qwen3 writes tool calls in.
-    const generated = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
-    const history = conversation.slice(0, 2);
-    const kwargs = { enable_thinking: false };
-    const prompt = template.render(history, { tools, kwargs });
+    const prompt = render(RENDERS.roundTripPrompt);
     const promptIds = tok.encode(prompt);
     const completionIds = tok.encode(generated + '<|im_end|>');
-
-    // Parse the turn as the engine does and put it back into the conversation as an OpenAI message.
-    const parsed = parseToolCalls(generated);
-    const assistant: TemplateMessage = {
-      role: 'assistant',
-      content: parsed.content,
-      tool_calls: parsed.toolCalls.map((c, i) => ({ id: `c${i}`, type: 'function', function: { name: c.name, arguments: c.arguments } })),
-    };
-    const full = template.render([...history, assistant], { tools, kwargs, addGenerationPrompt: false });
+    const full = render(RENDERS.roundTripFull);
     expect(full).toBe(prompt + generated + '<|im_end|>\n');
     const fullIds = tok.encode(full);
     expect(fullIds.slice(0, promptIds.length)).toEqual(promptIds);
@@ -96,9 +122,8 @@ describe('ChatTemplate with the real Qwen3 template', () => {
   it('by default (thinking left to the model) re-renders the last turn with an empty think block', () => {
     // Documented Qwen3 behaviour that mcprl relies on token ids to avoid: the prompt ends at
     // "<|im_start|>assistant\n", but the same turn rendered as history gains "<think>\n\n</think>\n\n".
-    const history: TemplateMessage[] = [{ role: 'user', content: 'Hi' }];
-    const prompt = template.render(history);
-    const full = template.render([...history, { role: 'assistant', content: 'Hello!' }], { addGenerationPrompt: false });
+    const prompt = render(RENDERS.hi);
+    const full = render(RENDERS.defaultThinkingFull);
     expect(full).toBe(prompt + '<think>\n\n</think>\n\nHello!<|im_end|>\n');
   });
 
@@ -113,5 +138,21 @@ describe('ChatTemplate with the real Qwen3 template', () => {
       expect((err as ChatTemplateError).code).toBe('TEMPLATE_RENDER');
       expect((err as Error).message).toContain('roles must alternate');
     }
+  });
+});
+
+describe('the same renders from an independent renderer: Python\'s jinja2 with transformers\' settings', () => {
+  it('gives exactly the text @huggingface/jinja gives, for every render above', (ctx) => {
+    requireOracle('jinja2', ctx);
+    const names = Object.keys(RENDERS) as (keyof typeof RENDERS)[];
+    const python = jinjaRender(qwen3TokenizerDir(), names.map((name) => {
+      const { messages, opts = {} }: Render = RENDERS[name];
+      return { messages, tools: opts.tools ? [...opts.tools] : null, add_generation_prompt: opts.addGenerationPrompt ?? true, kwargs: opts.kwargs ?? {} };
+    }));
+    names.forEach((name, i) => expect(python[i], name).toEqual({ text: render(RENDERS[name]) }));
+    // The reasoning case really reaches the branches it is there for.
+    const reasoning = render(RENDERS.reasoning);
+    expect(reasoning).not.toContain('The user wants Paris.');
+    expect(reasoning).toContain('<think>\nThe tool said rain.\n</think>');
   });
 });
