@@ -88,9 +88,13 @@ describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitu
     const plain = run({ MCPRL_PORTABLE_GEMM: '0' });
     expect(plain.portableGemm).toBe(!plain.openblas);
   });
-  it('reports which kernels this build has', () => {
+  it('reports which kernels this build has: OpenBLAS exactly where the build found it', () => {
     const info = addon.info();
     expect(info.backend).toBe('cpu');
-    expect(typeof info.openblas).toBe('boolean');
+    // The build links OpenBLAS when native/detect-blas.cjs says "yes" (a build made with MCPRL_NO_OPENBLAS=1
+    // needs the same variable here, which the probe inherits).
+    const detect = spawnSync(process.execPath, [new URL('../native/detect-blas.cjs', import.meta.url).pathname], { encoding: 'utf8' });
+    expect(detect.stdout).toMatch(/^(yes|no)$/);
+    expect(info.openblas).toBe(detect.stdout === 'yes');
   });
 });
