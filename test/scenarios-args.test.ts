@@ -165,4 +165,19 @@ describe('argument synthesis', () => {
     }
     expect(generateFromPattern('^(?=x)y$', createRng(0))).toBeUndefined();
   });
+
+  it('pattern generator: backreferences, symbols and other scripts, and the same string for the same seed', () => {
+    // Symbols outside the readable first choice of characters, Cyrillic outside ASCII, and a backreference.
+    for (const p of ['^[!@#]{2}$', '^[а-я]{3}$', '^(ab|cd)-\\1$', '^[^a-z0-9 ._-]{4}$']) {
+      for (let seed = 0; seed < 10; seed++) {
+        const s = generateFromPattern(p, createRng(seed));
+        expect(s !== undefined && new RegExp(p, 'u').test(s), `${p} → ${s}`).toBe(true);
+      }
+    }
+    const draw = (seed: number) => Array.from({ length: 5 }, (_, i) => generateFromPattern('^[A-Z]{2}-\\d{2,6}(\\.[a-z]+)?$', createRng(seed * 100 + i)));
+    expect(draw(3)).toEqual(draw(3));
+    expect(draw(3)).not.toEqual(draw(4));
+    // Unbounded quantifiers stay short: at most three repetitions beyond their minimum.
+    for (let seed = 0; seed < 20; seed++) expect(generateFromPattern('^x+y*$', createRng(seed))!.length).toBeLessThanOrEqual(7);
+  });
 });

@@ -11,8 +11,9 @@
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import type { Rng } from '../util/rng.js';
+import randexpModule from 'randexp';
 import { McprlError } from '../util/errors.js';
+import type { Rng } from '../util/rng.js';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -44,6 +45,9 @@ export interface SynthesisOptions {
 
 // ajv-formats is CommonJS; under NodeNext its default export is the module object in some setups.
 const addFormats = ((addFormatsModule as any).default ?? addFormatsModule) as (ajv: Ajv) => Ajv;
+// randexp is CommonJS (module.exports = the class) with ESM-style typings; unwrap it the same way.
+type RandExp = randexpModule.default;
+const RandExp = ((randexpModule as any).default ?? randexpModule) as typeof randexpModule.default;
 
 /** One shared ajv instance; schemas from servers are untrusted, so strict mode is off. */
 export function createAjv(): Ajv {
@@ -407,168 +411,43 @@ function safeRegExp(p: string): RegExp | undefined {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// A small generator for the regular expressions schemas use: literals, escapes (\d \w \s and their negations),
-// character classes with ranges and negation, '.', groups with alternation, and the quantifiers * + ? {n}
-// {n,} {n,m}. Lookarounds and backreferences are not supported (the caller then reports the schema).
+// Strings for a pattern come from randexp, driven by the caller's seeded Rng so that a seed gives the same
+// arguments every time. Unbounded quantifiers (* + {n,}) repeat at most 3 times more than their minimum.
 
-type Node =
-  | { t: 'chars'; set: string[] }
-  | { t: 'seq'; items: { node: Node; min: number; max: number }[] }
-  | { t: 'alt'; options: Node[] };
+/**
+ * The characters `.` and negated classes draw from, tried in turn until a string matches: readable ones first
+ * (an id pattern like `^[^\s]{3}$` then yields "aB3" rather than "#~`"), then printable ASCII, then the whole
+ * Basic Multilingual Plane for patterns written in other scripts. Each is a list of inclusive code point ranges.
+ */
+const CHARACTER_UNIVERSES: [number, number][][] = [
+  [[0x30, 0x39], [0x41, 0x5a], [0x61, 0x7a], [0x20, 0x20], [0x2d, 0x2e], [0x5f, 0x5f]],
+  [[0x20, 0x7e]],
+  [[0x20, 0x7e], [0xa0, 0xd7ff], [0xe000, 0xfffd]],
+];
+const TRIES_PER_UNIVERSE = 4;
 
-const DIGITS = '0123456789'.split('');
-const LOWER = 'abcdefghijklmnopqrstuvwxyz'.split('');
-const UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ'.split('');
-const WORD = [...LOWER, ...UPPER, ...DIGITS, '_'];
-const PRINTABLE = [...LOWER, ...DIGITS, ...UPPER, '-', '_', '.'];
-const SPACE = [' '];
-
-/** Generates a string matching `pattern` (anchors are honoured by construction), or undefined. */
+/**
+ * Generates a string matching `pattern`, or undefined when none was found (an invalid pattern, or one randexp
+ * cannot honour, such as a lookahead). Every string returned has been checked against the pattern.
+ */
 export function generateFromPattern(pattern: string, rng: Rng): string | undefined {
-  let ast: Node;
-  try {
-    const p = new PatternParser(pattern);
-    ast = p.parseAlt();
-    if (p.i < pattern.length) return undefined;
-  } catch {
-    return undefined;
-  }
-  return emit(ast, rng);
-}
-
-function emit(node: Node, rng: Rng): string {
-  if (node.t === 'chars') return node.set.length ? rng.pick(node.set) : '';
-  if (node.t === 'alt') return emit(rng.pick(node.options), rng);
-  let s = '';
-  for (const { node: n, min, max } of node.items) {
-    const count = rng.int(min, max);
-    for (let i = 0; i < count; i++) s += emit(n, rng);
-  }
-  return s;
-}
-
-class PatternParser {
-  i = 0;
-  constructor(private readonly src: string) {}
-
-  parseAlt(): Node {
-    const options: Node[] = [this.parseSeq()];
-    while (this.src[this.i] === '|') {
-      this.i++;
-      options.push(this.parseSeq());
+  const re = safeRegExp(pattern);
+  if (!re) return undefined;
+  for (const universe of CHARACTER_UNIVERSES) {
+    let gen: RandExp;
+    try {
+      gen = new RandExp(pattern);
+    } catch {
+      return undefined; // randexp's parser refuses a pattern JavaScript accepts (e.g. \p{…} classes)
     }
-    return options.length === 1 ? options[0] : { t: 'alt', options };
-  }
-
-  parseSeq(): Node {
-    const items: { node: Node; min: number; max: number }[] = [];
-    while (this.i < this.src.length && this.src[this.i] !== '|' && this.src[this.i] !== ')') {
-      const c = this.src[this.i];
-      if (c === '^' || c === '$') {
-        this.i++;
-        continue;
-      }
-      const atom = this.parseAtom();
-      const [min, max] = this.parseQuantifier();
-      items.push({ node: atom, min, max });
-    }
-    return { t: 'seq', items };
-  }
-
-  parseQuantifier(): [number, number] {
-    const c = this.src[this.i];
-    let q: [number, number] = [1, 1];
-    if (c === '*') q = [0, 3];
-    else if (c === '+') q = [1, 4];
-    else if (c === '?') q = [0, 1];
-    else if (c === '{') {
-      const m = /^\{(\d+)(,(\d*))?\}/.exec(this.src.slice(this.i));
-      if (!m) return q;
-      const lo = Number(m[1]);
-      const hi = m[2] === undefined ? lo : m[3] === '' ? lo + 3 : Number(m[3]);
-      this.i += m[0].length;
-      if (this.src[this.i] === '?') this.i++;
-      return [lo, hi];
-    } else return q;
-    this.i++;
-    if (this.src[this.i] === '?') this.i++; // lazy modifier: irrelevant for generation
-    return q;
-  }
-
-  parseAtom(): Node {
-    const c = this.src[this.i++];
-    if (c === '(') {
-      if (this.src[this.i] === '?') {
-        if (this.src.slice(this.i, this.i + 2) === '?:') this.i += 2;
-        else if (this.src[this.i + 1] === '<' && /[A-Za-z]/.test(this.src[this.i + 2] ?? '')) {
-          this.i = this.src.indexOf('>', this.i) + 1; // named group
-        } else throw new Error('lookaround');
-      }
-      const inner = this.parseAlt();
-      if (this.src[this.i++] !== ')') throw new Error('unbalanced group');
-      return inner;
-    }
-    if (c === '[') return this.parseClass();
-    if (c === '.') return { t: 'chars', set: PRINTABLE };
-    if (c === '\\') return { t: 'chars', set: this.parseEscape(false) };
-    return { t: 'chars', set: [c] };
-  }
-
-  parseEscape(inClass: boolean): string[] {
-    const e = this.src[this.i++];
-    switch (e) {
-      case 'd':
-        return DIGITS;
-      case 'w':
-        return WORD;
-      case 's':
-        return SPACE;
-      case 'D':
-        return [...LOWER, ...UPPER];
-      case 'W':
-        return ['-', '.', ' '];
-      case 'S':
-        return PRINTABLE;
-      case 'n':
-        return ['\n'];
-      case 't':
-        return ['\t'];
-      case 'b':
-        if (inClass) return ['\b'];
-        throw new Error('word boundary');
-      default:
-        if (/[1-9]/.test(e)) throw new Error('backreference');
-        return [e];
+    gen.max = 3;
+    gen.randInt = (a: number, b: number) => rng.int(a, b);
+    const range = gen.defaultRange.subtract(0, 0x10ffff);
+    for (const [lo, hi] of universe) range.add(lo, hi);
+    for (let i = 0; i < TRIES_PER_UNIVERSE; i++) {
+      const s = gen.gen();
+      if (re.test(s)) return s;
     }
   }
-
-  parseClass(): Node {
-    let negate = false;
-    if (this.src[this.i] === '^') {
-      negate = true;
-      this.i++;
-    }
-    const set = new Set<string>();
-    let first = true;
-    while (this.i < this.src.length && (this.src[this.i] !== ']' || first)) {
-      first = false;
-      let chars: string[];
-      if (this.src[this.i] === '\\') {
-        this.i++;
-        chars = this.parseEscape(true);
-      } else chars = [this.src[this.i++]];
-      if (chars.length === 1 && this.src[this.i] === '-' && this.src[this.i + 1] !== ']' && this.i + 1 < this.src.length) {
-        this.i++;
-        let endChar: string;
-        if (this.src[this.i] === '\\') {
-          this.i++;
-          endChar = this.parseEscape(true)[0];
-        } else endChar = this.src[this.i++];
-        for (let code = chars[0].charCodeAt(0); code <= endChar.charCodeAt(0); code++) set.add(String.fromCharCode(code));
-      } else for (const ch of chars) set.add(ch);
-    }
-    if (this.src[this.i++] !== ']') throw new Error('unterminated class');
-    if (!negate) return { t: 'chars', set: [...set] };
-    return { t: 'chars', set: PRINTABLE.filter((ch) => !set.has(ch)) };
-  }
+  return undefined;
 }
