@@ -117,7 +117,7 @@ describe('mcprl inspect', () => {
 
     it('for a server that exits during initialize', async () => {
       const r = await mcprl(['inspect', '--', process.execPath, '-e', 'console.error("config error: no API key\\nmore detail"); process.exit(3)']);
-      expectOneLine(r, /^mcprl inspect: SERVER_EXITED: .*exited during initialize: more detail$/m);
+      expectOneLine(r, /^mcprl inspect: SERVER_EXITED: .*exited during initialize: config error: no API key \| more detail$/m);
     });
 
     it('for a timeout', async () => {

@@ -10,6 +10,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { McpConnectError } from './errors.js';
+import { redact, secretsOf } from './redact.js';
 import type { Target } from './types.js';
 
 export type TransportKind = 'stdio' | 'streamable-http' | 'sse';
@@ -51,11 +52,21 @@ class Tail {
   push(s: string): void {
     this.text = (this.text + s).slice(-this.max);
   }
-  lastLine(): string {
-    const lines = this.text.split('\n').map((l) => l.trim()).filter(Boolean);
-    return lines[lines.length - 1] ?? '';
+  /**
+   * The last `n` lines that say something, joined with " | ". Stack frames ("at …") and Node's closing "Node.js
+   * vX" banner are skipped: for a Node server the cause is the line above them, not its version.
+   */
+  lastLines(n: number): string {
+    const lines = this.text
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l && !/^at\s/.test(l) && !/^Node\.js v\d/.test(l));
+    return lines.slice(-n).map((l) => (l.length > 300 ? `${l.slice(0, 299)}…` : l)).join(' | ');
   }
 }
+
+/** Lines of a server's stderr quoted in SERVER_EXITED errors. */
+const STDERR_LINES = 4;
 
 function errorCode(err: unknown): string | undefined {
   const e = err as { code?: unknown; cause?: { code?: unknown; errors?: { code?: unknown }[] } } | undefined;
@@ -180,7 +191,7 @@ async function openStdio(target: Extract<Target, { kind: 'stdio' }>, opts: OpenO
     if (code === 'ENOENT') throw new McpConnectError('COMMAND_NOT_FOUND', `command not found: ${target.command}`, { cause: err });
     if (code === 'EACCES') throw new McpConnectError('SPAWN_FAILED', `command is not executable: ${target.command}`, { cause: err });
     if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed) {
-      const last = tail.lastLine();
+      const last = tail.lastLines(STDERR_LINES);
       throw new McpConnectError('SERVER_EXITED', `${what} exited during initialize${last ? `: ${oneLine(last)}` : ''}`, { cause: err });
     }
     if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) {
@@ -271,9 +282,17 @@ async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOpt
   }
 }
 
-/** Opens and initializes one connection, or throws McpConnectError. */
+/**
+ * Opens and initializes one connection, or throws McpConnectError. Its message may quote the server (stderr, an
+ * HTTP error body), so the target's header and environment values are redacted from it.
+ */
 export async function openConnection(target: Target, opts: OpenOptions): Promise<Connection> {
-  return target.kind === 'stdio' ? openStdio(target, opts) : openHttp(target, opts);
+  try {
+    return await (target.kind === 'stdio' ? openStdio(target, opts) : openHttp(target, opts));
+  } catch (err) {
+    if (err instanceof Error) err.message = redact(err.message, secretsOf(target));
+    throw err;
+  }
 }
 
 /** True when `err` means the request never reached a live server session, so repeating it is safe. */

@@ -7,6 +7,7 @@ export { childEnvironment } from './connection.js';
 export { McpConnectError, McpListError } from './errors.js';
 export type { McpConnectErrorCode, McpListErrorCode } from './errors.js';
 export { SafetyPolicy } from './policy.js';
+export { redact, secretsOf, secretValues, REDACTED } from './redact.js';
 export type { SafetyPolicyOptions, PolicyDecision } from './policy.js';
 export { toOpenAITools, toFunctionParameters } from './openai-tools.js';
 export type { OpenAITool } from './openai-tools.js';
