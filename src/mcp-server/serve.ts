@@ -2,13 +2,21 @@
  * The transports of `mcprl mcp`: stdio, or streamable HTTP. Over HTTP every session gets its own McpServer over the
  * one shared context (workspace, runs, loaded engine), as the fixture server does.
  *
- * HTTP safety: the server binds 127.0.0.1 unless told otherwise; any other address requires a bearer token, which
- * is then checked on every request (also on loopback when one is given). The Host header (and Origin, when a
- * browser sends one) must name an allowed host, so a web page cannot reach a local server through DNS rebinding.
+ * HTTP is the MCP SDK's own Express app (`createMcpExpressApp`) with its Host-header validation and bearer-auth
+ * middleware; what is mcprl's own is the policy. The server binds 127.0.0.1 unless told otherwise; any other
+ * address requires a bearer token, which is then checked on every request (also on loopback when one is given).
+ * The Host header must name an allowed host, so a web page cannot reach a local server through DNS rebinding, and a
+ * browser's Origin must be this very server (scheme, host and port) or one the operator allowed: a page served by
+ * another local port is a different origin.
  */
-import { randomUUID, timingSafeEqual, createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { NextFunction, Request, Response } from 'express';
+import { InvalidTokenError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
+import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
+import type { OAuthTokenVerifier } from '@modelcontextprotocol/sdk/server/auth/provider.js';
+import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
@@ -28,10 +36,12 @@ export interface HttpOptions {
   port: number;
   /** Default 127.0.0.1. */
   host?: string;
-  /** Bearer token; required when host is not a loopback address. */
+  /** Bearer token; required when host is not a loopback address. Empty or containing whitespace is refused. */
   token?: string;
   /** Host names (without port) the Host header may carry, besides the bound host and the loopback names. */
   allowedHosts?: string[];
+  /** Origins (scheme://host[:port]) a browser page may call from, besides this server's own. Default none. */
+  allowedOrigins?: string[];
 }
 
 export class McpHttpConfigError extends Error {
@@ -42,109 +52,125 @@ export class McpHttpConfigError extends Error {
   }
 }
 
-const LOOPBACK = ['127.0.0.1', 'localhost', '::1', '[::1]'];
+const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
 export function isLoopback(host: string): boolean {
-  return LOOPBACK.includes(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
+  return LOOPBACK.includes(host) || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-/** The hostname of a Host header value (port dropped; IPv6 keeps its brackets). */
-function hostnameOf(hostHeader: string): string {
-  const h = hostHeader.trim().toLowerCase();
-  if (h.startsWith('[')) return h.slice(0, h.indexOf(']') + 1);
-  return h.split(':')[0];
-}
-
-function jsonRpcError(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
-}
-
-async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > limit) throw Object.assign(new Error('request body too large'), { status: 413 });
-    chunks.push(c as Buffer);
-  }
-  const body = Buffer.concat(chunks).toString('utf8');
-  if (!body) return undefined;
+/** A host name as the SDK's Host check compares it: lower case, IPv6 in brackets, IDN in punycode. */
+function canonicalHostname(name: string): string {
+  const bracketed = name.includes(':') && !name.startsWith('[') ? `[${name}]` : name;
   try {
-    return JSON.parse(body);
+    return new URL(`http://${bracketed}`).hostname;
   } catch {
-    throw Object.assign(new Error('Parse error: the body is not JSON'), { status: 400 });
+    throw new McpHttpConfigError(`${JSON.stringify(name)} is not a host name`);
   }
 }
 
-/** Constant-time comparison of the Authorization header with the expected bearer token. */
-function tokenMatches(header: string | undefined, token: string): boolean {
-  const m = /^Bearer\s+(.+)$/i.exec(header ?? '');
-  if (!m) return false;
-  // Hash both sides so that the comparison takes the same time whatever the lengths.
-  const a = createHash('sha256').update(m[1].trim()).digest();
-  const b = createHash('sha256').update(token).digest();
-  return timingSafeEqual(a, b);
+/** The canonical form of an origin (scheme://host[:port], default port dropped), or undefined if it is not one. */
+function canonicalOrigin(origin: string): string | undefined {
+  try {
+    const u = new URL(origin);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function jsonRpcError(res: Response, status: number, message: string, code = -32000): void {
+  res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
+/**
+ * Refuses a request whose Origin (sent by browsers) is neither this server itself, as the Host header names it and
+ * compared with the port, nor one of `allowed`. Requests without an Origin (every non-browser client) pass.
+ */
+function originCheck(allowed: Set<string>) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const origin = req.headers.origin;
+    if (origin === undefined) return next();
+    const canonical = canonicalOrigin(origin);
+    const self = req.headers.host ? canonicalOrigin(`${req.protocol}://${req.headers.host}`) : undefined;
+    if (canonical && (canonical === self || allowed.has(canonical))) return next();
+    jsonRpcError(res, 403, `Forbidden: origin ${JSON.stringify(origin)} is not allowed`);
+  };
+}
+
+/** The operator's one bearer token, compared in constant time. */
+function staticTokenVerifier(token: string): OAuthTokenVerifier {
+  const expected = createHash('sha256').update(token).digest();
+  return {
+    async verifyAccessToken(given: string) {
+      // Hash both sides so that the comparison takes the same time whatever the lengths.
+      if (!timingSafeEqual(createHash('sha256').update(given).digest(), expected)) throw new InvalidTokenError('a valid bearer token is required');
+      // The SDK's middleware wants an expiry; the operator's token is valid for as long as the server runs.
+      return { token: given, clientId: 'mcprl-operator', scopes: [], expiresAt: Math.floor(Date.now() / 1000) + 3600 };
+    },
+  };
+}
+
+/** Checks a bearer token given to the server: a blank one would lock every client out, or (on loopback) none. */
+export function checkToken(token: string): string {
+  if (token === '' || /\s/.test(token)) {
+    throw new McpHttpConfigError(token.trim() === '' ? 'the bearer token is empty or only whitespace' : 'the bearer token contains whitespace, which an Authorization header cannot carry');
+  }
+  return token;
 }
 
 /** Starts the HTTP server; resolves with it and its URL once it listens. */
 export async function serveHttp(ctx: McprlServerContext, opts: HttpOptions): Promise<{ server: Server; url: string; close: () => Promise<void> }> {
   const host = opts.host ?? '127.0.0.1';
-  if (!isLoopback(host) && !opts.token) {
+  const token = opts.token === undefined ? undefined : checkToken(opts.token);
+  if (!isLoopback(host) && !token) {
     throw new McpHttpConfigError(`binding ${host} exposes mcprl beyond this machine: give --token (or --token-env) so every request must carry it`);
   }
-  const allowed = new Set([...LOOPBACK, host.toLowerCase(), ...(opts.allowedHosts ?? []).map((h) => h.toLowerCase())]);
-  for (const h of [...allowed]) if (h.includes(':') && !h.startsWith('[')) allowed.add(`[${h}]`);
-  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  const allowedHosts = [...new Set([...LOOPBACK, host, ...(opts.allowedHosts ?? [])].map(canonicalHostname))];
+  const allowedOrigins = new Set<string>();
+  for (const o of opts.allowedOrigins ?? []) {
+    const canonical = canonicalOrigin(o);
+    if (!canonical) throw new McpHttpConfigError(`allowed origin ${JSON.stringify(o)} is not an http(s) origin`);
+    allowedOrigins.add(canonical);
+  }
 
-  const http = createServer((req, res) => {
-    void (async () => {
-      try {
-        const url = new URL(req.url ?? '/', 'http://localhost');
-        if (url.pathname !== '/mcp') return jsonRpcError(res, 404, 'Not found: the MCP endpoint is /mcp');
-        // DNS rebinding: a page on evil.example that resolves to 127.0.0.1 still sends Host: evil.example.
-        const hostHeader = req.headers.host;
-        if (!hostHeader || !allowed.has(hostnameOf(hostHeader))) return jsonRpcError(res, 403, `Forbidden: host ${JSON.stringify(hostHeader ?? '')} is not allowed`);
-        const origin = req.headers.origin;
-        if (origin !== undefined) {
-          let originHost = '';
-          try {
-            originHost = new URL(origin).host;
-          } catch {
-            /* refused below */
-          }
-          if (!originHost || !allowed.has(hostnameOf(originHost))) return jsonRpcError(res, 403, `Forbidden: origin ${JSON.stringify(origin)} is not allowed`);
-        }
-        if (opts.token && !tokenMatches(req.headers.authorization, opts.token)) {
-          return jsonRpcError(res, 401, 'Unauthorized: a valid bearer token is required', { 'www-authenticate': 'Bearer' });
-        }
-        const sessionId = req.headers['mcp-session-id'];
-        const body = req.method === 'POST' ? await readJson(req, 4 * 1024 * 1024) : undefined;
-        if (typeof sessionId === 'string') {
-          const transport = sessions.get(sessionId);
-          if (!transport) return jsonRpcError(res, 404, 'Session not found');
-          return await transport.handleRequest(req, res, body);
-        }
-        if (req.method !== 'POST' || !isInitializeRequest(body)) {
-          return jsonRpcError(res, 400, 'Bad Request: no session id and not an initialize request');
-        }
-        const transport = new StreamableHTTPServerTransport({
-          sessionIdGenerator: () => randomUUID(),
-          onsessioninitialized: (id) => void sessions.set(id, transport),
-        });
-        transport.onclose = () => {
-          if (transport.sessionId) sessions.delete(transport.sessionId);
-        };
-        await createMcprlServer(ctx).connect(transport);
-        await transport.handleRequest(req, res, body);
-      } catch (err) {
-        const status = (err as { status?: number }).status ?? 500;
-        if (!res.headersSent) jsonRpcError(res, status, status === 500 ? `Internal error: ${(err as Error).message}` : (err as Error).message);
-        else res.end();
-      }
-    })();
+  // Host validation first (the SDK's app answers a foreign Host 403 before reading the body), then Origin, then the token.
+  const app = createMcpExpressApp({ host, allowedHosts });
+  app.use(originCheck(allowedOrigins));
+  if (token) app.use(requireBearerAuth({ verifier: staticTokenVerifier(token) }));
+
+  // The SDK (1.32) has no session store of its own: this map is the one its examples keep, id → transport.
+  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  app.all('/mcp', async (req: Request, res: Response) => {
+    const sessionId = req.headers['mcp-session-id'];
+    if (typeof sessionId === 'string') {
+      const transport = sessions.get(sessionId);
+      if (!transport) return jsonRpcError(res, 404, 'Session not found');
+      return transport.handleRequest(req, res, req.body);
+    }
+    if (req.method !== 'POST' || !isInitializeRequest(req.body)) {
+      return jsonRpcError(res, 400, 'Bad Request: no session id and not an initialize request');
+    }
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => void sessions.set(id, transport),
+      onsessionclosed: (id) => void sessions.delete(id),
+    });
+    transport.onclose = () => {
+      if (transport.sessionId) sessions.delete(transport.sessionId);
+    };
+    await createMcprlServer(ctx).connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+  app.use((_req: Request, res: Response) => jsonRpcError(res, 404, 'Not found: the MCP endpoint is /mcp'));
+  // Express's own error page is HTML with a stack trace; clients get JSON-RPC errors instead.
+  app.use((err: { status?: number; type?: string; message?: string }, _req: Request, res: Response, _next: NextFunction) => {
+    if (res.headersSent) return void res.end();
+    if (err.type === 'entity.parse.failed') return jsonRpcError(res, 400, 'Parse error: the body is not JSON', -32700);
+    const status = err.status ?? 500;
+    jsonRpcError(res, status, status === 500 ? `Internal error: ${err.message ?? String(err)}` : (err.message ?? 'Bad request'));
   });
 
+  const http = createServer(app);
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
     http.listen(opts.port, host, () => resolve());
