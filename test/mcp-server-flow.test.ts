@@ -53,7 +53,7 @@ describe('mcprl mcp: train, watch, run the agent, export', () => {
     await writeFile(path.join(ws, 'scenarios', 'small', 'val.jsonl'), await take('val', 1));
     const modelArgs = ['--workspace', ws, '--models', path.dirname(TINY_MODEL)];
     first = (await stdioClient(modelArgs)).client;
-    http = await startMcprlHttp([...modelArgs, '--token-env', 'MCPRL_TEST_TOKEN'], { MCPRL_TEST_TOKEN: TOKEN });
+    http = await startMcprlHttp([...modelArgs, '--token-env', 'MCPRL_TEST_TOKEN', '--allow-commands'], { MCPRL_TEST_TOKEN: TOKEN });
     second = await httpClient(http.url, TOKEN);
   });
 

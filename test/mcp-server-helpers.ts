@@ -3,6 +3,7 @@
  * to it with the official SDK client.
  */
 import { existsSync } from 'node:fs';
+import { request } from 'node:http';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -65,4 +66,17 @@ export async function call(client: Client, name: string, args: Record<string, un
   const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000, ...opts })) as CallToolResult;
   const text = r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
   return { result: r, isError: r.isError === true, text, data: (r.structuredContent ?? {}) as Record<string, any> };
+}
+
+/** A raw HTTP POST of an initialize request, with the given headers; resolves with the status code. */
+export function rawInitialize(url: string, headers: Record<string, string>): Promise<number> {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
 }

@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT, startFixtureHttp, type RunningHttpServer } from './helpers/servers.js';
-import { call, FIXTURE_TARGET, httpClient, mcpArgs, startMcprlHttp, stdioClient } from './mcp-server-helpers.js';
+import { call, FIXTURE_TARGET, httpClient, mcpArgs, rawInitialize, startMcprlHttp, stdioClient } from './mcp-server-helpers.js';
 
 const base = mkdtempSync(path.join(tmpdir(), 'mcprl-mcp-safety-'));
 const ws = path.join(base, 'ws');
@@ -170,19 +170,6 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     }
   });
 });
-
-/** A raw HTTP POST of an initialize request, with the given headers; resolves with the status code. */
-function rawInitialize(url: string, headers: Record<string, string>): Promise<number> {
-  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 describe('mcprl mcp over HTTP: bearer token and DNS-rebinding protection', () => {
   const TOKEN = 'right-token-7d3';

@@ -2,10 +2,11 @@
  * `mcprl mcp`: mcprl itself as an MCP server (stdio by default, streamable HTTP with --http PORT), so assistants
  * and IDEs can inspect a server, train on it, watch the run, evaluate, run the trained agent and export it.
  */
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { SafetyPolicy } from '../mcp/index.js';
+import { parseKeyGrant, type KeyGrant } from '../mcp-server/api-keys.js';
 import { createContext } from '../mcp-server/server.js';
-import { serveHttp, serveStdio } from '../mcp-server/serve.js';
+import { checkToken, serveHttp, serveStdio } from '../mcp-server/serve.js';
 import { Workspace } from '../mcp-server/workspace.js';
 import { numberParser } from './parse-number.js';
 
@@ -17,12 +18,23 @@ interface McpCliOptions {
   token?: string;
   tokenEnv?: string;
   allowedHost?: string[];
+  allowedOrigin?: string[];
+  allowCommands?: boolean;
+  allowKeyEnv?: KeyGrant[];
   allowDestructive?: boolean;
   allow?: string[];
   deny?: string[];
 }
 
 const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
+
+function collectGrant(value: string, previous: KeyGrant[] = []): KeyGrant[] {
+  try {
+    return [...previous, parseKeyGrant(value)];
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+}
 
 export function registerMcp(program: Command): Command {
   const cmd = program
@@ -35,6 +47,13 @@ export function registerMcp(program: Command): Command {
     .option('--token <token>', 'bearer token every HTTP request must carry (prefer --token-env: argv is visible to other users)')
     .option('--token-env <var>', 'environment variable holding the bearer token')
     .option('--allowed-host <name>', 'extra host name the Host header may carry with --http (repeatable)', collect)
+    .option('--allowed-origin <origin>', 'with --http: a browser origin (scheme://host:port) allowed besides the server itself (repeatable)', collect)
+    .option('--allow-commands', 'with --http: let clients give stdio targets, i.e. run commands on this machine (off by default)')
+    .option(
+      '--allow-key-env <VAR=BASE_URL>',
+      'let clients name environment variable VAR as an LLM API key, sent only to base URLs under BASE_URL (repeatable; OPENAI_API_KEY=https://api.openai.com/ is always granted)',
+      collectGrant,
+    )
     .option('--allow-destructive', "let target tools that may be destructive run (refused by default)")
     .option('--allow <tool>', 'let this target tool run whatever its annotations say; * is a wildcard (repeatable)', collect)
     .option('--deny <tool>', 'never run this target tool; * is a wildcard (repeatable)', collect);
@@ -50,17 +69,24 @@ Over HTTP:
     try {
       const token = o.tokenEnv !== undefined ? process.env[o.tokenEnv] : o.token;
       if (o.tokenEnv !== undefined && !token) throw new Error(`--token-env ${o.tokenEnv}: that environment variable is empty or unset`);
+      if (token !== undefined) checkToken(token);
       if (token !== undefined && o.http === undefined) throw new Error('--token applies to --http only (stdio needs none)');
+      if ((o.allowCommands || o.allowedOrigin) && o.http === undefined) throw new Error('--allow-commands and --allowed-origin apply to --http only (over stdio the client starts mcprl itself)');
+      const grants = o.allowKeyEnv ?? [];
+      const leaked = grants.find((g) => g.env === o.tokenEnv);
+      if (leaked) throw new Error(`--allow-key-env ${leaked.env}: that variable holds this server's own bearer token`);
       const workspace = new Workspace(o.workspace, o.models ?? []);
       const safety = new SafetyPolicy({ allowDestructive: o.allowDestructive ?? false, allow: o.allow ?? [], deny: o.deny ?? [] });
-      const ctx = createContext(workspace, safety);
+      // Over stdio the client is whoever started mcprl, who can run commands anyway; over HTTP it may be anyone with the token.
+      const ctx = createContext(workspace, safety, { allowCommands: o.http === undefined || o.allowCommands === true, keyGrants: grants });
       if (o.http === undefined) {
         await serveStdio(ctx);
         return;
       }
-      const { url, close } = await serveHttp(ctx, { port: o.http, host: o.host, token, allowedHosts: o.allowedHost });
+      const { url, close } = await serveHttp(ctx, { port: o.http, host: o.host, token, allowedHosts: o.allowedHost, allowedOrigins: o.allowedOrigin });
       // Logs go to stderr; only names and addresses, never the token.
-      process.stderr.write(`mcprl mcp: listening on ${url} (workspace ${workspace.root}${token ? ', bearer token required' : ''})\n`);
+      const notes = [`workspace ${workspace.root}`, ...(token ? ['bearer token required'] : []), ...(ctx.allowCommands ? ['clients may run commands'] : [])];
+      process.stderr.write(`mcprl mcp: listening on ${url} (${notes.join(', ')})\n`);
       const shutdown = () => void close().finally(() => process.exit(0));
       process.on('SIGINT', shutdown);
       process.on('SIGTERM', shutdown);

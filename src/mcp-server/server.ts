@@ -5,7 +5,10 @@
  *
  * Rules every tool keeps: paths in and out are confined to the workspace (see workspace.ts); targets obey the
  * operator's SafetyPolicy (set when the server starts, never by a tool argument); header and environment values
- * of targets are used, never echoed; bad arguments and failures come back as isError results.
+ * of targets are used, never echoed (they are redacted from every error); a stdio target (a command to run) is
+ * refused unless the operator allows commands, as stdio does and HTTP does with --allow-commands; LLM API keys
+ * come only from variables the operator granted, and go only where granted (api-keys.ts); bad arguments and
+ * failures come back as isError results.
  */
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
@@ -17,14 +20,15 @@ import { z } from 'zod';
 import { rollout } from '../agent/rollout.js';
 import { runEval, writeEvalOutput, formatEvalSummary } from '../eval/evaluate.js';
 import { exportModel } from '../export/export-model.js';
-import { connect, describeTarget, inspectSession, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
+import { connect, describeTarget, inspectSession, redact, secretValues, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
 import { loadScenarioSet, readScenarios, writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
 import { generateScenarioSet } from '../scenarios/scenario-set.js';
 import { trainConfigFrom, TrainSettingsSchema } from '../train/config.js';
 import { RunDir } from '../train/run-dir.js';
 import { AgentEngines, compactTrace, resolveAgent } from './agent.js';
+import { ApiKeyPolicy, type KeyGrant } from './api-keys.js';
 import { settingsFromInput, TrainOptionsInput } from './train-input.js';
-import { progressValue, RunPhaseSchema, TrainingJobs, type RunStatus } from './training-jobs.js';
+import { JUDGE_KEY_ENV, progressValue, RunPhaseSchema, TrainingJobs, type RunStatus } from './training-jobs.js';
 import { Workspace, WorkspaceError } from './workspace.js';
 
 export const MCPRL_SERVER_VERSION = '0.1.0';
@@ -35,13 +39,27 @@ export interface McprlServerContext {
   safety: SafetyPolicy;
   jobs: TrainingJobs;
   engines: AgentEngines;
+  /** Whether tools may start a stdio target (run a command). Off over HTTP unless the operator passes --allow-commands. */
+  allowCommands: boolean;
+  /** Which environment variables may be sent as LLM API keys, and where (--allow-key-env). */
+  keys: ApiKeyPolicy;
   /** Connect/initialize timeout for targets, ms. Default 30000. */
   connectTimeoutMs?: number;
 }
 
+export interface ContextOptions {
+  /** Default false: a client may then only name url targets. */
+  allowCommands?: boolean;
+  /** Grants besides OPENAI_API_KEY for https://api.openai.com/. */
+  keyGrants?: KeyGrant[];
+}
+
 /** Builds the shared state of one server process (HTTP sessions share it; each gets its own McpServer). */
-export function createContext(workspace: Workspace, safety: SafetyPolicy): McprlServerContext {
-  return { workspace, safety, jobs: new TrainingJobs(workspace, safety), engines: new AgentEngines() };
+export function createContext(workspace: Workspace, safety: SafetyPolicy, opts: ContextOptions = {}): McprlServerContext {
+  return {
+    workspace, safety, jobs: new TrainingJobs(workspace, safety), engines: new AgentEngines(),
+    allowCommands: opts.allowCommands ?? false, keys: new ApiKeyPolicy(opts.keyGrants ?? []),
+  };
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -125,10 +143,17 @@ function ok<T extends Record<string, unknown>>(structured: T, lead?: string): Ca
 }
 
 /** Tool failures come back as data; the message is one line, with nothing secret in it. */
-function fail(err: unknown): CallToolResult {
-  const msg = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
+function fail(err: unknown, secrets: readonly string[] = []): CallToolResult {
+  const msg = redact((err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim(), secrets);
   const code = (err as { code?: unknown })?.code;
   return { content: [{ type: 'text', text: typeof code === 'string' && !msg.startsWith(code) ? `${code}: ${msg}` : msg }], isError: true };
+}
+
+/** The header and environment values a tool's `target` argument carries, whatever shape it has. */
+function targetSecrets(args: unknown): string[] {
+  const t = (args as { target?: unknown } | undefined)?.target as { headers?: unknown; env?: unknown } | undefined;
+  const strings = (r: unknown) => (r && typeof r === 'object' ? Object.values(r).filter((v): v is string => typeof v === 'string') : []);
+  return t && typeof t === 'object' ? secretValues([...strings(t.headers), ...strings(t.env)]) : [];
 }
 
 function guarded<A>(fn: (args: A, extra: Extra) => Promise<CallToolResult>) {
@@ -136,13 +161,16 @@ function guarded<A>(fn: (args: A, extra: Extra) => Promise<CallToolResult>) {
     try {
       return await fn(args, extra);
     } catch (err) {
-      return fail(err);
+      return fail(err, targetSecrets(args));
     }
   };
 }
 
-/** Turns the tool argument into a Target; a stdio cwd must lie in the workspace. */
-export function targetFromInput(ws: Workspace, t: TargetInputT): Target {
+/**
+ * Turns the tool argument into a Target; a stdio cwd must lie in the workspace, and a stdio target at all only
+ * where the operator allows commands.
+ */
+export function targetFromInput(ws: Workspace, t: TargetInputT, allowCommands: boolean): Target {
   if ((t.url === undefined) === (t.command === undefined)) throw new WorkspaceError('target needs exactly one of url or command');
   if (t.url !== undefined) {
     if (t.command !== undefined || t.args || t.env || t.cwd) throw new WorkspaceError('an url target takes only headers besides url');
@@ -156,6 +184,9 @@ export function targetFromInput(ws: Workspace, t: TargetInputT): Target {
     return { kind: 'http', url: t.url, ...(t.headers ? { headers: t.headers } : {}) };
   }
   if (t.headers) throw new WorkspaceError('headers apply to url targets only');
+  if (!allowCommands) {
+    throw new WorkspaceError('this mcprl server does not run commands for its clients (it serves HTTP): give target.url, or ask the operator to start it with --allow-commands');
+  }
   const target: Target = { kind: 'stdio', command: t.command!, args: t.args ?? [] };
   if (t.env) target.env = t.env;
   if (t.cwd !== undefined) target.cwd = ws.resolve(t.cwd, 'target.cwd');
@@ -194,6 +225,17 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * A value with every absolute path in its strings (the model folder, the paths in a target's command line) shown as
+ * results show paths: relative to the workspace or a model root, and outside them by name only.
+ */
+function withDisplayPaths(ws: Workspace, value: unknown): unknown {
+  if (typeof value === 'string') return value.replace(/(?<![\w.:/~-])\/[^\s"'`,;]*/g, (p) => ws.display(p) || p);
+  if (Array.isArray(value)) return value.map((v) => withDisplayPaths(ws, v));
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withDisplayPaths(ws, v)]));
+  return value;
+}
+
 function statusLine(s: RunStatus): string {
   const pct = (x: number | null) => (x === null ? '–' : `${(x * 100).toFixed(1)}%`);
   return `run ${s.run}: ${s.status}${s.status === 'running' ? ` (${s.phase})` : ''}, step ${s.step ?? '–'}/${s.max_steps ?? '–'}, ` +
@@ -230,7 +272,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: true },
     },
     guarded(async ({ target }) => {
-      const t = targetFromInput(ws, target);
+      const t = targetFromInput(ws, target, ctx.allowCommands);
       const report = await withSession(ctx, t, (s) => inspectSession(s));
       const tools = report.tools.map((tool) => ({
         name: tool.name,
@@ -252,7 +294,8 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       description:
         'Write a scenario set (train.jsonl + val.jsonl) for an MCP server into the workspace (scenarios/<name>). offline: verifiable ' +
         'tasks from the tool schemas and read-only tools (no LLM). Otherwise an OpenAI-compatible LLM writes them (generator.model; ' +
-        'its API key is read from the environment variable generator.api_key_env of the mcprl server, default OPENAI_API_KEY).',
+        'its API key is read from the environment variable generator.api_key_env of the mcprl server, which the operator must have ' +
+        'granted for that base_url; without api_key_env, OPENAI_API_KEY where granted (https://api.openai.com), else no key).',
       inputSchema: {
         target: TargetInput,
         count: z.number().int().min(2).max(500).default(24).describe('Scenarios in total (train + val)'),
@@ -272,8 +315,9 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
     guarded(async ({ target, count, offline, generator, name, seed }) => {
-      const t = targetFromInput(ws, target);
+      const t = targetFromInput(ws, target, ctx.allowCommands);
       if (!offline && !generator) throw new WorkspaceError('give offline: true, or generator: {model, base_url?, api_key_env?}');
+      const key = generator ? ctx.keys.resolve(generator.api_key_env, generator.base_url, 'generator') : undefined;
       const dirName = Workspace.checkName(name ?? `set-${stamp()}`, 'scenario set name');
       const out = ws.resolve(path.join('scenarios', dirName), 'scenario set');
       if (existsSync(out)) throw new WorkspaceError(`scenarios/${dirName} already exists; choose another name`);
@@ -282,7 +326,8 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
           count,
           seed,
           offline,
-          ...(generator ? { generator: { model: generator.model, baseURL: generator.base_url, apiKey: process.env[generator.api_key_env ?? 'OPENAI_API_KEY'] } } : {}),
+          // 'no-key' rather than undefined: the OpenAI client would otherwise read OPENAI_API_KEY by itself.
+          ...(generator && key ? { generator: { model: generator.model, baseURL: key.baseURL, apiKey: key.apiKey ?? 'no-key' } } : {}),
         }),
       );
       if (set.train.length + set.val.length === 0) throw new Error('no scenarios could be generated for this server');
@@ -314,7 +359,11 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
           .object({
             base_url: z.string().regex(/^https?:\/\//),
             model: z.string().min(1),
-            api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional().describe("Environment variable of the mcprl server holding the judge's API key (default OPENAI_API_KEY)"),
+            api_key_env: z
+              .string()
+              .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+              .optional()
+              .describe("Environment variable of the mcprl server holding the judge's API key; only variables the operator granted for this base_url (default: OPENAI_API_KEY where granted, else no key)"),
           })
           .optional()
           .describe('An OpenAI-compatible RULER judge'),
@@ -323,7 +372,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
     guarded(async ({ target, model, run, scenarios, offline, count, options, reward, judge }) => {
-      const t = targetFromInput(ws, target);
+      const t = targetFromInput(ws, target, ctx.allowCommands);
       const name = Workspace.checkRunName(run ?? `run-${stamp()}`);
       const modelDir = ws.resolveModel(model, 'model');
       if (!existsSync(path.join(modelDir, 'config.json'))) throw new WorkspaceError(`model ${JSON.stringify(model)} is not a Hugging Face model folder (no config.json)`);
@@ -334,15 +383,16 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         const set = await loadScenarioSet(scenariosDir);
         if (set.train.length === 0 || set.val.length === 0) throw new WorkspaceError(`scenarios ${scenarios}: training needs at least one train and one val scenario`);
       } else if (!offline) throw new WorkspaceError('give scenarios (a folder in the workspace, see generate_scenarios) or offline: true');
+      const judgeKey = judge ? ctx.keys.resolve(judge.api_key_env, judge.base_url, 'judge') : undefined;
       const config = trainConfigFrom(settingsFromInput(options, reward), {
-        model: modelDir, target: describeTarget(t), ...(judge ? { judge: { baseURL: judge.base_url, model: judge.model } } : {}),
+        model: modelDir, target: describeTarget(t), ...(judge && judgeKey ? { judge: { baseURL: judgeKey.baseURL, model: judge.model } } : {}),
       }, 'add judge: {base_url, model, api_key_env?}');
       const { run: started } = await ctx.jobs.start(name, t, {
         config,
         scenarios: { dir: scenariosDir, offline: scenariosDir ? undefined : offline, count },
-        judgeApiKeyEnv: judge?.api_key_env ?? 'OPENAI_API_KEY',
+        judgeApiKeyEnv: JUDGE_KEY_ENV,
         ...(ctx.connectTimeoutMs !== undefined ? { connectTimeoutMs: ctx.connectTimeoutMs } : {}),
-      });
+      }, judgeKey?.apiKey);
       return ok({ run: started, status: 'starting' as const, run_dir: ws.display(ws.runDir(started)) }, `started run ${started}; watch it with training_status`);
     }),
   );
@@ -459,7 +509,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
     guarded(async (a) => {
-      const t = targetFromInput(ws, a.target);
+      const t = targetFromInput(ws, a.target, ctx.allowCommands);
       const agent = await resolveAgent(ws, a);
       let scenarios: Scenario[];
       if (a.scenarios !== undefined) scenarios = await scenariosFrom(ws, a.scenarios, a.split);
@@ -513,7 +563,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
     guarded(async (a, extra) => {
-      const t = targetFromInput(ws, a.target);
+      const t = targetFromInput(ws, a.target, ctx.allowCommands);
       const agent = await resolveAgent(ws, a);
       const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? 6;
       const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? 256;
@@ -598,7 +648,9 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       if (!(file in RUN_FILES)) throw new WorkspaceError(`unknown run file ${JSON.stringify(file)}: one of ${Object.keys(RUN_FILES).join(', ')}`);
       const abs = ws.resolve(path.join(ws.runDir(run), file), 'resource');
       if (!existsSync(abs)) throw new WorkspaceError(`run ${run} has no ${file} yet`);
-      return { contents: [{ uri: uri.href, mimeType: RUN_FILES[file as keyof typeof RUN_FILES], text: await readFile(abs, 'utf8') }] };
+      let text = await readFile(abs, 'utf8');
+      if (file === 'config.json') text = JSON.stringify(withDisplayPaths(ws, JSON.parse(text)), null, 2);
+      return { contents: [{ uri: uri.href, mimeType: RUN_FILES[file as keyof typeof RUN_FILES], text }] };
     },
   );
 

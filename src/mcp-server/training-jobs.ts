@@ -73,6 +73,9 @@ export interface RunStatus {
   ended_at: string | null;
 }
 
+/** The variable that carries the judge's key (if one was granted) into the training worker: never another. */
+export const JUDGE_KEY_ENV = 'MCPRL_JUDGE_API_KEY';
+
 /** How to run the training worker (train-worker.ts): compiled next to this file, or from source under tsx. */
 export function workerCommand(): { command: string; args: string[] } {
   const here = fileURLToPath(import.meta.url);
@@ -226,7 +229,7 @@ export class TrainingJobs {
    * Starts a training job in the background and returns once its worker has been spawned. The job runs under this
    * server's safety policy.
    */
-  async start(name: string, target: Target, job: Omit<TrainJob, 'safety'>): Promise<{ run: string; pid: number }> {
+  async start(name: string, target: Target, job: Omit<TrainJob, 'safety'>, judgeApiKey?: string): Promise<{ run: string; pid: number }> {
     const run = this.run(name);
     // Any existing folder is refused, not reused: it may be a failed run's evidence or something of the user's.
     if (existsSync(run.dir)) {
@@ -239,9 +242,12 @@ export class TrainingJobs {
     const { command, args } = workerCommand();
     const argv = [...args, jobFile];
     const log = openSync(run.path('train.log'), 'a');
+    const env = { ...process.env };
+    delete env[JUDGE_KEY_ENV];
+    if (judgeApiKey) env[JUDGE_KEY_ENV] = judgeApiKey;
     let child: ChildProcess;
     try {
-      child = spawn(command, argv, { cwd: process.cwd(), detached: true, stdio: ['pipe', log, log], env: process.env });
+      child = spawn(command, argv, { cwd: process.cwd(), detached: true, stdio: ['pipe', log, log], env });
     } finally {
       closeSync(log);
     }
