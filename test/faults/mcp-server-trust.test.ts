@@ -210,7 +210,7 @@ describe('mcprl mcp over HTTP: what a remote client may do', () => {
     } finally {
       await permissive.stop();
     }
-  });
+  }, 120_000); // a second server start
 
   it('compares the Origin port too: a page on another local port is refused', async () => {
     const auth = { authorization: `Bearer ${TOKEN}` };
@@ -233,5 +233,5 @@ describe('mcprl mcp over HTTP: what a remote client may do', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/empty or only whitespace|empty or unset/);
     }
-  });
+  }, 180_000); // three server starts in a row
 });
