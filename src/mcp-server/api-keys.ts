@@ -9,6 +9,7 @@
  * refused. A request that names no variable gets OPENAI_API_KEY where that is granted and no key anywhere else,
  * so local endpoints without keys keep working.
  */
+import { McprlError } from '../util/errors.js';
 
 /** One variable allowed for one base URL prefix. */
 export interface KeyGrant {
@@ -21,11 +22,9 @@ export const DEFAULT_KEY_ENV = 'OPENAI_API_KEY';
 export const DEFAULT_KEY_GRANTS: readonly KeyGrant[] = [{ env: DEFAULT_KEY_ENV, baseUrl: 'https://api.openai.com/' }];
 
 /** A request for a key the operator did not grant (a tool error), or a bad grant on the command line. */
-export class ApiKeyError extends Error {
-  readonly code = 'API_KEY_NOT_ALLOWED';
+export class ApiKeyError extends McprlError<'API_KEY_NOT_ALLOWED'> {
   constructor(message: string) {
-    super(message);
-    this.name = 'ApiKeyError';
+    super('API_KEY_NOT_ALLOWED', message);
   }
 }
 

@@ -20,6 +20,7 @@ import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { McprlError } from '../util/errors.js';
 import { createMcprlServer, type McprlServerContext } from './server.js';
 
 export async function serveStdio(ctx: McprlServerContext): Promise<void> {
@@ -44,11 +45,9 @@ export interface HttpOptions {
   allowedOrigins?: string[];
 }
 
-export class McpHttpConfigError extends Error {
-  readonly code = 'MCP_HTTP_CONFIG';
+export class McpHttpConfigError extends McprlError<'MCP_HTTP_CONFIG'> {
   constructor(message: string) {
-    super(message);
-    this.name = 'McpHttpConfigError';
+    super('MCP_HTTP_CONFIG', message);
   }
 }
 
