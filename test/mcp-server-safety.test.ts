@@ -4,7 +4,6 @@
  * destructive-tool policy, and the HTTP transport's bearer token and DNS-rebinding checks.
  */
 import { spawn } from 'node:child_process';
-import { request } from 'node:http';
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
