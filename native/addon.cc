@@ -5,6 +5,7 @@
 #include <napi.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -77,6 +78,7 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
 namespace {
 
 constexpr int64_t kMaxThreads = 1 << 16;
+constexpr int64_t kMaxRank = 1 << 16;
 constexpr int64_t kMaxInt = 2147483647;
 constexpr int64_t kMaxSafeInt = (int64_t)1 << 53;  // JavaScript's Number.MAX_SAFE_INTEGER + 1
 
@@ -158,20 +160,31 @@ class Engine : public Napi::ObjectWrap<Engine> {
     });
   }
 
-  // loadAdapter(name, dir): Promise<{ r, alpha, scale, targets: string[] }>
+  // loadAdapter(name, dir, config: {r, alpha, rslora, targets: string[]} from adapter_config.json, read in
+  // TypeScript): Promise<{ r, alpha, scale, targets: string[] }>
   Napi::Value LoadAdapter(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::string name = str_arg(info[0], "adapter name"), dir = str_arg(info[1], "adapter dir");
+      Napi::Object c = obj_arg(info[2], "adapter config");
+      const int r = (int)int_field(c, "adapter config", "r", 1, kMaxRank);
+      const float alpha = (float)num_field(c, "adapter config", "alpha");
+      const bool rslora = bool_field(c, "adapter config", "rslora");
+      std::array<bool, NUM_MODULES> targets{};
+      for (auto& n : to_names(c.Get("targets"), "adapter config.targets")) {
+        int m = module_index(n);
+        CHECK(m >= 0, "unsupported LoRA target module '" + n + "'");
+        targets[m] = true;
+      }
       auto st = st_;
       auto a = std::make_shared<std::unique_ptr<LoraAdapter>>(std::make_unique<LoraAdapter>());
       return run_async(
           info.Env(),
-          [st, name, dir, a] {
+          [st, name, dir, r, alpha, rslora, targets, a] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
             CHECK(st->loaded, "model not loaded");
             (*a)->name = name;
-            lora_load(**a, st->model.cfg, dir);
+            lora_load(**a, st->model.cfg, dir, r, alpha, rslora, targets.data());
           },
           [st, name, a](Napi::Env env) -> Napi::Value {
             LoraAdapter& ad = **a;

@@ -4,9 +4,17 @@
 // It passes --nodedir when this Node installation ships its own headers (Debian's /usr/include/node,
 // nvm, the official tarballs), because node-gyp otherwise downloads headers from nodejs.org, which
 // fails on offline machines such as CI here. Compiles with all cores (-j max).
+// The one build requirement beyond a C++ compiler: Debian's nlohmann-json3-dev (the JSON parser of the
+// safetensors reader); without it the build stops here with one line saying how to install it.
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+
+const jsonHeaders = ['/usr/include/nlohmann/json.hpp', '/usr/local/include/nlohmann/json.hpp'];
+if (!jsonHeaders.some((h) => fs.existsSync(h))) {
+  console.error('mcprl: nlohmann/json.hpp not found: apt-get install nlohmann-json3-dev');
+  process.exit(1);
+}
 
 const prefix = path.resolve(process.execPath, '..', '..');
 const haveHeaders = ['node_api.h', 'common.gypi'].every((f) => fs.existsSync(path.join(prefix, 'include', 'node', f)));

@@ -1,23 +1,17 @@
-// A small JSON reader for safetensors headers (objects of strings, numbers and arrays).
+// JSON through Debian's nlohmann-json3-dev (a build requirement: native/build.cjs says how to install it).
+// Native code reads JSON only where the data sits next to the tensors it loads: safetensors headers and
+// model.safetensors.index.json. Model and adapter configs are read in TypeScript and passed in.
 #pragma once
-#include <map>
-#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
 namespace mcprl {
 
-struct Json {
-  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
-  bool b = false;
-  double num = 0.0;
-  std::string str;
-  std::vector<Json> arr;
-  std::vector<std::pair<std::string, Json>> obj;  // insertion order kept
-  const Json* get(const std::string& key) const;
-};
+using Json = nlohmann::ordered_json;  // keeps the file's key order
 
-// Parses text; throws EngineError with `what` (e.g. the file name) and the byte offset on bad input.
+// Parses text. Throws EngineError "<what>: invalid JSON at byte N: ..." on bad input (including a malformed
+// \u escape) and "<what>: key '<k>' appears twice in one object" for duplicate keys, which nlohmann would
+// otherwise resolve silently to the last value.
 Json json_parse(const std::string& text, const std::string& what);
 
 }  // namespace mcprl

@@ -22,6 +22,12 @@ const char* module_name(int m) {
   static const char* n[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   return n[m];
 }
+int module_index(const std::string& name) {
+  for (int m = 0; m < NUM_MODULES; ++m)
+    if (name == module_name(m)) return m;
+  return -1;
+}
+
 const char* module_parent(int m) { return m <= O ? "self_attn" : "mlp"; }
 
 void module_dims(const ModelConfig& c, int m, int* in, int* out) {
@@ -46,21 +52,6 @@ static std::string read_text(const std::string& path) {
 static bool file_exists(const std::string& p) {
   std::ifstream f(p);
   return (bool)f;
-}
-
-static double num_field(const Json& j, const std::string& key, const std::string& file, bool required, double dflt) {
-  const Json* v = j.get(key);
-  if (!v || v->kind == Json::Null) {
-    if (required) FAIL(file + ": missing '" + key + "'");
-    return dflt;
-  }
-  if (v->kind != Json::Number) FAIL(file + ": '" + key + "' must be a number");
-  return v->num;
-}
-
-static bool bool_field(const Json& j, const std::string& key, bool dflt) {
-  const Json* v = j.get(key);
-  return (v && v->kind == Json::Bool) ? v->b : dflt;
 }
 
 void validate_config(const ModelConfig& c) {
@@ -146,13 +137,12 @@ void Model::load(const std::string& dir, const ModelConfig& config) {
   const std::string index = dir + "/model.safetensors.index.json";
   if (file_exists(index)) {
     Json j = json_parse(read_text(index), index);
-    const Json* wm = j.get("weight_map");
-    if (!wm || wm->kind != Json::Object) FAIL(index + ": missing 'weight_map'");
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) FAIL(index + ": missing 'weight_map'");
     std::set<std::string> fs;
-    for (auto& kv : wm->obj) {
-      if (kv.second.kind != Json::String) FAIL(index + ": weight_map entry '" + kv.first + "' is not a file name");
-      where[kv.first] = kv.second.str;
-      fs.insert(kv.second.str);
+    for (auto& kv : j["weight_map"].items()) {
+      if (!kv.value().is_string()) FAIL(index + ": weight_map entry '" + kv.key() + "' is not a file name");
+      where[kv.key()] = kv.value().get<std::string>();
+      fs.insert(kv.value().get<std::string>());
     }
     files.assign(fs.begin(), fs.end());
   } else if (file_exists(dir + "/model.safetensors")) {
@@ -237,35 +227,8 @@ void lora_allocate(LoraAdapter& a, const ModelConfig& c, int r, float alpha, boo
     }
 }
 
-void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir) {
-  const std::string cfile = dir + "/adapter_config.json";
-  Json j = json_parse(read_text(cfile), cfile);
-  if (j.kind != Json::Object) FAIL(cfile + ": not a JSON object");
-  const Json* pt = j.get("peft_type");
-  if (pt && pt->kind == Json::String && pt->str != "LORA") FAIL(cfile + ": peft_type '" + pt->str + "' is not LORA");
-  int r = (int)num_field(j, "r", cfile, true, 0);
-  float alpha = (float)num_field(j, "lora_alpha", cfile, false, r);
-  bool rslora = bool_field(j, "use_rslora", false);
-  if (bool_field(j, "use_dora", false)) FAIL(cfile + ": DoRA adapters are not supported");
-  for (const char* k : {"rank_pattern", "alpha_pattern"}) {
-    const Json* p = j.get(k);
-    if (p && p->kind == Json::Object && !p->obj.empty()) FAIL(cfile + ": '" + k + "' is not supported");
-  }
-  const Json* bias = j.get("bias");
-  if (bias && bias->kind == Json::String && bias->str != "none") FAIL(cfile + ": bias '" + bias->str + "' is not supported");
-  bool targets[NUM_MODULES] = {};
-  const Json* tm = j.get("target_modules");
-  if (!tm) FAIL(cfile + ": missing 'target_modules'");
-  std::vector<std::string> names;
-  if (tm->kind == Json::String) names.push_back(tm->str);
-  else if (tm->kind == Json::Array) for (auto& x : tm->arr) names.push_back(x.str);
-  if (names.size() == 1 && names[0] == "all-linear") names = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-  for (auto& n : names) {
-    int found = -1;
-    for (int m = 0; m < NUM_MODULES; ++m) if (n == module_name(m)) found = m;
-    if (found < 0) FAIL(cfile + ": unsupported target module '" + n + "' (supported: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj)");
-    targets[found] = true;
-  }
+void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir, int r, float alpha, bool rslora,
+               const bool* targets) {
   lora_allocate(a, c, r, alpha, rslora, targets);
   StFile f(dir + "/adapter_model.safetensors");
   std::set<std::string> seen;

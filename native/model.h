@@ -31,6 +31,7 @@ void validate_config(const ModelConfig& c);
 // Projection modules that can carry LoRA, in PEFT's names.
 enum Module { Q = 0, K, V, O, GATE, UP, DOWN, NUM_MODULES };
 const char* module_name(int m);          // "q_proj", ...
+int module_index(const std::string& name);  // inverse of module_name; -1 for an unknown name
 const char* module_parent(int m);        // "self_attn" or "mlp"
 void module_dims(const ModelConfig& c, int m, int* in, int* out);
 
@@ -72,8 +73,10 @@ struct LoraAdapter {
 // Allocates an adapter's flat buffer and views for `targets` (zero-filled). Used by loading and by
 // training to create a new adapter.
 void lora_allocate(LoraAdapter& a, const ModelConfig& c, int r, float alpha, bool rslora, const bool* targets);
-// Loads a PEFT folder (adapter_config.json + adapter_model.safetensors), validating names and shapes.
-void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir);
+// Loads adapter_model.safetensors of a PEFT folder, validating names and shapes against the adapter that
+// adapter_config.json describes (read in TypeScript: rank r, alpha, rslora, targets[NUM_MODULES]).
+void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir, int r, float alpha, bool rslora,
+               const bool* targets);
 
 struct LayerActs {
   float* x;       // (T, C) residual stream entering the layer

@@ -81,37 +81,43 @@ StFile::StFile(const std::string& path) : path_(path) {
          std::to_string(size_) + " bytes");
   data_off_ = 8 + (size_t)n;
   const size_t data_size = size_ - data_off_;
+  // Duplicate tensor names are an error of json_parse (a key twice in one object).
   Json h = json_parse(std::string((const char*)map_ + 8, (size_t)n), path + " header");
-  if (h.kind != Json::Object) FAIL(path + ": safetensors header is not a JSON object");
+  if (!h.is_object()) FAIL(path + ": safetensors header is not a JSON object");
+  // Non-negative integers that fit in 2^53 (JSON numbers as every writer produces them); nlohmann keeps
+  // non-negative integers as unsigned.
+  auto count = [](const Json& v) { return v.is_number_unsigned() && v.get<uint64_t>() <= (1ull << 53); };
   std::vector<const StTensor*> order;
-  for (auto& kv : h.obj) {
-    if (kv.first == "__metadata__") continue;
-    const std::string& name = kv.first;
-    const Json& e = kv.second;
-    const Json* dt = e.get("dtype");
-    const Json* sh = e.get("shape");
-    const Json* off = e.get("data_offsets");
-    if (e.kind != Json::Object || !dt || dt->kind != Json::String || !sh || sh->kind != Json::Array || !off ||
-        off->kind != Json::Array || off->arr.size() != 2)
+  for (auto& kv : h.items()) {
+    if (kv.key() == "__metadata__") continue;
+    const std::string& name = kv.key();
+    const Json& e = kv.value();
+    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
+        !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
+        e["data_offsets"].size() != 2)
       FAIL(path + ": tensor '" + name + "' has a malformed header entry (needs dtype, shape, data_offsets)");
+    const Json& off = e["data_offsets"];
     StTensor t;
     t.name = name;
-    t.dtype = dt->str;
-    for (auto& d : sh->arr) {
-      if (d.kind != Json::Number || d.num < 0) FAIL(path + ": tensor '" + name + "' has a bad shape");
-      t.shape.push_back((int64_t)d.num);
+    t.dtype = e["dtype"].get<std::string>();
+    for (auto& d : e["shape"]) {
+      if (!count(d)) FAIL(path + ": tensor '" + name + "' has a bad shape");
+      t.shape.push_back((int64_t)d.get<uint64_t>());
     }
-    if (off->arr[0].kind != Json::Number || off->arr[1].kind != Json::Number || off->arr[0].num < 0 ||
-        off->arr[1].num < off->arr[0].num)
+    if (!count(off[0]) || !count(off[1]) || off[1].get<uint64_t>() < off[0].get<uint64_t>())
       FAIL(path + ": tensor '" + name + "' has bad data_offsets");
-    t.begin = (size_t)off->arr[0].num;
-    t.end = (size_t)off->arr[1].num;
+    t.begin = (size_t)off[0].get<uint64_t>();
+    t.end = (size_t)off[1].get<uint64_t>();
     if (t.end > data_size)
       FAIL(path + ": tensor '" + name + "' data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
            "] out of range: the data section holds " + std::to_string(data_size) + " bytes (truncated file?)");
     int es = dtype_size(t.dtype);
     if (es == 0) FAIL(path + ": tensor '" + name + "' has unknown dtype " + t.dtype);
-    if ((size_t)numel(t.shape) * es != t.end - t.begin)
+    // Element count with overflow detection: a huge shape must not wrap around to the byte length.
+    uint64_t elems = 1;
+    bool overflow = false;
+    for (int64_t d : t.shape) overflow = overflow || __builtin_mul_overflow(elems, (uint64_t)d, &elems);
+    if (overflow || __builtin_mul_overflow(elems, (uint64_t)es, &elems) || elems != t.end - t.begin)
       FAIL(path + ": tensor '" + name + "' byte length " + std::to_string(t.end - t.begin) + " does not match " +
            t.dtype + " shape " + shape_str(t.shape));
     auto ins = tensors_.emplace(name, std::move(t));

@@ -87,6 +87,12 @@ describe('model folder errors', () => {
       /model\.safetensors: tensors '.*' and '.*' have overlapping data_offsets/],
     ['invalid header JSON', () => variant((d) => { const p = join(d, 'model.safetensors'); const b = readFileSync(p); b.write('#', 8); writeFileSync(p, b); }),
       /model\.safetensors header: invalid JSON at byte 0/],
+    ['malformed \\u escape in the header', () => variant((d, st) => {
+      const h = Buffer.from(JSON.stringify(st.header).replace('"model.norm.weight"', '"model.norm.w\\u00zzeight"'), 'utf8');
+      const lb = Buffer.alloc(8);
+      lb.writeBigUInt64LE(BigInt(h.length));
+      writeFileSync(join(d, 'model.safetensors'), Buffer.concat([lb, h, st.data]));
+    }), /model\.safetensors header: invalid JSON at byte \d+: .*\\u/],
     ['unsupported model_type', () => variant((d) => { const c = JSON.parse(readFileSync(join(d, 'config.json'), 'utf8')); c.model_type = 'gpt2'; writeFileSync(join(d, 'config.json'), JSON.stringify(c)); }),
       /config\.json: model_type "gpt2" is not supported \(supported: qwen3, qwen2, llama\)/],
     ['mlp_bias (not supported by the engine)', () => variant((d) => { const c = JSON.parse(readFileSync(join(d, 'config.json'), 'utf8')); c.model_type = 'llama'; c.mlp_bias = true; writeFileSync(join(d, 'config.json'), JSON.stringify(c)); }),
@@ -141,7 +147,21 @@ describe('adapter folder errors', () => {
     ['untargeted module', (d: string) => { const p = join(d, 'adapter_config.json'); const c = JSON.parse(readFileSync(p, 'utf8')); c.target_modules = ['q_proj']; writeFileSync(p, JSON.stringify(c)); },
       /unexpected tensor 'base_model\.model\.model\.layers\.0\.self_attn\.v_proj\.lora_A\.weight'/],
     ['unsupported target', (d: string) => { const p = join(d, 'adapter_config.json'); const c = JSON.parse(readFileSync(p, 'utf8')); c.target_modules = ['lm_head']; writeFileSync(p, JSON.stringify(c)); },
-      /adapter_config\.json: unsupported target module 'lm_head'/],
+      /unsupported target module "lm_head" \(supported: q_proj/],
+    ['DoRA', (d: string) => { const p = join(d, 'adapter_config.json'); const c = JSON.parse(readFileSync(p, 'utf8')); c.use_dora = true; writeFileSync(p, JSON.stringify(c)); },
+      /adapter_config\.json: DoRA adapters are not supported/],
+    ['duplicate tensor name in the header', (d: string) => {
+      const p = join(d, 'adapter_model.safetensors');
+      const b = readFileSync(p);
+      const len = Number(b.readBigUInt64LE(0));
+      const h = b.subarray(8, 8 + len).toString('utf8');
+      const first = h.indexOf('"base_model');
+      const entry = h.slice(first, h.indexOf('}', first) + 1);
+      const doubled = Buffer.from(h.slice(0, first) + entry + ',' + h.slice(first), 'utf8');
+      const lb = Buffer.alloc(8);
+      lb.writeBigUInt64LE(BigInt(doubled.length));
+      writeFileSync(p, Buffer.concat([lb, doubled, b.subarray(8 + len)]));
+    }, /adapter_model\.safetensors header: key 'base_model\..*' appears twice in one object/],
   ] as const)('%s', async (_name, edit, message) => {
     await expect(model.loadAdapter('bad', adapterVariant(edit))).rejects.toMatchObject({ code: 'ENGINE_LOAD', message: expect.stringMatching(message) });
     expect(model.adapterNames()).not.toContain('bad');

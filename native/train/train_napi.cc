@@ -75,8 +75,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
       auto names = to_names(info[5], "targets");
       bool targets[NUM_MODULES] = {};
       for (auto& n : names) {
-        int found = -1;
-        for (int k = 0; k < NUM_MODULES; ++k) if (n == module_name(k)) found = k;
+        int found = module_index(n);
         CHECK(found >= 0, "unsupported LoRA target module '" + n + "'");
         targets[found] = true;
       }

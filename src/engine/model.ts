@@ -10,6 +10,7 @@
  */
 import { basename, join, resolve } from 'node:path';
 import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
+import { readAdapterSettings } from '../hf/peft.js';
 import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
 
 export { EngineError };
@@ -165,8 +166,11 @@ export class Model {
 
   /** Loads a PEFT adapter folder under `name` (replacing an adapter of that name). */
   async loadAdapter(name: string, dir: string): Promise<void> {
+    const abs = resolve(dir);
     try {
-      await this.run((e) => e.loadAdapter(name, resolve(dir)));
+      // adapter_config.json is read here; native code reads only adapter_model.safetensors.
+      const settings = await readAdapterSettings(abs);
+      await this.run((e) => e.loadAdapter(name, abs, settings));
     } catch (e) {
       throw nativeError(e, 'ENGINE_LOAD');
     }

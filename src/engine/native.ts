@@ -29,7 +29,8 @@ export interface SampledTokens {
 export interface NativeEngine {
   /** Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts). */
   load(dir: string, spec: ModelSpec, threads: number): Promise<void>;
-  loadAdapter(name: string, dir: string): Promise<{ r: number; alpha: number; scale: number; targets: string[] }>;
+  /** Reads adapter_model.safetensors of `dir` for the adapter that `config` (adapter_config.json, read in TypeScript) describes. */
+  loadAdapter(name: string, dir: string, config: { r: number; alpha: number; rslora: boolean; targets: string[] }): Promise<{ r: number; alpha: number; scale: number; targets: string[] }>;
   unloadAdapter(name: string): void;
   /** Flat output aligned with tokens: 0 at each sequence start, then log p(tok[t] | tok[<t]). */
   score(tokens: Int32Array, lens: Int32Array, adapter: string | null): Promise<Float32Array>;

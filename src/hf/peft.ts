@@ -17,7 +17,7 @@
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { ModelSpec } from '../hf/config.js';
+import type { ModelSpec } from './config.js';
 import { writeFileAtomic, writeJsonAtomic } from '../util/atomic.js';
 import { readSafetensors, serializeSafetensors, toFloat32, f32Tensor, type Tensor } from './safetensors.js';
 import { McprlError } from '../util/errors.js';
@@ -90,6 +90,7 @@ export function targetList(c: Pick<AdapterConfig, 'target_modules'>, dir = '<ada
   if (tm === undefined || tm === null) throw new AdapterError(dir, 'adapter_config.json: target_modules is missing');
   let names: string[];
   if (Array.isArray(tm)) names = tm;
+  else if (tm === 'all-linear') names = [...LORA_TARGETS]; // PEFT's shorthand for every linear layer but the head
   else {
     // PEFT treats a string as a regex that must fully match the module's path.
     const re = new RegExp(`^(?:${tm})$`);
@@ -113,8 +114,8 @@ export interface PeftAdapter {
   tensors: Map<string, LoraMatrix>;
 }
 
-/** Reads adapter_config.json + adapter_model.safetensors (F32, F16 or BF16 widened to f32). */
-export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
+/** Reads and validates adapter_config.json. */
+export async function readAdapterConfig(dir: string): Promise<AdapterConfig> {
   let raw: unknown;
   try {
     raw = JSON.parse(await readFile(join(dir, 'adapter_config.json'), 'utf8'));
@@ -125,6 +126,26 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
   if (!parsed.success) throw new AdapterError(dir, `adapter_config.json: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   const unsupported = unsupportedFeature(parsed.data);
   if (unsupported) throw new AdapterError(dir, `adapter_config.json: ${unsupported} is not supported`);
+  return parsed.data;
+}
+
+/** What the engine needs to load an adapter's weights (native/addon.cc loadAdapter), every field resolved. */
+export interface AdapterSettings {
+  r: number;
+  alpha: number;
+  rslora: boolean;
+  targets: LoraTarget[];
+}
+
+/** adapter_config.json as the engine applies it (readAdapterConfig has refused what plain LoRA is not). */
+export async function readAdapterSettings(dir: string): Promise<AdapterSettings> {
+  const c = await readAdapterConfig(dir);
+  return { r: c.r, alpha: c.lora_alpha, rslora: c.use_rslora, targets: targetList(c, dir) };
+}
+
+/** Reads adapter_config.json + adapter_model.safetensors (F32, F16 or BF16 widened to f32). */
+export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
+  const config = await readAdapterConfig(dir);
   const { tensors: raws } = await readSafetensors(join(dir, 'adapter_model.safetensors'));
   const tensors = new Map<string, LoraMatrix>();
   for (const [key, t] of raws) {
@@ -133,7 +154,7 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
     const k = key.replace(/\.lora_([AB])\.[^.]+\.weight$/, '.lora_$1.weight');
     tensors.set(k, { shape: [t.shape[0], t.shape[1]], data: toFloat32(t, key) });
   }
-  return { config: parsed.data, tensors };
+  return { config, tensors };
 }
 
 /** Checks that an adapter has exactly the keys and shapes a model with these dimensions expects. */
