@@ -1,0 +1,203 @@
+// The forward pass: run-state allocation, KV-cache slots, Model::forward over segments, and the one
+// layer_forward that inference and training (including its recompute mode) share.
+#include <algorithm>
+#include <cstring>
+
+#include "../gemm.h"
+#include "../model.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mcprl {
+
+void Model::reserve(RunState& rs, int T, int r, int keys, bool save_all) {
+  if (T <= rs.T_cap && r <= rs.r_cap && keys <= rs.keys_cap && save_all == rs.save_all && rs.memory.data) return;
+  // Grow geometrically: decode asks for one more key every step and must not reallocate every step.
+  auto grow = [](int want, int have) { return want <= have ? have : std::max(want, have + have / 2); };
+  T = grow(T, rs.T_cap);
+  r = grow(r, rs.r_cap);
+  keys = grow(keys, rs.keys_cap);
+  const ModelConfig& c = cfg;
+  const size_t C = c.hidden, HD = (size_t)c.heads * c.head_dim, KD = (size_t)c.kv_heads * c.head_dim, I = c.inter;
+  const size_t H = c.heads, Hkv = c.kv_heads, Tz = T, R = r;
+  const size_t per_layer = Tz * (C * 4 + 3 + HD * 3 + H + Hkv + KD * 3 + I * 3 + H) + NUM_MODULES * Tz * R;
+  const int nl = save_all ? c.layers : 1;
+  int threads = std::max(1, get_threads());
+#ifdef _OPENMP
+  threads = std::max(threads, omp_get_max_threads());
+#endif
+  const size_t total = per_layer * nl + Tz * (3 * C + 1) + (size_t)threads * keys;
+  rs.memory.allocate(total);
+  float* p = rs.memory.data;
+  auto take = [&](size_t n) { float* q = p; p += n; return q; };
+  rs.layers.assign(c.layers, LayerActs{});
+  for (int l = 0; l < nl; ++l) {
+    LayerActs& a = rs.layers[l];
+    a.x = take(Tz * C); a.xn1 = take(Tz * C); a.rstd1 = take(Tz);
+    a.q_pre = take(Tz * HD); a.q = take(Tz * HD); a.q_rstd = take(Tz * H);
+    a.k_pre = take(Tz * KD); a.k = take(Tz * KD); a.k_rstd = take(Tz * Hkv);
+    a.v = take(Tz * KD); a.att = take(Tz * HD); a.lse = take(Tz * H);
+    a.x2 = take(Tz * C); a.xn2 = take(Tz * C); a.rstd2 = take(Tz);
+    a.gate = take(Tz * I); a.up = take(Tz * I); a.act = take(Tz * I);
+    for (int m = 0; m < NUM_MODULES; ++m) a.xa[m] = take(Tz * R);
+  }
+  for (int l = nl; l < c.layers; ++l) rs.layers[l] = rs.layers[0];
+  rs.xf = take(Tz * C); rs.hf = take(Tz * C); rs.rstdf = take(Tz); rs.tmp = take(Tz * C);
+  rs.attn_scratch = take((size_t)threads * keys);
+  rs.T_cap = T; rs.r_cap = r; rs.keys_cap = keys; rs.save_all = save_all;
+}
+
+void Model::slot_init(KVSlot& s, int cap) const {
+  const size_t per = (size_t)cfg.layers * cap * cfg.kv_heads * cfg.head_dim;
+  s.cap = cap;
+  s.len = 0;
+  s.k.allocate(per);
+  s.v.allocate(per);
+  s.last_h.assign(cfg.hidden, 0.0f);
+  s.has_h = false;
+}
+
+void Model::slot_copy(KVSlot& dst, const KVSlot& src) const {
+  CHECK(dst.cap >= src.len, "KV slot too small to copy into");
+  const size_t row = (size_t)cfg.kv_heads * cfg.head_dim;
+  for (int l = 0; l < cfg.layers; ++l) {
+    std::memcpy(dst.k.data + (size_t)l * dst.cap * row, src.k.data + (size_t)l * src.cap * row, sizeof(float) * src.len * row);
+    std::memcpy(dst.v.data + (size_t)l * dst.cap * row, src.v.data + (size_t)l * src.cap * row, sizeof(float) * src.len * row);
+  }
+  dst.len = src.len;
+  dst.last_h = src.last_h;
+  dst.has_h = src.has_h;
+}
+
+void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& segs, RunState& rs, bool save_all,
+                    float* layer_inputs) {
+  const ModelConfig& c = cfg;
+  const int C = c.hidden;
+  // Validate everything before any parallel region (see common.h).
+  int rows = 0, max_keys = 1, max_r = 1;
+  for (auto& s : segs) {
+    CHECK(s.n > 0, "empty sequence");
+    int past = s.slot ? s.slot->len : 0;
+    if (s.slot) CHECK(past + s.n <= s.slot->cap, "KV cache slot overflow");
+    CHECK(past + s.n <= c.max_pos, "sequence of " + std::to_string(past + s.n) + " tokens exceeds max_position_embeddings " + std::to_string(c.max_pos));
+    max_keys = std::max(max_keys, past + s.n);
+    if (s.adapter) max_r = std::max(max_r, s.adapter->r);
+    rows += s.n;
+  }
+  CHECK(rows == T, "segment lengths do not add up to the token count");
+  for (int t = 0; t < T; ++t)
+    CHECK(tokens[t] >= 0 && tokens[t] < c.vocab, "token id " + std::to_string(tokens[t]) + " out of range [0, " + std::to_string(c.vocab) + ")");
+  reserve(rs, T, max_r, max_keys, save_all);
+  rs.tokens.assign(tokens, tokens + T);
+  rs.pos.resize(T);
+  {
+    int t = 0;
+    for (auto& s : segs) {
+      int past = s.slot ? s.slot->len : 0;
+      for (int i = 0; i < s.n; ++i) rs.pos[t++] = past + i;
+    }
+  }
+  const Backend& B = *be;
+  B.embedding_forward(rs.layers[0].x, tokens, w.wte, T, C);
+  for (int l = 0; l < c.layers; ++l) {
+    LayerActs& a = rs.layers[l];
+    if (layer_inputs) std::memcpy(layer_inputs + (size_t)l * T * C, a.x, sizeof(float) * (size_t)T * C);
+    // Without save_all every layer's views alias layer 0's, so x_next is a.x itself: the layer reads a.x for
+    // the last time in x2 = x + attention, before it writes x_next.
+    layer_forward(l, segs, a, rs, l + 1 < c.layers ? rs.layers[l + 1].x : rs.xf);
+  }
+  B.rmsnorm_forward(rs.hf, rs.rstdf, rs.xf, w.norm, T, C, c.eps);
+  // Cache segments: advance the cache and keep the last row's hidden state for sampling.
+  int row = 0;
+  for (auto& s : segs) {
+    row += s.n;
+    if (!s.slot) continue;
+    s.slot->len += s.n;
+    std::memcpy(s.slot->last_h.data(), rs.hf + (size_t)(row - 1) * C, sizeof(float) * C);
+    s.slot->has_h = true;
+  }
+}
+
+void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a, RunState& rs, float* x_next) const {
+  const ModelConfig& c = cfg;
+  const Backend& B = *be;
+  const int C = c.hidden, H = c.heads, Hkv = c.kv_heads, D = c.head_dim, I = c.inter;
+  const int HD = H * D, KD = Hkv * D;
+  int T = 0;
+  for (auto& s : segs) T += s.n;
+  const LayerWeights& lw = w.layers[l];
+
+  // LoRA over runs of consecutive segments that share an adapter.
+  auto lora = [&](int m, float* y, const float* x, float* xa, int in, int out) {
+    int row = 0;
+    size_t si = 0;
+    while (si < segs.size()) {
+      const LoraAdapter* ad = segs[si].adapter;
+      int start = row, n = 0;
+      while (si < segs.size() && segs[si].adapter == ad) { n += segs[si].n; row += segs[si].n; ++si; }
+      if (!ad || !ad->targets[m]) continue;
+      B.lora_forward(y + (size_t)start * out, xa + (size_t)start * rs.r_cap, x + (size_t)start * in, ad->views[l][m], n, in, out);
+    }
+  };
+
+  // attention block
+  B.rmsnorm_forward(a.xn1, a.rstd1, a.x, lw.ln1, T, C, c.eps);
+  B.linear_forward(a.q_pre, a.xn1, lw.w[Q], lw.b[Q], T, C, HD);
+  B.linear_forward(a.k_pre, a.xn1, lw.w[K], lw.b[K], T, C, KD);
+  B.linear_forward(a.v, a.xn1, lw.w[V], lw.b[V], T, C, KD);
+  lora(Q, a.q_pre, a.xn1, a.xa[Q], C, HD);
+  lora(K, a.k_pre, a.xn1, a.xa[K], C, KD);
+  lora(V, a.v, a.xn1, a.xa[V], C, KD);
+  if (c.qk_norm) {
+    B.rmsnorm_forward(a.q, a.q_rstd, a.q_pre, lw.q_norm, T * H, D, c.eps);
+    B.rmsnorm_forward(a.k, a.k_rstd, a.k_pre, lw.k_norm, T * Hkv, D, c.eps);
+  } else {
+    std::memcpy(a.q, a.q_pre, sizeof(float) * (size_t)T * HD);
+    std::memcpy(a.k, a.k_pre, sizeof(float) * (size_t)T * KD);
+  }
+  B.rope_forward(a.q, rs.pos.data(), inv_freq.data(), T, H, D);
+  B.rope_forward(a.k, rs.pos.data(), inv_freq.data(), T, Hkv, D);
+  std::vector<AttnSegment> as(segs.size());
+  int row = 0;
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const Segment& sg = segs[s];
+    AttnSegment& at = as[s];
+    at.q0 = row;
+    at.nq = sg.n;
+    if (sg.slot) {
+      KVSlot& sl = *sg.slot;
+      float* kc = sl.k.data + (size_t)l * sl.cap * KD;
+      float* vc = sl.v.data + (size_t)l * sl.cap * KD;
+      std::memcpy(kc + (size_t)sl.len * KD, a.k + (size_t)row * KD, sizeof(float) * sg.n * KD);
+      std::memcpy(vc + (size_t)sl.len * KD, a.v + (size_t)row * KD, sizeof(float) * sg.n * KD);
+      at.npast = sl.len;
+      at.k = kc;
+      at.v = vc;
+    } else {
+      at.npast = 0;
+      at.k = a.k + (size_t)row * KD;
+      at.v = a.v + (size_t)row * KD;
+    }
+    row += sg.n;
+  }
+  B.attention_forward(a.att, a.lse, a.q, as.data(), (int)as.size(), H, Hkv, D, rs.attn_scratch, rs.keys_cap);
+  B.linear_forward(rs.tmp, a.att, lw.w[O], lw.b[O], T, HD, C);
+  lora(O, rs.tmp, a.att, a.xa[O], HD, C);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < (long)T * C; ++i) a.x2[i] = a.x[i] + rs.tmp[i];
+  // MLP block
+  B.rmsnorm_forward(a.xn2, a.rstd2, a.x2, lw.ln2, T, C, c.eps);
+  B.linear_forward(a.gate, a.xn2, lw.w[GATE], nullptr, T, C, I);
+  B.linear_forward(a.up, a.xn2, lw.w[UP], nullptr, T, C, I);
+  lora(GATE, a.gate, a.xn2, a.xa[GATE], C, I);
+  lora(UP, a.up, a.xn2, a.xa[UP], C, I);
+  B.swiglu_forward(a.act, a.gate, a.up, (long)T * I);
+  B.linear_forward(rs.tmp, a.act, lw.w[DOWN], nullptr, T, I, C);
+  lora(DOWN, rs.tmp, a.act, a.xa[DOWN], I, C);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < (long)T * C; ++i) x_next[i] = a.x2[i] + rs.tmp[i];
+}
+
+}  // namespace mcprl

@@ -1,0 +1,209 @@
+// Weights: the base model's safetensors (single file or sharded with model.safetensors.index.json) into
+// ModelWeights, and LoRA adapters (new zero ones, or adapter_model.safetensors of a PEFT folder) into
+// LoraAdapter. Every mismatch with the architecture fails naming the file and the tensor.
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "../json.h"
+#include "../model.h"
+#include "../safetensors.h"
+
+namespace mcprl {
+
+static std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) FAIL(path + ": cannot read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+static bool file_exists(const std::string& p) {
+  std::ifstream f(p);
+  return (bool)f;
+}
+
+namespace {
+struct Expected {
+  std::string name;
+  std::vector<int64_t> shape;
+  float* dst;
+};
+}  // namespace
+
+void Model::load(const std::string& dir, const ModelConfig& config) {
+  validate_config(config);
+  cfg = config;
+  const ModelConfig& c = cfg;
+  const int64_t C = c.hidden, V = c.vocab, D = c.head_dim, L = c.layers;
+  // Layout of the flat weight buffer, in HF tensor order.
+  std::vector<Expected> ex;
+  size_t total = 0;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    ex.push_back({name, shape, nullptr});
+    total += (size_t)numel(shape);
+  };
+  add("model.embed_tokens.weight", {V, C});
+  for (int l = 0; l < L; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {C});
+    for (int m = 0; m < NUM_MODULES; ++m) {
+      int in, out;
+      module_dims(c, m, &in, &out);
+      std::string base = p + module_parent(m) + "." + module_name(m);
+      add(base + ".weight", {out, in});
+      if (((m == Q || m == K || m == Module::V) && c.qkv_bias) || (m == O && c.o_bias)) add(base + ".bias", {out});
+    }
+    if (c.qk_norm) {
+      add(p + "self_attn.q_norm.weight", {D});
+      add(p + "self_attn.k_norm.weight", {D});
+    }
+    add(p + "post_attention_layernorm.weight", {C});
+  }
+  add("model.norm.weight", {C});
+  if (!c.tie) add("lm_head.weight", {V, C});
+  w.memory.allocate(total);
+  std::map<std::string, Expected*> by_name;
+  {
+    float* p = w.memory.data;
+    for (auto& e : ex) { e.dst = p; p += numel(e.shape); by_name[e.name] = &e; }
+  }
+  // Named views.
+  w.wte = by_name["model.embed_tokens.weight"]->dst;
+  w.norm = by_name["model.norm.weight"]->dst;
+  w.lm_head = c.tie ? w.wte : by_name["lm_head.weight"]->dst;
+  w.layers.assign(L, LayerWeights{});
+  for (int l = 0; l < L; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights& lw = w.layers[l];
+    lw.ln1 = by_name[p + "input_layernorm.weight"]->dst;
+    lw.ln2 = by_name[p + "post_attention_layernorm.weight"]->dst;
+    for (int m = 0; m < NUM_MODULES; ++m) {
+      std::string base = p + module_parent(m) + "." + module_name(m);
+      lw.w[m] = by_name[base + ".weight"]->dst;
+      auto it = by_name.find(base + ".bias");
+      lw.b[m] = it == by_name.end() ? nullptr : it->second->dst;
+    }
+    lw.q_norm = c.qk_norm ? by_name[p + "self_attn.q_norm.weight"]->dst : nullptr;
+    lw.k_norm = c.qk_norm ? by_name[p + "self_attn.k_norm.weight"]->dst : nullptr;
+  }
+  // Which file holds which tensor: the index for sharded checkpoints, else model.safetensors.
+  std::map<std::string, std::string> where;  // tensor -> file name
+  std::vector<std::string> files;
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (file_exists(index)) {
+    Json j = json_parse(read_text(index), index);
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) FAIL(index + ": missing 'weight_map'");
+    std::set<std::string> fs;
+    for (auto& kv : j["weight_map"].items()) {
+      if (!kv.value().is_string()) FAIL(index + ": weight_map entry '" + kv.key() + "' is not a file name");
+      where[kv.key()] = kv.value().get<std::string>();
+      fs.insert(kv.value().get<std::string>());
+    }
+    files.assign(fs.begin(), fs.end());
+  } else if (file_exists(dir + "/model.safetensors")) {
+    files.push_back("model.safetensors");
+  } else {
+    FAIL(dir + ": no model.safetensors or model.safetensors.index.json");
+  }
+  // Tensors a checkpoint may carry that the model does not need.
+  auto ignorable = [&](const std::string& n) {
+    return (n.size() > 20 && n.compare(n.size() - 20, 20, "rotary_emb.inv_freq") == 0) || (c.tie && n == "lm_head.weight");
+  };
+  std::set<std::string> seen;
+  for (const std::string& fname : files) {
+    StFile f(dir + "/" + fname);
+    for (auto& kv : f.tensors()) {
+      const std::string& n = kv.first;
+      auto it = by_name.find(n);
+      if (it == by_name.end()) {
+        if (ignorable(n)) continue;
+        FAIL(f.path() + ": unexpected tensor '" + n + "' for a " + c.model_type + " model with this config");
+      }
+      if (!where.empty()) {
+        auto wi = where.find(n);
+        if (wi == where.end() || wi->second != fname)
+          FAIL(f.path() + ": tensor '" + n + "' is not listed for this file in model.safetensors.index.json");
+      }
+      if (seen.count(n)) FAIL(f.path() + ": tensor '" + n + "' appears in more than one file");
+      const Expected& e = *it->second;
+      if (kv.second.shape != e.shape)
+        FAIL(f.path() + ": tensor '" + n + "' has shape " + shape_str(kv.second.shape) + ", expected " + shape_str(e.shape));
+      f.read_f32(kv.second, e.dst);
+      seen.insert(n);
+    }
+  }
+  for (auto& e : ex)
+    if (!seen.count(e.name)) {
+      auto wi = where.find(e.name);
+      FAIL(dir + "/" + (wi != where.end() ? wi->second : files.empty() ? std::string("model.safetensors") : files[0]) +
+           ": missing tensor '" + e.name + "'");
+    }
+  for (auto& kv : where)
+    if (!seen.count(kv.first) && !ignorable(kv.first) && by_name.count(kv.first))
+      FAIL(dir + "/" + kv.second + ": missing tensor '" + kv.first + "' listed in model.safetensors.index.json");
+  inv_freq.assign(c.head_dim / 2, 0.0f);
+  rope_inv_freq(inv_freq.data(), c.head_dim, c.rope_theta, c.rope);
+}
+
+void lora_allocate(LoraAdapter& a, const ModelConfig& c, int r, float alpha, bool rslora, const bool* targets) {
+  CHECK(r > 0, "LoRA rank must be positive");
+  a.r = r;
+  a.alpha = alpha;
+  a.rslora = rslora;
+  a.scale = rslora ? alpha / std::sqrt((float)r) : alpha / (float)r;
+  size_t total = 0;
+  for (int l = 0; l < c.layers; ++l)
+    for (int m = 0; m < NUM_MODULES; ++m)
+      if (targets[m]) {
+        int in, out;
+        module_dims(c, m, &in, &out);
+        total += (size_t)r * in + (size_t)out * r;
+      }
+  for (int m = 0; m < NUM_MODULES; ++m) a.targets[m] = targets[m];
+  a.memory.allocate(total);
+  a.tensors.clear();
+  a.views.assign(c.layers, std::vector<LoraView>(NUM_MODULES));
+  float* p = a.memory.data;
+  for (int l = 0; l < c.layers; ++l)
+    for (int m = 0; m < NUM_MODULES; ++m) {
+      if (!targets[m]) continue;
+      int in, out;
+      module_dims(c, m, &in, &out);
+      std::string key = "base_model.model.model.layers." + std::to_string(l) + "." + module_parent(m) + "." + module_name(m);
+      a.tensors.push_back({key + ".lora_A.weight", p, r, in});
+      LoraView& v = a.views[l][m];
+      v.A = p; p += (size_t)r * in;
+      a.tensors.push_back({key + ".lora_B.weight", p, out, r});
+      v.B = p; p += (size_t)out * r;
+      v.r = r;
+      v.scale = a.scale;
+    }
+}
+
+void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir, int r, float alpha, bool rslora,
+               const bool* targets) {
+  lora_allocate(a, c, r, alpha, rslora, targets);
+  StFile f(dir + "/adapter_model.safetensors");
+  std::set<std::string> seen;
+  std::map<std::string, const LoraTensor*> by_key;
+  for (auto& t : a.tensors) by_key[t.key] = &t;
+  for (auto& kv : f.tensors()) {
+    auto it = by_key.find(kv.first);
+    if (it == by_key.end())
+      FAIL(f.path() + ": unexpected tensor '" + kv.first + "' (not a lora_A/lora_B of a targeted module of this model)");
+    const LoraTensor& t = *it->second;
+    std::vector<int64_t> want = {t.rows, t.cols};
+    if (kv.second.shape != want)
+      FAIL(f.path() + ": tensor '" + kv.first + "' has shape " + shape_str(kv.second.shape) + ", expected " + shape_str(want));
+    f.read_f32(kv.second, t.data);
+    seen.insert(kv.first);
+  }
+  for (auto& t : a.tensors)
+    if (!seen.count(t.key)) FAIL(f.path() + ": missing tensor '" + t.key + "'");
+}
+
+}  // namespace mcprl
