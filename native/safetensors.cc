@@ -140,11 +140,6 @@ StFile::~StFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-const StTensor* StFile::find(const std::string& name) const {
-  auto it = tensors_.find(name);
-  return it == tensors_.end() ? nullptr : &it->second;
-}
-
 void StFile::read_f32(const StTensor& t, float* dst) const {
   const uint8_t* src = map_ + data_off_ + t.begin;
   const long n = (long)numel(t.shape);

@@ -27,7 +27,6 @@ class StFile {
 
   const std::string& path() const { return path_; }
   const std::map<std::string, StTensor>& tensors() const { return tensors_; }
-  const StTensor* find(const std::string& name) const;
   // Widens the tensor to f32 into dst (numel floats). Throws for dtypes other than F32/F16/BF16.
   void read_f32(const StTensor& t, float* dst) const;
 
