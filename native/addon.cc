@@ -77,11 +77,6 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
 
 namespace {
 
-constexpr int64_t kMaxThreads = 1 << 16;
-constexpr int64_t kMaxRank = 1 << 16;
-constexpr int64_t kMaxInt = 2147483647;
-constexpr int64_t kMaxSafeInt = (int64_t)1 << 53;  // JavaScript's Number.MAX_SAFE_INTEGER + 1
-
 // The ModelSpec of src/hf/config.ts, every field required (native code has no defaults of its own).
 ModelConfig model_config_from_js(const Napi::Object& o) {
   const std::string what = "spec";

@@ -36,6 +36,10 @@ std::vector<std::string> to_names(const Napi::Value& v, const char* what);
 // Scalar arguments and fields of option objects. Native code has no defaults of its own: every value is
 // required, and a missing one or one of another type is a TypeError naming it (`what`, e.g. "optim.lr");
 // an integer out of [lo, hi] (or not an integer) is a RangeError, so 1e12 never wraps through an int cast.
+constexpr int64_t kMaxInt = 2147483647;            // sizes and ids stored as int
+constexpr int64_t kMaxSafeInt = (int64_t)1 << 53;  // JavaScript's Number.MAX_SAFE_INTEGER + 1
+constexpr int64_t kMaxRank = 1 << 16;              // LoRA rank
+constexpr int64_t kMaxThreads = 1 << 16;
 std::string str_arg(const Napi::Value& v, const std::string& what);
 bool bool_arg(const Napi::Value& v, const std::string& what);
 double num_arg(const Napi::Value& v, const std::string& what);  // finite

@@ -29,9 +29,6 @@ namespace mcprl {
 
 namespace {
 
-constexpr int64_t kMaxRank = 1 << 16;
-constexpr int64_t kMaxSafeInt = (int64_t)1 << 53;  // JavaScript's Number.MAX_SAFE_INTEGER + 1
-
 struct TrainerState {
   std::shared_ptr<EngineState> eng;
   std::string name;

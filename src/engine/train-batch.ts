@@ -3,7 +3,7 @@
  */
 import { TrainError, type LossConfig, type TrainSequence } from './train-types.js';
 
-/** One packed micro-batch in the native trainer's input form (see native/train/train_napi.inc). */
+/** One packed micro-batch in the native trainer's input form (see native/train/train_napi.cc). */
 export interface NativeMicroBatch {
   tokens: Int32Array; cuSeqlens: Int32Array; lossRows: Int32Array; lossTargets: Int32Array;
   oldLogprobs: Float32Array | null; seqOff: Int32Array; seqN: Int32Array; seqAdv: Float32Array; seqWeight: Float32Array;

@@ -91,7 +91,7 @@ interface NativeTrainer {
   run(microBatches: NativeMicroBatch[], loss: Record<string, unknown>, optim: Record<string, unknown> | null, wantLogprobs: boolean, recompute: boolean): Promise<NativeRunResult>;
 }
 
-/** The training part of the addon (native/train/train_napi.inc). */
+/** The training part of the addon (native/train/train_napi.cc). */
 interface TrainAddon {
   Trainer: new (engine: unknown, name: string, r: number, alpha: number, rslora: boolean, targets: string[]) => NativeTrainer;
   scheduleLr(kind: string, lr: number, step: number, warmup: number, total: number): number;
