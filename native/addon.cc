@@ -53,9 +53,13 @@ KVSlot& EngineState::slot(int id) {
 }
 
 void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
-                         const std::vector<int32_t>& top_k, std::vector<int32_t>& tok, std::vector<float>& lp) {
+                         const std::vector<int32_t>& top_k, const TokenMasks& masks, std::vector<int32_t>& tok,
+                         std::vector<float>& lp, std::vector<float>& slp) {
   const int B = (int)ids.size(), C = model.cfg.hidden, V = model.cfg.vocab;
   CHECK((int)temps.size() == B && (int)top_p.size() == B && (int)top_k.size() == B, "sampling arrays differ in length");
+  CHECK(masks.idx.empty() || (int)masks.idx.size() == B, "maskIdx has one entry per slot");
+  std::vector<const uint32_t*> allow(B);
+  for (int i = 0; i < B; ++i) allow[i] = masks.row(i, V);
   std::vector<float> h((size_t)B * C);
   std::vector<KVSlot*> ss(B);
   for (int i = 0; i < B; ++i) {
@@ -67,11 +71,12 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
   model.be->logits_forward(logits.data(), h.data(), model.w.lm_head, B, C, V);
   tok.assign(B, 0);
   lp.assign(B, 0.0f);
+  slp.assign(B, 0.0f);
   std::vector<std::vector<int>> idx(B);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < B; ++i) {
     SampleParams p{temps[i], top_p[i], top_k[i]};
-    tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, ss[i]->rng, &lp[i], idx[i]);
+    tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, allow[i], ss[i]->rng, &lp[i], &slp[i], idx[i]);
   }
 }
 
@@ -251,7 +256,8 @@ class Engine : public Napi::ObjectWrap<Engine> {
               std::vector<int32_t> tg(T, 0);
               for (int t = 0; t + 1 < T; ++t) tg[t] = (*tokens)[start + t + 1];
               std::vector<float> lp(T), lse(T);
-              m.be->lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk);
+              m.be->lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk,
+                                    nullptr, nullptr, nullptr);
               size_t row = 0;
               for (auto& s : segs) {
                 for (int t = 1; t < s.n; ++t) (*out)[start + row + t] = lp[row + t - 1];
@@ -342,36 +348,42 @@ class Engine : public Napi::ObjectWrap<Engine> {
     });
   }
 
-  static Napi::Value sampled(Napi::Env env, const std::vector<int32_t>& tok, const std::vector<float>& lp) {
+  struct Sampled {
+    std::vector<int32_t> tok;
+    std::vector<float> lp, slp;
+  };
+  static Napi::Value sampled(Napi::Env env, const Sampled& s) {
     auto o = Napi::Object::New(env);
-    o.Set("tokens", i32_array(env, tok));
-    o.Set("logprobs", f32_array(env, lp));
+    o.Set("tokens", i32_array(env, s.tok));
+    o.Set("logprobs", f32_array(env, s.lp));
+    o.Set("samplerLogprobs", f32_array(env, s.slp));
     return o;
   }
 
-  // sample(slots, temps: Float32Array, topP: Float32Array, topK: Int32Array): Promise<{tokens, logprobs}>
+  // sample(slots, temps: Float32Array, topP: Float32Array, topK: Int32Array, maskIdx: Int32Array|null,
+  //        masks: Uint32Array|null): Promise<{tokens, logprobs, samplerLogprobs}> (see sample.h)
   Napi::Value Sample(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       auto ids = to_i32(info[0], "slots");
       auto temps = to_f32(info[1], "temps");
       auto top_p = to_f32(info[2], "topP");
       auto top_k = to_i32(info[3], "topK");
-      auto tok = std::make_shared<std::vector<int32_t>>();
-      auto lp = std::make_shared<std::vector<float>>();
+      auto masks = std::make_shared<TokenMasks>(to_masks(info[4], info[5], "sample"));
+      auto out = std::make_shared<Sampled>();
       auto st = st_;
       return run_async(
           info.Env(),
-          [st, ids, temps, top_p, top_k, tok, lp] {
+          [st, ids, temps, top_p, top_k, masks, out] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
-            st->sample(ids, temps, top_p, top_k, *tok, *lp);
+            st->sample(ids, temps, top_p, top_k, *masks, out->tok, out->lp, out->slp);
           },
-          [tok, lp](Napi::Env env) { return sampled(env, *tok, *lp); });
+          [out](Napi::Env env) { return sampled(env, *out); });
     });
   }
 
-  // step(slots, tokens, adapters, temps, topP, topK): Promise<{tokens, logprobs}> — append one token to
-  // each slot (one shared decode forward), then sample each slot's next token.
+  // step(slots, tokens, adapters, temps, topP, topK, maskIdx, masks): Promise<{tokens, logprobs, samplerLogprobs}>
+  // — append one token to each slot (one shared decode forward), then sample each slot's next token.
   Napi::Value Step(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       auto ids = to_i32(info[0], "slots");
@@ -380,12 +392,12 @@ class Engine : public Napi::ObjectWrap<Engine> {
       auto temps = to_f32(info[3], "temps");
       auto top_p = to_f32(info[4], "topP");
       auto top_k = to_i32(info[5], "topK");
-      auto tok = std::make_shared<std::vector<int32_t>>();
-      auto lp = std::make_shared<std::vector<float>>();
+      auto masks = std::make_shared<TokenMasks>(to_masks(info[6], info[7], "step"));
+      auto out = std::make_shared<Sampled>();
       auto st = st_;
       return run_async(
           info.Env(),
-          [st, ids, tokens, names, temps, top_p, top_k, tok, lp] {
+          [st, ids, tokens, names, temps, top_p, top_k, masks, out] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
             CHECK(ids.size() == tokens.size() && ids.size() == names.size(), "step arrays differ in length");
@@ -396,9 +408,9 @@ class Engine : public Napi::ObjectWrap<Engine> {
               segs[i].adapter = st->adapter(names[i]);
             }
             st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false, nullptr);
-            st->sample(ids, temps, top_p, top_k, *tok, *lp);
+            st->sample(ids, temps, top_p, top_k, *masks, out->tok, out->lp, out->slp);
           },
-          [tok, lp](Napi::Env env) { return sampled(env, *tok, *lp); });
+          [out](Napi::Env env) { return sampled(env, *out); });
     });
   }
 

@@ -34,9 +34,10 @@ struct Backend {
   void (*lora_backward)(float* dx, float* dA, float* dB, float* dh, const float* dy, const float* x,
                         const float* xa, const LoraView& l, int N, int in, int out);
   void (*lm_head_forward)(float* logp, float* lse, float* entropy, float* g, const float* h, const float* W,
-                          const int32_t* targets, int N, int C, int V, float* scratch, int chunk);
+                          const int32_t* targets, int N, int C, int V, float* scratch, int chunk, const float* inv_temp,
+                          const int32_t* mask_idx, const uint32_t* masks);
   void (*lm_head_backward)(float* dh, const float* dlogp, const float* g, const float* W, const int32_t* targets,
-                           int N, int C);
+                           int N, int C, const float* inv_temp);
   void (*logits_forward)(float* z, const float* h, const float* W, int N, int C, int V);
 };
 

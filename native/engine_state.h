@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model.h"
+#include "sample.h"
 
 namespace mcprl {
 
@@ -33,9 +34,11 @@ struct EngineState {
   const LoraAdapter* adapter(const std::string& name);
   // The slot with this id, allocating its cache on first use.
   KVSlot& slot(int id);
-  // Logits of each slot's last hidden state, then one sampled token per slot.
+  // Logits of each slot's last hidden state, then one sampled token per slot, drawn from its allowed set when
+  // masks gives one; lp and slp are the two log-probabilities of sample.h.
   void sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
-              const std::vector<int32_t>& top_k, std::vector<int32_t>& tok, std::vector<float>& lp);
+              const std::vector<int32_t>& top_k, const TokenMasks& masks, std::vector<int32_t>& tok,
+              std::vector<float>& lp, std::vector<float>& slp);
 };
 
 // The state behind a JS Engine object (a TypeError when v is not one).

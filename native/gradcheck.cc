@@ -137,20 +137,27 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
       ck.check("dA", A, dA, loss);
       ck.check("dB", B, dB, loss);
     }
-  } else if (op == "lm_head") {
+  } else if (op == "lm_head" || op == "lm_head_sampler") {
     // L = sum_n a_n logp_n, chunk 3 over 7 rows so chunk edges are exercised; repeated targets.
+    // lm_head_sampler: rows at temperatures 0.7, 1.3, 1, 0.5, … and rows 1, 3, 4 restricted to allowed sets
+    // (rows 3 and 4 share one) that hold their target.
     int N = 7, C = 6, V = 13, chunk = 3;
     Vec h = ck.randn((size_t)N * C), W = ck.randn((size_t)V * C), a = ck.randn(N);
     std::vector<int32_t> tg = {0, 12, 5, 5, 3, 7, 1};
+    const bool sampler = op == "lm_head_sampler";
+    Vec inv_temp = {1 / 0.7f, 1 / 1.3f, 1.0f, 2.0f, 1 / 0.7f, 1.0f, 1 / 1.1f};
+    std::vector<int32_t> mask_idx = {-1, 0, -1, 1, 1, -1, -1};
+    std::vector<uint32_t> masks = {(1u << 12) | (1u << 2) | (1u << 9), (1u << 5) | (1u << 3) | (1u << 0) | (1u << 11)};
     Vec logp(N), lse(N), ent(N), g((size_t)N * C), scratch((size_t)chunk * V);
     auto loss = [&] {
       be.lm_head_forward(logp.data(), lse.data(), ent.data(), g.data(), h.data(), W.data(), tg.data(), N, C, V,
-                         scratch.data(), chunk);
+                         scratch.data(), chunk, sampler ? inv_temp.data() : nullptr, sampler ? mask_idx.data() : nullptr,
+                         sampler ? masks.data() : nullptr);
       return Checker::dot(logp, a);
     };
     loss();
     Vec dh((size_t)N * C);
-    be.lm_head_backward(dh.data(), a.data(), g.data(), W.data(), tg.data(), N, C);
+    be.lm_head_backward(dh.data(), a.data(), g.data(), W.data(), tg.data(), N, C, sampler ? inv_temp.data() : nullptr);
     ck.check("dh", h, dh, loss);
   } else {
     FAIL("gradcheck: unknown op '" + op + "'");

@@ -141,6 +141,17 @@ int64_t int_field(const Napi::Object& o, const std::string& what, const char* ke
   return int_arg(o.Get(key), what + "." + key, lo, hi);
 }
 
+TokenMasks to_masks(const Napi::Value& idx, const Napi::Value& bits, const std::string& what) {
+  TokenMasks m;
+  if (idx.IsNull() || idx.IsUndefined()) return m;
+  m.idx = to_i32(idx, (what + ".maskIdx").c_str());
+  if (!bits.IsTypedArray() || bits.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
+    throw Napi::TypeError::New(bits.Env(), what + ".masks must be a Uint32Array");
+  auto a = bits.As<Napi::Uint32Array>();
+  m.bits.assign(a.Data(), a.Data() + a.ElementLength());
+  return m;
+}
+
 Napi::Float32Array f32_array(Napi::Env env, const std::vector<float>& v) {
   auto a = Napi::Float32Array::New(env, v.size());
   std::copy(v.begin(), v.end(), a.Data());

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "sample.h"
+
 namespace mcprl {
 
 // Runs `work` off the JS thread (a libuv worker); resolves with `done(env)` (undefined when null) or rejects
@@ -50,6 +52,9 @@ std::string str_field(const Napi::Object& o, const std::string& what, const char
 bool bool_field(const Napi::Object& o, const std::string& what, const char* key);
 double num_field(const Napi::Object& o, const std::string& what, const char* key);
 int64_t int_field(const Napi::Object& o, const std::string& what, const char* key, int64_t lo, int64_t hi);
+
+// Allowed-token sets (sample.h): maskIdx (Int32Array) and masks (Uint32Array), both null/undefined for none.
+TokenMasks to_masks(const Napi::Value& idx, const Napi::Value& bits, const std::string& what);
 
 Napi::Float32Array f32_array(Napi::Env env, const std::vector<float>& v);
 Napi::Int32Array i32_array(Napi::Env env, const std::vector<int32_t>& v);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "common.h"
 #include "fastmath.h"
 
 namespace mcprl {
@@ -15,13 +16,39 @@ uint64_t rng_next(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
+const uint32_t* TokenMasks::row(size_t i, int V) const {
+  if (idx.empty() || idx[i] < 0) return nullptr;
+  const size_t words = ((size_t)V + 31) / 32;
+  CHECK(((size_t)idx[i] + 1) * words <= bits.size(), "token mask index out of range");
+  return bits.data() + (size_t)idx[i] * words;
+}
+
 uint64_t rng_seed(uint64_t seed, uint64_t stream) {
   uint64_t s = seed ^ (stream * 0xD1B54A32D192ED03ull);
   rng_next(s);
   return s;
 }
 
-int sample_token(const float* z, int V, const SampleParams& p, uint64_t& rng, float* logprob, std::vector<int>& idx) {
+// log of sum over the allowed tokens of exp((z - mx) / T), with mx the largest allowed logit.
+static double masked_tempered_lse(const float* z, int V, const uint32_t* allow, double invT, double* mx_out) {
+  float mx = -INFINITY;
+  for (int v = 0; v < V; ++v)
+    if (token_allowed(allow, v) && z[v] > mx) mx = z[v];
+  const float invTf = (float)invT;
+  double sum = 0.0;
+  for (int v = 0; v < V; ++v)
+    if (token_allowed(allow, v)) sum += exp_fast((z[v] - mx) * invTf);
+  *mx_out = mx;
+  return std::log(sum);
+}
+
+int sample_token(const float* z, int V, const SampleParams& p, const uint32_t* allow, uint64_t& rng, float* logprob,
+                 float* sampler_logprob, std::vector<int>& idx) {
+  if (allow) {
+    bool any = false;
+    for (int v = 0; v < V && !any; ++v) any = token_allowed(allow, v);
+    if (!any) allow = nullptr;
+  }
   // log pi at temperature 1 over the full vocabulary.
   float mx = -INFINITY;
   int arg = 0;
@@ -32,13 +59,27 @@ int sample_token(const float* z, int V, const SampleParams& p, uint64_t& rng, fl
   for (int v = 0; v < V; ++v) sum += exp_fast(z[v] - mx);
   const double lse = mx + std::log(sum);
   int tok = arg;
+  if (allow) {
+    // Greedy among the allowed tokens; their own maximum is the reference for the sampling weights below,
+    // which could otherwise all underflow when the allowed tokens are far less likely than the best one.
+    mx = -INFINITY;
+    for (int v = 0; v < V; ++v)
+      if (token_allowed(allow, v) && z[v] > mx) { mx = z[v]; tok = v; }
+  }
   if (p.temperature > 0.0f && p.top_k != 1) {
     const double invT = 1.0 / p.temperature;
     idx.resize(V);
-    std::iota(idx.begin(), idx.end(), 0);
     int n = V;
+    if (allow) {
+      n = 0;
+      for (int v = 0; v < V; ++v)
+        if (token_allowed(allow, v)) idx[n++] = v;
+      idx.resize(n);
+    } else {
+      std::iota(idx.begin(), idx.end(), 0);
+    }
     auto desc = [&](int a, int b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
-    if (p.top_k > 0 && p.top_k < V) {
+    if (p.top_k > 0 && p.top_k < n) {
       std::nth_element(idx.begin(), idx.begin() + p.top_k, idx.end(), desc);
       n = p.top_k;
     }
@@ -75,6 +116,14 @@ int sample_token(const float* z, int V, const SampleParams& p, uint64_t& rng, fl
     }
   }
   *logprob = (float)(z[tok] - lse);
+  const double Ts = p.temperature > 0.0f ? (double)p.temperature : 1.0;
+  if (!allow && Ts == 1.0) {
+    *sampler_logprob = *logprob;
+  } else {
+    double mxa;
+    const double lse_a = masked_tempered_lse(z, V, allow, 1.0 / Ts, &mxa);
+    *sampler_logprob = (float)((double)(z[tok] - (float)mxa) * (float)(1.0 / Ts) - lse_a);
+  }
   return tok;
 }
 

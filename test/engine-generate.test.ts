@@ -95,9 +95,10 @@ describe('engine generation', () => {
     expect(stopped.tokenIds).toEqual(free.tokenIds.slice(0, k + 1));
     expect(stopped.logprobs).toEqual(free.logprobs.slice(0, k + 1));
     const [short] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 2, temperature: 0 } });
-    expect(short).toEqual({ tokenIds: free.tokenIds.slice(0, 2), logprobs: free.logprobs.slice(0, 2), finishReason: 'length' });
+    // Greedy decoding draws from the model's own distribution at temperature 1: both logprobs agree.
+    expect(short).toEqual({ tokenIds: free.tokenIds.slice(0, 2), logprobs: free.logprobs.slice(0, 2), samplerLogprobs: free.logprobs.slice(0, 2), finishReason: 'length' });
     const [none] = await model.generate({ promptIds: PROMPT, sampling: { maxTokens: 0 } });
-    expect(none).toEqual({ tokenIds: [], logprobs: [], finishReason: 'length' });
+    expect(none).toEqual({ tokenIds: [], logprobs: [], samplerLogprobs: [], finishReason: 'length' });
   });
 
   it('n samples share the prefill: greedy samples equal n = 1; sampled ones keep exact logprobs', async () => {
@@ -158,8 +159,8 @@ describe('engine generation', () => {
     const pre = new AbortController();
     pre.abort();
     expect(await model.generate({ promptIds: PROMPT, n: 2, signal: pre.signal, sampling: { maxTokens: 5 } })).toEqual([
-      { tokenIds: [], logprobs: [], finishReason: 'abort' },
-      { tokenIds: [], logprobs: [], finishReason: 'abort' },
+      { tokenIds: [], logprobs: [], samplerLogprobs: [], finishReason: 'abort' },
+      { tokenIds: [], logprobs: [], samplerLogprobs: [], finishReason: 'abort' },
     ]);
   });
 

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadNative } from '../src/engine/native.js';
 
 const addon = loadNative();
-const OPS = ['rmsnorm', 'qknorm', 'rope', 'attention', 'swiglu', 'linear', 'lora', 'lm_head'];
+const OPS = ['rmsnorm', 'qknorm', 'rope', 'attention', 'swiglu', 'linear', 'lora', 'lm_head', 'lm_head_sampler'];
 const EXPECTED_INPUTS: Record<string, string[]> = {
   rmsnorm: ['dx', 'dw'],
   qknorm: ['dx', 'dw'],
@@ -22,6 +22,7 @@ const EXPECTED_INPUTS: Record<string, string[]> = {
   linear: ['dx'],
   lora: ['dx', 'dA', 'dB'],
   lm_head: ['dh'],
+  lm_head_sampler: ['dh'],
 };
 const STEP = 1e-2;
 const TOL = 1e-3;

@@ -47,12 +47,31 @@ export async function torchTrainRef(requests: TorchTrainRequest[]): Promise<Torc
   const dir = await mkdtemp(join(tmpdir(), 'mcprl-torch-train-'));
   try {
     const file = join(dir, 'request.json');
-    await writeFile(file, JSON.stringify(requests));
+    // Token masks travel as lists of allowed ids (a Uint32Array would serialise as an object).
+    const wire = requests.map((r) => ({
+      ...r,
+      sequences: r.sequences.map(({ tokenMasks, ...s }) => (tokenMasks ? { ...s, allowed: tokenMasks.map((m) => (m ? maskIds(m) : null)) } : s)),
+    }));
+    await writeFile(file, JSON.stringify(wire));
     const { stdout } = await run(PYTHON, [SCRIPT, file], { maxBuffer: 256 * 1024 * 1024, env: { ...process.env, OMP_NUM_THREADS: '1' } });
     return JSON.parse(stdout) as TorchTrainResult[];
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** The token ids a bitset mask allows. */
+export function maskIds(m: Uint32Array): number[] {
+  const out: number[] = [];
+  for (let w = 0; w < m.length; w++) for (let b = 0; b < 32; b++) if ((m[w] >>> b) & 1) out.push(w * 32 + b);
+  return out;
+}
+
+/** A bitset over `vocab` tokens allowing `ids`. */
+export function maskOf(vocab: number, ids: Iterable<number>): Uint32Array {
+  const m = new Uint32Array(Math.ceil(vocab / 32));
+  for (const id of ids) m[id >>> 5] |= 1 << (id & 31);
+  return m;
 }
 
 export async function readF32Tensors(file: string): Promise<Map<string, Float32Array>> {

@@ -4,6 +4,8 @@
  * PEFT adapter (A and B non-zero, so every LoRA tensor has a gradient):
  *   - every loss kind (grpo, dapo, dr_grpo, cispo, gspo, sft), with and without the KL term and old logprobs,
  *     packed into one micro-batch or split into many, with and without per-layer activation recompute;
+ *   - sequences at sampling temperatures ≠ 1 whose tokens are renormalised over allowed sets (constrained
+ *     decoding), with the KL term (its reference at the same temperature and masks);
  *   - loss and metrics: |Δ| ≤ 1e-4 × max(1, |reference|) (loss, policy loss, KL, mean ratio, entropy);
  *     clip fraction within one token;
  *   - gradients: for EVERY LoRA tensor, max |g_engine − g_torch| ≤ 1e-3 × max |g_torch| (relative error of the
@@ -15,17 +17,17 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeRandomAdapter, makeRandomModel, type Arch, type RandomModelOptions } from '../scripts/random-model.js';
+import { makeRandomAdapter, makeRandomModel, makeRng, type Arch, type RandomModelOptions } from '../scripts/random-model.js';
 import { Model } from '../src/engine/model.js';
 import { Trainer, type LossConfig, type TrainSequence } from '../src/engine/trainer.js';
 import { requireOracle } from './helpers/oracles.js';
-import { perturbedOld, randomSequences, readF32Tensors, tensorRelErrors, torchTrainRef, type TorchTrainRequest } from './train-helpers.js';
+import { maskOf, perturbedOld, randomSequences, readF32Tensors, tensorRelErrors, torchTrainRef, type TorchTrainRequest } from './train-helpers.js';
 
 const VOCAB = 512;
 const GRAD_REL_TOL = 1e-3;
 const LOSS_TOL = 1e-4;
 
-interface Case { name: string; loss: LossConfig; old: boolean; microBatchTokens: number; recompute?: boolean }
+interface Case { name: string; loss: LossConfig; old: boolean; microBatchTokens: number; recompute?: boolean; sampler?: boolean }
 const CASES: Case[] = [
   { name: 'grpo + KL, packed', loss: { kind: 'grpo', beta: 0.05 }, old: true, microBatchTokens: 4096 },
   { name: 'grpo, no old logprobs (ratio 1), split', loss: { kind: 'grpo' }, old: false, microBatchTokens: 24 },
@@ -35,7 +37,32 @@ const CASES: Case[] = [
   { name: 'gspo + KL, packed', loss: { kind: 'gspo', clipEpsilon: 0.05, beta: 0.02 }, old: true, microBatchTokens: 4096 },
   { name: 'sft, split', loss: { kind: 'sft' }, old: false, microBatchTokens: 20 },
   { name: 'grpo + KL, packed, per-layer recompute', loss: { kind: 'grpo', beta: 0.05 }, old: true, microBatchTokens: 4096, recompute: true },
+  { name: 'dapo + KL, tempered and masked, split', loss: { kind: 'dapo', beta: 0.05 }, old: true, microBatchTokens: 40, sampler: true },
+  { name: 'grpo, tempered and masked, packed, per-layer recompute', loss: { kind: 'grpo' }, old: true, microBatchTokens: 4096, recompute: true, sampler: true },
 ];
+
+/**
+ * The sampler's view of the sequences: temperatures 0.7, 1.3, 0.5, 1 (one each) and, on every third loss token,
+ * an allowed set of 40 seeded tokens plus the token itself.
+ */
+function samplerView(base: TrainSequence[]): TrainSequence[] {
+  const rng = makeRng(23);
+  const temps = [0.7, 1.3, 0.5, 1];
+  // Position 6's mask is one object for every sequence, so it allows each sequence's token there.
+  const sharedIds = new Set<number>(base.map((s) => s.tokenIds[6]));
+  while (sharedIds.size < 41) sharedIds.add(Math.floor(rng.uniform() * VOCAB));
+  const shared = maskOf(VOCAB, sharedIds);
+  return base.map((s, i) => {
+    const tokenMasks = s.tokenIds.map((tok, t) => {
+      if (!s.mask[t] || t % 3 !== 0) return null;
+      if (t === 6) return shared;
+      const ids = new Set<number>([tok]);
+      while (ids.size < 41) ids.add(Math.floor(rng.uniform() * VOCAB));
+      return maskOf(VOCAB, ids);
+    });
+    return { ...s, temperature: temps[i % temps.length], tokenMasks };
+  });
+}
 
 const ARCHS: { arch: Arch; model: Partial<RandomModelOptions>; rslora: boolean }[] = [
   { arch: 'qwen3', model: {}, rslora: false },
@@ -66,7 +93,14 @@ describe.each(ARCHS)('trainer vs PyTorch on a random $arch model', ({ arch, mode
       const current = await model.score(base.map((s) => s.tokenIds), { adapter: 'policy' });
       // Noise of 0.3 nats: ratios from ~0.5 to ~2, so both sides of every clip range are exercised.
       const old = perturbedOld(7, current, 0.3);
-      const seqsFor = (c: Case): TrainSequence[] => base.map((s, i) => (c.old ? { ...s, oldLogprobs: old[i] } : { ...s }));
+      // The sampler view's old logprobs: its own current ones (tempered, masked) plus the same kind of noise.
+      const sampled = samplerView(base);
+      const compact = (await trainer.gradientsWithMetrics(sampled, { kind: 'sft' })).logprobs;
+      let j = 0;
+      const currentSampled = sampled.map((s) => Float32Array.from(s.tokenIds, (_, t) => (s.mask[t] ? compact[j++] : 0)));
+      const oldSampled = perturbedOld(8, currentSampled, 0.3);
+      const seqsFor = (c: Case): TrainSequence[] =>
+        (c.sampler ? sampled : base).map((s, i) => (c.old ? { ...s, oldLogprobs: (c.sampler ? oldSampled : old)[i] } : { ...s }));
 
       const requests: TorchTrainRequest[] = CASES.map((c, i) => ({
         model: modelDir, adapter: adapterDir, sequences: seqsFor(c), loss: c.loss, grads_out: join(scratch, `${arch}-g${i}.safetensors`),

@@ -34,7 +34,9 @@ static inline float exp_nonpos(float x) {
 }
 
 void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, const float* W,
-                     const int32_t* targets, int N, int C, int V, float* scratch, int chunk) {
+                     const int32_t* targets, int N, int C, int V, float* scratch, int chunk, const float* inv_temp,
+                     const int32_t* mask_idx, const uint32_t* masks) {
+  const size_t words = ((size_t)V + 31) / 32;
   for (int n0 = 0; n0 < N; n0 += chunk) {
     const int m = std::min(chunk, N - n0);
     logits_forward(scratch, h + (size_t)n0 * C, W, m, C, V);
@@ -42,22 +44,46 @@ void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const fl
     for (int i = 0; i < m; ++i) {
       float* z = scratch + (size_t)i * V;  // logits, then probabilities in place
       const int n = n0 + i;
+      const uint32_t* allow = mask_idx && mask_idx[n] >= 0 ? masks + (size_t)mask_idx[n] * words : nullptr;
+      auto allowed = [allow](int v) { return (bool)((allow[v >> 5] >> (v & 31)) & 1u); };
+      if (inv_temp && inv_temp[n] != 1.0f) {
+        const float s = inv_temp[n];
+#pragma omp simd
+        for (int v = 0; v < V; ++v) z[v] *= s;
+      }
       float mx = -INFINITY;
+      if (allow) {
+        for (int v = 0; v < V; ++v)
+          if (allowed(v)) mx = std::max(mx, z[v]);
+      } else {
 #pragma omp simd reduction(max : mx)
-      for (int v = 0; v < V; ++v) mx = std::max(mx, z[v]);
+        for (int v = 0; v < V; ++v) mx = std::max(mx, z[v]);
+      }
       const float zt = z[targets[n]];
       // Blocked partial sums: float within a block of 1024, double across blocks (V ~ 150k terms).
       double sum = 0.0, wsum = 0.0;
       for (int v0 = 0; v0 < V; v0 += 1024) {
         const int v1 = std::min(V, v0 + 1024);
         float s = 0.0f, ws = 0.0f;
+        if (allow) {
+          // Tokens outside the allowed set get probability 0.
+          for (int v = v0; v < v1; ++v) {
+            if (!allowed(v)) { z[v] = 0.0f; continue; }
+            float d = z[v] - mx;
+            float e = exp_nonpos(d);
+            s += e;
+            ws += e * d;
+            z[v] = e;
+          }
+        } else {
 #pragma omp simd reduction(+ : s, ws)
-        for (int v = v0; v < v1; ++v) {
-          float d = z[v] - mx;
-          float e = exp_nonpos(d);
-          s += e;
-          ws += e * d;
-          z[v] = e;
+          for (int v = v0; v < v1; ++v) {
+            float d = z[v] - mx;
+            float e = exp_nonpos(d);
+            s += e;
+            ws += e * d;
+            z[v] = e;
+          }
         }
         sum += s;
         wsum += ws;
@@ -78,10 +104,10 @@ void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const fl
 }
 
 void lm_head_backward(float* dh, const float* dlogp, const float* g, const float* W, const int32_t* targets, int N,
-                      int C) {
+                      int C, const float* inv_temp) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const float d = dlogp[n];
+    const float d = inv_temp ? dlogp[n] * inv_temp[n] : dlogp[n];
     const float* wt = W + (size_t)targets[n] * C;
     const float* gn = g + (size_t)n * C;
     float* o = dh + (size_t)n * C;

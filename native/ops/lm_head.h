@@ -10,6 +10,12 @@
 // backward, this does two (N, V, C) products instead of three and one exponential per logit instead of two.
 // Logits are never held whole: rows go through in chunks of `chunk`. The entropy is reported, not
 // differentiated (no loss uses it).
+//
+// Each row may have its own sampling distribution: logits divided by a temperature T_n and restricted to an
+// allowed set S_n of tokens (constrained decoding), p = softmax over S_n of z / T_n. Then
+//   logp_n = z[target_n] / T_n − logsumexp_{v in S_n}(z_v / T_n)
+//   d logp_n / d h_n = (W[target_n] − Σ_{v in S_n} p_v W_v) / T_n
+// and the entropy is that of p. A row with T_n = 1 and no set is the plain log-softmax above, bit for bit.
 // Backward rule: parameter grads += (none: the head is frozen), activation grads =.
 #pragma once
 #include <cstdint>
@@ -18,13 +24,16 @@ namespace mcprl {
 
 // logp (N), lse (N), entropy (N, may be null), g (N, C) = p^T W per row (may be null: no backward follows).
 // h (N, C), W (V, C) (the embedding when tied), targets (N) in [0, V). scratch: chunk * V floats.
+// inv_temp (N) 1 / T_n, or null (T = 1 everywhere). mask_idx (N) index of row n's allowed set in masks
+// (nmasks, ceil(V / 32) words, bitsets), −1 for none; null for no sets. lse is of the tempered, masked logits.
 // Saves for backward: g.
 void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, const float* W,
-                     const int32_t* targets, int N, int C, int V, float* scratch, int chunk);
+                     const int32_t* targets, int N, int C, int V, float* scratch, int chunk, const float* inv_temp,
+                     const int32_t* mask_idx, const uint32_t* masks);
 
-// dh (N, C) = dlogp[n] * (W[targets[n]] − g[n]), overwritten. Needs g from forward.
+// dh (N, C) = dlogp[n] / T_n * (W[targets[n]] − g[n]), overwritten. Needs g from forward. inv_temp as above.
 void lm_head_backward(float* dh, const float* dlogp, const float* g, const float* W, const int32_t* targets, int N,
-                      int C);
+                      int C, const float* inv_temp);
 
 // Full logits for a few rows (sampling): z (N, V) = h (N, C) W^T.
 void logits_forward(float* z, const float* h, const float* W, int N, int C, int V);

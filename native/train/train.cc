@@ -2,6 +2,7 @@
 #include "train.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "../gemm.h"
@@ -58,7 +59,8 @@ static void loss_token_logprobs(const Model& m, const RunState& rs, const MicroB
   if (M == 0) return;
   gather_rows(w.hsel, rs.hf, mb.loss_rows.data(), M, C);
   m.be->lm_head_forward(logp, lse, ent, g, w.hsel, m.w.lm_head, mb.loss_targets.data(), M, C, m.cfg.vocab, w.lm_scratch,
-                  lm_chunk(m.cfg.vocab, M));
+                        lm_chunk(m.cfg.vocab, M), mb.loss_inv_temp.empty() ? nullptr : mb.loss_inv_temp.data(),
+                        mb.loss_mask_idx.empty() ? nullptr : mb.loss_mask_idx.data(), mb.masks.data());
 }
 
 MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const MicroBatch& mb, const LossParams& p,
@@ -69,6 +71,14 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   const int C = c.hidden, H = c.heads, Hkv = c.kv_heads, D = c.head_dim, I = c.inter, HD = H * D, KD = Hkv * D;
   CHECK(T > 0 && nseq > 0 && mb.cu_seqlens.front() == 0 && mb.cu_seqlens.back() == T, "bad micro-batch packing");
   CHECK(mb.old_logp.empty() || (int)mb.old_logp.size() == M, "old log-probabilities do not match the loss tokens");
+  CHECK(mb.loss_inv_temp.empty() || (int)mb.loss_inv_temp.size() == M, "temperatures do not match the loss tokens");
+  CHECK(mb.loss_mask_idx.empty() || (int)mb.loss_mask_idx.size() == M, "token masks do not match the loss tokens");
+  {
+    const size_t words = ((size_t)c.vocab + 31) / 32;
+    for (int32_t k : mb.loss_mask_idx)
+      CHECK(k < 0 || ((size_t)k + 1) * words <= mb.masks.size(), "token mask index out of range");
+    for (float it : mb.loss_inv_temp) CHECK(it > 0.0f && std::isfinite(it), "temperatures must be positive");
+  }
   int max_len = 0;
   for (int s = 0; s < nseq; ++s) max_len = std::max(max_len, mb.cu_seqlens[s + 1] - mb.cu_seqlens[s]);
   for (int j = 0; j < M; ++j) {
@@ -110,7 +120,8 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   if (!backward || M == 0 || !a) return res;
 
   // LM head + log-softmax backward (the head is frozen), scattered back to the loss rows.
-  B.lm_head_backward(w.dhsel, w.dlogp, w.lm_g, m.w.lm_head, mb.loss_targets.data(), M, C);
+  B.lm_head_backward(w.dhsel, w.dlogp, w.lm_g, m.w.lm_head, mb.loss_targets.data(), M, C,
+                     mb.loss_inv_temp.empty() ? nullptr : mb.loss_inv_temp.data());
   std::memset(w.dtmp, 0, sizeof(float) * (size_t)T * C);
   for (int j = 0; j < M; ++j) {  // serial: two loss tokens never share a row, but keep it simple and exact
     float* d = w.dtmp + (size_t)mb.loss_rows[j] * C;

@@ -23,6 +23,11 @@ struct MicroBatch {
   std::vector<int32_t> loss_rows;   // (M)
   std::vector<int32_t> loss_targets;  // (M)
   std::vector<float> old_logp;      // (M) or empty: ratio 1 (old = current, detached)
+  // The distribution each loss token was sampled from (lm_head.h): 1 / temperature per row, and an index into
+  // `masks` (bitsets over the vocabulary, ceil(V / 32) words each) or −1; either may be empty (T = 1, no mask).
+  std::vector<float> loss_inv_temp;   // (M) or empty
+  std::vector<int32_t> loss_mask_idx; // (M) or empty
+  std::vector<uint32_t> masks;        // (nmasks, words)
   std::vector<LossSeq> seqs;        // (nseq) offsets into the compact loss rows, advantage, weight
 };
 

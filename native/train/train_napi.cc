@@ -139,7 +139,8 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
     });
   }
 
-  // run(microBatches: {tokens, cuSeqlens, lossRows, lossTargets, oldLogprobs|null, seqOff, seqN, seqAdv,
+  // run(microBatches: {tokens, cuSeqlens, lossRows, lossTargets, oldLogprobs|null, lossInvTemp|null,
+  //     lossMaskIdx|null, masks|null, seqOff, seqN, seqAdv,
   //     seqWeight}[], loss: {kind, epsLow, epsHigh, beta, cispoEpsMax}, optim: {lr, beta1, beta2, eps,
   //     weightDecay, maxGradNorm, step} | null, wantLogprobs: boolean, recompute: boolean); every field required
   // -> Promise<{loss, policyLoss, klSum, ratioSum, clipped, tokens, nllSum, entropySum, gradNorm, seconds,
@@ -161,6 +162,11 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
         mb.loss_targets = to_i32(o.Get("lossTargets"), "lossTargets");
         Napi::Value old = o.Get("oldLogprobs");
         if (!old.IsNull() && !old.IsUndefined()) mb.old_logp = to_f32(old, "oldLogprobs");
+        Napi::Value it = o.Get("lossInvTemp");
+        if (!it.IsNull() && !it.IsUndefined()) mb.loss_inv_temp = to_f32(it, "lossInvTemp");
+        TokenMasks tm = to_masks(o.Get("lossMaskIdx"), o.Get("masks"), "microBatch");
+        mb.loss_mask_idx = std::move(tm.idx);
+        mb.masks = std::move(tm.bits);
         auto off = to_i32(o.Get("seqOff"), "seqOff"), n = to_i32(o.Get("seqN"), "seqN");
         auto adv = to_f32(o.Get("seqAdv"), "seqAdv"), wt = to_f32(o.Get("seqWeight"), "seqWeight");
         CHECK(off.size() == n.size() && adv.size() == n.size() && wt.size() == n.size(), "sequence arrays differ in length");

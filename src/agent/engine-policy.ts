@@ -20,6 +20,11 @@ export interface EnginePolicyOptions {
   maxTokens?: number;
   /** Chat template variables for every turn, e.g. `{ enable_thinking: false }`. Default none. */
   chatTemplateKwargs?: Record<string, unknown>;
+  /**
+   * Record the sampler's logprobs (softmax of logits ÷ temperature) with the temperature, instead of the
+   * model's log π at temperature 1, so that training optimises the policy that sampled. Default false.
+   */
+  samplerLogprobs?: boolean;
 }
 
 export class EnginePolicy implements Policy {
@@ -71,7 +76,9 @@ export class EnginePolicy implements Policy {
       toolCalls: c.toolCalls.map((t) => ({ id: t.id, name: t.name, arguments: t.arguments })),
       finishReason: c.finishReason,
       tokenIds: c.tokenIds,
-      logprobs: c.logprobs,
+      ...(this.opts.samplerLogprobs
+        ? { logprobs: c.samplerLogprobs, logprobTemperature: c.samplerTemperature }
+        : { logprobs: c.logprobs }),
     };
     if (c.invalidToolCalls.length > 0) turn.invalidToolCalls = c.invalidToolCalls.map((t) => ({ raw: t.raw, error: t.error }));
     return turn;

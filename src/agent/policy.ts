@@ -16,7 +16,18 @@ export interface ChatMessage {
    * Set on assistant turns produced by the local engine (or an endpoint that returns them): exact sampled
    * token ids and their logprobs, so training never re-tokenises.
    */
-  mcprl?: { token_ids: number[]; logprobs: number[] };
+  mcprl?: {
+    token_ids: number[];
+    logprobs: number[];
+    /**
+     * Set when `logprobs` are the sampler's: log-probabilities under softmax(logits ÷ temperature), restricted
+     * to the tokens the tool-call constraint allowed when `constrained`. Absent: the model's log π at
+     * temperature 1 over the whole vocabulary. Training computes its log π the same way.
+     */
+    temperature?: number;
+    /** The turn was decoded with tool calls constrained to the tools' schemas (src/chat/constrain.ts). */
+    constrained?: boolean;
+  };
 }
 
 export interface PolicyRequest {
@@ -39,6 +50,10 @@ export interface PolicyTurn {
   tokenIds?: number[];
   /** One logprob per sampled token, aligned with tokenIds when both are present. */
   logprobs?: number[];
+  /** Set when `logprobs` are the sampler's, at this temperature (see ChatMessage.mcprl.temperature). */
+  logprobTemperature?: number;
+  /** The turn was decoded with tool calls constrained to the tools' schemas. */
+  constrained?: boolean;
   /** Tool calls the policy saw but could not parse (e.g. malformed Hermes `<tool_call>` blocks). */
   invalidToolCalls?: { raw: string; error: string }[];
 }

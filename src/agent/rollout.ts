@@ -181,7 +181,12 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
       if (turn.tokenIds) {
         const aligned = turn.logprobs && turn.logprobs.length === turn.tokenIds.length;
         if (turn.logprobs && !aligned) log(`turn ${metrics.turns}: logprobs not aligned with token ids; dropped`);
-        assistant.mcprl = { token_ids: turn.tokenIds, logprobs: aligned ? turn.logprobs! : [] };
+        assistant.mcprl = {
+          token_ids: turn.tokenIds,
+          logprobs: aligned ? turn.logprobs! : [],
+          ...(aligned && turn.logprobTemperature !== undefined ? { temperature: turn.logprobTemperature } : {}),
+          ...(turn.constrained ? { constrained: true } : {}),
+        };
       }
       messages.push(assistant);
       if (turn.content && turn.content.trim() !== '') lastText = turn.content;

@@ -13,7 +13,14 @@ export const ChatMessageSchema = z.object({
   tool_call_id: z.string().optional(),
   name: z.string().optional(),
   /** Exact sampled token ids and logprobs of an assistant turn, when the policy returned them. */
-  mcprl: z.object({ token_ids: z.array(z.number().int()), logprobs: z.array(z.number()) }).optional(),
+  mcprl: z
+    .object({
+      token_ids: z.array(z.number().int()),
+      logprobs: z.array(z.number()),
+      temperature: z.number().positive().optional(),
+      constrained: z.boolean().optional(),
+    })
+    .optional(),
 });
 
 export const OpenAIToolSchema = z.object({

@@ -94,6 +94,14 @@ export interface ChatChoice {
   tokenIds: number[];
   /** log π(token) at temperature 1 for each of tokenIds (the engine's logπ, whatever the sampling settings). */
   logprobs: number[];
+  /**
+   * log-probability of each of tokenIds under the distribution it was drawn from: softmax of logits ÷
+   * `samplerTemperature` over the tokens the tool-call constraint allowed (before top-k/top-p). The policy's
+   * log π_old for training at the sampling temperature.
+   */
+  samplerLogprobs: number[];
+  /** The temperature samplerLogprobs are at: the request's, or 1 when it decoded greedily. */
+  samplerTemperature: number;
 }
 
 export interface ChatResult {
@@ -346,7 +354,8 @@ export class ChatEngine {
     signal: AbortSignal | undefined,
     emit: ((e: ChatStreamEvent) => void) | null,
   ): Promise<ChatChoice[]> {
-    const samples = Array.from({ length: n }, (_, i) => new SampleState(this.tokenizer, i, stop, parseTools, emit));
+    const samplerTemperature = sampling.temperature !== undefined && sampling.temperature > 0 ? sampling.temperature : 1;
+    const samples = Array.from({ length: n }, (_, i) => new SampleState(this.tokenizer, i, stop, parseTools, emit, samplerTemperature));
     if (stop.length === 0) {
       // One request: the n samples share their prompt's prefill.
       const seqs = await this.model.generate({
@@ -355,7 +364,7 @@ export class ChatEngine {
         adapter,
         sampling,
         signal,
-        onToken: (s, tokenId, logprob) => samples[s]?.push(tokenId, logprob),
+        onToken: (s, tokenId, logprob, samplerLogprob) => samples[s]?.push(tokenId, logprob, samplerLogprob),
       });
       throwIfAborted(signal);
       return seqs.map((seq, i) => samples[i].finish(seq));
@@ -375,12 +384,12 @@ export class ChatEngine {
             adapter,
             sampling: { ...sampling, ...(sampling.seed !== undefined ? { seed: sampling.seed + i } : {}) },
             signal: own.signal,
-            onToken: (_s, tokenId, logprob) => state.push(tokenId, logprob),
+            onToken: (_s, tokenId, logprob, samplerLogprob) => state.push(tokenId, logprob, samplerLogprob),
           });
           return seq;
         } catch (err) {
           // An engine that rejects on abort: a stop string is still a normal end of this sample.
-          if (state.stopped && !signal?.aborted) return { tokenIds: state.ids, logprobs: state.lps, finishReason: 'abort' } as GeneratedSequence;
+          if (state.stopped && !signal?.aborted) return { tokenIds: state.ids, logprobs: state.lps, samplerLogprobs: state.slps, finishReason: 'abort' } as GeneratedSequence;
           throw err;
         } finally {
           signal?.removeEventListener('abort', onAbort);
@@ -434,6 +443,7 @@ function toTemplateMessage(m: ChatTurnMessage, i: number): TemplateMessage {
 class SampleState {
   readonly ids: number[] = [];
   readonly lps: number[] = [];
+  readonly slps: number[] = [];
   stopped = false;
   onStop: (() => void) | null = null;
   private readonly decoder: IncrementalDecoder;
@@ -449,14 +459,16 @@ class SampleState {
     private readonly stop: string[],
     private readonly parseTools: boolean,
     private readonly emit: ((e: ChatStreamEvent) => void) | null,
+    private readonly samplerTemperature: number,
   ) {
     this.decoder = new IncrementalDecoder(tokenizer, { skipSpecialTokens: true });
   }
 
-  push(tokenId: number, logprob: number): void {
+  push(tokenId: number, logprob: number, samplerLogprob: number): void {
     if (this.stopped) return; // tokens the engine sampled before it saw the abort are not part of the turn
     this.ids.push(tokenId);
     this.lps.push(logprob);
+    this.slps.push(samplerLogprob);
     const before = this.decoder.current.length;
     this.decoder.push(tokenId);
     const text = this.decoder.current;
@@ -477,10 +489,12 @@ class SampleState {
   finish(seq: GeneratedSequence): ChatChoice {
     let ids = seq.tokenIds;
     let lps = seq.logprobs;
+    let slps = seq.samplerLogprobs;
     let finishReason: ChatFinishReason = seq.finishReason === 'length' ? 'length' : 'stop';
     if (this.stopTokenCount >= 0) {
       ids = ids.slice(0, this.stopTokenCount);
       lps = lps.slice(0, this.stopTokenCount);
+      slps = slps.slice(0, this.stopTokenCount);
       finishReason = 'stop';
     }
     let text = this.tokenizer.decode(ids, { skipSpecialTokens: true });
@@ -495,7 +509,10 @@ class SampleState {
       invalidToolCalls = parsed.invalidToolCalls;
       if (toolCalls.length > 0 && finishReason === 'stop') finishReason = 'tool_calls';
     }
-    const choice: ChatChoice = { index: this.index, text, content, toolCalls, invalidToolCalls, finishReason, tokenIds: ids, logprobs: lps };
+    const choice: ChatChoice = {
+      index: this.index, text, content, toolCalls, invalidToolCalls, finishReason, tokenIds: ids, logprobs: lps,
+      samplerLogprobs: slps, samplerTemperature: this.samplerTemperature,
+    };
     if (this.emit) {
       // Whatever the stream has not sent yet: held-back text and tokens.
       const final = content ?? '';

@@ -2,11 +2,13 @@
  * The local engine's model: an HF folder loaded into the native addon, with LoRA adapters, batched
  * generation (continuous batching over a KV cache) and scoring.
  *
- * Log-probabilities: every sampled token comes with log π(token | context) under the model (with the
- * request's adapter) at temperature 1 and without top-k/top-p truncation, i.e. log softmax(logits)[token].
- * That is the policy's log π that GRPO's importance ratio needs; sampling settings only change which tokens
- * are drawn, not how they are scored. Stop tokens (EOS or stopTokenIds) are included in tokenIds with their
- * logprob, so training can teach the model to stop.
+ * Log-probabilities: every sampled token comes with two. `logprobs`: log π(token | context) under the model
+ * (with the request's adapter) at temperature 1 over the whole vocabulary, log softmax(logits)[token], whatever
+ * the sampling settings — what an OpenAI-style `logprobs` reports. `samplerLogprobs`: the log-probability under
+ * the distribution the token was drawn from before top-k/top-p truncation — softmax of logits / temperature
+ * over the tokens a constraint allowed — which is what GRPO's importance ratio needs when the trainer computes
+ * its log π the same way (src/engine/train-types.ts: TrainSequence.temperature, tokenMasks). Stop tokens (EOS
+ * or stopTokenIds) are included in tokenIds with their logprobs, so training can teach the model to stop.
  */
 import { basename, join, resolve } from 'node:path';
 import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
@@ -29,6 +31,16 @@ export interface SamplingParams {
   stopTokenIds?: number[];
 }
 
+/**
+ * Restricts one sample's tokens step by step (constrained decoding). The engine asks `allowed()` before
+ * drawing each token and calls `advance()` with the token drawn; the token is always one that was allowed.
+ */
+export interface TokenConstraint {
+  /** The tokens allowed next, as a bitset over the vocabulary (ceil(V / 32) words), or null for every token. */
+  allowed(): Uint32Array | null;
+  advance(tokenId: number): void;
+}
+
 export interface GenerateRequest {
   promptIds: number[];
   /** Default 1; the n samples share the prompt's prefill. */
@@ -36,13 +48,17 @@ export interface GenerateRequest {
   adapter?: string | null;
   sampling: SamplingParams;
   signal?: AbortSignal;
-  onToken?: (sample: number, tokenId: number, logprob: number) => void;
+  onToken?: (sample: number, tokenId: number, logprob: number, samplerLogprob: number) => void;
+  /** A constraint for sample i (called once per sample), or none: every token may be drawn. */
+  constraint?: (sample: number) => TokenConstraint | null;
 }
 
 export interface GeneratedSequence {
   tokenIds: number[];
-  /** log π at temperature 1 of each token in tokenIds. */
+  /** log π at temperature 1 of each token in tokenIds, over the whole vocabulary. */
   logprobs: number[];
+  /** log-probability of each token under the (tempered, constrained) distribution it was drawn from. */
+  samplerLogprobs: number[];
   finishReason: 'stop' | 'length' | 'abort';
 }
 
@@ -100,6 +116,7 @@ interface Sample {
   out: GeneratedSequence;
   done: boolean;
   last: number;
+  constraint: TokenConstraint | null;
 }
 
 const engines = new WeakMap<Model, NativeEngine>();
@@ -246,7 +263,7 @@ export class Model {
       };
       if (s.maxTokens === 0 || req.signal?.aborted) {
         const reason = s.maxTokens === 0 ? 'length' : 'abort';
-        resolveP(Array.from({ length: n }, () => ({ tokenIds: [], logprobs: [], finishReason: reason })));
+        resolveP(Array.from({ length: n }, () => ({ tokenIds: [], logprobs: [], samplerLogprobs: [], finishReason: reason })));
         return;
       }
       this.pending.push(r);
@@ -304,7 +321,27 @@ export class Model {
       temps: Float32Array.from(sp, (s) => s.temperature ?? 1),
       topP: Float32Array.from(sp, (s) => s.topP ?? 1),
       topK: Int32Array.from(sp, (s) => s.topK ?? 0),
+      ...this.masks(samples),
     };
+  }
+
+  // Each constrained sample's allowed set, the same set object sent once.
+  private masks(samples: Sample[]): { maskIdx: Int32Array | null; masks: Uint32Array | null } {
+    if (!samples.some((x) => x.constraint)) return { maskIdx: null, masks: null };
+    const words = Math.ceil(this.config.vocabSize / 32);
+    const seen = new Map<Uint32Array, number>();
+    const maskIdx = Int32Array.from(samples, (x) => {
+      const m = x.constraint?.allowed() ?? null;
+      if (!m) return -1;
+      if (m.length !== words) throw new EngineError('ENGINE_REQUEST', `a token mask has ${m.length} words; the vocabulary needs ${words}`);
+      let k = seen.get(m);
+      if (k === undefined) seen.set(m, (k = seen.size));
+      return k;
+    });
+    if (seen.size === 0) return { maskIdx: null, masks: null };
+    const masks = new Uint32Array(seen.size * words);
+    for (const [m, k] of seen) masks.set(m, k * words);
+    return { maskIdx, masks };
   }
 
   private async admit(): Promise<void> {
@@ -323,7 +360,10 @@ export class Model {
           for (let i = 0; i < r.n; i++) {
             const slot = e.slotCreate(r.capacity);
             e.slotSeed(slot, seed, i);
-            r.samples.push({ request: r, index: i, slot, done: false, last: -1, out: { tokenIds: [], logprobs: [], finishReason: 'length' } });
+            r.samples.push({
+              request: r, index: i, slot, done: false, last: -1, constraint: r.req.constraint?.(i) ?? null,
+              out: { tokenIds: [], logprobs: [], samplerLogprobs: [], finishReason: 'length' },
+            });
           }
         }
         const prompts = batch.map((r) => r.req.promptIds);
@@ -332,7 +372,7 @@ export class Model {
         for (const r of batch) if (r.n > 1) await e.fork(r.samples[0].slot, Int32Array.from(r.samples.slice(1), (x) => x.slot));
         for (const r of batch) fresh.push(...r.samples);
         const p = this.params(fresh);
-        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), p.temps, p.topP, p.topK);
+        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), p.temps, p.topP, p.topK, p.maskIdx, p.masks);
         this.active.push(...fresh);
         this.accept(fresh, res);
       });
@@ -353,6 +393,8 @@ export class Model {
           p.temps,
           p.topP,
           p.topK,
+          p.maskIdx,
+          p.masks,
         );
         this.accept(live, res);
       });
@@ -368,12 +410,15 @@ export class Model {
       if (x.done || x.request.failed) return;
       const tok = res.tokens[i];
       const lp = res.logprobs[i];
+      const slp = res.samplerLogprobs[i];
       x.out.tokenIds.push(tok);
       x.out.logprobs.push(lp);
+      x.out.samplerLogprobs.push(slp);
       x.last = tok;
       const r = x.request;
       try {
-        r.req.onToken?.(x.index, tok, lp);
+        x.constraint?.advance(tok);
+        r.req.onToken?.(x.index, tok, lp, slp);
       } catch (err) {
         this.fail(r, err);
         return;
@@ -388,7 +433,7 @@ export class Model {
     for (const r of this.pending.slice()) {
       if (r.req.signal?.aborted) {
         this.pending.splice(this.pending.indexOf(r), 1);
-        r.resolve(Array.from({ length: r.n }, () => ({ tokenIds: [], logprobs: [], finishReason: 'abort' as const })));
+        r.resolve(Array.from({ length: r.n }, () => ({ tokenIds: [], logprobs: [], samplerLogprobs: [], finishReason: 'abort' as const })));
       }
     }
     for (const x of this.active.slice()) if (!x.done && x.request.req.signal?.aborted) this.finish(x, 'abort');

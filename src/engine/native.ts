@@ -23,6 +23,11 @@ export interface SampledTokens {
   tokens: Int32Array;
   /** log softmax(logits)[token] at temperature 1, whatever the sampling settings. */
   logprobs: Float32Array;
+  /**
+   * log of the token's probability under the distribution it was drawn from before top-k/top-p: softmax over
+   * the allowed tokens of logits / temperature (temperature 1 when greedy). See native/sample.h.
+   */
+  samplerLogprobs: Float32Array;
 }
 
 /** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
@@ -43,8 +48,11 @@ export interface NativeEngine {
   fork(src: number, dsts: Int32Array): Promise<void>;
   /** Appends each segment's tokens to its slot (one shared forward). */
   prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string | null)[]): Promise<void>;
-  /** Samples the next token of each slot from its last hidden state. */
-  sample(slots: Int32Array, temps: Float32Array, topP: Float32Array, topK: Int32Array): Promise<SampledTokens>;
+  /**
+   * Samples the next token of each slot from its last hidden state. maskIdx[i] picks slot i's allowed set
+   * in `masks` (bitsets of ceil(V / 32) words over the vocabulary), −1 for none; both null: no masks.
+   */
+  sample(slots: Int32Array, temps: Float32Array, topP: Float32Array, topK: Int32Array, maskIdx: Int32Array | null, masks: Uint32Array | null): Promise<SampledTokens>;
   /** Appends one token per slot (one shared decode forward), then samples each slot's next token. */
   step(
     slots: Int32Array,
@@ -53,6 +61,8 @@ export interface NativeEngine {
     temps: Float32Array,
     topP: Float32Array,
     topK: Int32Array,
+    maskIdx: Int32Array | null,
+    masks: Uint32Array | null,
   ): Promise<SampledTokens>;
   close(): void;
 }

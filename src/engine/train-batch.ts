@@ -7,6 +7,11 @@ import { TrainError, type LossConfig, type TrainSequence } from './train-types.j
 export interface NativeMicroBatch {
   tokens: Int32Array; cuSeqlens: Int32Array; lossRows: Int32Array; lossTargets: Int32Array;
   oldLogprobs: Float32Array | null; seqOff: Int32Array; seqN: Int32Array; seqAdv: Float32Array; seqWeight: Float32Array;
+  /** 1 / temperature per loss row; null when every sequence is at temperature 1. */
+  lossInvTemp: Float32Array | null;
+  /** Index of each loss row's allowed set in `masks`, −1 for none; both null when no row is masked. */
+  lossMaskIdx: Int32Array | null;
+  masks: Uint32Array | null;
 }
 
 /**
@@ -22,6 +27,8 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
     if (s.mask[0]) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: mask[0] must be 0 (the first token has no prediction)`);
     if (s.oldLogprobs && s.oldLogprobs.length !== s.tokenIds.length) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: oldLogprobs has ${s.oldLogprobs.length} entries for ${s.tokenIds.length} tokens`);
     if (s.advantage !== undefined && !Number.isFinite(s.advantage)) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: advantage is not finite`);
+    if (s.temperature !== undefined && !(s.temperature > 0 && Number.isFinite(s.temperature))) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: temperature must be positive, got ${s.temperature}`);
+    if (s.tokenMasks && s.tokenMasks.length !== s.tokenIds.length) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: tokenMasks has ${s.tokenMasks.length} entries for ${s.tokenIds.length} tokens`);
     let n = 0;
     for (const m of s.mask) if (m) n++;
     return n;
@@ -39,6 +46,9 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
     }
   };
   const anyOld = batch.some((s) => s.oldLogprobs);
+  const anyTemp = batch.some((s) => s.temperature !== undefined && s.temperature !== 1);
+  const anyMask = batch.some((s) => s.tokenMasks?.some((m) => m));
+  const words = anyMask ? batch.flatMap((s) => s.tokenMasks ?? []).find((m) => m)!.length : 0;
   if (anyOld && !batch.every((s) => s.oldLogprobs)) throw new TrainError('TRAIN_INVALID_BATCH', 'oldLogprobs must be given for every sequence of a batch or for none');
 
   const microBatches: NativeMicroBatch[] = [];
@@ -58,7 +68,9 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
       lossTargets: new Int32Array(M), oldLogprobs: anyOld ? new Float32Array(M) : null,
       seqOff: new Int32Array(group.length), seqN: new Int32Array(group.length), seqAdv: new Float32Array(group.length),
       seqWeight: new Float32Array(group.length),
+      lossInvTemp: anyTemp ? new Float32Array(M) : null, lossMaskIdx: anyMask ? new Int32Array(M) : null, masks: null,
     };
+    const maskIndex = new Map<Uint32Array, number>();
     let row = 0, j = 0;
     group.forEach((g, k) => {
       const s = batch[g];
@@ -72,11 +84,26 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
         mb.lossRows[j] = row + t - 1;
         mb.lossTargets[j] = s.tokenIds[t];
         if (mb.oldLogprobs) mb.oldLogprobs[j] = s.oldLogprobs![t];
+        if (mb.lossInvTemp) mb.lossInvTemp[j] = 1 / (s.temperature ?? 1);
+        if (mb.lossMaskIdx) {
+          const m = s.tokenMasks?.[t] ?? null;
+          let k = -1;
+          if (m) {
+            if (m.length !== words) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${g}: token ${t}'s mask has ${m.length} words, others ${words}`);
+            k = maskIndex.get(m) ?? maskIndex.size;
+            maskIndex.set(m, k);
+          }
+          mb.lossMaskIdx[j] = k;
+        }
         j++;
       }
       row += s.tokenIds.length;
       mb.cuSeqlens[k + 1] = row;
     });
+    if (mb.lossMaskIdx) {
+      mb.masks = new Uint32Array(Math.max(1, maskIndex.size) * words);
+      for (const [m, k] of maskIndex) mb.masks.set(m, k * words);
+    }
     microBatches.push(mb);
   }
   return { microBatches, totalTokens, lossTokens: N };

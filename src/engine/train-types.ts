@@ -14,6 +14,18 @@ export interface TrainSequence {
   advantage?: number;
   /** log π_old(token t) from sampling, aligned with tokenIds (entry 0 unused); missing => ratio 1. */
   oldLogprobs?: number[];
+  /**
+   * The sampling temperature: log π of every token is computed from logits ÷ temperature, as the sampler drew
+   * them (and as it recorded oldLogprobs). Default 1.
+   */
+  temperature?: number;
+  /**
+   * The tokens each token was drawn from, aligned with tokenIds: a bitset over the vocabulary (ceil(V / 32)
+   * words; see TokenConstraint in model.ts) or null for the whole vocabulary. log π of token t is then
+   * renormalised over tokenMasks[t], as constrained decoding sampled it. Default: no masks. Sequences may share
+   * one mask object; it is sent to the engine once per micro-batch.
+   */
+  tokenMasks?: (Uint32Array | null)[];
 }
 
 // The loss and optimiser settings carry every default here, once: the native trainer receives each value

@@ -3,7 +3,9 @@
  *
  * One Trainer owns one trainable adapter, registered in the loaded Model under `adapterName`: generation and
  * scoring with that name see the newest weights after every step, with no reload. The loss definitions are in
- * native/train/loss.h; the per-token log-probability of token t is log π(tokenIds[t] | tokenIds[<t]).
+ * native/train/loss.h; the per-token log-probability of token t is log π(tokenIds[t] | tokenIds[<t]) under the
+ * distribution the sampler drew it from: softmax of logits ÷ the sequence's temperature, renormalised over the
+ * token's allowed set when constrained decoding restricted it (TrainSequence.temperature, tokenMasks).
  *
  * A step packs the batch into micro-batches of about `microBatchTokens` tokens (attention never crosses a
  * sequence), runs forward + backward on each, and accumulates gradients. Every batch-level normaliser (number
@@ -205,6 +207,7 @@ export class Trainer {
   /** One optimiser step on the batch: forward/backward over packed micro-batches, clip, AdamW. */
   async trainStep(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<StepMetrics> {
     const lc = parseLoss(loss);
+    this.checkMasks(batch);
     const mbs = packBatch(batch, lc, opts.microBatchTokens ?? 4096);
     const o = this.optimizer;
     const s = o.schedule;
@@ -230,6 +233,7 @@ export class Trainer {
   /** computeGradients plus the step's metrics and the current log-probabilities of the loss tokens. */
   async gradientsWithMetrics(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<{ grads: Map<string, Float32Array>; metrics: StepMetrics; logprobs: Float32Array }> {
     const lc = parseLoss(loss);
+    this.checkMasks(batch);
     const mbs = packBatch(batch, lc, opts.microBatchTokens ?? 4096);
     const r = await this.run(mbs.microBatches, lc, null, true, opts.recompute ?? false);
     const flat = await this.nativeRead('grads');
@@ -275,6 +279,13 @@ export class Trainer {
     if (this.closed) return;
     this.closed = true;
     this.model.unloadAdapter(this.adapterName);
+  }
+
+  private checkMasks(batch: TrainSequence[]): void {
+    const words = Math.ceil(this.model.config.vocabSize / 32);
+    batch.forEach((s, i) => s.tokenMasks?.forEach((m, t) => {
+      if (m && m.length !== words) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: token ${t}'s mask has ${m.length} words; the vocabulary of ${this.model.config.vocabSize} needs ${words}`);
+    }));
   }
 
   private async nativeRead(which: 'params' | 'grads' | 'exp_avg' | 'exp_avg_sq'): Promise<Float32Array> {

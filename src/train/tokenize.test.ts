@@ -56,6 +56,25 @@ describe('trajectoryToSequences', () => {
     expect(s.advantage).toBe(0.5);
   });
 
+  it('trains each sampled turn at the temperature its logprobs are at, never two temperatures in one sequence', () => {
+    const first = engine.tokenizer.encode('<tool_call>\n{"name": "get_book", "arguments": {"book_id": "bk-001"}}\n</tool_call><|im_end|>');
+    const second = engine.tokenizer.encode('It costs 12.99 USD.<|im_end|>');
+    const turns = (t1: number | undefined, t2: number | undefined): ChatMessage[] => [
+      ...base,
+      { role: 'assistant', content: null, tool_calls: [call], mcprl: { token_ids: first, logprobs: first.map(() => -0.1), ...(t1 ? { temperature: t1 } : {}) } },
+      { role: 'tool', tool_call_id: 'c1', content: '{"price_usd": 12.99}' },
+      { role: 'assistant', content: 'It costs 12.99 USD.', mcprl: { token_ids: second, logprobs: second.map(() => -0.2), ...(t2 ? { temperature: t2 } : {}) } },
+    ];
+    const same = trajectoryToSequences(engine, { messages: turns(0.7, 0.7), tools });
+    expect(same.every((s) => s.temperature === 0.7)).toBe(true);
+    expect(same.flatMap(spans)).toHaveLength(2);
+    const mixed = trajectoryToSequences(engine, { messages: turns(0.7, 1.3), tools });
+    expect(mixed.map((s) => s.temperature)).toEqual([0.7, 1.3]);
+    expect(mixed.map((s) => spans(s).length)).toEqual([1, 1]);
+    // Logprobs of the model at temperature 1 (no `temperature` recorded) train at temperature 1.
+    expect(trajectoryToSequences(engine, { messages: turns(undefined, undefined), tools }).every((s) => s.temperature === undefined)).toBe(true);
+  });
+
   it('masks exactly the template-rendered assistant turns of a multi-turn transcript, ending at <|im_end|>', () => {
     const messages: ChatMessage[] = [
       ...base,

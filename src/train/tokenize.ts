@@ -5,7 +5,9 @@
  * with a generation prompt. We rebuild exactly that prompt with the engine's own renderer (`ChatEngine.promptIds`,
  * the code path generation used), and append the turn's tokens:
  * - turns sampled by the local engine carry their exact sampled ids and logprobs (`message.mcprl`), used as they
- *   are — no re-tokenisation drift, and the logprobs become log π_old;
+ *   are — no re-tokenisation drift, and the logprobs become log π_old; when they are the sampler's logprobs
+ *   (`mcprl.temperature`), the sequence trains at that temperature, so the trainer's log π is of the same
+ *   distribution (turns at different temperatures never share a sequence);
  * - other turns (scripted transcripts for SFT, remote policies) are the template's own rendering of the turn,
  *   up to and including the end-of-turn token.
  * Consecutive turns share one sequence when the next prompt extends the previous sequence token for token (the
@@ -58,14 +60,16 @@ export function trajectoryToSequences(
   let mask: number[] = [];
   let lps: number[] = [];
   let sampled = true;
+  let temperature: number | undefined;
   const flush = () => {
     if (ids.length > 0 && mask.some((m) => m === 1)) {
-      out.push({ tokenIds: ids, mask, advantage, ...(sampled ? { oldLogprobs: lps } : {}) });
+      out.push({ tokenIds: ids, mask, advantage, ...(sampled ? { oldLogprobs: lps } : {}), ...(temperature !== undefined ? { temperature } : {}) });
     }
     ids = [];
     mask = [];
     lps = [];
     sampled = true;
+    temperature = undefined;
   };
 
   messages.forEach((m, i) => {
@@ -82,9 +86,11 @@ export function trajectoryToSequences(
     } else {
       completion = renderedTurn(engine, messages, i, tools, kwargs, stopIds);
     }
-    if (!(ids.length > 0 && startsWith(prompt, ids))) {
+    const turnTemperature = m.mcprl && m.mcprl.token_ids.length > 0 ? m.mcprl.temperature : undefined;
+    if (!(ids.length > 0 && startsWith(prompt, ids) && turnTemperature === temperature)) {
       flush();
     }
+    temperature = turnTemperature;
     for (let t = ids.length; t < prompt.length; t++) {
       ids.push(prompt[t]);
       mask.push(0);

@@ -8,11 +8,14 @@ The loss definitions follow native/train/loss.h (and DESIGN.md); they are writte
 (torch.min / torch.clamp / detach) so autograd, not a hand-derived formula, gives the gradient.
 
 Usage: torch_train_ref.py request.json   (prints a JSON result on stdout; a list of requests gives a list)
-request: {"model": dir, "adapter": dir | null, "sequences": [{tokenIds, mask, advantage?, oldLogprobs?}],
+request: {"model": dir, "adapter": dir | null,
+          "sequences": [{tokenIds, mask, advantage?, oldLogprobs?, temperature?, allowed?}],
           "loss": {kind, clipEpsilon?, clipEpsilonHigh?, beta?, cispoEpsMax?, maxLength?} | null,
           "grads_out": path | null}
 result: {"loss", "policyLoss", "kl", "clipFraction", "meanRatio", "entropy", "logprobs": [[...per token, 0 at t=0]]}
-and, with grads_out, a safetensors file of F32 gradients under the adapter's PEFT key names.
+A sequence's temperature T (default 1) divides its logits; allowed[t] (a list of token ids, or null) restricts
+the distribution of token t to those tokens (constrained decoding): log π(t) = log_softmax over allowed of z / T.
+With grads_out, a safetensors file of F32 gradients under the adapter's PEFT key names.
 With "optimizer": {lr, beta1, beta2, eps, weightDecay, maxGradNorm} and "params_out", one optimiser step is
 taken with torch.nn.utils.clip_grad_norm_ and torch.optim.AdamW and the new adapter weights are written.
 The adapter is loaded strictly by its PEFT key names: a missing or unexpected key is an error.
@@ -177,11 +180,21 @@ def forward_logits(cfg, w, lora, scale, ids):
     return x @ head.T
 
 
-def token_logprobs(logits, ids):
-    """(logπ of tokens 1..T-1, entropy at those positions): logits row t-1 predicts token t."""
-    lsm = torch.log_softmax(logits[:-1], -1)
+def token_logprobs(logits, ids, temperature=1.0, allowed=None):
+    """(logπ of tokens 1..T-1, entropy at those positions): logits row t-1 predicts token t, at the temperature,
+    renormalised over allowed[t] where given."""
+    z = logits[:-1] / temperature
+    if allowed:
+        keep = torch.ones_like(z, dtype=torch.bool)
+        for t in range(1, len(ids)):
+            if allowed[t] is not None:
+                keep[t - 1] = False
+                keep[t - 1, torch.tensor(allowed[t], dtype=torch.long)] = True
+        z = z.masked_fill(~keep, float("-inf"))
+    lsm = torch.log_softmax(z, -1)
     lp = lsm.gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
-    ent = -(lsm.exp() * lsm).sum(-1)
+    p = lsm.exp()
+    ent = -torch.where(p > 0, p * lsm, torch.zeros_like(p)).sum(-1)
     return lp, ent
 
 
@@ -208,7 +221,8 @@ def run(req, models):
     out_lp = []
     for s, m in zip(seqs, masks):
         ids = s["tokenIds"]
-        lp_all, ent_all = token_logprobs(forward_logits(cfg, w, lora, scale, ids), ids)
+        temp, allowed = float(s.get("temperature", 1.0)), s.get("allowed")
+        lp_all, ent_all = token_logprobs(forward_logits(cfg, w, lora, scale, ids), ids, temp, allowed)
         out_lp.append([0.0] + lp_all.detach().tolist())
         lp = lp_all[m]
         n = lp.numel()
@@ -219,7 +233,7 @@ def run(req, models):
         old = torch.tensor(s["oldLogprobs"][1:])[m] if s.get("oldLogprobs") else lp.detach()
         if beta > 0:
             with torch.no_grad():
-                ref = token_logprobs(forward_logits(cfg, w, None, 0.0, ids), ids)[0][m]
+                ref = token_logprobs(forward_logits(cfg, w, None, 0.0, ids), ids, temp, allowed)[0][m]
             kl = torch.exp(ref - lp) - (ref - lp) - 1
         else:
             kl = torch.zeros_like(lp)
