@@ -188,6 +188,36 @@ describe('mcprl train (tiny model, fixture server)', () => {
     expect(noRun.stderr).toMatch(/mcprl train: --resume needs --run NAME/);
   }, 120_000);
 
+  it('draws by pass rate, replaces groups without signal, trains at the sampling temperature, decays the lr', async () => {
+    const r = await start(trainArgs('curriculum', 2, [
+      '--curriculum', 'pass_rate', '--resample-rounds', '2', '--temperature', '0.7', '--train-at-sampling-temperature',
+      '--lr-schedule', 'cosine', '--beta', '0.05',
+    ])).done;
+    expect(r.code, r.stderr).toBe(0);
+    const dir = join(work, 'runs', 'curriculum');
+    const metrics = await readJsonl(join(dir, 'metrics.jsonl'));
+    const state = await readState(dir);
+    for (const step of [1, 2]) {
+      const m = metrics[step];
+      // At most two rounds, each replacing at most the two groups of a step; every gathered group is on file.
+      expect(m.resample_rounds).toBeLessThanOrEqual(2);
+      expect(m.groups_replaced).toBeLessThanOrEqual(2 * m.resample_rounds);
+      expect(m.groups).toBe(2 + m.groups_replaced);
+      expect(m.groups_trained).toBe(m.groups - m.groups_dropped_zero_variance);
+      expect(m.groups_trained).toBeLessThanOrEqual(2);
+      const trajectories = await readJsonl(join(dir, 'trajectories', `step-000${step}.jsonl`));
+      expect(trajectories).toHaveLength(2 * m.groups);
+      // Every sampled turn records the temperature its logprobs are at.
+      for (const t of trajectories) for (const a of t.messages.filter((x: { role: string }) => x.role === 'assistant')) expect(a.mcprl.temperature).toBe(0.7);
+    }
+    // The curriculum learnt a pass rate for every scenario it gathered, and saved it with the step.
+    const gathered = new Set((await readJsonl(join(dir, 'trajectories', 'step-0001.jsonl'))).map((t) => t.scenario_id));
+    for (const id of gathered) expect(state.curriculum?.[id]?.attempts).toBeGreaterThan(0);
+    // Cosine decay over maxSteps × updatesPerStep = 2 optimiser steps: the second uses half the peak.
+    const lrs = metrics.slice(1).filter((m) => m.lr !== undefined).map((m) => m.lr);
+    if (lrs.length === 2) expect(lrs[1]).toBeCloseTo(lrs[0] / 2, 12);
+  }, 600_000);
+
   it('refuses validation scenarios that overlap the training scenarios', async () => {
     const overlap = join(work, 'overlap');
     const all = await loadScenarioSet(scenarios);

@@ -27,6 +27,10 @@ export const TrainSettingsSchema = z.object({
   updatesPerStep: z.number().int().min(1).default(1).describe("optimiser steps per step: the step's groups split into this many minibatches"),
   /** AdamW peak learning rate, per optimiser step. Default 5e-4. */
   lr: z.number().positive().default(5e-4).describe('AdamW learning rate'),
+  /** Learning-rate schedule over the run's optimiser steps: constant, or cosine decay to 0 at maxSteps × updatesPerStep. Default constant. */
+  lrSchedule: z.enum(['constant', 'cosine']).default('constant').describe('learning-rate schedule: constant, or cosine decay to 0 at the last step'),
+  /** Optimiser steps of linear learning-rate warm-up before the schedule. Default 0. */
+  warmupSteps: z.number().int().nonnegative().default(0).describe('optimiser steps of linear learning-rate warm-up'),
   /** LoRA rank r. Default 16. */
   rank: z.number().int().positive().default(16).describe('LoRA rank'),
   /** LoRA alpha: the adapter's output is scaled by alpha / r. Default 32. */
@@ -45,8 +49,25 @@ export const TrainSettingsSchema = z.object({
   patience: z.number().int().positive().default(3).describe('stop after N validations without improvement'),
   /** Seed of the scenario order, sampling and the adapter's initial weights. Default 1. */
   seed: z.number().int().default(1).describe('seed for scenario order, sampling and the adapter'),
+  /**
+   * How each step's scenarios are drawn: `shuffle`, a seeded shuffle of the training set per epoch; or
+   * `pass_rate`, weighted by recent pass rate towards those the model sometimes solves (src/train/curriculum.ts).
+   * Default shuffle.
+   */
+  curriculum: z.enum(['shuffle', 'pass_rate']).default('shuffle').describe('how scenarios are drawn: shuffle, or pass_rate (towards those sometimes solved)'),
+  /**
+   * Dynamic sampling (DAPO): rounds of extra rollouts per step in which each group whose rewards were all alike
+   * (no signal, dropped) is replaced by a group of another scenario, so that the step trains on a full batch.
+   * 0 turns it off: such groups are only dropped. Default 0.
+   */
+  resampleRounds: z.number().int().nonnegative().default(0).describe('dynamic sampling: rounds that replace groups without reward variance by other scenarios (0: off)'),
   /** Sampling temperature of training rollouts. Default 1. */
   temperature: z.number().nonnegative().default(1).describe('sampling temperature of training rollouts'),
+  /**
+   * Compute the training (and old) log-probabilities at the sampling temperature (logits ÷ temperature, as TRL
+   * and verl do), so that the policy optimised is the one that sampled. Default false: at temperature 1.
+   */
+  trainAtSamplingTemperature: z.boolean().default(false).describe('compute training logprobs from logits ÷ the sampling temperature'),
   /** Sampling temperature of validation rollouts; greedy, so that validation success is a property of the weights. Default 0. */
   valTemperature: z.number().nonnegative().default(0).describe('sampling temperature of validation rollouts'),
   /** Attempts per validation scenario. Default 1. */

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
+import { CurriculumStateSchema } from './curriculum.js';
 
 export const RunStateSchema = z.object({
   /** Last complete step (0: only the untrained model was evaluated). */
@@ -31,6 +32,8 @@ export const RunStateSchema = z.object({
   bestValSuccess: z.number(),
   /** Evaluations since validation success last improved. */
   evalsWithoutImprovement: z.number().int().nonnegative(),
+  /** The pass-rate curriculum's records (src/train/curriculum.ts), when the run uses it. */
+  curriculum: CurriculumStateSchema.optional(),
   /** Set when the run ended: why. */
   stopped: z.enum(['max_steps', 'patience', 'no_signal']).optional(),
 });

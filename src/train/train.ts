@@ -1,8 +1,10 @@
 /**
  * `mcprl train`: GRPO on a LoRA adapter until validation success stops improving.
  *
- * Every step: gather K rollouts of G training scenarios with the in-process engine → score them (checks, RULER
- * or both) → group-relative advantages (groups with one reward value carry no signal and are dropped) →
+ * Every step: gather K rollouts of G training scenarios with the in-process engine (drawn in a seeded shuffle,
+ * or by their recent pass rate with `curriculum: 'pass_rate'`) → score them (checks, RULER or both) → with
+ * `resampleRounds`, replace groups whose rewards are all alike by groups of other scenarios (DAPO's dynamic
+ * sampling) → group-relative advantages (groups with one reward value carry no signal and are dropped) →
  * training sequences with assistant masks from the exact sampled token ids → one GRPO step → an atomic
  * checkpoint → every `evalEvery` steps, validation → stop when validation success has not improved for
  * `patience` evaluations, or at `maxSteps`. Step 0 evaluates the untrained model.
@@ -12,13 +14,13 @@
  * the best validation success it is an unbiased estimate of what the selected adapter does on unseen tasks.
  */
 import { performance } from 'node:perf_hooks';
-import { runEval, type EvalSummary } from '../eval/evaluate.js';
+import { isSuccess, runEval, type EvalSummary } from '../eval/evaluate.js';
 import type { Trajectory } from '../agent/trajectory.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
 import type { Model } from '../engine/model.js';
 import { Trainer } from '../engine/trainer.js';
-import type { LossConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
+import type { LossConfig, OptimizerConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
 import type { SafetyPolicy, Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../util/rng.js';
@@ -26,6 +28,7 @@ import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
 import { advantagesFor, type GroupAdvantages } from './advantages.js';
 import type { TrainConfig } from './config.js';
+import { Curriculum } from './curriculum.js';
 import { ProgressLog, type PhaseProgress } from './progress-log.js';
 import { RunDir, type RunState } from './run-dir.js';
 import { trajectoryToSequences } from './tokenize.js';
@@ -64,9 +67,10 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     let state = o.resume ? await run.readState() : null;
     const trainer = state && state.step > 0
       ? await Trainer.resume(model, run.checkpoint(state.step), { adapterName: 'policy' })
-      : await Trainer.create(model, { adapterName: 'policy', rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed, optimizer: { lr: c.lr } });
-    const policy = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens });
+      : await Trainer.create(model, { adapterName: 'policy', rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed, optimizer: optimizerConfig(c) });
+    const policy = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature });
     const metrics = await run.readMetrics(state?.step ?? -1);
+    const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum) : null;
     const evaluate = (step: number) => heldOut(o, policy, 'val', step, events);
     const testSet = o.scenarios.test ?? [];
     const test = async (step: number, adapter: string) => (await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens }), 'test', step, events)).success_rate;
@@ -94,11 +98,10 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         return r;
       };
 
-      // gather + score
-      const scenarios = pickScenarios(o.scenarios.train, c.groupsPerStep, c.seed, step);
-      const gathered = await phase('gather', () => gatherGroups(o, policy, scenarios, step, events));
+      // gather + score (+ replace groups without signal)
+      const gathered = await phase('gather', () => gatherStep(o, policy, curriculum, step, events));
       // advantages
-      const groups = gathered.groups.map((g) => g.filter((t) => !t.unscored && !t.error));
+      const groups = gathered.groups.map(trainable);
       const adv = advantagesFor(c.loss, groups.map((g) => g.map((t) => t.reward)));
       // tokenise
       const perGroup = adv.kept.map((gi, k) => groups[gi].flatMap((t, j) => trajectoryToSequences(engine, t, adv.advantages[k][j])));
@@ -118,9 +121,10 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         step, train_reward: gathered.summary.mean_reward, reward_std: rewardStd(groups), train_success: gathered.summary.success_rate,
         tool_call_validity: gathered.summary.tool_call_validity_rate, groups: groups.length, groups_dropped_zero_variance: adv.droppedZeroVariance,
         unscored: gathered.summary.unscored_trajectories, judge_failures: gathered.summary.judge_failures, sequences: batch.length,
+        ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: adv.kept.length } : {}),
         ...(m ? { loss: m.loss, policy_loss: m.policyLoss, kl: m.kl, clip_fraction: m.clipFraction, mean_ratio: m.meanRatio, entropy: m.entropy, grad_norm: m.gradNorm, trained_tokens: m.trainedTokens, tokens_per_s: m.tokensPerSecond, lr: m.lr } : {}),
       };
-      const next: RunState = { ...state, step };
+      const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };
       if (step % c.evalEvery === 0 || step === c.maxSteps) {
         const v = await phase('validate', () => evaluate(step));
         Object.assign(row, { val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate });
@@ -144,6 +148,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       await run.pruneCheckpoints([step, next.bestStep]);
       state = next;
       log(`step ${step}: reward ${fmt(row.train_reward)} ± ${fmt(row.reward_std)}, loss ${fmt(row.loss)}, kl ${fmt(row.kl)}, dropped ${adv.droppedZeroVariance}/${groups.length} groups` +
+        (c.resampleRounds > 0 ? ` (${gathered.replaced} gathered to replace them)` : '') +
         (row.val_success !== undefined ? `, validation success ${pct(row.val_success as number)}` : '') +
         (row.test_success !== undefined ? `, test success ${pct(row.test_success as number)} (step ${step}), ${pct(row.test_success_best as number)} (best step ${next.bestStep})` : '') +
         ` (${Object.entries(wall).map(([k, s]) => `${k} ${s.toFixed(1)}s`).join(', ')})`);
@@ -177,7 +182,80 @@ export function pickScenarios(all: Scenario[], n: number, seed: number, step: nu
   return Array.from({ length: Math.min(n, all.length) }, (_, i) => order[(start + i) % order.length]);
 }
 
-async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios: Scenario[], step: number, events: ProgressLog) {
+/** The optimiser settings of a run: its learning rate and schedule over all its optimiser steps. */
+export function optimizerConfig(c: TrainConfig): OptimizerConfig {
+  if (c.lrSchedule === 'constant' && c.warmupSteps === 0) return { lr: c.lr };
+  return {
+    lr: c.lr,
+    schedule: { kind: c.lrSchedule === 'cosine' ? 'cosine' : 'warmup', warmupSteps: c.warmupSteps, totalSteps: c.maxSteps * c.updatesPerStep },
+  };
+}
+
+/** What one step gathered: every group (replaced ones included), their summary, and the dynamic-sampling counts. */
+interface GatheredStep {
+  groups: Trajectory[][];
+  summary: Pick<EvalSummary, 'mean_reward' | 'success_rate' | 'tool_call_validity_rate' | 'unscored_trajectories' | 'judge_failures'>;
+  /** Groups gathered to replace groups without signal. */
+  replaced: number;
+  /** Extra gathering rounds run. */
+  rounds: number;
+}
+
+/** Trajectories that count for training: scored and without an infrastructure error. */
+const trainable = (g: Trajectory[]) => g.filter((t) => !t.unscored && !t.error);
+
+/**
+ * Gathers the step's groups; with resampleRounds, groups without signal are replaced by groups of scenarios not
+ * yet used in this step, round after round, until the step has groupsPerStep groups with signal, no scenario is
+ * left, or the rounds run out. The curriculum (when used) picks the scenarios and learns every group's pass rate.
+ */
+async function gatherStep(o: TrainRunOptions, policy: EnginePolicy, curriculum: Curriculum | null, step: number, events: ProgressLog): Promise<GatheredStep> {
+  const c = o.config;
+  const hasSignal = (g: Trajectory[]) => advantagesFor(c.loss, [trainable(g).map((t) => t.reward)]).kept.length > 0;
+  const rng = createRng(c.seed * 7919 + step * 104729);
+  const first = curriculum ? curriculum.pick(c.groupsPerStep, rng) : pickScenarios(o.scenarios.train, c.groupsPerStep, c.seed, step);
+  const used = new Set(first.map((s) => s.id));
+  const firstRound = await gatherGroups(o, policy, first, step, 0, events);
+  const groups = [...firstRound.groups];
+  const summaries = [firstRound.summary];
+  let replaced = 0;
+  let rounds = 0;
+  while (rounds < c.resampleRounds) {
+    const missing = c.groupsPerStep - groups.filter(hasSignal).length;
+    if (missing <= 0) break;
+    const more = curriculum
+      ? curriculum.pick(missing, rng, used)
+      : rng.shuffle(o.scenarios.train.filter((s) => !used.has(s.id))).slice(0, missing);
+    if (more.length === 0) break;
+    rounds++;
+    for (const s of more) used.add(s.id);
+    const r = await gatherGroups(o, policy, more, step, rounds, events);
+    groups.push(...r.groups);
+    summaries.push(r.summary);
+    replaced += r.groups.length;
+  }
+  if (curriculum) for (const g of groups) if (g.length > 0) curriculum.record(g[0].scenario_id, trainable(g).length, trainable(g).filter(isSuccess).length);
+  // One round: its own summary, as it is. Several: the same figures over every trajectory gathered.
+  if (summaries.length === 1) return { groups, summary: firstRound.summary, replaced, rounds };
+  const all = groups.flat();
+  const scored = all.filter((t) => t.unscored === undefined);
+  const toolCalls = all.reduce((s, t) => s + t.metrics.tool_calls, 0);
+  const invalid = all.reduce((s, t) => s + t.metrics.invalid_calls, 0);
+  return {
+    groups,
+    summary: {
+      mean_reward: scored.length ? scored.reduce((a, t) => a + t.reward, 0) / scored.length : null,
+      success_rate: all.length ? all.filter(isSuccess).length / all.length : 0,
+      tool_call_validity_rate: toolCalls ? 1 - invalid / toolCalls : 1,
+      unscored_trajectories: all.length - scored.length,
+      judge_failures: summaries.reduce((a, s) => a + s.judge_failures, 0),
+    },
+    replaced,
+    rounds,
+  };
+}
+
+async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios: Scenario[], step: number, round: number, events: ProgressLog) {
   const c = o.config;
   const bar = events.phase('gather', step, scenarios.length * c.rolloutsPerGroup);
   // Scoring starts once every rollout is in.
@@ -185,7 +263,7 @@ async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios:
   return runEval({
     policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
     concurrency: c.concurrency, policyForSafety: o.safety, maxTurns: c.maxTurns, temperature: c.temperature,
-    seed: c.seed * 100003 + step * 1009, judgeCacheDir: o.run.path('judge-cache'), onTrajectory: (_t, done) => bar.update(done),
+    seed: c.seed * 100003 + step * 1009 + round * 7919, judgeCacheDir: o.run.path('judge-cache'), onTrajectory: (_t, done) => bar.update(done),
     onGroupScored: (done, total) => (scoring ??= events.phase('score', step, total)).update(done),
   });
 }
