@@ -188,10 +188,10 @@ describe('mcprl train (tiny model, fixture server)', () => {
     expect(noRun.stderr).toMatch(/mcprl train: --resume needs --run NAME/);
   }, 120_000);
 
-  it('draws by pass rate, replaces groups without signal, trains at the sampling temperature, decays the lr', async () => {
+  it('draws by pass rate, replaces groups without signal, trains at the sampling temperature with constrained calls, decays the lr', async () => {
     const r = await start(trainArgs('curriculum', 2, [
       '--curriculum', 'pass_rate', '--resample-rounds', '2', '--temperature', '0.7', '--train-at-sampling-temperature',
-      '--lr-schedule', 'cosine', '--beta', '0.05',
+      '--constrain-tool-calls', '--lr-schedule', 'cosine', '--beta', '0.05',
     ])).done;
     expect(r.code, r.stderr).toBe(0);
     const dir = join(work, 'runs', 'curriculum');
@@ -207,8 +207,14 @@ describe('mcprl train (tiny model, fixture server)', () => {
       expect(m.groups_trained).toBeLessThanOrEqual(2);
       const trajectories = await readJsonl(join(dir, 'trajectories', `step-000${step}.jsonl`));
       expect(trajectories).toHaveLength(2 * m.groups);
-      // Every sampled turn records the temperature its logprobs are at.
-      for (const t of trajectories) for (const a of t.messages.filter((x: { role: string }) => x.role === 'assistant')) expect(a.mcprl.temperature).toBe(0.7);
+      // Every sampled turn records the temperature its logprobs are at, and that its calls were constrained:
+      // none of them is malformed, and every fixture tool's schema could be enforced (patterns aside).
+      for (const t of trajectories) {
+        for (const a of t.messages.filter((x: { role: string }) => x.role === 'assistant')) expect(a.mcprl).toMatchObject({ temperature: 0.7, constrained: true });
+        // Only a turn cut off by the token limit can leave a call unfinished.
+        for (const line of t.logs.filter((l: string) => /unparseable tool call/.test(l))) expect(line).toMatch(/unterminated/);
+      }
+      expect(m).toMatchObject({ constrain_unsupported_tools: 0, constrain_dead_ends: 0 });
     }
     // The curriculum learnt a pass rate for every scenario it gathered, and saved it with the step.
     const gathered = new Set((await readJsonl(join(dir, 'trajectories', 'step-0001.jsonl'))).map((t) => t.scenario_id));

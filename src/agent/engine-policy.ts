@@ -25,6 +25,8 @@ export interface EnginePolicyOptions {
    * model's log π at temperature 1, so that training optimises the policy that sampled. Default false.
    */
   samplerLogprobs?: boolean;
+  /** Decode tool calls constrained to the tools' schemas (src/chat/constrain.ts). Default: the engine's setting. */
+  constrainToolCalls?: boolean;
 }
 
 export class EnginePolicy implements Policy {
@@ -53,6 +55,7 @@ export class EnginePolicy implements Policy {
         messages: req.messages.map(toTurnMessage),
         ...(req.tools.length > 0 ? { tools: req.tools } : {}),
         ...(this.opts.chatTemplateKwargs ? { chatTemplateKwargs: this.opts.chatTemplateKwargs } : {}),
+        ...(this.opts.constrainToolCalls !== undefined ? { constrainToolCalls: this.opts.constrainToolCalls } : {}),
         sampling: {
           ...(temperature !== undefined ? { temperature } : {}),
           ...(this.opts.topP !== undefined ? { topP: this.opts.topP } : {}),
@@ -79,6 +82,7 @@ export class EnginePolicy implements Policy {
       ...(this.opts.samplerLogprobs
         ? { logprobs: c.samplerLogprobs, logprobTemperature: c.samplerTemperature }
         : { logprobs: c.logprobs }),
+      ...(c.constrained ? { constrained: true } : {}),
     };
     if (c.invalidToolCalls.length > 0) turn.invalidToolCalls = c.invalidToolCalls.map((t) => ({ raw: t.raw, error: t.error }));
     return turn;

@@ -11,11 +11,12 @@ import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type 
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 import { McprlError } from '../util/errors.js';
+import { tokenTable, ToolCallConstrainer, type ToolCallConstraint } from './constrain.js';
 
 /** The part of the engine's `Model` that chat uses (kept narrow so chat is clear about what it needs). */
 export interface ChatModel {
   readonly dir: string;
-  readonly config: { eosTokenIds: number[]; maxPositionEmbeddings?: number };
+  readonly config: { eosTokenIds: number[]; maxPositionEmbeddings?: number; vocabSize?: number };
   generate(req: GenerateRequest): Promise<GeneratedSequence[]>;
   adapterNames(): string[];
   close(): void;
@@ -66,6 +67,11 @@ export interface ChatTurnRequest extends ChatPrompt {
   /** Base model or adapter name, as listed by `modelNames()`. Default: the base model. */
   model?: string;
   sampling?: ChatSampling;
+  /**
+   * Decode tool calls constrained to the tools' schemas (src/chat/constrain.ts) when tools are given.
+   * Default: the engine's constrainToolCalls.
+   */
+  constrainToolCalls?: boolean;
   signal?: AbortSignal;
 }
 
@@ -92,6 +98,8 @@ export interface ChatChoice {
   finishReason: ChatFinishReason;
   /** Exactly the sampled token ids, including the end-of-turn token when the model produced one. */
   tokenIds: number[];
+  /** Tool calls were decoded constrained to the tools' schemas (samplerLogprobs are then of the masked distribution). */
+  constrained: boolean;
   /** log π(token) at temperature 1 for each of tokenIds (the engine's logπ, whatever the sampling settings). */
   logprobs: number[];
   /**
@@ -143,6 +151,11 @@ export interface ChatEngineOptions {
   chatTemplateKwargs?: Record<string, unknown>;
   /** Completion length when a request gives no max_tokens. Default 1024 tokens (never past the context). */
   defaultMaxTokens?: number;
+  /**
+   * Decode tool calls constrained to the tools' schemas when a request gives tools (and tool_choice is not
+   * `none`) and does not say otherwise (`constrain_tool_calls`). Default false.
+   */
+  constrainToolCalls?: boolean;
 }
 
 export interface LoadChatEngineOptions extends ChatEngineOptions {
@@ -167,6 +180,9 @@ export class ChatEngine {
   readonly adapterDirs = new Map<string, string>();
   private readonly opts: ChatEngineOptions;
   private readonly stopTokenIds: number[];
+  private readonly constrainers = new Map<string, ToolCallConstrainer>();
+  /** Samples whose constraint met a state that allowed no token (never expected); they went on unconstrained. */
+  constraintDeadEnds = 0;
 
   constructor(model: ChatModel, tokenizer: HfTokenizer, opts: ChatEngineOptions = {}) {
     this.model = model;
@@ -203,6 +219,22 @@ export class ChatEngine {
       model.close();
       throw err;
     }
+  }
+
+  /**
+   * The constrained-decoding grammar of a tool list (cached per list): what generation used for a request with
+   * these tools, and what training replays over the sampled tokens (src/chat/constrain.ts: replayMasks).
+   */
+  toolCallConstrainer(tools: readonly { type?: string; function: { name: string; parameters?: unknown } }[]): ToolCallConstrainer {
+    const list = tools.map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
+    const key = JSON.stringify(list);
+    let c = this.constrainers.get(key);
+    if (!c) {
+      if (this.constrainers.size >= 16) this.constrainers.delete(this.constrainers.keys().next().value!);
+      c = new ToolCallConstrainer(tokenTable(this.tokenizer, this.model.config.vocabSize ?? this.tokenizer.size), list);
+      this.constrainers.set(key, c);
+    }
+    return c;
   }
 
   /** Names a request's `model` field may take: the base model first, then each adapter. */
@@ -334,8 +366,10 @@ export class ChatEngine {
       ...(s.seed !== undefined ? { seed: s.seed } : {}),
     };
     const n = s.n ?? 1;
+    const constrain = req.constrainToolCalls ?? this.opts.constrainToolCalls ?? false;
     const parseTools = toolsEnabled(req);
-    const generated = this.generateChoices(promptIds, adapter, sampling, n, stop, parseTools, signal, emit).catch((err: unknown) => {
+    const constrainer = parseTools && constrain ? this.toolCallConstrainer(req.tools) : null;
+    const generated = this.generateChoices(promptIds, adapter, sampling, n, stop, parseTools, constrainer, signal, emit).catch((err: unknown) => {
       // What the engine refuses about a request (a token or length it cannot take) is the caller's to fix.
       if (err instanceof EngineError && err.code === 'ENGINE_REQUEST') throw new ChatError('ENGINE_REQUEST', err.message, { cause: err });
       throw err;
@@ -351,11 +385,17 @@ export class ChatEngine {
     n: number,
     stop: string[],
     parseTools: boolean,
+    constrainer: ToolCallConstrainer | null,
     signal: AbortSignal | undefined,
     emit: ((e: ChatStreamEvent) => void) | null,
   ): Promise<ChatChoice[]> {
     const samplerTemperature = sampling.temperature !== undefined && sampling.temperature > 0 ? sampling.temperature : 1;
-    const samples = Array.from({ length: n }, (_, i) => new SampleState(this.tokenizer, i, stop, parseTools, emit, samplerTemperature));
+    const samples = Array.from({ length: n }, (_, i) => new SampleState(this.tokenizer, i, stop, parseTools, emit, samplerTemperature, constrainer !== null));
+    const constraints: ToolCallConstraint[] = [];
+    const constraint = constrainer ? (i: number) => (constraints[i] = constrainer.start()) : undefined;
+    const countDeadEnds = () => {
+      this.constraintDeadEnds += constraints.filter((c) => c.deadEnd).length;
+    };
     if (stop.length === 0) {
       // One request: the n samples share their prompt's prefill.
       const seqs = await this.model.generate({
@@ -365,7 +405,9 @@ export class ChatEngine {
         sampling,
         signal,
         onToken: (s, tokenId, logprob, samplerLogprob) => samples[s]?.push(tokenId, logprob, samplerLogprob),
+        ...(constraint ? { constraint } : {}),
       });
+      countDeadEnds();
       throwIfAborted(signal);
       return seqs.map((seq, i) => samples[i].finish(seq));
     }
@@ -385,6 +427,7 @@ export class ChatEngine {
             sampling: { ...sampling, ...(sampling.seed !== undefined ? { seed: sampling.seed + i } : {}) },
             signal: own.signal,
             onToken: (_s, tokenId, logprob, samplerLogprob) => state.push(tokenId, logprob, samplerLogprob),
+            ...(constraint ? { constraint: () => constraint(i) } : {}),
           });
           return seq;
         } catch (err) {
@@ -396,6 +439,7 @@ export class ChatEngine {
         }
       }),
     );
+    countDeadEnds();
     throwIfAborted(signal);
     return seqs.map((seq, i) => samples[i].finish(seq));
   }
@@ -460,6 +504,7 @@ class SampleState {
     private readonly parseTools: boolean,
     private readonly emit: ((e: ChatStreamEvent) => void) | null,
     private readonly samplerTemperature: number,
+    private readonly constrained: boolean,
   ) {
     this.decoder = new IncrementalDecoder(tokenizer, { skipSpecialTokens: true });
   }
@@ -510,8 +555,8 @@ class SampleState {
       if (toolCalls.length > 0 && finishReason === 'stop') finishReason = 'tool_calls';
     }
     const choice: ChatChoice = {
-      index: this.index, text, content, toolCalls, invalidToolCalls, finishReason, tokenIds: ids, logprobs: lps,
-      samplerLogprobs: slps, samplerTemperature: this.samplerTemperature,
+      index: this.index, text, content, toolCalls, invalidToolCalls, finishReason, tokenIds: ids, constrained: this.constrained,
+      logprobs: lps, samplerLogprobs: slps, samplerTemperature: this.samplerTemperature,
     };
     if (this.emit) {
       // Whatever the stream has not sent yet: held-back text and tokens.

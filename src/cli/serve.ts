@@ -17,6 +17,7 @@ interface ServeCliOptions {
   threads?: number;
   maxTokens: number;
   chatTemplateKwargs?: string;
+  constrainToolCalls: boolean;
   quiet?: boolean;
 }
 
@@ -37,6 +38,7 @@ export function registerServe(program: Command): Command {
     .option('--threads <n>', 'engine threads (default: the engine default)', numberParser({ integer: true, above: 0 }))
     .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', numberParser({ integer: true, above: 0 }), 1024)
     .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
+    .option('--no-constrain-tool-calls', "decode tool calls freely (by default they are constrained to the tools' schemas; a request may set constrain_tool_calls)")
     .option('--quiet', 'do not log one line per request to stderr');
   cmd.addHelpText(
     'after',
@@ -61,6 +63,7 @@ Examples:
         defaultMaxTokens: maxTokens,
         ...(kwargs ? { chatTemplateKwargs: kwargs } : {}),
         ...(opts.servedModelName ? { modelName: opts.servedModelName } : {}),
+        constrainToolCalls: opts.constrainToolCalls,
       });
       const running = await startServer(engine, {
         host: opts.host,

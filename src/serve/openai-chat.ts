@@ -72,6 +72,11 @@ export const chatRequestSchema = z.object({
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
   /** vLLM extension: extra chat template variables, e.g. `{ "enable_thinking": false }`. */
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+  /**
+   * mcprl extension: decode tool calls constrained to the tools' schemas (src/chat/constrain.ts) when tools
+   * are given and tool_choice is not `none`. Default: the server's setting (`mcprl serve`: on).
+   */
+  constrain_tool_calls: z.boolean().nullish(),
 });
 
 export type ChatRequest = z.input<typeof chatRequestSchema>;
@@ -136,6 +141,7 @@ export function toTurnRequest(req: ParsedChatRequest, signal?: AbortSignal): Cha
     messages: req.messages.map(toTurnMessage),
     ...(tools ? { tools } : {}),
     ...(req.chat_template_kwargs ? { chatTemplateKwargs: req.chat_template_kwargs } : {}),
+    ...(req.constrain_tool_calls !== undefined && req.constrain_tool_calls !== null ? { constrainToolCalls: req.constrain_tool_calls } : {}),
     sampling: {
       ...(req.n !== undefined && req.n !== null ? { n: req.n } : {}),
       ...(req.temperature !== undefined && req.temperature !== null ? { temperature: req.temperature } : {}),

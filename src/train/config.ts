@@ -68,6 +68,12 @@ export const TrainSettingsSchema = z.object({
    * and verl do), so that the policy optimised is the one that sampled. Default false: at temperature 1.
    */
   trainAtSamplingTemperature: z.boolean().default(false).describe('compute training logprobs from logits ÷ the sampling temperature'),
+  /**
+   * Decode training rollouts' tool calls constrained to the tools' schemas (src/chat/constrain.ts): every call
+   * is well-formed, and which tool and values stay the model's choice. With trainAtSamplingTemperature, the
+   * trainer renormalises log π over the same allowed tokens. Default false.
+   */
+  constrainToolCalls: z.boolean().default(false).describe("decode rollouts' tool calls constrained to the tools' schemas"),
   /** Sampling temperature of validation rollouts; greedy, so that validation success is a property of the weights. Default 0. */
   valTemperature: z.number().nonnegative().default(0).describe('sampling temperature of validation rollouts'),
   /** Attempts per validation scenario. Default 1. */

@@ -7,7 +7,9 @@
  * - turns sampled by the local engine carry their exact sampled ids and logprobs (`message.mcprl`), used as they
  *   are — no re-tokenisation drift, and the logprobs become log π_old; when they are the sampler's logprobs
  *   (`mcprl.temperature`), the sequence trains at that temperature, so the trainer's log π is of the same
- *   distribution (turns at different temperatures never share a sequence);
+ *   distribution (turns at different temperatures never share a sequence); when such a turn was decoded with
+ *   constrained tool calls (`mcprl.constrained`), the constraint is replayed over its tokens so that each token's
+ *   log π is renormalised over the same allowed set the sampler drew it from;
  * - other turns (scripted transcripts for SFT, remote policies) are the template's own rendering of the turn,
  *   up to and including the end-of-turn token.
  * Consecutive turns share one sequence when the next prompt extends the previous sequence token for token (the
@@ -16,6 +18,7 @@
  * token is always trained in its true context.
  */
 import type { ChatMessage } from '../agent/policy.js';
+import { replayMasks } from '../chat/constrain.js';
 import type { ChatEngine } from '../chat/chat-engine.js';
 import type { TemplateTool } from '../chat/chat-template.js';
 import type { TrainSequence } from '../engine/train-types.js';
@@ -59,15 +62,20 @@ export function trajectoryToSequences(
   let ids: number[] = [];
   let mask: number[] = [];
   let lps: number[] = [];
+  let masks: (Uint32Array | null)[] = [];
   let sampled = true;
   let temperature: number | undefined;
   const flush = () => {
     if (ids.length > 0 && mask.some((m) => m === 1)) {
-      out.push({ tokenIds: ids, mask, advantage, ...(sampled ? { oldLogprobs: lps } : {}), ...(temperature !== undefined ? { temperature } : {}) });
+      out.push({
+        tokenIds: ids, mask, advantage, ...(sampled ? { oldLogprobs: lps } : {}), ...(temperature !== undefined ? { temperature } : {}),
+        ...(masks.some((m) => m) ? { tokenMasks: masks } : {}),
+      });
     }
     ids = [];
     mask = [];
     lps = [];
+    masks = [];
     sampled = true;
     temperature = undefined;
   };
@@ -77,12 +85,15 @@ export function trajectoryToSequences(
     const prompt = promptFor(i);
     let completion: number[];
     let completionLps: number[] | undefined;
+    let completionMasks: (Uint32Array | null)[] | undefined;
     if (m.mcprl && m.mcprl.token_ids.length > 0) {
       completion = m.mcprl.token_ids;
       completionLps = m.mcprl.logprobs;
       if (completionLps.length !== completion.length) {
         throw new TokenizeError(`message ${i}: ${completion.length} sampled token ids but ${completionLps.length} logprobs`);
       }
+      // Sampler logprobs of a constrained turn are of the masked distribution: train over the same masks.
+      if (m.mcprl.constrained && m.mcprl.temperature !== undefined) completionMasks = replayMasks(engine.toolCallConstrainer(tools), completion);
     } else {
       completion = renderedTurn(engine, messages, i, tools, kwargs, stopIds);
     }
@@ -95,11 +106,13 @@ export function trajectoryToSequences(
       ids.push(prompt[t]);
       mask.push(0);
       lps.push(0);
+      masks.push(null);
     }
     completion.forEach((tok, k) => {
       ids.push(tok);
       mask.push(1);
       lps.push(completionLps ? completionLps[k] : 0);
+      masks.push(completionMasks ? completionMasks[k] : null);
     });
     if (!completionLps) sampled = false;
   });

@@ -68,7 +68,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     const trainer = state && state.step > 0
       ? await Trainer.resume(model, run.checkpoint(state.step), { adapterName: 'policy' })
       : await Trainer.create(model, { adapterName: 'policy', rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed, optimizer: optimizerConfig(c) });
-    const policy = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature });
+    const policy = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
     const metrics = await run.readMetrics(state?.step ?? -1);
     const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum) : null;
     const evaluate = (step: number) => heldOut(o, policy, 'val', step, events);
@@ -122,6 +122,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         tool_call_validity: gathered.summary.tool_call_validity_rate, groups: groups.length, groups_dropped_zero_variance: adv.droppedZeroVariance,
         unscored: gathered.summary.unscored_trajectories, judge_failures: gathered.summary.judge_failures, sequences: batch.length,
         ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: adv.kept.length } : {}),
+        ...(c.constrainToolCalls ? constrainMetrics(engine, gathered.groups, step === 1 ? log : null) : {}),
         ...(m ? { loss: m.loss, policy_loss: m.policyLoss, kl: m.kl, clip_fraction: m.clipFraction, mean_ratio: m.meanRatio, entropy: m.entropy, grad_norm: m.gradNorm, trained_tokens: m.trainedTokens, tokens_per_s: m.tokensPerSecond, lr: m.lr } : {}),
       };
       const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };
@@ -180,6 +181,23 @@ export function pickScenarios(all: Scenario[], n: number, seed: number, step: nu
   const order = createRng(seed * 7919 + epoch).shuffle([...all]);
   const start = ((step - 1) % perEpoch) * n;
   return Array.from({ length: Math.min(n, all.length) }, (_, i) => order[(start + i) % order.length]);
+}
+
+/**
+ * How constrained decoding met the tools: tools whose schema it could not express (their arguments were only
+ * held to be a JSON object) and samples that met a state allowing no token (decoded on unconstrained). Logged
+ * in full once.
+ */
+function constrainMetrics(engine: ChatEngine, groups: Trajectory[][], log: ((line: string) => void) | null): Record<string, number> {
+  const tools = groups.flat()[0]?.tools;
+  if (!tools) return {};
+  const r = engine.toolCallConstrainer(tools).report;
+  if (log) {
+    log(`constrained tool calls: ${r.constrained.length}/${tools.length} tools held to their schema` +
+      (r.unsupported.length ? `; unsupported (arguments: any JSON object): ${r.unsupported.map((u) => `${u.tool} (${u.reason})`).join(', ')}` : '') +
+      (r.relaxed.length ? `; not enforced: ${r.relaxed.map((x) => `${x.tool}: ${x.keywords.join(', ')}`).join('; ')}` : ''));
+  }
+  return { constrain_unsupported_tools: r.unsupported.length, constrain_relaxed_tools: r.relaxed.length, constrain_dead_ends: engine.constraintDeadEnds };
 }
 
 /** The optimiser settings of a run: its learning rate and schedule over all its optimiser steps. */

@@ -1,0 +1,622 @@
+/**
+ * The grammar of a Hermes tool call as a byte-level pushdown automaton: free text, in which
+ * `<tool_call>` opens `{"name": <one of the tools>, "arguments": <an object valid for that tool's input
+ * schema>}` and `</tool_call>` closes it, after which the text is free again. Constrained decoding
+ * (constrain.ts) walks tokens' bytes through it to find which tokens may come next.
+ *
+ * Input schemas are compiled to a small set of nodes: objects (declared properties in any order, each at most
+ * once, every required one before `}`), arrays (minItems/maxItems), strings (minLength/maxLength), numbers and
+ * integers (minimum/maximum, exclusive or not; no exponent, at most 15 integer and 10 fraction digits), enums
+ * and consts (their JSON text), booleans, null, and unions whose alternatives start with different characters
+ * (`type: [..]`, anyOf/oneOf, nullable). `$ref` to the schema's own `$defs`/`definitions` is inlined.
+ * - Value keywords that need more than this (pattern, format, multipleOf, uniqueItems, …) are relaxed: the
+ *   structure is still enforced and the keyword is listed in `relaxed`.
+ * - Structure it cannot express (allOf, not, if/then/else, patternProperties, tuples, recursive $ref, unions
+ *   of alternatives starting alike) makes that tool's arguments any JSON object, listed in `unsupported`.
+ * Objects with declared properties take only those (as OpenAI's strict mode and xgrammar do); an object schema
+ * with no properties takes any keys. Whitespace between tokens of the JSON is free up to 16 bytes at a time.
+ *
+ * States are immutable: a step returns a new state (or null: the byte cannot come next), so a state can be
+ * kept, compared by `stateKey` and walked down many branches (the token trie) without copying.
+ */
+
+const WS_MAX = 16;
+const INT_DIGITS = 15;
+const FRAC_DIGITS = 10;
+
+const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
+const isWs = (b: number) => b === 0x20 || b === 0x0a || b === 0x09 || b === 0x0d;
+const isDigit = (b: number) => b >= 0x30 && b <= 0x39;
+const isHex = (b: number) => isDigit(b) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66);
+
+// ---------------------------------------------------------------------------------------------------------
+// Compiled schemas
+
+interface Prop { name: string; enc: Uint8Array; node: SchemaNode; required: boolean }
+interface NumBounds { lo: number; loEx: boolean; hi: number; hiEx: boolean }
+
+export type SchemaNode =
+  | { id: number; t: 'any' }
+  | { id: number; t: 'obj'; props: Prop[]; requiredCount: number; extra: SchemaNode | null }
+  | { id: number; t: 'arr'; items: SchemaNode; min: number; max: number }
+  | { id: number; t: 'str'; min: number; max: number }
+  | ({ id: number; t: 'num'; int: boolean } & NumBounds)
+  | { id: number; t: 'lit'; values: Uint8Array[] }
+  | { id: number; t: 'union'; alts: SchemaNode[] };
+
+/** A schema feature the grammar cannot enforce; the tool's arguments fall back to any JSON object. */
+export class UnsupportedSchema extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnsupportedSchema';
+  }
+}
+
+const ANNOTATIONS = new Set(['description', 'title', 'default', 'examples', 'example', '$schema', '$id', '$comment', 'deprecated', 'readOnly', 'writeOnly', '$defs', 'definitions']);
+const RELAXED = new Set(['pattern', 'format', 'multipleOf', 'uniqueItems', 'minProperties', 'maxProperties', 'propertyNames', 'contentEncoding', 'contentMediaType', 'dependentRequired', 'dependencies']);
+const UNSUPPORTED = new Set(['allOf', 'not', 'if', 'then', 'else', 'patternProperties', 'prefixItems', 'additionalItems', 'contains', 'minContains', 'maxContains', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems', '$dynamicRef', '$recursiveRef']);
+
+class Compiler {
+  readonly relaxed = new Set<string>();
+  private readonly refs: string[] = [];
+  /** ids: shared by the compilers of one grammar, so that every node of it has its own (state keys use them). */
+  constructor(
+    private readonly root: Record<string, unknown>,
+    private readonly ids: { next: number },
+  ) {}
+
+  node<T extends Omit<SchemaNode, 'id'>>(n: T): T & { id: number } {
+    return { ...n, id: this.ids.next++ };
+  }
+
+  compile(schema: unknown): SchemaNode {
+    if (schema === true || schema === undefined) return this.node({ t: 'any' as const });
+    if (schema === false) throw new UnsupportedSchema('a `false` schema');
+    if (!schema || typeof schema !== 'object' || Array.isArray(schema)) throw new UnsupportedSchema(`schema ${JSON.stringify(schema)}`);
+    const s = schema as Record<string, unknown>;
+    for (const k of Object.keys(s)) {
+      if (UNSUPPORTED.has(k)) throw new UnsupportedSchema(k);
+      if (RELAXED.has(k)) this.relaxed.add(k);
+    }
+    if (typeof s.$ref === 'string') return this.ref(s.$ref);
+    if (s.const !== undefined) return this.lit([s.const]);
+    if (Array.isArray(s.enum)) return this.lit(s.enum);
+    for (const key of ['anyOf', 'oneOf'] as const) {
+      if (Array.isArray(s[key])) {
+        // Sibling keywords (a shared description, say) are annotations here; a shared type is applied below.
+        const { [key]: alts, ...rest } = s;
+        const base = Object.keys(rest).some((k) => !ANNOTATIONS.has(k)) ? rest : {};
+        return this.union((alts as unknown[]).map((a) => this.compile({ ...base, ...(a as object) })));
+      }
+    }
+    let types: string[];
+    if (Array.isArray(s.type)) types = s.type as string[];
+    else if (typeof s.type === 'string') types = [s.type];
+    else if (s.properties || s.additionalProperties !== undefined || s.required) types = ['object'];
+    else if (s.items) types = ['array'];
+    else return this.node({ t: 'any' as const });
+    if (s.nullable === true && !types.includes('null')) types = [...types, 'null'];
+    // integer ⊂ number: `["integer", "number"]` is a number.
+    if (types.includes('number')) types = types.filter((t) => t !== 'integer');
+    return this.union(types.map((t) => this.typed(t, s)));
+  }
+
+  private typed(type: string, s: Record<string, unknown>): SchemaNode {
+    switch (type) {
+      case 'object': {
+        const props = Object.entries((s.properties ?? {}) as Record<string, unknown>);
+        const required = new Set(Array.isArray(s.required) ? (s.required as string[]) : []);
+        for (const r of required) if (!props.some(([k]) => k === r)) throw new UnsupportedSchema(`required property ${JSON.stringify(r)} has no schema`);
+        const compiled: Prop[] = props.map(([name, sub]) => ({ name, enc: enc(JSON.stringify(name)), node: this.compile(sub), required: required.has(name) }));
+        // Declared properties only (`properties: {}` declares none); an object schema without `properties`
+        // takes any keys, with values of its additionalProperties schema (any value by default).
+        const ap = s.additionalProperties;
+        const extra = s.properties !== undefined || ap === false ? null : ap === undefined || ap === true ? this.node({ t: 'any' as const }) : this.compile(ap);
+        if (compiled.length > 30) throw new UnsupportedSchema('an object with more than 30 properties');
+        return this.node({ t: 'obj' as const, props: compiled, requiredCount: required.size, extra });
+      }
+      case 'array': {
+        if (Array.isArray(s.items)) throw new UnsupportedSchema('tuple `items`');
+        const min = typeof s.minItems === 'number' ? s.minItems : 0;
+        const max = typeof s.maxItems === 'number' ? s.maxItems : Infinity;
+        if (min > max) throw new UnsupportedSchema('minItems > maxItems');
+        return this.node({ t: 'arr' as const, items: this.compile(s.items), min, max });
+      }
+      case 'string': {
+        const min = typeof s.minLength === 'number' ? s.minLength : 0;
+        const max = typeof s.maxLength === 'number' ? s.maxLength : Infinity;
+        if (min > max) throw new UnsupportedSchema('minLength > maxLength');
+        return this.node({ t: 'str' as const, min, max });
+      }
+      case 'integer':
+      case 'number':
+        return this.node({ t: 'num' as const, int: type === 'integer', ...bounds(s, type === 'integer') });
+      case 'boolean':
+        return this.lit([true, false]);
+      case 'null':
+        return this.lit([null]);
+      default:
+        throw new UnsupportedSchema(`type ${JSON.stringify(type)}`);
+    }
+  }
+
+  private lit(values: unknown[]): SchemaNode {
+    if (values.length === 0) throw new UnsupportedSchema('an empty enum');
+    return this.node({ t: 'lit' as const, values: [...new Set(values.map((v) => JSON.stringify(v)))].map(enc) });
+  }
+
+  private union(alts: SchemaNode[]): SchemaNode {
+    const flat = alts.flatMap((a) => (a.t === 'union' ? a.alts : [a]));
+    if (flat.length === 1) return flat[0];
+    // Alternatives must be told apart by their first byte: that keeps the automaton deterministic.
+    const owner = new Map<number, number>();
+    flat.forEach((a, i) => {
+      for (const b of firstBytes(a)) {
+        if (owner.has(b) && owner.get(b) !== i) {
+          // Two enums (or an enum and a string) starting alike merge into one enum when both are literals.
+          throw new UnsupportedSchema('a union of alternatives that start with the same character');
+        }
+        owner.set(b, i);
+      }
+    });
+    return this.node({ t: 'union' as const, alts: flat });
+  }
+
+  private ref(ref: string): SchemaNode {
+    const m = /^#\/(\$defs|definitions)\/(.+)$/.exec(ref);
+    if (!m) throw new UnsupportedSchema(`$ref ${ref}`);
+    if (this.refs.includes(ref)) throw new UnsupportedSchema(`recursive $ref ${ref}`);
+    const defs = this.root[m[1]] as Record<string, unknown> | undefined;
+    const target = defs?.[m[2].replace(/~1/g, '/').replace(/~0/g, '~')];
+    if (target === undefined) throw new UnsupportedSchema(`$ref ${ref} not found`);
+    this.refs.push(ref);
+    try {
+      return this.compile(target);
+    } finally {
+      this.refs.pop();
+    }
+  }
+}
+
+function bounds(s: Record<string, unknown>, int: boolean): NumBounds {
+  const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+  let lo = -Infinity, loEx = false, hi = Infinity, hiEx = false;
+  const min = num(s.minimum), max = num(s.maximum);
+  if (min !== undefined) lo = min;
+  if (max !== undefined) hi = max;
+  // Draft 4 writes exclusiveMinimum: true next to minimum; later drafts give the bound itself.
+  if (s.exclusiveMinimum === true && min !== undefined) loEx = true;
+  if (s.exclusiveMaximum === true && max !== undefined) hiEx = true;
+  const exMin = num(s.exclusiveMinimum), exMax = num(s.exclusiveMaximum);
+  if (exMin !== undefined && exMin >= lo) { lo = exMin; loEx = true; }
+  if (exMax !== undefined && exMax <= hi) { hi = exMax; hiEx = true; }
+  if (int) {
+    // Integer bounds as inclusive integers: a prefix is then viable exactly when an integer in range extends it.
+    lo = loEx ? Math.floor(lo) + 1 : Math.ceil(lo);
+    hi = hiEx ? Math.ceil(hi) - 1 : Math.floor(hi);
+    loEx = hiEx = false;
+  }
+  if (lo > hi || (lo === hi && (loEx || hiEx))) throw new UnsupportedSchema('a number range with no value in it');
+  return { lo, loEx, hi, hiEx };
+}
+
+/** The bytes a value of this node can start with. */
+function firstBytes(n: SchemaNode): number[] {
+  switch (n.t) {
+    case 'any': return [0x7b, 0x5b, 0x22, 0x2d, ...'0123456789tfn'.split('').map((c) => c.charCodeAt(0))];
+    case 'obj': return [0x7b];
+    case 'arr': return [0x5b];
+    case 'str': return [0x22];
+    case 'num': return [0x2d, ...'0123456789'.split('').map((c) => c.charCodeAt(0))];
+    case 'lit': return [...new Set(n.values.map((v) => v[0]))];
+    case 'union': return n.alts.flatMap(firstBytes);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The tools
+
+export interface CompiledTool {
+  name: string;
+  /** The arguments' grammar (any JSON object when the schema is unsupported). */
+  args: SchemaNode;
+  /** Why the schema could not be enforced, when it could not. */
+  unsupported?: string;
+  /** Keywords of the schema not enforced (the rest is). */
+  relaxed: string[];
+}
+
+export interface ToolCallGrammar {
+  tools: CompiledTool[];
+  /** The `"name"` value: the JSON text of each tool's name. */
+  names: SchemaNode;
+}
+
+/** Compiles each tool's input schema; never throws (an unsupported schema falls back to any object). */
+export function compileToolCallGrammar(tools: readonly { name: string; parameters?: unknown }[]): ToolCallGrammar {
+  const anyObject: SchemaNode = { id: -1, t: 'obj', props: [], requiredCount: 0, extra: ANY };
+  const ids = { next: 1 };
+  const compiled = tools.map((t): CompiledTool => {
+    const schema = t.parameters ?? { type: 'object', properties: {} };
+    const c = new Compiler((schema && typeof schema === 'object' ? schema : {}) as Record<string, unknown>, ids);
+    try {
+      const args = c.compile(schema);
+      if (args.t !== 'obj') throw new UnsupportedSchema('arguments that are not an object');
+      return { name: t.name, args, relaxed: [...c.relaxed].sort() };
+    } catch (err) {
+      if (!(err instanceof UnsupportedSchema)) throw err;
+      return { name: t.name, args: anyObject, unsupported: err.message, relaxed: [] };
+    }
+  });
+  return { tools: compiled, names: { id: 0, t: 'lit', values: compiled.map((t) => enc(JSON.stringify(t.name))) } };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// States: a stack of frames, each an immutable object
+
+type Frame =
+  /** Free text; a, b, c: bytes matched of `<tool_call>`, `<think>`, `</think>`. */
+  | { k: 'free'; think: boolean; a: number; b: number; c: number }
+  /** The call: item i of CALL_ITEMS, p bytes into it (literal) or whitespace bytes so far; tool once named. */
+  | { k: 'call'; i: number; p: number; tool: number }
+  /**
+   * An object. ph 0: after `{`; 1: in a declared key (kpos bytes matched, cands still possible); 2: after a key;
+   * 3: after `:`; 4: after a value; 5: after `,`. seen: one character per property. cur: the key's property.
+   */
+  | { k: 'obj'; n: Extract<SchemaNode, { t: 'obj' }>; ph: number; ws: number; seen: string; kpos: number; cands: number[]; cur: number }
+  /** An array. ph 0: after `[`; 1: after an item; 2: after `,`. */
+  | { k: 'arr'; n: Extract<SchemaNode, { t: 'arr' }>; ph: number; ws: number; count: number }
+  /**
+   * A string after its opening quote. ph 0: characters; 1: after `\`; 2-5: hex digits of `\u` so far + 2;
+   * 6: inside a UTF-8 character, `cont` continuation bytes to go, the next one in [lo, hi]. close: bytes of
+   * `</tool_call>` just written, which a string may not contain (a parser would end the call there).
+   */
+  | { k: 'str'; n: Extract<SchemaNode, { t: 'str' }>; ph: number; len: number; cont: number; lo: number; hi: number; close: number }
+  | { k: 'num'; n: Extract<SchemaNode, { t: 'num' }>; neg: boolean; int: string; frac: string | null }
+  | { k: 'lit'; n: Extract<SchemaNode, { t: 'lit' }>; pos: number; cands: number[] };
+
+export interface GrammarState { readonly f: Frame; readonly up: GrammarState | null }
+
+type CallItem = { ws: true } | { lit: Uint8Array } | { value: 'name' | 'args' };
+const CALL_ITEMS: CallItem[] = [
+  { ws: true }, { lit: enc('{') }, { ws: true }, { lit: enc('"name"') }, { ws: true }, { lit: enc(':') }, { ws: true }, { value: 'name' },
+  { ws: true }, { lit: enc(',') }, { ws: true }, { lit: enc('"arguments"') }, { ws: true }, { lit: enc(':') }, { ws: true }, { value: 'args' },
+  { ws: true }, { lit: enc('}') }, { ws: true }, { lit: enc('</tool_call>') },
+];
+const OPEN = enc('<tool_call>');
+const CLOSE = enc('</tool_call>');
+const THINK_OPEN = enc('<think>');
+const THINK_CLOSE = enc('</think>');
+
+/** The state at the start of an assistant turn: free text, outside any think block. */
+export const FREE: GrammarState = { f: { k: 'free', think: false, a: 0, b: 0, c: 0 }, up: null };
+
+/** True when the state is free text (stop tokens and other text-less tokens may come only here). */
+export function isFree(s: GrammarState): boolean {
+  return s.f.k === 'free';
+}
+
+// What a frame does with a byte.
+const DEAD = null;
+type Step =
+  | { r: 'stay'; f: Frame }
+  | { r: 'push'; f: Frame; child: Frame }
+  | { r: 'done'; result: number }
+  | { r: 'redo'; result: number }; // done without consuming the byte, which goes to the parent
+
+/** Feeds one byte; null when it cannot come next. */
+export function step(g: ToolCallGrammar, s: GrammarState, b: number): GrammarState | null {
+  for (;;) {
+    const r = stepFrame(g, s.f, b);
+    if (r === DEAD) return null;
+    if (r.r === 'stay') return r.f === s.f ? s : { f: r.f, up: s.up };
+    if (r.r === 'push') return { f: r.child, up: { f: r.f, up: s.up } };
+    const parent = s.up!;
+    const f = childDone(parent.f, r.result);
+    if (f === DEAD) return null;
+    s = { f, up: parent.up };
+    if (r.r === 'done') return s;
+  }
+}
+
+/** Matches byte b against position p of a tag; the new position (0 when it breaks the match). */
+function matchTag(tag: Uint8Array, p: number, b: number): number {
+  if (tag[p] === b) return p + 1;
+  return tag[0] === b ? 1 : 0;
+}
+
+function stepFrame(g: ToolCallGrammar, f: Frame, b: number): Step | null {
+  switch (f.k) {
+    case 'free': {
+      if (f.think) {
+        const c = matchTag(THINK_CLOSE, f.c, b);
+        const next = c === THINK_CLOSE.length ? { k: 'free' as const, think: false, a: 0, b: 0, c: 0 } : c === f.c && c === 0 ? f : { ...f, c };
+        return { r: 'stay', f: next };
+      }
+      const a = matchTag(OPEN, f.a, b);
+      if (a === OPEN.length) return { r: 'push', f: { k: 'free', think: false, a: 0, b: 0, c: 0 }, child: { k: 'call', i: 0, p: 0, tool: -1 } };
+      const tb = matchTag(THINK_OPEN, f.b, b);
+      if (tb === THINK_OPEN.length) return { r: 'stay', f: { k: 'free', think: true, a: 0, b: 0, c: 0 } };
+      if (a === 0 && tb === 0 && f.a === 0 && f.b === 0) return { r: 'stay', f };
+      return { r: 'stay', f: { ...f, a, b: tb } };
+    }
+    case 'call': {
+      const item = CALL_ITEMS[f.i];
+      if ('ws' in item) {
+        if (isWs(b) && f.p < WS_MAX) return { r: 'stay', f: { ...f, p: f.p + 1 } };
+        return stepFrame(g, { ...f, i: f.i + 1, p: 0 }, b);
+      }
+      if ('lit' in item) {
+        if (item.lit[f.p] !== b) return DEAD;
+        if (f.p + 1 < item.lit.length) return { r: 'stay', f: { ...f, p: f.p + 1 } };
+        if (f.i + 1 === CALL_ITEMS.length) return { r: 'done', result: -1 };
+        return { r: 'stay', f: { ...f, i: f.i + 1, p: 0 } };
+      }
+      const node = item.value === 'name' ? g.names : g.tools[f.tool].args;
+      const child = startValue(node, b);
+      return child ? { r: 'push', f, child } : DEAD;
+    }
+    case 'obj':
+      return stepObj(f, b);
+    case 'arr': {
+      const n = f.n;
+      if (f.ph !== 2 || f.count === 0) {
+        // After `[` or an item: `]` once there are enough items.
+        if (b === 0x5d && f.count >= n.min) return { r: 'done', result: -1 };
+      }
+      if (isWs(b)) return f.ws < WS_MAX ? { r: 'stay', f: { ...f, ws: f.ws + 1 } } : DEAD;
+      if (f.ph === 1) return b === 0x2c && f.count < n.max ? { r: 'stay', f: { ...f, ph: 2, ws: 0 } } : DEAD;
+      if (f.count >= n.max) return DEAD;
+      const child = startValue(n.items, b);
+      return child ? { r: 'push', f: { ...f, ws: 0 }, child } : DEAD;
+    }
+    case 'str':
+      return stepStr(f, b);
+    case 'num':
+      return stepNum(f, b);
+    case 'lit': {
+      const next = f.cands.filter((i) => f.n.values[i].length > f.pos && f.n.values[i][f.pos] === b);
+      if (next.length > 0) return { r: 'stay', f: { ...f, pos: f.pos + 1, cands: next } };
+      const whole = f.cands.find((i) => f.n.values[i].length === f.pos);
+      return whole !== undefined ? { r: 'redo', result: whole } : DEAD;
+    }
+  }
+}
+
+/** The frame of a value of `node` whose first byte is b, or null when no value of it starts with b. */
+function startValue(node: SchemaNode, b: number): Frame | null {
+  switch (node.t) {
+    case 'union': {
+      for (const a of node.alts) {
+        const f = startValue(a, b);
+        if (f) return f;
+      }
+      return null;
+    }
+    case 'any':
+      return startValue(ANY_UNION, b);
+    case 'obj':
+      return b === 0x7b ? { k: 'obj', n: node, ph: 0, ws: 0, seen: '0'.repeat(node.props.length), kpos: 0, cands: [], cur: -1 } : null;
+    case 'arr':
+      return b === 0x5b ? { k: 'arr', n: node, ph: 0, ws: 0, count: 0 } : null;
+    case 'str':
+      return b === 0x22 ? { k: 'str', n: node, ph: 0, len: 0, cont: 0, lo: 0, hi: 0, close: 0 } : null;
+    case 'num': {
+      const f: Frame = { k: 'num', n: node, neg: false, int: '', frac: null };
+      if (b === 0x2d) return viable({ ...f, neg: true }) ? { ...f, neg: true } : null;
+      if (!isDigit(b)) return null;
+      const g = { ...f, int: String.fromCharCode(b) };
+      return viable(g) ? g : null;
+    }
+    case 'lit': {
+      const cands = node.values.flatMap((v, i) => (v[0] === b ? [i] : []));
+      return cands.length ? { k: 'lit', n: node, pos: 1, cands } : null;
+    }
+  }
+}
+
+const ANY: SchemaNode = { id: -2, t: 'any' };
+const ANY_UNION: SchemaNode = {
+  id: -3,
+  t: 'union',
+  alts: [
+    { id: -4, t: 'obj', props: [], requiredCount: 0, extra: ANY },
+    { id: -5, t: 'arr', items: ANY, min: 0, max: Infinity },
+    { id: -6, t: 'str', min: 0, max: Infinity },
+    { id: -7, t: 'num', int: false, lo: -Infinity, loEx: false, hi: Infinity, hiEx: false },
+    { id: -8, t: 'lit', values: [enc('true'), enc('false'), enc('null')] },
+  ],
+};
+
+/** A child value finished: the parent moves on. */
+function childDone(f: Frame, result: number): Frame | null {
+  switch (f.k) {
+    case 'free':
+      return { k: 'free', think: false, a: 0, b: 0, c: 0 };
+    case 'call': {
+      // The name's literal reports which tool it named; the arguments follow that tool's schema.
+      const item = CALL_ITEMS[f.i];
+      return { ...f, i: f.i + 1, p: 0, tool: 'value' in item && item.value === 'name' ? result : f.tool };
+    }
+    case 'obj':
+      // A free key (string child) ends in phase 1; a value ends in phase 3.
+      return f.ph === 1 ? { ...f, ph: 2, ws: 0 } : { ...f, ph: 4, ws: 0 };
+    case 'arr':
+      return { ...f, ph: 1, ws: 0, count: f.count + 1 };
+    default:
+      return null;
+  }
+}
+
+function stepObj(f: Extract<Frame, { k: 'obj' }>, b: number): Step | null {
+  const n = f.n;
+  const ws = () => (f.ws < WS_MAX ? { r: 'stay' as const, f: { ...f, ws: f.ws + 1 } } : DEAD);
+  const unseen = () => n.props.flatMap((_, i) => (f.seen[i] === '0' ? [i] : []));
+  const requiredDone = () => n.props.every((p, i) => !p.required || f.seen[i] === '1');
+  const startKey = (): Step | null => {
+    if (n.extra) return { r: 'push', f: { ...f, ph: 1, ws: 0 }, child: { k: 'str', n: FREE_STRING, ph: 0, len: 0, cont: 0, lo: 0, hi: 0, close: 0 } };
+    const cands = unseen();
+    return cands.length ? { r: 'stay', f: { ...f, ph: 1, ws: 0, kpos: 1, cands } } : DEAD;
+  };
+  switch (f.ph) {
+    case 0:
+      if (isWs(b)) return ws();
+      if (b === 0x7d) return requiredDone() ? { r: 'done', result: -1 } : DEAD;
+      return b === 0x22 ? startKey() : DEAD;
+    case 1: {
+      const cands = f.cands.filter((i) => n.props[i].enc[f.kpos] === b);
+      if (cands.length === 0) return DEAD;
+      const whole = cands.find((i) => n.props[i].enc.length === f.kpos + 1);
+      if (whole !== undefined) return { r: 'stay', f: { ...f, ph: 2, ws: 0, kpos: 0, cands: [], cur: whole } };
+      return { r: 'stay', f: { ...f, kpos: f.kpos + 1, cands } };
+    }
+    case 2:
+      if (isWs(b)) return ws();
+      return b === 0x3a ? { r: 'stay', f: { ...f, ph: 3, ws: 0 } } : DEAD;
+    case 3: {
+      if (isWs(b)) return ws();
+      const node = f.cur >= 0 ? n.props[f.cur].node : n.extra!;
+      const child = startValue(node, b);
+      if (!child) return DEAD;
+      const seen = f.cur >= 0 ? f.seen.slice(0, f.cur) + '1' + f.seen.slice(f.cur + 1) : f.seen;
+      return { r: 'push', f: { ...f, seen, cur: -1, ws: 0 }, child };
+    }
+    case 4:
+      if (isWs(b)) return ws();
+      if (b === 0x7d) return requiredDone() ? { r: 'done', result: -1 } : DEAD;
+      if (b !== 0x2c) return DEAD;
+      return n.extra || unseen().length > 0 ? { r: 'stay', f: { ...f, ph: 5, ws: 0 } } : DEAD;
+    default: // 5
+      if (isWs(b)) return ws();
+      return b === 0x22 ? startKey() : DEAD;
+  }
+}
+
+const FREE_STRING: Extract<SchemaNode, { t: 'str' }> = { id: -9, t: 'str', min: 0, max: Infinity };
+
+function stepStr(f: Extract<Frame, { k: 'str' }>, b: number): Step | null {
+  const close = matchTag(CLOSE, f.close, b);
+  if (close === CLOSE.length) return DEAD;
+  return stepStrChar(close === f.close ? f : { ...f, close }, b);
+}
+
+function stepStrChar(f: Extract<Frame, { k: 'str' }>, b: number): Step | null {
+  const n = f.n;
+  const counted = n.min > 0 || n.max < Infinity;
+  const char = (ph: number): Step | null => {
+    if (counted && f.len >= n.max) return DEAD;
+    return { r: 'stay', f: counted || f.ph !== ph ? { ...f, ph, len: counted ? f.len + 1 : 0 } : f };
+  };
+  if (f.ph === 6) {
+    // Well-formed UTF-8 only (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF), so that the
+    // characters counted here are the ones a decoder sees.
+    if (b < f.lo || b > f.hi) return DEAD;
+    return { r: 'stay', f: f.cont > 1 ? { ...f, cont: f.cont - 1, lo: 0x80, hi: 0xbf } : { ...f, ph: 0, cont: 0, lo: 0, hi: 0 } };
+  }
+  if (f.ph === 0) {
+    if (b === 0x22) return f.len >= n.min ? { r: 'done', result: -1 } : DEAD;
+    if (b === 0x5c) return counted && f.len >= n.max ? DEAD : { r: 'stay', f: { ...f, ph: 1 } };
+    if (b < 0x20) return DEAD;
+    if (b < 0x80) return char(0);
+    const lead = utf8Lead(b);
+    if (!lead) return DEAD;
+    if (counted && f.len >= n.max) return DEAD;
+    return { r: 'stay', f: { ...f, ph: 6, len: counted ? f.len + 1 : 0, cont: lead[0], lo: lead[1], hi: lead[2] } };
+  }
+  if (f.ph === 1) {
+    if (b === 0x75) return { r: 'stay', f: { ...f, ph: 2 } };
+    return '"\\/bfnrt'.includes(String.fromCharCode(b)) ? char(0) : DEAD;
+  }
+  if (!isHex(b)) return DEAD;
+  return f.ph < 5 ? { r: 'stay', f: { ...f, ph: f.ph + 1 } } : char(0);
+}
+
+/** For a UTF-8 lead byte: [continuation bytes, range of the first of them], or null when b cannot lead. */
+function utf8Lead(b: number): [number, number, number] | null {
+  if (b >= 0xc2 && b <= 0xdf) return [1, 0x80, 0xbf];
+  if (b === 0xe0) return [2, 0xa0, 0xbf];
+  if (b === 0xed) return [2, 0x80, 0x9f];
+  if (b >= 0xe1 && b <= 0xef) return [2, 0x80, 0xbf];
+  if (b === 0xf0) return [3, 0x90, 0xbf];
+  if (b >= 0xf1 && b <= 0xf3) return [3, 0x80, 0xbf];
+  if (b === 0xf4) return [3, 0x80, 0x8f];
+  return null;
+}
+
+function stepNum(f: Extract<Frame, { k: 'num' }>, b: number): Step | null {
+  if (isDigit(b)) {
+    let g: Extract<Frame, { k: 'num' }>;
+    if (f.frac === null) {
+      if (f.int === '0' || f.int.length >= INT_DIGITS) return DEAD;
+      g = { ...f, int: f.int + String.fromCharCode(b) };
+    } else {
+      if (f.frac.length >= FRAC_DIGITS) return DEAD;
+      g = { ...f, frac: f.frac + String.fromCharCode(b) };
+    }
+    return viable(g) ? { r: 'stay', f: g } : DEAD;
+  }
+  if (b === 0x2e) {
+    if (f.n.int || f.frac !== null || f.int === '') return DEAD;
+    const g = { ...f, frac: '' };
+    return viable(g) ? { r: 'stay', f: g } : DEAD;
+  }
+  // Anything else ends the number, if it is a whole number in range; the byte then belongs to the parent.
+  if (f.int === '' || f.frac === '') return DEAD;
+  const v = Number(`${f.neg ? '-' : ''}${f.int}${f.frac !== null ? '.' + f.frac : ''}`);
+  return inRange(f.n, v, true, v, true) ? { r: 'redo', result: -1 } : DEAD;
+}
+
+/** Whether [a, b] (ends closed or open as flagged) meets the node's range. */
+function inRange(n: NumBounds, a: number, aIn: boolean, b: number, bIn: boolean): boolean {
+  // The intersection's lower end is the larger of a and lo, its upper end the smaller of b and hi.
+  let lo = a, loIn = aIn;
+  if (n.lo > lo || (n.lo === lo && n.loEx)) { lo = n.lo; loIn = !n.loEx; }
+  let hi = b, hiIn = bIn;
+  if (n.hi < hi || (n.hi === hi && n.hiEx)) { hi = n.hi; hiIn = !n.hiEx; }
+  return lo < hi || (lo === hi && loIn && hiIn);
+}
+
+/** Whether some number in range starts with this prefix (the bounds make some prefixes dead ends). */
+function viable(f: Extract<Frame, { k: 'num' }>): boolean {
+  const n = f.n;
+  if (n.lo === -Infinity && n.hi === Infinity) return true;
+  const sign = f.neg ? -1 : 1;
+  // Reachable magnitudes as closed-open intervals [a, b) (or single integers), then signed.
+  const spans: [number, number, boolean][] = []; // [a, b, b included]
+  if (f.int === '') {
+    spans.push([0, 10 ** INT_DIGITS, false]);
+  } else if (f.frac !== null) {
+    const m = Number(`${f.int}.${f.frac || '0'}`);
+    spans.push([m, m + 10 ** -f.frac.length, false]);
+  } else if (f.int === '0') {
+    spans.push(n.int ? [0, 0, true] : [0, 1, false]);
+  } else {
+    const v = Number(f.int);
+    for (let j = 0; f.int.length + j <= INT_DIGITS; j++) {
+      const a = v * 10 ** j;
+      spans.push(n.int ? [a, a + 10 ** j - 1, true] : [a, (v + 1) * 10 ** j, false]);
+    }
+  }
+  return spans.some(([a, b, bIn]) => (sign > 0 ? inRange(n, a, true, b, bIn) : inRange(n, -b, bIn, -a, true)));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Keys: two states with the same key accept the same continuations (used to cache token masks).
+
+function frameKey(f: Frame): string {
+  switch (f.k) {
+    case 'free': return `F${f.think ? 1 : 0}.${f.a}.${f.b}.${f.c}`;
+    case 'call': return `C${f.i}.${f.p}.${f.tool}`;
+    case 'obj': return `O${f.n.id}.${f.ph}.${f.ws}.${f.seen}.${f.kpos}.${f.cands.join(',')}.${f.cur}`;
+    case 'arr': return `A${f.n.id}.${f.ph}.${f.ws}.${f.count}`;
+    case 'str': return `S${f.n.id}.${f.ph}.${f.len}.${f.cont}.${f.lo}.${f.hi}.${f.close}`;
+    case 'num': return `N${f.n.id}.${f.neg ? '-' : ''}${f.int}${f.frac !== null ? '.' + f.frac : ''}`;
+    case 'lit': return `L${f.n.id}.${f.pos}.${f.cands.join(',')}`;
+  }
+}
+
+export function stateKey(s: GrammarState): string {
+  let key = '';
+  for (let x: GrammarState | null = s; x; x = x.up) key += frameKey(x.f) + '|';
+  return key;
+}
