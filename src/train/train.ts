@@ -73,7 +73,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum) : null;
     const evaluate = (step: number) => heldOut(o, policy, 'val', step, events);
     const testSet = o.scenarios.test ?? [];
-    const test = async (step: number, adapter: string) => (await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens }), 'test', step, events)).success_rate;
+    const test = async (step: number, adapter: string) => (await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens, constrainToolCalls: c.constrainToolCalls }), 'test', step, events)).success_rate;
 
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
     if (!state) {
