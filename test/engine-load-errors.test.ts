@@ -149,7 +149,7 @@ describe('adapter folder errors', () => {
     ['unsupported target', (d: string) => { const p = join(d, 'adapter_config.json'); const c = JSON.parse(readFileSync(p, 'utf8')); c.target_modules = ['lm_head']; writeFileSync(p, JSON.stringify(c)); },
       /unsupported target module "lm_head" \(supported: q_proj/],
     ['DoRA', (d: string) => { const p = join(d, 'adapter_config.json'); const c = JSON.parse(readFileSync(p, 'utf8')); c.use_dora = true; writeFileSync(p, JSON.stringify(c)); },
-      /adapter_config\.json: DoRA adapters are not supported/],
+      /adapter_config\.json: use_dora: true \(DoRA\) is not supported/],
     ['duplicate tensor name in the header', (d: string) => {
       const p = join(d, 'adapter_model.safetensors');
       const b = readFileSync(p);
