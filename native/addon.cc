@@ -343,7 +343,13 @@ class Engine : public Napi::ObjectWrap<Engine> {
           total += lens[i];
         }
         CHECK(total == tokens.size(), "prefill lengths do not add up to the token count");
-        st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false, nullptr);
+        // One forward per prompt: a prompt's activations then depend on that prompt alone, not on which other
+        // prompts arrived at the same time (the GEMM kernel, and so the rounding, can depend on the row count).
+        size_t off = 0;
+        for (size_t i = 0; i < segs.size(); ++i) {
+          st->model.forward(tokens.data() + off, lens[i], {segs[i]}, st->rs, false, nullptr);
+          off += lens[i];
+        }
       });
     });
   }
@@ -376,6 +382,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
           [st, ids, temps, top_p, top_k, masks, out] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
+            RowwiseGemm rowwise;  // batch-invariant: see gemm.h
             st->sample(ids, temps, top_p, top_k, *masks, out->tok, out->lp, out->slp);
           },
           [out](Napi::Env env) { return sampled(env, *out); });
@@ -401,6 +408,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
             CHECK(ids.size() == tokens.size() && ids.size() == names.size(), "step arrays differ in length");
+            RowwiseGemm rowwise;  // batch-invariant: see gemm.h
             std::vector<Segment> segs(ids.size());
             for (size_t i = 0; i < ids.size(); ++i) {
               segs[i].n = 1;

@@ -25,6 +25,10 @@ static std::atomic<bool> g_portable{[] {
   return e != nullptr && e[0] == '1';
 }()};
 static std::atomic<int> g_threads{0};
+static thread_local bool t_rowwise = false;
+
+void gemm_set_rowwise(bool on) { t_rowwise = on; }
+bool gemm_rowwise() { return t_rowwise; }
 
 bool gemm_have_blas() {
 #ifdef MCPRL_HAVE_OPENBLAS
@@ -110,7 +114,8 @@ void gemm_portable(bool transA, bool transB, int M, int N, int K, float alpha, c
   if (K <= 0 || alpha == 0.0f) return;
   // Few rows times a row-major weight (decode: x W^T): packing W would double the memory traffic of
   // what is a matrix-vector product, so take dot products directly, in parallel over output columns.
-  if (M <= 8 && transB && !transA) {
+  // Each element is one dot product in a fixed order, so a row's result does not depend on M (row-wise mode).
+  if ((M <= 8 || t_rowwise) && transB && !transA) {
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < N; ++j) {
       const float* __restrict bj = B + (size_t)j * ldb;
@@ -187,7 +192,7 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
           int ldb, float beta, float* C, int ldc) {
   // A few rows times a weight (decode steps, LM head for sampling) goes to the portable kernel's direct
   // dot-product path: measured here, OpenBLAS's small-M sgemm is several times slower for these shapes.
-  const bool small = M <= 8 && transB && !transA;
+  const bool small = (M <= 8 || t_rowwise) && transB && !transA;
   if (gemm_have_blas() && !g_portable.load() && !small)
     gemm_blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else

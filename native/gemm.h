@@ -19,6 +19,20 @@ void gemm_portable(bool transA, bool transB, int M, int N, int K, float alpha, c
 void gemm_blas(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
                const float* B, int ldb, float beta, float* C, int ldc);
 
+// Row-wise mode (per thread): while on, every x W^T product (transB, !transA) takes the per-row dot-product
+// path whatever M is, so one row's result does not depend on which other rows share the call. Inference
+// turns it on around decode steps and sampling (RowwiseGemm below): which requests share a decode step
+// depends on timing, and a request's tokens must not.
+void gemm_set_rowwise(bool on);
+bool gemm_rowwise();
+struct RowwiseGemm {
+  bool prev;
+  RowwiseGemm() : prev(gemm_rowwise()) { gemm_set_rowwise(true); }
+  ~RowwiseGemm() { gemm_set_rowwise(prev); }
+  RowwiseGemm(const RowwiseGemm&) = delete;
+  RowwiseGemm& operator=(const RowwiseGemm&) = delete;
+};
+
 bool gemm_have_blas();
 bool gemm_portable_forced();
 void gemm_set_portable(bool on);
