@@ -7,6 +7,7 @@
  *
  *   npm run demo [-- --seed 2 --max-steps 12 --run NAME]
  *   npm run demo -- --seeds 1,2,3
+ *   npm run demo -- --seeds 1,2,3 -- --constrain-tool-calls     (options after a second -- go to mcprl train)
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -16,7 +17,11 @@ import { main } from '../src/cli/main.js';
 import { formatSeedTable, seedRow, type SeedRow } from './demo-table.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
+// Options after a `--` are mcprl train's own, appended to the demo's settings (a later option wins).
+const cut = process.argv.indexOf('--', 2);
+const trainExtra = cut >= 0 ? process.argv.slice(cut + 1) : [];
 const { values } = parseArgs({
+  args: cut >= 0 ? process.argv.slice(2, cut) : process.argv.slice(2),
   options: {
     seed: { type: 'string', default: '1' },
     seeds: { type: 'string' },
@@ -70,6 +75,7 @@ async function demo(seed: string, run: string): Promise<void> {
     '--max-turns', '4',
     '--max-tokens', '128',
     '--patience', '8',
+    ...trainExtra,
     '--', ...server,
   ]);
 }
