@@ -117,3 +117,37 @@ export { groupAdvantages, advantagesFor } from './train/advantages.js';
 export { renderReport } from './train/report.js';
 export { writeRunReport, exportBestAdapter } from './train/write-report.js';
 export { assertDisjoint, findOverlaps, entityKey, OverlappingScenariosError } from './scenarios/disjoint.js';
+
+export { TrainableModel } from './backend/trainable-model.js';
+export { LocalBackend } from './backend/local-backend.js';
+export type { LocalBackendOptions } from './backend/local-backend.js';
+export type { Backend, ModelKey } from './backend/backend.js';
+export { BackendError } from './backend/errors.js';
+export type { BackendErrorCode } from './backend/errors.js';
+export { TrajectoryRecorder } from './backend/recorder.js';
+export { gatherTrajectoryGroups, GatherError } from './backend/gather.js';
+export type { GatherOptions, RolloutContext, RolloutFailure } from './backend/gather.js';
+export {
+  TrainableModelSettingsSchema,
+  LoraSettingsSchema,
+  TrajectorySchema as LibraryTrajectorySchema,
+  TrajectoryGroupSchema,
+  TrainStepConfigSchema,
+  TrainResultSchema,
+  CheckpointSchema,
+  ModelEndpointSchema,
+} from './backend/schemas.js';
+export type {
+  TrainableModelSettings,
+  TrainableModelSettingsInput,
+  Trajectory as LibraryTrajectory,
+  TrajectoryInput,
+  TrajectoryGroup,
+  TrajectoryGroupInput,
+  TrainStepConfig,
+  TrainStepConfigInput,
+  TrainResult,
+  Checkpoint,
+  DeleteCheckpointsInput,
+  ModelEndpoint,
+} from './backend/schemas.js';

@@ -23,6 +23,7 @@ import { REPO_ROOT } from './helpers/servers.js';
  *   train       GRPO on a LoRA adapter
  *   export      merged models, ONNX
  *   serve       the OpenAI-compatible HTTP server
+ *   backend     the library: TrainableModel, Local/RemoteBackend, trajectories and groups, the training server
  *   mcp-server  mcprl itself as an MCP server
  *   cli         one file per command
  */
@@ -39,6 +40,7 @@ export const LAYERS = [
   'train',
   'export',
   'serve',
+  'backend',
   'mcp-server',
   'cli',
 ] as const;

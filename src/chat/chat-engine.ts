@@ -12,6 +12,7 @@ import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-too
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 import { McprlError } from '../util/errors.js';
 import { tokenTable, ToolCallConstrainer, type ToolCallConstraint } from './constrain.js';
+import { AdapterRoutes } from './adapter-routes.js';
 
 /** The part of the engine's `Model` that chat uses (kept narrow so chat is clear about what it needs). */
 export interface ChatModel {
@@ -19,6 +20,7 @@ export interface ChatModel {
   readonly config: { eosTokenIds: number[]; maxPositionEmbeddings?: number; vocabSize?: number };
   generate(req: GenerateRequest): Promise<GeneratedSequence[]>;
   adapterNames(): string[];
+  unloadAdapter(name: string): void;
   close(): void;
 }
 
@@ -115,6 +117,8 @@ export interface ChatChoice {
 export interface ChatResult {
   /** The model name the completions came from. */
   model: string;
+  /** The adapter that generated them (null: the base model); for a route, the adapter it pointed at when the request began. */
+  adapter: string | null;
   promptTokenIds: number[];
   choices: ChatChoice[];
 }
@@ -178,6 +182,8 @@ export class ChatEngine {
   readonly modelName: string;
   /** Folder of each adapter loaded by `load()` (for `/v1/models`). */
   readonly adapterDirs = new Map<string, string>();
+  /** Stable served names for adapters that are replaced while served (see adapter-routes.ts). */
+  readonly routes: AdapterRoutes;
   private readonly opts: ChatEngineOptions;
   private readonly stopTokenIds: number[];
   private readonly constrainers = new Map<string, ToolCallConstrainer>();
@@ -190,6 +196,10 @@ export class ChatEngine {
     this.template = ChatTemplate.fromTokenizer(tokenizer);
     this.modelName = opts.modelName ?? basename(resolve(model.dir));
     this.opts = opts;
+    this.routes = new AdapterRoutes((adapter) => {
+      this.adapterDirs.delete(adapter);
+      this.model.unloadAdapter(adapter);
+    });
     // A turn ends at any of the model's EOS ids (config.json / generation_config.json) or the tokenizer's
     // eos_token, which for chat models is the end-of-turn token (Qwen's <|im_end|>).
     const stops = new Set(model.config.eosTokenIds);
@@ -237,9 +247,14 @@ export class ChatEngine {
     return c;
   }
 
-  /** Names a request's `model` field may take: the base model first, then each adapter. */
+  /**
+   * Names a request's `model` field may take: the base model first, then each route (see `routes`), then each
+   * adapter that is neither behind a route nor hidden.
+   */
   modelNames(): { id: string; adapter: string | null }[] {
-    return [{ id: this.modelName, adapter: null }, ...this.model.adapterNames().map((a) => ({ id: a, adapter: a }))];
+    const routed = this.routes.list().map((r) => ({ id: r.name, adapter: r.adapter }));
+    const plain = this.model.adapterNames().filter((a) => !this.routes.isInternal(a)).map((a) => ({ id: a, adapter: a }));
+    return [{ id: this.modelName, adapter: null }, ...routed, ...plain];
   }
 
   /** The adapter a model name selects (null: the base model); a 404 error for unknown names. */
@@ -274,6 +289,7 @@ export class ChatEngine {
 
   /** Runs a chat completion to the end. */
   async complete(req: ChatTurnRequest): Promise<ChatResult> {
+    await this.routes.ready(req.model ?? this.modelName);
     const run = this.start(req, req.signal, null);
     return run.result;
   }
@@ -284,6 +300,7 @@ export class ChatEngine {
    * first event. Leaving the loop early aborts generation.
    */
   async *stream(req: ChatTurnRequest): AsyncGenerator<ChatStreamEvent, ChatResult> {
+    await this.routes.ready(req.model ?? this.modelName);
     const signal = req.signal;
     const controller = new AbortController();
     const queue: ChatStreamEvent[] = [];
@@ -369,12 +386,14 @@ export class ChatEngine {
     const constrain = req.constrainToolCalls ?? this.opts.constrainToolCalls ?? false;
     const parseTools = toolsEnabled(req);
     const constrainer = parseTools && constrain ? this.toolCallConstrainer(req.tools) : null;
+    // The adapter stays loaded until this request ends, even when its route moves on to a newer one.
+    this.routes.acquire(adapter);
     const generated = this.generateChoices(promptIds, adapter, sampling, n, stop, parseTools, constrainer, signal, emit).catch((err: unknown) => {
       // What the engine refuses about a request (a token or length it cannot take) is the caller's to fix.
       if (err instanceof EngineError && err.code === 'ENGINE_REQUEST') throw new ChatError('ENGINE_REQUEST', err.message, { cause: err });
       throw err;
-    });
-    const result = generated.then((choices) => ({ model, promptTokenIds: promptIds, choices }));
+    }).finally(() => this.routes.release(adapter));
+    const result = generated.then((choices) => ({ model, adapter, promptTokenIds: promptIds, choices }));
     return { result };
   }
 

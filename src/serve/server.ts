@@ -3,10 +3,14 @@
  *
  * Routes: `GET /v1/models`, `GET /v1/models/{id}`, `POST /v1/chat/completions` (JSON or SSE stream),
  * `GET /health`. Errors use OpenAI's `{"error": {message, type, param, code}}` shape. Every choice carries
- * `mcprl_token_ids`, the exact sampled ids, so training can use a served turn without re-tokenising.
+ * `mcprl_token_ids`, the exact sampled ids, so training can use a served turn without re-tokenising, and a
+ * completion names the adapter that generated it in `mcprl_adapter` (null: the base model).
+ *
+ * One server may front several engines (one per base model, as the library's backends have): a request goes to
+ * the engine that serves its `model` name, and `/v1/models` lists them all.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ChatChoice, ChatEngine, ChatResult, ChatTurnRequest } from '../chat/chat-engine.js';
 import { ChatRequestError, parseChatRequest, tokenLogprobs, toRequestError, toTurnRequest } from './openai-chat.js';
@@ -30,8 +34,11 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** The engines a server fronts: one, or a function giving the current list (engines may come and go). */
+export type ChatEngines = ChatEngine | (() => readonly ChatEngine[]);
+
 /** Starts serving `engine`; resolves once the port is bound. */
-export async function startServer(engine: ChatEngine, opts: ServerOptions = {}): Promise<RunningServer> {
+export async function startServer(engine: ChatEngines, opts: ServerOptions = {}): Promise<RunningServer> {
   const server = createChatServer(engine, opts);
   const host = opts.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
@@ -56,20 +63,40 @@ export async function startServer(engine: ChatEngine, opts: ServerOptions = {}):
 }
 
 /** The request handler as a node:http server (not yet listening). */
-export function createChatServer(engine: ChatEngine, opts: ServerOptions = {}): Server {
+export function createChatServer(engine: ChatEngines, opts: ServerOptions = {}): Server {
+  return createServer(chatRequestListener(engine, opts));
+}
+
+/** The request handler alone, for a server that mounts it beside routes of its own (`mcprl backend`). */
+export function chatRequestListener(engine: ChatEngines, opts: ServerOptions = {}): RequestListener {
   const maxBody = opts.maxBodyBytes ?? 32 * 1024 * 1024;
   const created = Math.floor(Date.now() / 1000);
-  return createServer((req, res) => {
+  const engines = typeof engine === 'function' ? engine : () => [engine];
+  return (req, res) => {
     const t0 = Date.now();
     res.on('finish', () => opts.log?.(`${req.method} ${req.url} ${res.statusCode} ${Date.now() - t0}ms`));
-    handle(engine, req, res, maxBody, created).catch((err) => {
+    handle(engines, req, res, maxBody, created).catch((err) => {
       // Last line of defence: nothing a request does may take the server down.
       sendError(res, err instanceof ChatRequestError ? err : internalError(err));
     });
-  });
+  };
 }
 
-async function handle(engine: ChatEngine, req: IncomingMessage, res: ServerResponse, maxBody: number, created: number): Promise<void> {
+/** The engine serving `model`: the one that lists the name, else the first (which answers model_not_found). */
+function engineFor(engines: readonly ChatEngine[], model: unknown): ChatEngine {
+  const hit = engines.find((e) => e.modelNames().some((m) => m.id === model));
+  if (hit) return hit;
+  if (engines.length === 0) throw new ChatRequestError(404, `The model \`${String(model)}\` does not exist`, { param: 'model', code: 'model_not_found' });
+  return engines[0];
+}
+
+async function handle(
+  engines: () => readonly ChatEngine[],
+  req: IncomingMessage,
+  res: ServerResponse,
+  maxBody: number,
+  created: number,
+): Promise<void> {
   const path = new URL(req.url ?? '/', 'http://localhost').pathname.replace(/\/+$/, '') || '/';
   const method = req.method ?? 'GET';
 
@@ -77,14 +104,16 @@ async function handle(engine: ChatEngine, req: IncomingMessage, res: ServerRespo
 
   if (path === '/v1/models' || path.startsWith('/v1/models/')) {
     if (method !== 'GET') throw methodNotAllowed(method, path);
-    const list = engine.modelNames().map((m) => ({
-      id: m.id,
-      object: 'model',
-      created,
-      owned_by: 'mcprl',
-      root: m.adapter === null ? engine.model.dir : (engine.adapterDirs.get(m.id) ?? m.id),
-      parent: m.adapter === null ? null : engine.modelName,
-    }));
+    const list = engines().flatMap((engine) =>
+      engine.modelNames().map((m) => ({
+        id: m.id,
+        object: 'model',
+        created,
+        owned_by: 'mcprl',
+        root: m.adapter === null ? engine.model.dir : (engine.adapterDirs.get(m.adapter) ?? m.adapter),
+        parent: m.adapter === null ? null : engine.modelName,
+      })),
+    );
     if (path === '/v1/models') return sendJson(res, 200, { object: 'list', data: list });
     const id = decodeURIComponent(path.slice('/v1/models/'.length));
     const hit = list.find((m) => m.id === id);
@@ -95,6 +124,7 @@ async function handle(engine: ChatEngine, req: IncomingMessage, res: ServerRespo
   if (path === '/v1/chat/completions') {
     if (method !== 'POST') throw methodNotAllowed(method, path);
     const body = await readJson(req, maxBody);
+    const engine = engineFor(engines(), body && typeof body === 'object' ? (body as { model?: unknown }).model : undefined);
     // The client going away (connection closed before the answer is complete) cancels generation.
     const controller = new AbortController();
     res.on('close', () => {
@@ -122,6 +152,7 @@ function completionJson(engine: ChatEngine, r: ChatResult, wantLogprobs: boolean
     created: Math.floor(Date.now() / 1000),
     model: r.model,
     system_fingerprint: null,
+    mcprl_adapter: r.adapter,
     choices: r.choices.map((c) => ({
       index: c.index,
       message: {

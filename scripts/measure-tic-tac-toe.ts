@@ -1,0 +1,69 @@
+/**
+ * Measures what training through the library does to the tic-tac-toe example (examples/tic-tac-toe.ts) on the
+ * bundled tiny model: the mean reward of a fixed set of evaluation games before training and after N steps,
+ * for each seed (the seed sets the adapter's initial weights and every sampling seed).
+ *
+ *   node --import tsx scripts/measure-tic-tac-toe.ts [--steps 8] [--seeds 1,2,3] [--lr 2e-3]
+ *
+ * Prints one JSON line per seed and a summary line. Not a test: it takes minutes, and its figures are reported.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { playGame } from '../examples/tic-tac-toe.js';
+import { gatherTrajectoryGroups, LocalBackend, TrainableModel } from '../src/index.js';
+
+const { values } = parseArgs({
+  options: {
+    steps: { type: 'string', default: '8' },
+    seeds: { type: 'string', default: '1,2,3' },
+    lr: { type: 'string', default: '2e-3' },
+    groups: { type: 'string', default: '8' },
+    'per-group': { type: 'string', default: '8' },
+    'eval-games': { type: 'string', default: '64' },
+  },
+});
+const steps = Number(values.steps);
+const lr = Number(values.lr);
+const groupsPerStep = Number(values.groups);
+const perGroup = Number(values['per-group']);
+const evalGames = Number(values['eval-games']);
+const MODEL = join(import.meta.dirname, '..', 'fixtures', 'models', 'tiny-bookshop');
+
+async function evaluate(model: TrainableModel, seed: number): Promise<number> {
+  // Evaluation games use seeds no training game uses (training: 1 … 10^5; evaluation: 10^6 + i).
+  const games = await Promise.all(
+    Array.from({ length: evalGames }, (_, i) => playGame(model, { gameSeed: 1_000_000 + i, samplingSeed: seed * 1_000_000 + i * 10 })),
+  );
+  return games.reduce((a, g) => a + g.result.reward, 0) / games.length;
+}
+
+const rows: { seed: number; before: number; after: number; steps: number }[] = [];
+for (const seed of values.seeds.split(',').map(Number)) {
+  const dir = await mkdtemp(join(tmpdir(), 'mcprl-ttt-'));
+  const backend = new LocalBackend({ dir });
+  try {
+    const model = new TrainableModel({ project: 'measure', name: `ttt-${seed}`, baseModel: MODEL, lora: { rank: 8, alpha: 16, seed } });
+    await model.register(backend);
+    const before = await evaluate(model, seed);
+    for (let s = 0; s < steps; s++) {
+      const items = Array.from({ length: groupsPerStep }, (_, g) => 1 + ((seed * 7919 + s * groupsPerStep + g) % 100_000));
+      const groups = await gatherTrajectoryGroups(
+        items,
+        async (gameSeed, ctx) => (await playGame(model, { gameSeed, samplingSeed: seed * 100_000 + s * 1000 + ctx.item * 10 + ctx.attempt * 100 })).trajectory,
+        { perGroup },
+      );
+      const r = await model.train(groups, { lr });
+      console.error(JSON.stringify({ seed, step: r.step, reward: r.reward, trained: r.trained, loss: r.loss, droppedGroups: r.droppedGroups }));
+    }
+    const after = await evaluate(model, seed);
+    rows.push({ seed, before, after, steps });
+    console.log(JSON.stringify({ seed, steps, before, after }));
+  } finally {
+    await backend.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+console.log(JSON.stringify({ summary: true, steps, lr, meanBefore: mean(rows.map((r) => r.before)), meanAfter: mean(rows.map((r) => r.after)) }));

@@ -1,0 +1,41 @@
+/**
+ * A backend: where a trainable model's inference and training run. LocalBackend runs the engine in this
+ * process; RemoteBackend talks to `mcprl backend` on another machine. TrainableModel sees only this interface,
+ * so application code is the same with either.
+ */
+import type {
+  Checkpoint,
+  DeleteCheckpointsInput,
+  ModelEndpoint,
+  TrainableModelSettings,
+  TrainResult,
+  TrainStepConfigInput,
+  TrajectoryGroupInput,
+} from './schemas.js';
+
+/** Names a registered model. */
+export interface ModelKey {
+  project: string;
+  name: string;
+}
+
+export interface Backend {
+  /**
+   * Loads the model (resuming from its newest checkpoint, or a fresh adapter: step 0) and serves it; resolves
+   * with where its OpenAI-compatible endpoint is. Registering again with the same settings is harmless.
+   */
+  register(settings: TrainableModelSettings): Promise<ModelEndpoint>;
+  /**
+   * One GRPO step on the groups. New inference requests for the model wait from the moment this is called
+   * until the new adapter serves; requests in flight finish on the adapter they began with.
+   */
+  train(model: ModelKey, groups: readonly TrajectoryGroupInput[], config?: TrainStepConfigInput): Promise<TrainResult>;
+  /** The model's checkpoints, oldest first. */
+  checkpoints(model: ModelKey): Promise<Checkpoint[]>;
+  /** Deletes every checkpoint but the latest and the best; resolves with the steps deleted. */
+  deleteCheckpoints(model: ModelKey, opts?: DeleteCheckpointsInput): Promise<number[]>;
+  /** Stops serving the model and deletes everything the backend keeps of it. */
+  delete(model: ModelKey): Promise<void>;
+  /** Releases what the backend holds (a local engine, a server); its models can no longer be used. */
+  close(): Promise<void>;
+}

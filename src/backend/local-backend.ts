@@ -1,0 +1,342 @@
+/**
+ * The engine in this process: each registered model's adapter is trained by a Trainer on its base model and
+ * served by the OpenAI-compatible server (src/serve) on loopback, one server for every model of the backend.
+ *
+ * Everything is kept under the backend's folder, one folder per model (a RunDir):
+ *
+ *   <dir>/<project>/<name>/model.json                  the model's settings
+ *   <dir>/<project>/<name>/checkpoints/step-NNNN/      PEFT adapter + optimiser state after step N (0: fresh)
+ *   <dir>/<project>/<name>/metrics.jsonl               one TrainResult per step
+ *
+ * A checkpoint folder appears whole or not at all (written beside and renamed), so a backend killed at any
+ * moment resumes from the newest complete step when the model is registered again.
+ *
+ * The trainer's adapter (`<name>@train`) changes as it trains, so it is never served itself: after each step the
+ * saved checkpoint is loaded as `<name>@step-N` and the model's name is routed to it (src/chat/adapter-routes.ts).
+ */
+import { existsSync } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { ChatMessage, OpenAITool } from '../agent/policy.js';
+import { ChatEngine } from '../chat/chat-engine.js';
+import { HfTokenizer } from '../chat/tokenizer.js';
+import { Model } from '../engine/model.js';
+import { Trainer } from '../engine/trainer.js';
+import type { TrainSequence } from '../engine/train-types.js';
+import { startServer, type RunningServer } from '../serve/server.js';
+import { advantagesFor } from '../train/advantages.js';
+import { RunDir } from '../train/run-dir.js';
+import { trajectoryToSequences } from '../train/tokenize.js';
+import { writeJsonAtomic } from '../util/atomic.js';
+import type { Backend, ModelKey } from './backend.js';
+import { BackendError, parseInput } from './errors.js';
+import {
+  DeleteCheckpointsSchema,
+  TrainableModelSettingsSchema,
+  TrainStepConfigSchema,
+  TrajectoryGroupSchema,
+  type Checkpoint,
+  type DeleteCheckpointsInput,
+  type ModelEndpoint,
+  type TrainableModelSettings,
+  type TrainResult,
+  type TrainStepConfigInput,
+  type TrajectoryGroup,
+  type TrajectoryGroupInput,
+} from './schemas.js';
+import { z } from 'zod';
+
+export interface LocalBackendOptions {
+  /** Folder everything is kept under (created when missing). */
+  dir: string;
+  /** Engine threads. Default: the engine's. */
+  threads?: number;
+  /** Chat template variables for every request served (e.g. `{ enable_thinking: false }`). Default none. */
+  chatTemplateKwargs?: Record<string, unknown>;
+  /**
+   * The endpoint to report for every model instead of starting a loopback server: for a server that fronts
+   * `chatEngines()` itself (`mcprl backend`). Default: a loopback server on a free port.
+   */
+  endpoint?: { baseURL: string; apiKey: string };
+}
+
+/** The key a loopback LocalBackend's endpoint accepts (it checks none; OpenAI's client wants one). */
+const LOCAL_API_KEY = 'mcprl-local';
+
+interface BaseModel {
+  model: Model;
+  engine: ChatEngine;
+}
+
+interface LoadedModel {
+  settings: TrainableModelSettings;
+  base: BaseModel;
+  trainer: Trainer;
+  run: RunDir;
+  /** Steps of this model run one after another: each train() call chains onto the last. */
+  queue: Promise<unknown>;
+}
+
+export class LocalBackend implements Backend {
+  readonly dir: string;
+  private readonly opts: LocalBackendOptions;
+  private readonly bases = new Map<string, Promise<BaseModel>>();
+  private readonly models = new Map<string, LoadedModel>();
+  private server: Promise<RunningServer> | null = null;
+  private closed = false;
+
+  constructor(opts: LocalBackendOptions) {
+    this.opts = opts;
+    this.dir = resolve(opts.dir);
+  }
+
+  /** The engines serving the registered models, one per base model (for a server that fronts them). */
+  chatEngines(): ChatEngine[] {
+    return [...new Set([...this.models.values()].map((m) => m.base.engine))];
+  }
+
+  async register(settingsIn: TrainableModelSettings): Promise<ModelEndpoint> {
+    this.checkOpen();
+    const settings = parseInput(TrainableModelSettingsSchema, settingsIn, 'settings');
+    const key = keyOf(settings);
+    const loaded = this.models.get(key);
+    if (loaded) {
+      sameSettings(loaded.settings, settings, `${key} is registered`);
+      return this.endpointOf(loaded);
+    }
+    for (const m of this.models.values()) {
+      if (m.settings.name === settings.name) {
+        throw new BackendError('BACKEND_CONFLICT', `the name ${settings.name} is served already for project ${m.settings.project}`, { field: 'settings.name' });
+      }
+    }
+    const run = new RunDir(join(this.dir, settings.project, settings.name));
+    const settingsFile = run.path('model.json');
+    if (existsSync(settingsFile)) {
+      const saved = parseInput(TrainableModelSettingsSchema, JSON.parse(await readFile(settingsFile, 'utf8')), 'model.json');
+      sameSettings(saved, settings, `${settingsFile} holds`);
+    } else {
+      await writeJsonAtomic(settingsFile, settings);
+    }
+
+    const base = await this.base(settings.baseModel);
+    const trainName = `${settings.name}@train`;
+    const steps = await savedSteps(run);
+    let trainer: Trainer;
+    if (steps.length > 0) {
+      trainer = await Trainer.resume(base.model, run.checkpoint(steps[steps.length - 1]), { adapterName: trainName });
+    } else {
+      const l = settings.lora;
+      // The learning rate is set by each step (TrainStepConfig); this one is only the optimiser's placeholder.
+      trainer = await Trainer.create(base.model, { adapterName: trainName, rank: l.rank, alpha: l.alpha, targets: l.targets, seed: l.seed, optimizer: { lr: 0 } });
+      await trainer.save(run.checkpoint(0));
+    }
+    base.engine.routes.hide(trainName);
+    const model: LoadedModel = { settings, base, trainer, run, queue: Promise.resolve() };
+    await this.serveCheckpoint(model, trainer.step);
+    this.models.set(key, model);
+    return this.endpointOf(model);
+  }
+
+  train(key: ModelKey, groupsIn: readonly TrajectoryGroupInput[], configIn: TrainStepConfigInput = {}): Promise<TrainResult> {
+    // Everything up to the hold happens before this returns, so a request sent after the call is held.
+    let model: LoadedModel;
+    let groups: TrajectoryGroup[];
+    let config: z.output<typeof TrainStepConfigSchema>;
+    try {
+      this.checkOpen();
+      model = this.loaded(key);
+      groups = parseInput(z.array(TrajectoryGroupSchema).min(1), groupsIn, 'groups');
+      config = parseInput(TrainStepConfigSchema, configIn, 'config');
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const release = model.base.engine.routes.hold(model.settings.name);
+    const step = model.queue.then(() => this.step(model, groups, config));
+    model.queue = step.catch(() => undefined);
+    return step.finally(release);
+  }
+
+  async checkpoints(key: ModelKey): Promise<Checkpoint[]> {
+    const model = this.loaded(key);
+    const metrics = new Map((await model.run.readMetrics()).map((m) => [m.step as number, numbersOf(m)]));
+    return (await savedSteps(model.run)).map((step) => ({ step, dir: model.run.checkpoint(step), metrics: metrics.get(step) ?? {} }));
+  }
+
+  async deleteCheckpoints(key: ModelKey, opts: DeleteCheckpointsInput = {}): Promise<number[]> {
+    const { metric } = parseInput(DeleteCheckpointsSchema, opts, 'options');
+    const model = this.loaded(key);
+    await model.queue;
+    const all = await this.checkpoints(key);
+    if (all.length === 0) return [];
+    const latest = all[all.length - 1].step;
+    const scored = all.filter((c) => Number.isFinite(c.metrics[metric]));
+    const best = scored.length > 0 ? scored.reduce((a, b) => (b.metrics[metric] > a.metrics[metric] ? b : a)).step : latest;
+    await model.run.pruneCheckpoints([latest, best]);
+    return all.map((c) => c.step).filter((s) => s !== latest && s !== best);
+  }
+
+  async delete(key: ModelKey): Promise<void> {
+    const model = this.loaded(key);
+    await model.queue;
+    this.models.delete(keyOf(key));
+    model.base.engine.routes.delete(model.settings.name);
+    model.trainer.close();
+    await rm(model.run.dir, { recursive: true, force: true });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.models.values()].map((m) => m.queue));
+    if (this.server) await (await this.server).close();
+    for (const b of this.bases.values()) (await b).model.close();
+    this.models.clear();
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+
+  private async step(model: LoadedModel, groups: TrajectoryGroup[], config: z.output<typeof TrainStepConfigSchema>): Promise<TrainResult> {
+    const { engine } = model.base;
+    const trajectories = groups.flatMap((g) => g.trajectories);
+    // advantages: compare each attempt with the others of its group; groups without signal are dropped
+    const adv = advantagesFor(config.loss, groups.map((g) => g.trajectories.map((t) => t.reward)));
+    // sequences: from the recorded token ids (the chat template renders the prompts, as generation did)
+    const sequences: TrainSequence[] = [];
+    let retokenizedTurns = 0;
+    adv.kept.forEach((g, k) => {
+      groups[g].trajectories.forEach((t, i) => {
+        const messages = t.messages as ChatMessage[];
+        retokenizedTurns += messages.filter((m) => m.role === 'assistant' && !(m.mcprl && m.mcprl.token_ids.length > 0)).length;
+        // The tools are passed to the chat template as they were offered (OpenAI's shape, description optional).
+        sequences.push(...trajectoryToSequences(engine, { messages, tools: t.tools as OpenAITool[] }, adv.advantages[k][i]));
+      });
+    });
+    const summary = {
+      groups: groups.length,
+      droppedGroups: adv.droppedZeroVariance,
+      trajectories: trajectories.length,
+      sequences: sequences.length,
+      retokenizedTurns,
+      reward: mean(trajectories.map((t) => t.reward)),
+      metrics: meanMetrics(trajectories.map((t) => t.metrics)),
+    };
+    if (sequences.length === 0) return { step: model.trainer.step, trained: false, ...summary };
+
+    // step: one optimiser step at this call's learning rate
+    const trainer = model.trainer;
+    trainer.optimizer = { ...trainer.optimizer, lr: config.lr };
+    const m = await trainer.trainStep(
+      sequences,
+      { kind: config.loss, beta: config.beta, ...(config.clipEpsilon !== undefined ? { clipEpsilon: config.clipEpsilon } : {}) },
+      config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {},
+    );
+    // checkpoint: the adapter and optimiser state, whole or not at all; then its numbers
+    const checkpoint = model.run.checkpoint(trainer.step);
+    await trainer.save(checkpoint);
+    const result: TrainResult = {
+      step: trainer.step,
+      trained: true,
+      ...summary,
+      loss: m.loss,
+      policyLoss: m.policyLoss,
+      kl: m.kl,
+      clipFraction: m.clipFraction,
+      gradNorm: m.gradNorm,
+      ...(m.entropy !== undefined ? { entropy: m.entropy } : {}),
+      trainedTokens: m.trainedTokens,
+      checkpoint,
+    };
+    const rows = (await model.run.readMetrics()).filter((r) => (r.step as number) < result.step);
+    await model.run.writeMetrics([...rows, result]);
+    // serve: the saved adapter replaces the served one (requests in flight keep theirs)
+    await this.serveCheckpoint(model, trainer.step);
+    return result;
+  }
+
+  /** Loads checkpoint `step` and routes the model's name to it. */
+  private async serveCheckpoint(model: LoadedModel, step: number): Promise<void> {
+    const { engine } = model.base;
+    const adapter = `${model.settings.name}@step-${step}`;
+    const dir = model.run.checkpoint(step);
+    await model.base.model.loadAdapter(adapter, dir);
+    engine.adapterDirs.set(adapter, dir);
+    engine.routes.set(model.settings.name, adapter);
+  }
+
+  private base(dir: string): Promise<BaseModel> {
+    const abs = resolve(dir);
+    let b = this.bases.get(abs);
+    if (!b) {
+      b = (async () => {
+        const tokenizer = await HfTokenizer.load(abs);
+        const model = await Model.load(abs, this.opts.threads !== undefined ? { threads: this.opts.threads } : {});
+        const engine = new ChatEngine(model, tokenizer, this.opts.chatTemplateKwargs ? { chatTemplateKwargs: this.opts.chatTemplateKwargs } : {});
+        return { model, engine };
+      })();
+      b.catch(() => this.bases.delete(abs));
+      this.bases.set(abs, b);
+    }
+    return b;
+  }
+
+  private async endpointOf(model: LoadedModel): Promise<ModelEndpoint> {
+    let endpoint = this.opts.endpoint;
+    if (!endpoint) {
+      this.server ??= startServer(() => this.chatEngines(), { host: '127.0.0.1', port: 0 });
+      endpoint = { baseURL: (await this.server).url, apiKey: LOCAL_API_KEY };
+    }
+    return { ...endpoint, inferenceName: model.settings.name, step: model.trainer.step };
+  }
+
+  private loaded(key: ModelKey): LoadedModel {
+    const m = this.models.get(keyOf(key));
+    if (!m) throw new BackendError('BACKEND_NOT_REGISTERED', `model ${keyOf(key)} is not registered with this backend`, { field: 'model' });
+    return m;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new BackendError('BACKEND_STATE', 'the backend is closed');
+  }
+}
+
+function keyOf(k: ModelKey): string {
+  return `${k.project}/${k.name}`;
+}
+
+/** Throws BACKEND_CONFLICT naming the first setting that differs. */
+function sameSettings(have: TrainableModelSettings, want: TrainableModelSettings, where: string): void {
+  const fields: [string, unknown, unknown][] = [
+    ['baseModel', resolve(have.baseModel), resolve(want.baseModel)],
+    ['lora.rank', have.lora.rank, want.lora.rank],
+    ['lora.alpha', have.lora.alpha, want.lora.alpha],
+    ['lora.targets', [...have.lora.targets].sort().join(','), [...want.lora.targets].sort().join(',')],
+  ];
+  for (const [field, a, b] of fields) {
+    if (a !== b) throw new BackendError('BACKEND_CONFLICT', `${where} ${field} = ${String(a)}, not ${String(b)}`, { field: `settings.${field}` });
+  }
+}
+
+/** Steps with a complete checkpoint folder, oldest first (leftovers of interrupted writes are not steps). */
+async function savedSteps(run: RunDir): Promise<number[]> {
+  const dir = run.path('checkpoints');
+  if (!existsSync(dir)) return [];
+  const steps: number[] = [];
+  for (const entry of await readdir(dir)) {
+    const m = /^step-(\d+)$/.exec(entry);
+    if (m && existsSync(join(dir, entry, 'adapter_model.safetensors'))) steps.push(Number(m[1]));
+  }
+  return steps.sort((a, b) => a - b);
+}
+
+function mean(xs: number[]): number {
+  return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+function meanMetrics(rows: Record<string, number>[]): Record<string, number> {
+  const keys = new Set(rows.flatMap((r) => Object.keys(r)));
+  return Object.fromEntries([...keys].map((k) => [k, mean(rows.filter((r) => k in r).map((r) => r[k]))]));
+}
+
+function numbersOf(row: Record<string, unknown>): Record<string, number> {
+  return Object.fromEntries(Object.entries(row).filter((e): e is [string, number] => typeof e[1] === 'number'));
+}

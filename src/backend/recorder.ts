@@ -1,0 +1,124 @@
+/**
+ * Records a trajectory from the chat-completion calls an agent makes, with no change to the agent's code: the
+ * recorder's `fetch` goes into the `openai` client (`model.openai({ fetch: recorder.fetch })`, or any client
+ * that takes a fetch), sees each request and its answer, and keeps the exact token ids and logprobs the server
+ * returned for every assistant turn (`mcprl_token_ids`, `logprobs.content`). It asks for logprobs on every
+ * request, whether or not the agent did.
+ *
+ * The trajectory is the conversation of the last call (its messages plus the answer); each earlier assistant
+ * turn in it is matched with the recorded answer it came from (by tool-call id, else by its text), so its ids
+ * are the sampled ones. A turn with no recorded answer (written by the application) keeps only its text and is
+ * tokenised when trained on.
+ */
+import { randomBytes } from 'node:crypto';
+import type { z } from 'zod';
+import type { ChatMessage } from '../agent/policy.js';
+import { chatMessageSchema, type ChatRequest } from '../serve/openai-chat.js';
+import { BackendError } from './errors.js';
+import type { TrajectoryInput } from './schemas.js';
+
+type WireMessage = z.output<typeof chatMessageSchema>;
+
+interface CompletionChoice {
+  message?: { content?: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[] | null };
+  logprobs?: { content?: { logprob: number }[] | null } | null;
+  mcprl_token_ids?: number[];
+}
+
+interface RecordedCall {
+  request: ChatRequest;
+  choice: CompletionChoice;
+}
+
+export class TrajectoryRecorder {
+  /** Every completion recorded, in the order the answers arrived. */
+  readonly calls: RecordedCall[] = [];
+  private readonly inner: typeof fetch;
+
+  /** `inner` does the real fetching. Default: the global fetch. */
+  constructor(opts: { fetch?: typeof fetch } = {}) {
+    this.inner = opts.fetch ?? globalThis.fetch;
+  }
+
+  /** A fetch that records chat completions and passes everything else through. */
+  readonly fetch = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    if (!/\/chat\/completions$/.test(new URL(url).pathname) || typeof init?.body !== 'string') return this.inner(input, init);
+    const request = JSON.parse(init.body) as ChatRequest;
+    if (request.stream) throw new BackendError('RECORDER', 'the recorder records whole completions only: call without stream: true', { field: 'stream' });
+    const res = await this.inner(input, { ...init, body: JSON.stringify({ ...request, logprobs: true }) });
+    if (res.ok) {
+      const body = (await res.clone().json()) as { choices?: CompletionChoice[] };
+      const choice = body.choices?.[0];
+      if (choice) this.calls.push({ request, choice });
+    }
+    return res;
+  };
+
+  /**
+   * The trajectory of the last recorded call, with `reward` (and optional metrics and metadata). Throws RECORDER
+   * when nothing was recorded.
+   */
+  trajectory(score: { reward: number; metrics?: Record<string, number>; metadata?: Record<string, unknown> }): TrajectoryInput {
+    const last = this.calls[this.calls.length - 1];
+    if (!last) throw new BackendError('RECORDER', 'no chat completion was recorded: did the agent use the recorder\'s fetch?');
+    const history = last.request.messages.map((m) => chatMessageSchema.parse(m));
+    const used = new Set<RecordedCall>([last]);
+    const messages: ChatMessage[] = history.map((m) => {
+      const plain = toChatMessage(m);
+      if (plain.role !== 'assistant') return plain;
+      const call = this.calls.find((c) => !used.has(c) && sameTurn(c.choice, plain));
+      if (!call) return plain;
+      used.add(call);
+      return withTokens(plain, call.choice);
+    });
+    messages.push(withTokens(answerMessage(last.choice), last.choice));
+    return {
+      messages,
+      tools: (last.request.tools ?? []) as TrajectoryInput['tools'],
+      reward: score.reward,
+      metrics: score.metrics ?? {},
+      metadata: score.metadata ?? {},
+    };
+  }
+}
+
+/** A request message in the shape trajectories keep: text content, tool-call arguments as JSON text. */
+function toChatMessage(m: WireMessage): ChatMessage {
+  const content = m.content === undefined || m.content === null ? null : typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('');
+  switch (m.role) {
+    case 'assistant': {
+      const calls = (m.tool_calls ?? []).map((c) => ({
+        id: c.id ?? `call_${randomBytes(12).toString('hex')}`,
+        type: 'function' as const,
+        function: { name: c.function.name, arguments: typeof c.function.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function.arguments) },
+      }));
+      return { role: 'assistant', content, ...(calls.length > 0 ? { tool_calls: calls } : {}) };
+    }
+    case 'tool':
+      return { role: 'tool', content, ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}), ...(m.name ? { name: m.name } : {}) };
+    default:
+      return { role: m.role === 'developer' ? 'system' : m.role, content, ...(m.name ? { name: m.name } : {}) };
+  }
+}
+
+function answerMessage(choice: CompletionChoice): ChatMessage {
+  const calls = (choice.message?.tool_calls ?? []).map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.function.name, arguments: c.function.arguments } }));
+  return { role: 'assistant', content: choice.message?.content ?? null, ...(calls.length > 0 ? { tool_calls: calls } : {}) };
+}
+
+/** True when an assistant message of the history is the answer `choice` (same tool-call ids, else same text). */
+function sameTurn(choice: CompletionChoice, m: ChatMessage): boolean {
+  const ids = (choice.message?.tool_calls ?? []).map((c) => c.id);
+  const mine = (m.tool_calls ?? []).map((c) => c.id);
+  if (ids.length > 0 || mine.length > 0) return ids.length === mine.length && ids.every((id, i) => id === mine[i]);
+  return (choice.message?.content ?? null) === m.content;
+}
+
+/** The message with the answer's sampled ids and logprobs, when the server returned both for every token. */
+function withTokens(m: ChatMessage, choice: CompletionChoice): ChatMessage {
+  const ids = choice.mcprl_token_ids;
+  const lps = choice.logprobs?.content?.map((t) => t.logprob);
+  if (!ids || ids.length === 0 || !lps || lps.length !== ids.length) return m;
+  return { ...m, mcprl: { token_ids: ids, logprobs: lps } };
+}

@@ -1,0 +1,154 @@
+/**
+ * The library's data, one zod schema per concept (types derived): a trainable model's settings, a trajectory
+ * and a group of them, one training step's settings and its result, and a checkpoint. The same schemas check
+ * what `mcprl backend` receives over HTTP, so a local and a remote backend accept exactly the same things.
+ *
+ * Defaults that the MCP·RL training job also has (learning rate, LoRA shape, loss, β, seed) are taken from its
+ * schema (src/train/config.ts), so each is written down once.
+ */
+import { z } from 'zod';
+import { ChatMessageSchema } from '../agent/trajectory.js';
+import { toolSchema } from '../serve/openai-chat.js';
+import { TrainSettingsSchema } from '../train/config.js';
+
+const defaults = TrainSettingsSchema.shape;
+
+/** A name that is safe as a folder name and as an OpenAI `model` field. */
+const NameSchema = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'letters, digits, ".", "_" and "-" only, starting with a letter or digit');
+
+export const LoraSettingsSchema = z.object({
+  /** LoRA rank r. Default: the training job's (16). */
+  rank: defaults.rank,
+  /** LoRA alpha; the adapter's output is scaled by alpha / rank. Default: the training job's (32). */
+  alpha: defaults.alpha,
+  /** Modules that get an adapter. Default: the training job's (all seven projections). */
+  targets: defaults.targets,
+  /** Seed of the adapter's initial weights. Default: the training job's (1). */
+  seed: defaults.seed,
+});
+
+export const TrainableModelSettingsSchema = z.object({
+  /** Groups models: the backend keeps a model under `<dir>/<project>/<name>/`. */
+  project: NameSchema,
+  /** The model's name; also the `model` field its OpenAI-compatible endpoint answers to. */
+  name: NameSchema,
+  /** The base model: a Hugging Face folder, as the backend's machine sees it. */
+  baseModel: z.string().min(1),
+  /** The LoRA adapter trained on top. Default: every field's own default. */
+  lora: LoraSettingsSchema.default(LoraSettingsSchema.parse({})),
+});
+/** Settings as callers write them (defaults may be left out). */
+export type TrainableModelSettingsInput = z.input<typeof TrainableModelSettingsSchema>;
+export type TrainableModelSettings = z.output<typeof TrainableModelSettingsSchema>;
+
+/** A tool offered to the model, in OpenAI's request shape. */
+export const TrajectoryToolSchema = toolSchema;
+
+export const TrajectorySchema = z.object({
+  /**
+   * The conversation in OpenAI's shape. Assistant turns served by a backend keep the exact sampled token ids
+   * and logprobs (`mcprl`), so training never re-tokenises them; turns without them are rendered by the chat
+   * template and tokenised (counted in the step's result as `retokenizedTurns`).
+   */
+  messages: z.array(ChatMessageSchema).min(1),
+  /** The tools offered in the conversation. Default none. */
+  tools: z.array(TrajectoryToolSchema).default([]),
+  /** The reward the application assigned; the higher the better. */
+  reward: z.number().refine(Number.isFinite, 'must be a finite number'),
+  /** Numbers the application wants averaged per step (e.g. `{ win: 1 }`). Default none. */
+  metrics: z.record(z.string(), z.number()).default({}),
+  /** Anything else the application keeps with the trajectory (not used for training). Default none. */
+  metadata: z.record(z.string(), z.unknown()).default({}),
+});
+export type TrajectoryInput = z.input<typeof TrajectorySchema>;
+export type Trajectory = z.output<typeof TrajectorySchema>;
+
+/** Attempts at the same task, compared with each other for group-relative advantages. */
+export const TrajectoryGroupSchema = z.object({
+  trajectories: z.array(TrajectorySchema).min(1),
+  /** Anything the application keeps with the group (e.g. the task). Default none. */
+  metadata: z.record(z.string(), z.unknown()).default({}),
+});
+export type TrajectoryGroupInput = z.input<typeof TrajectoryGroupSchema>;
+export type TrajectoryGroup = z.output<typeof TrajectoryGroupSchema>;
+
+/** One training step's settings. */
+export const TrainStepConfigSchema = z.object({
+  /** AdamW learning rate for this step. Default: the training job's (5e-4). */
+  lr: defaults.lr,
+  /** The policy loss. Default: the training job's (grpo). */
+  loss: defaults.loss,
+  /** KL coefficient β against the base model. Default: the training job's (0). */
+  beta: defaults.beta,
+  /** Clip ε of the importance ratio, below 1 (and above, unless the loss sets its own). Default: the trainer's (0.2). */
+  clipEpsilon: z.number().nonnegative().optional(),
+  /** Token budget per packed micro-batch. Default: the trainer's (4096). */
+  microBatchTokens: z.number().int().positive().optional(),
+});
+export type TrainStepConfigInput = z.input<typeof TrainStepConfigSchema>;
+export type TrainStepConfig = z.output<typeof TrainStepConfigSchema>;
+
+/** What one `model.train(groups)` did. */
+export const TrainResultSchema = z.object({
+  /** The model's step after this call (unchanged when nothing was trained). */
+  step: z.number().int().nonnegative(),
+  /** False when every group had equal rewards (no signal): no optimiser step, no new checkpoint. */
+  trained: z.boolean(),
+  groups: z.number().int().nonnegative(),
+  /** Groups dropped because all their rewards were equal. */
+  droppedGroups: z.number().int().nonnegative(),
+  trajectories: z.number().int().nonnegative(),
+  /** Training sequences built (a trajectory gives one or more). */
+  sequences: z.number().int().nonnegative(),
+  /** Assistant turns without recorded token ids, tokenised from their text instead. */
+  retokenizedTurns: z.number().int().nonnegative(),
+  /** Mean reward over all trajectories of the call. */
+  reward: z.number(),
+  /** The trajectories' own metrics, averaged (over the trajectories that have each). */
+  metrics: z.record(z.string(), z.number()),
+  /** The optimiser step's numbers (absent when nothing was trained). */
+  loss: z.number().optional(),
+  policyLoss: z.number().optional(),
+  kl: z.number().optional(),
+  clipFraction: z.number().optional(),
+  gradNorm: z.number().optional(),
+  entropy: z.number().optional(),
+  trainedTokens: z.number().int().nonnegative().optional(),
+  /** The checkpoint written by this step (absent when nothing was trained). */
+  checkpoint: z.string().optional(),
+});
+export type TrainResult = z.infer<typeof TrainResultSchema>;
+
+/** A saved step of a model: a PEFT adapter folder (plus optimiser state). */
+export const CheckpointSchema = z.object({
+  step: z.number().int().nonnegative(),
+  /** The folder, as the backend's machine sees it. */
+  dir: z.string(),
+  /** The step's TrainResult numbers (reward, loss, …), when recorded. */
+  metrics: z.record(z.string(), z.number()),
+});
+export type Checkpoint = z.infer<typeof CheckpointSchema>;
+
+/** Which checkpoints `deleteCheckpoints` keeps: always the latest, and the best by `metric`. */
+export const DeleteCheckpointsSchema = z.object({
+  /** A TrainResult number recorded with each step; the highest is the best. Default `reward`. */
+  metric: z.string().min(1).default('reward'),
+});
+export type DeleteCheckpointsInput = z.input<typeof DeleteCheckpointsSchema>;
+
+/** Where a registered model is served. */
+export const ModelEndpointSchema = z.object({
+  /** OpenAI-compatible base URL, e.g. `http://127.0.0.1:40123/v1`. */
+  baseURL: z.string().url(),
+  /** The `model` field to send: the model's name, always served by its newest adapter. */
+  inferenceName: z.string(),
+  /** The API key the endpoint wants (a placeholder for a loopback LocalBackend). */
+  apiKey: z.string(),
+  /** The model's step: training steps taken so far. */
+  step: z.number().int().nonnegative(),
+});
+export type ModelEndpoint = z.infer<typeof ModelEndpointSchema>;
