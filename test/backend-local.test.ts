@@ -1,0 +1,145 @@
+/**
+ * The library end to end on the real engine and the tiny model: the tic-tac-toe example (examples/) played
+ * through a TrainableModel registered with a LocalBackend, its games recorded and trained on, over real HTTP
+ * with the `openai` client.
+ */
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BackendError, LocalBackend, readPeftAdapter, TrainableModel } from '../src/index.js';
+import { gatherGames, probe, sameAnswer, TINY_MODEL, type Probe } from './backend-helpers.js';
+
+const LR = 1e-2;
+const settings = { project: 'test', name: 'ttt', baseModel: TINY_MODEL, lora: { rank: 4, alpha: 8, seed: 1 } };
+
+describe('LocalBackend with the tic-tac-toe example', () => {
+  let dir: string;
+  let backend: LocalBackend;
+  let model: TrainableModel;
+  let lastProbe: Probe;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'mcprl-backend-'));
+    backend = new LocalBackend({ dir });
+    model = new TrainableModel(settings);
+    await model.register(backend);
+  });
+  afterAll(async () => {
+    await backend?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('registers at step 0: a fresh adapter, saved, served under the model name only', async () => {
+    expect(model.step).toBe(0);
+    expect((await model.checkpoints()).map((c) => c.step)).toEqual([0]);
+    const ids = (await model.openai().models.list()).data.map((m) => m.id);
+    expect(ids).toContain('ttt');
+    expect(ids.filter((id) => id.startsWith('ttt@'))).toEqual([]);
+    const p = await probe(model);
+    expect(p.adapter).toBe('ttt@step-0');
+  });
+
+  it('trains on recorded games: the step, a PEFT checkpoint, finite metrics, and the served adapter changes', async () => {
+    const before = await probe(model);
+    const groups = await gatherGames(model, 1);
+    // The recorder kept the sampled ids of every model turn.
+    const turns = groups.flatMap((g) => g.trajectories.flatMap((t) => t.messages.filter((m) => m.role === 'assistant')));
+    expect(turns.length).toBeGreaterThan(0);
+    expect(turns.every((m) => m.mcprl && m.mcprl.token_ids.length > 0 && m.mcprl.logprobs.length === m.mcprl.token_ids.length)).toBe(true);
+
+    const r = await model.train(groups, { lr: LR });
+    expect(r.trained).toBe(true);
+    expect(r.step).toBe(1);
+    expect(model.step).toBe(1);
+    expect(r.retokenizedTurns).toBe(0);
+    expect(r.sequences).toBeGreaterThan(0);
+    for (const k of ['loss', 'policyLoss', 'gradNorm', 'reward'] as const) expect(Number.isFinite(r[k])).toBe(true);
+    expect(r.gradNorm).toBeGreaterThan(0);
+    expect(Number.isFinite(r.metrics.legal_moves)).toBe(true);
+
+    const adapter = await readPeftAdapter(r.checkpoint!);
+    expect(adapter.config.peft_type).toBe('LORA');
+    expect(adapter.config.r).toBe(4);
+    const bs = [...adapter.tensors].filter(([k]) => k.endsWith('lora_B.weight'));
+    expect(bs.length).toBeGreaterThan(0);
+    expect(bs.some(([, t]) => t.data.some((x) => x !== 0))).toBe(true);
+
+    const after = await probe(model);
+    expect(after.adapter).toBe('ttt@step-1');
+    expect(sameAnswer(before, after)).toBe(false);
+  });
+
+  it('holds a request sent while train() is pending and answers it with the new adapter', async () => {
+    const groups = await gatherGames(model, 2);
+    const pending = model.train(groups, { lr: LR });
+    // Sent after train() was called, so it is held until the new adapter serves.
+    const held = probe(model);
+    const r = await pending;
+    expect(r.trained).toBe(true);
+    const answer = await held;
+    expect(answer.adapter).toBe(`ttt@step-${r.step}`);
+    lastProbe = await probe(model);
+    expect(sameAnswer(answer, lastProbe)).toBe(true);
+  });
+
+  it('keeps the latest and the best checkpoint', async () => {
+    const all = await model.checkpoints();
+    expect(all.map((c) => c.step)).toEqual([0, 1, 2]);
+    const scored = all.filter((c) => c.metrics.reward !== undefined);
+    const best = scored.reduce((a, b) => (b.metrics.reward > a.metrics.reward ? b : a)).step;
+    const deleted = await model.deleteCheckpoints();
+    expect(deleted).toEqual(all.map((c) => c.step).filter((s) => s !== 2 && s !== best));
+    expect((await model.checkpoints()).map((c) => c.step)).toEqual([...new Set([best, 2])].sort());
+  });
+
+  it('refuses other settings for the same model, naming the field', async () => {
+    const other = new TrainableModel({ ...settings, lora: { ...settings.lora, rank: 8 } });
+    const err = await other.register(backend).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BackendError);
+    expect((err as BackendError).code).toBe('BACKEND_CONFLICT');
+    expect((err as BackendError).field).toBe('settings.lora.rank');
+  });
+
+  it('rejects a malformed group, naming the field at fault', async () => {
+    const err = await model.train([{ trajectories: [{ messages: [{ role: 'user', content: 'hi' }], reward: Number.NaN }] }]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BackendError);
+    expect((err as BackendError).code).toBe('BACKEND_INVALID');
+    expect((err as BackendError).field).toBe('groups.0.trajectories.0.reward');
+  });
+
+  it('tokenises turns without recorded ids, and says how many', async () => {
+    const second = new TrainableModel({ ...settings, name: 'ttt-text' });
+    await second.register(backend);
+    const game = (reply: string, reward: number) => ({
+      messages: [
+        { role: 'user' as const, content: 'Free cells: 1, 2, 3. Reply with one free cell number.' },
+        { role: 'assistant' as const, content: reply },
+      ],
+      reward,
+    });
+    const r = await second.train([{ trajectories: [game('2', 1), game('x', 0), game('9', 0)] }], { lr: LR });
+    expect(r.trained).toBe(true);
+    expect(r.retokenizedTurns).toBe(3);
+    expect(second.step).toBe(1);
+    // The first model is untouched by the second one's step.
+    expect(sameAnswer(await probe(model), lastProbe)).toBe(true);
+    await second.delete();
+    expect(existsSync(join(dir, 'test', 'ttt-text'))).toBe(false);
+    const ids = (await model.openai().models.list()).data.map((m) => m.id);
+    expect(ids).not.toContain('ttt-text');
+  });
+
+  it('resumes from the newest checkpoint in a new backend on the same folder', async () => {
+    await backend.close();
+    backend = new LocalBackend({ dir });
+    const again = new TrainableModel(settings);
+    await again.register(backend);
+    expect(again.step).toBe(2);
+    const p = await probe(again);
+    expect(p.adapter).toBe('ttt@step-2');
+    expect(sameAnswer(p, lastProbe)).toBe(true);
+    expect(await readdir(join(dir, 'test'))).toEqual(['ttt']);
+  });
+});
