@@ -120,6 +120,9 @@ export { assertDisjoint, findOverlaps, entityKey, OverlappingScenariosError } fr
 
 export { TrainableModel } from './backend/trainable-model.js';
 export { LocalBackend } from './backend/local-backend.js';
+export { RemoteBackend } from './backend/remote-backend.js';
+export { startBackendServer } from './backend/server.js';
+export type { BackendServerOptions, RunningBackendServer } from './backend/server.js';
 export type { LocalBackendOptions } from './backend/local-backend.js';
 export type { Backend, ModelKey } from './backend/backend.js';
 export { BackendError } from './backend/errors.js';

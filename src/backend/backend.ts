@@ -7,7 +7,7 @@ import type {
   Checkpoint,
   DeleteCheckpointsInput,
   ModelEndpoint,
-  TrainableModelSettings,
+  TrainableModelSettingsInput,
   TrainResult,
   TrainStepConfigInput,
   TrajectoryGroupInput,
@@ -24,7 +24,7 @@ export interface Backend {
    * Loads the model (resuming from its newest checkpoint, or a fresh adapter: step 0) and serves it; resolves
    * with where its OpenAI-compatible endpoint is. Registering again with the same settings is harmless.
    */
-  register(settings: TrainableModelSettings): Promise<ModelEndpoint>;
+  register(settings: TrainableModelSettingsInput): Promise<ModelEndpoint>;
   /**
    * One GRPO step on the groups. New inference requests for the model wait from the moment this is called
    * until the new adapter serves; requests in flight finish on the adapter they began with.

@@ -39,6 +39,7 @@ import {
   type DeleteCheckpointsInput,
   type ModelEndpoint,
   type TrainableModelSettings,
+  type TrainableModelSettingsInput,
   type TrainResult,
   type TrainStepConfigInput,
   type TrajectoryGroup,
@@ -95,7 +96,7 @@ export class LocalBackend implements Backend {
     return [...new Set([...this.models.values()].map((m) => m.base.engine))];
   }
 
-  async register(settingsIn: TrainableModelSettings): Promise<ModelEndpoint> {
+  async register(settingsIn: TrainableModelSettingsInput): Promise<ModelEndpoint> {
     this.checkOpen();
     const settings = parseInput(TrainableModelSettingsSchema, settingsIn, 'settings');
     const key = keyOf(settings);

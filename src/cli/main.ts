@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { registerBackend } from './backend.js';
 import { registerEval } from './eval.js';
 import { registerExport } from './export.js';
 import { registerInspect } from './inspect.js';
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
   registerTrain(program);
   registerReport(program);
   registerMcp(program);
+  registerBackend(program);
   return program;
 }
 

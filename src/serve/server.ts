@@ -258,7 +258,8 @@ async function streamCompletion(
   }
 }
 
-async function readJson(req: IncomingMessage, maxBody: number): Promise<unknown> {
+/** Reads a request body as JSON; ChatRequestError 413 past `maxBody` bytes, 400 when it is not JSON. */
+export async function readJson(req: IncomingMessage, maxBody: number): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req) {

@@ -1,0 +1,62 @@
+/**
+ * `mcprl backend --dir DIR [--host 127.0.0.1] [--port 8100] [--token T]`: the training server for the library's
+ * RemoteBackend (src/backend/server.ts). One process owns the engine; it serves every registered model's newest
+ * adapter over the OpenAI-compatible API and trains on the groups it receives.
+ */
+import type { Command } from 'commander';
+import { startBackendServer } from '../backend/server.js';
+import { numberParser } from './parse-number.js';
+
+interface BackendCliOptions {
+  dir: string;
+  host: string;
+  port: number;
+  token?: string;
+  threads?: number;
+  quiet?: boolean;
+}
+
+export function registerBackend(program: Command): Command {
+  const cmd = program
+    .command('backend')
+    .description('the training server: serve and train trainable models for RemoteBackend clients')
+    .requiredOption('--dir <dir>', 'folder everything is written under (models, checkpoints, metrics)')
+    .option('--host <host>', 'address to listen on (beyond loopback a token is required)', '127.0.0.1')
+    .option('--port <port>', 'port to listen on (0: any free port)', numberParser({ integer: true, min: 0, max: 65535 }), 8100)
+    .option('--token <token>', 'bearer token every request must carry (default: $MCPRL_BACKEND_TOKEN; none on loopback)')
+    .option('--threads <n>', 'engine threads (default: the engine default)', numberParser({ integer: true, above: 0 }))
+    .option('--quiet', 'do not log one line per request to stderr');
+  cmd.addHelpText(
+    'after',
+    `
+Examples:
+  mcprl backend --dir ~/mcprl-backend --host 0.0.0.0 --port 8100 --token "$(openssl rand -hex 16)"
+  # then, in the application:  await model.register(new RemoteBackend('http://gpu-box:8100', token))`,
+  );
+  cmd.action(async (opts: BackendCliOptions) => {
+    try {
+      const token = opts.token ?? process.env.MCPRL_BACKEND_TOKEN;
+      const running = await startBackendServer({
+        dir: opts.dir,
+        host: opts.host,
+        port: opts.port,
+        ...(token ? { token } : {}),
+        ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
+        ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl backend: ${line}\n`) }),
+      });
+      process.stdout.write(`mcprl backend: listening on ${running.url} (folder ${running.backend.dir})\n`);
+      const shutdown = () => {
+        void running.close().then(() => process.exit(0));
+      };
+      process.once('SIGINT', shutdown);
+      process.once('SIGTERM', shutdown);
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      const kind = typeof code === 'string' ? `${code}: ` : '';
+      const msg = err instanceof Error ? err.message : String(err);
+      process.stderr.write(`mcprl backend: ${kind}${msg.replace(/\s+/g, ' ').trim()}\n`);
+      process.exitCode = 1;
+    }
+  });
+  return cmd;
+}
