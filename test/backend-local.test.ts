@@ -109,7 +109,7 @@ describe('LocalBackend with the tic-tac-toe example', () => {
     expect((err as BackendError).field).toBe('groups.0.trajectories.0.reward');
   });
 
-  it('tokenises turns without recorded ids, and says how many', async () => {
+  it('tokenises turns without recorded ids, says how many, and runs SFT steps', async () => {
     const second = new TrainableModel({ ...settings, name: 'ttt-text' });
     await second.register(backend);
     const game = (reply: string, reward: number) => ({
@@ -123,6 +123,15 @@ describe('LocalBackend with the tic-tac-toe example', () => {
     expect(r.trained).toBe(true);
     expect(r.retokenizedTurns).toBe(3);
     expect(second.step).toBe(1);
+    // SFT on the same conversation: each step a checkpoint, and the loss falls.
+    const example = { messages: [{ role: 'user' as const, content: 'Free cells: 1, 2, 3. Reply with one free cell number.' }, { role: 'assistant' as const, content: '2' }] };
+    const s1 = await second.sft([example], { lr: 2e-2 });
+    const s2 = await second.sft([example], { lr: 2e-2 });
+    expect([s1.step, s2.step, second.step]).toEqual([2, 3, 3]);
+    expect(s1.trained && s2.trained).toBe(true);
+    expect(s1.retokenizedTurns).toBe(1);
+    expect(s2.loss!).toBeLessThan(s1.loss!);
+    expect((await second.checkpoints()).map((c) => c.step)).toEqual([0, 1, 2, 3]);
     // The first model is untouched by the second one's step.
     expect(sameAnswer(await probe(model), lastProbe)).toBe(true);
     await second.delete();

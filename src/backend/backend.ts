@@ -7,6 +7,8 @@ import type {
   Checkpoint,
   DeleteCheckpointsInput,
   ModelEndpoint,
+  SftConfigInput,
+  SftTrajectoryInput,
   TrainableModelSettingsInput,
   TrainResult,
   TrainStepConfigInput,
@@ -30,6 +32,8 @@ export interface Backend {
    * until the new adapter serves; requests in flight finish on the adapter they began with.
    */
   train(model: ModelKey, groups: readonly TrajectoryGroupInput[], config?: TrainStepConfigInput): Promise<TrainResult>;
+  /** One supervised step on the trajectories' assistant turns (held inference and checkpoints as for train). */
+  sft(model: ModelKey, trajectories: readonly SftTrajectoryInput[], config?: SftConfigInput): Promise<TrainResult>;
   /** The model's checkpoints, oldest first. */
   checkpoints(model: ModelKey): Promise<Checkpoint[]>;
   /** Deletes every checkpoint but the latest and the best; resolves with the steps deleted. */

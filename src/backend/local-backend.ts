@@ -22,7 +22,7 @@ import { ChatEngine } from '../chat/chat-engine.js';
 import { HfTokenizer } from '../chat/tokenizer.js';
 import { Model } from '../engine/model.js';
 import { Trainer } from '../engine/trainer.js';
-import type { TrainSequence } from '../engine/train-types.js';
+import type { LossConfig, TrainSequence } from '../engine/train-types.js';
 import { startServer, type RunningServer } from '../serve/server.js';
 import { advantagesFor } from '../train/advantages.js';
 import { RunDir } from '../train/run-dir.js';
@@ -32,12 +32,17 @@ import type { Backend, ModelKey } from './backend.js';
 import { BackendError, parseInput } from './errors.js';
 import {
   DeleteCheckpointsSchema,
+  SftConfigSchema,
+  SftTrajectorySchema,
   TrainableModelSettingsSchema,
   TrainStepConfigSchema,
   TrajectoryGroupSchema,
   type Checkpoint,
   type DeleteCheckpointsInput,
   type ModelEndpoint,
+  type SftConfigInput,
+  type SftTrajectory,
+  type SftTrajectoryInput,
   type TrainableModelSettings,
   type TrainableModelSettingsInput,
   type TrainResult,
@@ -151,8 +156,42 @@ export class LocalBackend implements Backend {
     } catch (err) {
       return Promise.reject(err);
     }
+    return this.enqueue(model, () => this.step(model, groups, config));
+  }
+
+  /**
+   * One supervised step (cross-entropy on the assistant turns) on `trajectories`, for warm-up or to distil a
+   * stronger model's trajectories. Held inference and checkpoints as for train(); rewards are not used.
+   */
+  sft(key: ModelKey, trajectoriesIn: readonly SftTrajectoryInput[], configIn: SftConfigInput = {}): Promise<TrainResult> {
+    let model: LoadedModel;
+    let trajectories: SftTrajectory[];
+    let config: z.output<typeof SftConfigSchema>;
+    try {
+      this.checkOpen();
+      model = this.loaded(key);
+      trajectories = parseInput(z.array(SftTrajectorySchema).min(1), trajectoriesIn, 'trajectories');
+      config = parseInput(SftConfigSchema, configIn, 'config');
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.enqueue(model, async () => {
+      const { sequences, retokenizedTurns } = this.sequences(model, trajectories.map((t) => ({ t, advantage: 0 })));
+      const summary = {
+        groups: 0, droppedGroups: 0, trajectories: trajectories.length, sequences: sequences.length, retokenizedTurns, reward: 0,
+        metrics: meanMetrics(trajectories.map((t) => t.metrics)),
+      };
+      return this.optimizerStep(model, sequences, { kind: 'sft' }, config, summary);
+    });
+  }
+
+  /**
+   * Runs `work` after the model's earlier steps. The model's name is held from this call (synchronously: a
+   * request sent after it waits) until `work` has ended and the new adapter serves.
+   */
+  private enqueue(model: LoadedModel, work: () => Promise<TrainResult>): Promise<TrainResult> {
     const release = model.base.engine.routes.hold(model.settings.name);
-    const step = model.queue.then(() => this.step(model, groups, config));
+    const step = model.queue.then(work);
     model.queue = step.catch(() => undefined);
     return step.finally(release);
   }
@@ -197,21 +236,14 @@ export class LocalBackend implements Backend {
   // -------------------------------------------------------------------------------------------------------
 
   private async step(model: LoadedModel, groups: TrajectoryGroup[], config: z.output<typeof TrainStepConfigSchema>): Promise<TrainResult> {
-    const { engine } = model.base;
     const trajectories = groups.flatMap((g) => g.trajectories);
     // advantages: compare each attempt with the others of its group; groups without signal are dropped
     const adv = advantagesFor(config.loss, groups.map((g) => g.trajectories.map((t) => t.reward)));
     // sequences: from the recorded token ids (the chat template renders the prompts, as generation did)
-    const sequences: TrainSequence[] = [];
-    let retokenizedTurns = 0;
-    adv.kept.forEach((g, k) => {
-      groups[g].trajectories.forEach((t, i) => {
-        const messages = t.messages as ChatMessage[];
-        retokenizedTurns += messages.filter((m) => m.role === 'assistant' && !(m.mcprl && m.mcprl.token_ids.length > 0)).length;
-        // The tools are passed to the chat template as they were offered (OpenAI's shape, description optional).
-        sequences.push(...trajectoryToSequences(engine, { messages, tools: t.tools as OpenAITool[] }, adv.advantages[k][i]));
-      });
-    });
+    const { sequences, retokenizedTurns } = this.sequences(
+      model,
+      adv.kept.flatMap((g, k) => groups[g].trajectories.map((t, i) => ({ t, advantage: adv.advantages[k][i] }))),
+    );
     const summary = {
       groups: groups.length,
       droppedGroups: adv.droppedZeroVariance,
@@ -221,16 +253,36 @@ export class LocalBackend implements Backend {
       reward: mean(trajectories.map((t) => t.reward)),
       metrics: meanMetrics(trajectories.map((t) => t.metrics)),
     };
-    if (sequences.length === 0) return { step: model.trainer.step, trained: false, ...summary };
+    const loss = { kind: config.loss, beta: config.beta, ...(config.clipEpsilon !== undefined ? { clipEpsilon: config.clipEpsilon } : {}) };
+    return this.optimizerStep(model, sequences, loss, config, summary);
+  }
 
+  /** Training sequences of trajectories, each with its advantage; counts the assistant turns tokenised from text. */
+  private sequences(model: LoadedModel, items: { t: SftTrajectory; advantage: number }[]): { sequences: TrainSequence[]; retokenizedTurns: number } {
+    const sequences: TrainSequence[] = [];
+    let retokenizedTurns = 0;
+    for (const { t, advantage } of items) {
+      const messages = t.messages as ChatMessage[];
+      retokenizedTurns += messages.filter((m) => m.role === 'assistant' && !(m.mcprl && m.mcprl.token_ids.length > 0)).length;
+      // The tools are passed to the chat template as they were offered (OpenAI's shape, description optional).
+      sequences.push(...trajectoryToSequences(model.base.engine, { messages, tools: t.tools as OpenAITool[] }, advantage));
+    }
+    return { sequences, retokenizedTurns };
+  }
+
+  /** step → checkpoint → serve: one optimiser step on the sequences, saved, and its adapter served. */
+  private async optimizerStep(
+    model: LoadedModel,
+    sequences: TrainSequence[],
+    loss: LossConfig,
+    config: { lr: number; microBatchTokens?: number },
+    summary: Omit<TrainResult, 'step' | 'trained'>,
+  ): Promise<TrainResult> {
+    if (sequences.length === 0) return { step: model.trainer.step, trained: false, ...summary };
     // step: one optimiser step at this call's learning rate
     const trainer = model.trainer;
     trainer.optimizer = { ...trainer.optimizer, lr: config.lr };
-    const m = await trainer.trainStep(
-      sequences,
-      { kind: config.loss, beta: config.beta, ...(config.clipEpsilon !== undefined ? { clipEpsilon: config.clipEpsilon } : {}) },
-      config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {},
-    );
+    const m = await trainer.trainStep(sequences, loss, config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {});
     // checkpoint: the adapter and optimiser state, whole or not at all; then its numbers
     const checkpoint = model.run.checkpoint(trainer.step);
     await trainer.save(checkpoint);

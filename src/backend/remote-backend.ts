@@ -12,6 +12,8 @@ import {
   type Checkpoint,
   type DeleteCheckpointsInput,
   type ModelEndpoint,
+  type SftConfigInput,
+  type SftTrajectoryInput,
   type TrainableModelSettingsInput,
   type TrainResult,
   type TrainStepConfigInput,
@@ -37,6 +39,10 @@ export class RemoteBackend implements Backend {
 
   async train(model: ModelKey, groups: readonly TrajectoryGroupInput[], config: TrainStepConfigInput = {}): Promise<TrainResult> {
     return TrainResultSchema.parse(await this.post('/backend/train', { model: key(model), groups, config }));
+  }
+
+  async sft(model: ModelKey, trajectories: readonly SftTrajectoryInput[], config: SftConfigInput = {}): Promise<TrainResult> {
+    return TrainResultSchema.parse(await this.post('/backend/sft', { model: key(model), trajectories, config }));
   }
 
   async checkpoints(model: ModelKey): Promise<Checkpoint[]> {

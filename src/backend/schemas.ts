@@ -67,6 +67,11 @@ export const TrajectorySchema = z.object({
 export type TrajectoryInput = z.input<typeof TrajectorySchema>;
 export type Trajectory = z.output<typeof TrajectorySchema>;
 
+/** A conversation to imitate (supervised fine-tuning): a trajectory without a reward. */
+export const SftTrajectorySchema = TrajectorySchema.omit({ reward: true });
+export type SftTrajectoryInput = z.input<typeof SftTrajectorySchema>;
+export type SftTrajectory = z.output<typeof SftTrajectorySchema>;
+
 /** Attempts at the same task, compared with each other for group-relative advantages. */
 export const TrajectoryGroupSchema = z.object({
   trajectories: z.array(TrajectorySchema).min(1),
@@ -92,12 +97,17 @@ export const TrainStepConfigSchema = z.object({
 export type TrainStepConfigInput = z.input<typeof TrainStepConfigSchema>;
 export type TrainStepConfig = z.output<typeof TrainStepConfigSchema>;
 
-/** What one `model.train(groups)` did. */
+/** One supervised step's settings. */
+export const SftConfigSchema = TrainStepConfigSchema.pick({ lr: true, microBatchTokens: true });
+export type SftConfigInput = z.input<typeof SftConfigSchema>;
+
+/** What one `model.train(groups)` (or `model.sft(trajectories)`) did. */
 export const TrainResultSchema = z.object({
   /** The model's step after this call (unchanged when nothing was trained). */
   step: z.number().int().nonnegative(),
   /** False when every group had equal rewards (no signal): no optimiser step, no new checkpoint. */
   trained: z.boolean(),
+  /** Groups trained on (0 for SFT). */
   groups: z.number().int().nonnegative(),
   /** Groups dropped because all their rewards were equal. */
   droppedGroups: z.number().int().nonnegative(),
@@ -106,7 +116,7 @@ export const TrainResultSchema = z.object({
   sequences: z.number().int().nonnegative(),
   /** Assistant turns without recorded token ids, tokenised from their text instead. */
   retokenizedTurns: z.number().int().nonnegative(),
-  /** Mean reward over all trajectories of the call. */
+  /** Mean reward over all trajectories of the call (0 for SFT). */
   reward: z.number(),
   /** The trajectories' own metrics, averaged (over the trajectories that have each). */
   metrics: z.record(z.string(), z.number()),

@@ -3,6 +3,7 @@
  *
  *   POST /backend/register            {settings}                 → ModelEndpoint
  *   POST /backend/train               {model, groups, config?}   → TrainResult
+ *   POST /backend/sft                 {model, trajectories, config?} → TrainResult
  *   POST /backend/checkpoints         {model}                    → {checkpoints: Checkpoint[]}
  *   POST /backend/delete-checkpoints  {model, options?}          → {deleted: number[]}
  *   POST /backend/delete              {model}                    → {}
@@ -22,7 +23,7 @@ import { ChatRequestError } from '../serve/openai-chat.js';
 import { chatRequestListener, readJson } from '../serve/server.js';
 import { BackendError, parseInput } from './errors.js';
 import { LocalBackend } from './local-backend.js';
-import type { DeleteCheckpointsInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
+import type { DeleteCheckpointsInput, SftConfigInput, SftTrajectoryInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
 
 export interface BackendServerOptions {
   /** Folder everything is written under. */
@@ -52,6 +53,7 @@ export interface RunningBackendServer {
 const ModelKeySchema = z.object({ project: z.string().min(1), name: z.string().min(1) });
 const RegisterBodySchema = z.object({ settings: z.unknown() });
 const TrainBodySchema = z.object({ model: ModelKeySchema, groups: z.unknown(), config: z.unknown().optional() });
+const SftBodySchema = z.object({ model: ModelKeySchema, trajectories: z.unknown(), config: z.unknown().optional() });
 const ModelBodySchema = z.object({ model: ModelKeySchema, options: z.unknown().optional() });
 
 /** True for addresses only this machine can reach. */
@@ -122,6 +124,10 @@ async function route(backend: LocalBackend, path: string, req: IncomingMessage, 
     case '/backend/train': {
       const b = parseInput(TrainBodySchema, body, 'body');
       return backend.train(b.model, b.groups as TrajectoryGroupInput[], (b.config ?? {}) as TrainStepConfigInput);
+    }
+    case '/backend/sft': {
+      const b = parseInput(SftBodySchema, body, 'body');
+      return backend.sft(b.model, b.trajectories as SftTrajectoryInput[], (b.config ?? {}) as SftConfigInput);
     }
     case '/backend/checkpoints': {
       const b = parseInput(ModelBodySchema, body, 'body');

@@ -16,6 +16,8 @@ import {
   type Checkpoint,
   type DeleteCheckpointsInput,
   type ModelEndpoint,
+  type SftConfigInput,
+  type SftTrajectoryInput,
   type TrainableModelSettings,
   type TrainableModelSettingsInput,
   type TrainResult,
@@ -78,6 +80,17 @@ export class TrainableModel {
   async train(groups: readonly TrajectoryGroupInput[], config: TrainStepConfigInput = {}): Promise<TrainResult> {
     const { backend, endpoint } = this.registered();
     const result = await backend.train(this.key(), groups, config);
+    endpoint.step = result.step;
+    return result;
+  }
+
+  /**
+   * One supervised step: cross-entropy on the assistant turns of `trajectories` (rewards, if any, are not used),
+   * for warm-up or to distil a stronger model's conversations. Counts as a step, with its checkpoint.
+   */
+  async sft(trajectories: readonly SftTrajectoryInput[], config: SftConfigInput = {}): Promise<TrainResult> {
+    const { backend, endpoint } = this.registered();
+    const result = await backend.sft(this.key(), trajectories, config);
     endpoint.step = result.step;
     return result;
   }
