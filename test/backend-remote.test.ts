@@ -2,44 +2,17 @@
  * `mcprl backend` as a user runs it: a child process started from the CLI entry point, driven by a
  * RemoteBackend over real HTTP, training the tic-tac-toe example for two steps.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exited, listeningUrl, runCli } from './helpers/cli.js';
 import { BackendError, readPeftAdapter, RemoteBackend, TrainableModel } from '../src/index.js';
 import { gatherGames, probe, sameAnswer, TINY_MODEL } from './backend-helpers.js';
 
-const ENTRY = join(import.meta.dirname, '..', 'src', 'cli', 'entry.ts');
 const TOKEN = 'test-token-1234';
-
-function run(args: string[]): ChildProcessWithoutNullStreams {
-  return spawn(process.execPath, ['--import', 'tsx', ENTRY, ...args], { stdio: 'pipe' });
-}
-
-/** Resolves with the URL the server prints once it listens; rejects if it exits first. */
-function listeningUrl(child: ChildProcessWithoutNullStreams): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('exit', (code) => reject(new Error(`mcprl backend exited with ${code}: ${err}`)));
-  });
-}
-
-function exited(child: ChildProcessWithoutNullStreams): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code) => resolve({ code, stderr }));
-  });
-}
 
 describe('mcprl backend with RemoteBackend', () => {
   let dir: string;
@@ -49,7 +22,7 @@ describe('mcprl backend with RemoteBackend', () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'mcprl-backend-cli-'));
-    child = run(['backend', '--dir', join(dir, 'store'), '--port', '0', '--token', TOKEN, '--quiet']);
+    child = runCli(['backend', '--dir', join(dir, 'store'), '--port', '0', '--token', TOKEN, '--quiet']);
     done = exited(child);
     url = await listeningUrl(child);
   });
@@ -104,7 +77,7 @@ describe('mcprl backend with RemoteBackend', () => {
   });
 
   it('refuses to listen beyond loopback without a token', async () => {
-    const c = run(['backend', '--dir', join(dir, 'open'), '--host', '0.0.0.0', '--port', '0']);
+    const c = runCli(['backend', '--dir', join(dir, 'open'), '--host', '0.0.0.0', '--port', '0']);
     const { code, stderr } = await exited(c);
     expect(code).toBe(1);
     expect(stderr).toMatch(/BACKEND_INVALID: refusing to listen on 0\.0\.0\.0 without a token/);

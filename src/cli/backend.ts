@@ -6,6 +6,7 @@
 import type { Command } from 'commander';
 import { startBackendServer } from '../backend/server.js';
 import { numberParser } from './parse-number.js';
+import { closeOnSignal, reportFailure } from './server-process.js';
 
 interface BackendCliOptions {
   dir: string;
@@ -45,17 +46,9 @@ Examples:
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl backend: ${line}\n`) }),
       });
       process.stdout.write(`mcprl backend: listening on ${running.url} (folder ${running.backend.dir})\n`);
-      const shutdown = () => {
-        void running.close().then(() => process.exit(0));
-      };
-      process.once('SIGINT', shutdown);
-      process.once('SIGTERM', shutdown);
+      closeOnSignal(() => running.close());
     } catch (err) {
-      const code = (err as { code?: unknown }).code;
-      const kind = typeof code === 'string' ? `${code}: ` : '';
-      const msg = err instanceof Error ? err.message : String(err);
-      process.stderr.write(`mcprl backend: ${kind}${msg.replace(/\s+/g, ' ').trim()}\n`);
-      process.exitCode = 1;
+      reportFailure('backend', err);
     }
   });
   return cmd;

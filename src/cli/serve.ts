@@ -7,6 +7,7 @@ import { ChatEngine } from '../chat/chat-engine.js';
 import { parseAdapterSpec } from '../serve/adapter-spec.js';
 import { startServer } from '../serve/server.js';
 import { numberParser } from './parse-number.js';
+import { closeOnSignal, reportFailure } from './server-process.js';
 
 interface ServeCliOptions {
   model: string;
@@ -72,20 +73,12 @@ Examples:
       });
       const names = engine.modelNames().map((m) => m.id).join(', ');
       process.stdout.write(`mcprl serve: listening on ${running.url} (models: ${names})\n`);
-      const shutdown = () => {
-        void running.close().then(() => {
-          engine.model.close();
-          process.exit(0);
-        });
-      };
-      process.once('SIGINT', shutdown);
-      process.once('SIGTERM', shutdown);
+      closeOnSignal(async () => {
+        await running.close();
+        engine.model.close();
+      });
     } catch (err) {
-      const code = (err as { code?: unknown }).code;
-      const kind = typeof code === 'string' ? `${code}: ` : '';
-      const msg = err instanceof Error ? err.message : String(err);
-      process.stderr.write(`mcprl serve: ${kind}${msg.replace(/\s+/g, ' ').trim()}\n`);
-      process.exitCode = 1;
+      reportFailure('serve', err);
     }
   });
   return cmd;

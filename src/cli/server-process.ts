@@ -1,0 +1,22 @@
+/**
+ * What the commands that run a server (`mcprl serve`, `mcprl backend`) share: a clean stop on SIGINT/SIGTERM,
+ * and a failure to start told on one line with its code.
+ */
+
+/** On SIGINT or SIGTERM: runs `close`, then exits 0. */
+export function closeOnSignal(close: () => Promise<void>): void {
+  const shutdown = () => {
+    void close().then(() => process.exit(0));
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+}
+
+/** Writes `mcprl COMMAND: CODE: message` on one line of stderr and sets exit code 1. */
+export function reportFailure(command: string, err: unknown): void {
+  const code = (err as { code?: unknown }).code;
+  const kind = typeof code === 'string' ? `${code}: ` : '';
+  const msg = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`mcprl ${command}: ${kind}${msg.replace(/\s+/g, ' ').trim()}\n`);
+  process.exitCode = 1;
+}
