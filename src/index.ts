@@ -129,6 +129,7 @@ export { BackendError } from './backend/errors.js';
 export type { BackendErrorCode } from './backend/errors.js';
 export { TrajectoryRecorder } from './backend/recorder.js';
 export { gatherTrajectoryGroups, GatherError } from './backend/gather.js';
+export { ruler } from './backend/ruler.js';
 export type { GatherOptions, RolloutContext, RolloutFailure } from './backend/gather.js';
 export {
   TrainableModelSettingsSchema,

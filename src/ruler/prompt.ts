@@ -48,7 +48,16 @@ export function renderMessages(messages: ChatMessage[]): string {
 }
 
 /** A key equal for trajectories the judge could not tell apart. */
-export function judgeKey(t: Trajectory): string {
+/**
+ * What the judge reads of a trajectory: its messages and the tools it was offered. MCP rollouts and the
+ * library's trajectories (src/backend) both have these.
+ */
+export interface JudgedTrajectory {
+  messages: Trajectory['messages'];
+  tools: readonly { function: { name: string; description?: string; parameters?: unknown } }[];
+}
+
+export function judgeKey(t: JudgedTrajectory): string {
   return renderMessages(t.messages);
 }
 
@@ -76,7 +85,7 @@ export interface RulerPrompt {
  * message prefix once as `<context>`, the tool list once (or per trajectory when they differ), then each
  * trajectory's remainder under its id.
  */
-export function buildRulerPrompt(group: Trajectory[], rubric: string = DEFAULT_RUBRIC): RulerPrompt {
+export function buildRulerPrompt(group: JudgedTrajectory[], rubric: string = DEFAULT_RUBRIC): RulerPrompt {
   const ids = group.map((_, i) => String(i + 1));
   const prefixLen = commonPrefixLength(group.map((t) => t.messages));
   const toolsJson = group.map((t) =>

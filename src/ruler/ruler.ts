@@ -3,10 +3,9 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import type { Trajectory } from '../agent/trajectory.js';
 import { writeFileAtomic } from '../util/atomic.js';
 import { JudgeError, OpenAIJudge, type JudgeClient } from './judge.js';
-import { DEFAULT_RUBRIC, RULER_RESPONSE_SCHEMA, buildRulerPrompt, judgeKey } from './prompt.js';
+import { DEFAULT_RUBRIC, RULER_RESPONSE_SCHEMA, buildRulerPrompt, judgeKey, type JudgedTrajectory } from './prompt.js';
 
 const JudgeAnswerSchema = z.object({
   scores: z.array(
@@ -47,13 +46,13 @@ export type RulerResult =
  * judged once and share the score. Bad answers, wrong counts, 429 and 5xx are retried with backoff; if every
  * attempt fails the group is reported as skipped — this never throws for judge failures.
  */
-export async function rulerScoreGroup(group: Trajectory[], opts: RulerOptions): Promise<RulerResult> {
+export async function rulerScoreGroup(group: JudgedTrajectory[], opts: RulerOptions): Promise<RulerResult> {
   if (group.length === 0) return { skipped: true, reason: 'empty group', attempts: 0 };
   const judge: JudgeClient = 'complete' in opts.judge ? opts.judge : new OpenAIJudge(opts.judge);
 
   // Identical trajectories cannot be ranked against each other: judge each distinct one once.
   const keyIndex = new Map<string, number>();
-  const unique: Trajectory[] = [];
+  const unique: JudgedTrajectory[] = [];
   const slot = group.map((t) => {
     const k = judgeKey(t);
     let i = keyIndex.get(k);
