@@ -19,6 +19,7 @@ describe('LocalBackend with the tic-tac-toe example', () => {
   let backend: LocalBackend;
   let model: TrainableModel;
   let lastProbe: Probe;
+  let again: TrainableModel;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'mcprl-backend-'));
@@ -143,12 +144,31 @@ describe('LocalBackend with the tic-tac-toe example', () => {
   it('resumes from the newest checkpoint in a new backend on the same folder', async () => {
     await backend.close();
     backend = new LocalBackend({ dir });
-    const again = new TrainableModel(settings);
+    again = new TrainableModel(settings);
     await again.register(backend);
     expect(again.step).toBe(2);
     const p = await probe(again);
     expect(p.adapter).toBe('ttt@step-2');
     expect(sameAnswer(p, lastProbe)).toBe(true);
     expect(await readdir(join(dir, 'test'))).toEqual(['ttt']);
+  });
+
+  it('lets a request in flight finish on the adapter it began with, then unloads that adapter', async () => {
+    const [engine] = backend.chatEngines();
+    const began = `ttt@step-${again.step}`;
+    const events = engine.stream({
+      model: 'ttt',
+      messages: [{ role: 'user', content: 'Free cells: 1, 2, 3. Reply with one free cell number.' }],
+      sampling: { maxTokens: 64, seed: 1 },
+    });
+    // Its first event means the request has begun, on the adapter served then.
+    let next = await events.next();
+    expect(next.done).toBe(false);
+    const r = await again.train(await gatherGames(again, 3), { lr: LR });
+    expect(r.trained).toBe(true);
+    while (!next.done) next = await events.next();
+    expect(next.value.adapter).toBe(began);
+    expect(engine.model.adapterNames()).not.toContain(began);
+    expect((await probe(again)).adapter).toBe(`ttt@step-${r.step}`);
   });
 });
