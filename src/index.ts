@@ -142,6 +142,8 @@ export {
   TrainResultSchema,
   CheckpointSchema,
   ModelEndpointSchema,
+  ExportOptionsSchema,
+  ExportResultSchema,
 } from './backend/schemas.js';
 export type {
   TrainableModelSettings,
@@ -158,4 +160,6 @@ export type {
   Checkpoint,
   DeleteCheckpointsInput,
   ModelEndpoint,
+  ExportOptionsInput,
+  ExportResult,
 } from './backend/schemas.js';

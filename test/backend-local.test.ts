@@ -95,6 +95,18 @@ describe('LocalBackend with the tic-tac-toe example', () => {
     expect((await model.checkpoints()).map((c) => c.step)).toEqual([...new Set([best, 2])].sort());
   });
 
+  it('exports a checkpoint as a PEFT adapter under the backend folder', async () => {
+    const out = await model.export();
+    expect(out.step).toBe(2);
+    expect(out.dir).toBe(join(dir, 'test', 'ttt', 'exports', 'peft-step-0002'));
+    const exported = await readPeftAdapter(out.dir);
+    const saved = await readPeftAdapter((await model.checkpoints()).at(-1)!.dir);
+    expect([...exported.tensors.keys()].sort()).toEqual([...saved.tensors.keys()].sort());
+    for (const [k, t] of saved.tensors) expect(exported.tensors.get(k)!.data).toEqual(t.data);
+    const err = await model.export({ step: 7 }).catch((e: unknown) => e);
+    expect((err as BackendError).field).toBe('options.step');
+  });
+
   it('refuses other settings for the same model, naming the field', async () => {
     const other = new TrainableModel({ ...settings, lora: { ...settings.lora, rank: 8 } });
     const err = await other.register(backend).catch((e: unknown) => e);
@@ -112,7 +124,10 @@ describe('LocalBackend with the tic-tac-toe example', () => {
 
   it('tokenises turns without recorded ids, says how many, and runs SFT steps', async () => {
     const second = new TrainableModel({ ...settings, name: 'ttt-text' });
-    await second.register(backend);
+    // Two registrations at once load the model once (the second finds it registered).
+    const twin = new TrainableModel({ ...settings, name: 'ttt-text' });
+    await Promise.all([second.register(backend), twin.register(backend)]);
+    expect([second.step, twin.step]).toEqual([0, 0]);
     const game = (reply: string, reward: number) => ({
       messages: [
         { role: 'user' as const, content: 'Free cells: 1, 2, 3. Reply with one free cell number.' },

@@ -58,6 +58,9 @@ describe('mcprl backend with RemoteBackend', () => {
     for (const c of checkpoints) expect(c.dir.startsWith(join(dir, 'store', 'remote', 'ttt'))).toBe(true);
     expect((await readPeftAdapter(checkpoints[2].dir)).config.r).toBe(4);
     expect(checkpoints[2].metrics.step).toBe(2);
+    const merged = await model.export({ format: 'merged' });
+    expect(merged.dir).toBe(join(dir, 'store', 'remote', 'ttt', 'exports', 'merged-step-0002'));
+    expect(existsSync(join(merged.dir, 'model.safetensors'))).toBe(true);
   });
 
   it('answers errors with their code and field, and wants the token', async () => {

@@ -6,6 +6,8 @@
 import type {
   Checkpoint,
   DeleteCheckpointsInput,
+  ExportOptionsInput,
+  ExportResult,
   ModelEndpoint,
   SftConfigInput,
   SftTrajectoryInput,
@@ -38,6 +40,8 @@ export interface Backend {
   checkpoints(model: ModelKey): Promise<Checkpoint[]>;
   /** Deletes every checkpoint but the latest and the best; resolves with the steps deleted. */
   deleteCheckpoints(model: ModelKey, opts?: DeleteCheckpointsInput): Promise<number[]>;
+  /** Writes one checkpoint (default the latest) as a PEFT adapter, a merged model or ONNX, under the backend's folder. */
+  export(model: ModelKey, opts?: ExportOptionsInput): Promise<ExportResult>;
   /** Stops serving the model and deletes everything the backend keeps of it. */
   delete(model: ModelKey): Promise<void>;
   /** Releases what the backend holds (a local engine, a server); its models can no longer be used. */

@@ -20,6 +20,7 @@ import { join, resolve } from 'node:path';
 import type { ChatMessage, OpenAITool } from '../agent/policy.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { HfTokenizer } from '../chat/tokenizer.js';
+import { exportModel } from '../export/export-model.js';
 import { Model } from '../engine/model.js';
 import { Trainer } from '../engine/trainer.js';
 import type { LossConfig, TrainSequence } from '../engine/train-types.js';
@@ -32,6 +33,7 @@ import type { Backend, ModelKey } from './backend.js';
 import { BackendError, parseInput } from './errors.js';
 import {
   DeleteCheckpointsSchema,
+  ExportOptionsSchema,
   SftConfigSchema,
   SftTrajectorySchema,
   TrainableModelSettingsSchema,
@@ -39,6 +41,8 @@ import {
   TrajectoryGroupSchema,
   type Checkpoint,
   type DeleteCheckpointsInput,
+  type ExportOptionsInput,
+  type ExportResult,
   type ModelEndpoint,
   type SftConfigInput,
   type SftTrajectory,
@@ -88,6 +92,8 @@ export class LocalBackend implements Backend {
   private readonly opts: LocalBackendOptions;
   private readonly bases = new Map<string, Promise<BaseModel>>();
   private readonly models = new Map<string, LoadedModel>();
+  /** Registrations under way: a second register() of the same model waits for the first. */
+  private readonly registering = new Map<string, Promise<unknown>>();
   private server: Promise<RunningServer> | null = null;
   private closed = false;
 
@@ -105,6 +111,17 @@ export class LocalBackend implements Backend {
     this.checkOpen();
     const settings = parseInput(TrainableModelSettingsSchema, settingsIn, 'settings');
     const key = keyOf(settings);
+    const earlier = this.registering.get(key) ?? Promise.resolve();
+    const mine = earlier.catch(() => undefined).then(() => this.registerNow(settings, key));
+    this.registering.set(key, mine);
+    try {
+      return await mine;
+    } finally {
+      if (this.registering.get(key) === mine) this.registering.delete(key);
+    }
+  }
+
+  private async registerNow(settings: TrainableModelSettings, key: string): Promise<ModelEndpoint> {
     const loaded = this.models.get(key);
     if (loaded) {
       sameSettings(loaded.settings, settings, `${key} is registered`);
@@ -213,6 +230,27 @@ export class LocalBackend implements Backend {
     const best = scored.length > 0 ? scored.reduce((a, b) => (b.metrics[metric] > a.metrics[metric] ? b : a)).step : latest;
     await model.run.pruneCheckpoints([latest, best]);
     return all.map((c) => c.step).filter((s) => s !== latest && s !== best);
+  }
+
+  async export(key: ModelKey, opts: ExportOptionsInput = {}): Promise<ExportResult> {
+    const o = parseInput(ExportOptionsSchema, opts, 'options');
+    const model = this.loaded(key);
+    const steps = await savedSteps(model.run);
+    const step = o.step ?? steps[steps.length - 1];
+    if (!steps.includes(step)) {
+      throw new BackendError('BACKEND_INVALID', `options.step: no checkpoint of step ${step} (kept: ${steps.join(', ')})`, { field: 'options.step' });
+    }
+    const dir = model.run.path('exports', `${o.format}-step-${String(step).padStart(4, '0')}`);
+    const summary = await exportModel({
+      modelDir: model.settings.baseModel,
+      adapterDir: model.run.checkpoint(step),
+      format: o.format,
+      out: dir,
+      overwrite: true,
+      ...(o.dtype !== undefined ? { dtype: o.dtype } : {}),
+      ...(o.logits !== undefined ? { logits: o.logits } : {}),
+    });
+    return { format: o.format, step, dir, detail: summary.detail };
   }
 
   async delete(key: ModelKey): Promise<void> {

@@ -7,10 +7,13 @@ import type { Backend, ModelKey } from './backend.js';
 import { BackendError, type BackendErrorCode } from './errors.js';
 import {
   CheckpointSchema,
+  ExportResultSchema,
   ModelEndpointSchema,
   TrainResultSchema,
   type Checkpoint,
   type DeleteCheckpointsInput,
+  type ExportOptionsInput,
+  type ExportResult,
   type ModelEndpoint,
   type SftConfigInput,
   type SftTrajectoryInput,
@@ -51,6 +54,10 @@ export class RemoteBackend implements Backend {
 
   async deleteCheckpoints(model: ModelKey, options: DeleteCheckpointsInput = {}): Promise<number[]> {
     return z.object({ deleted: z.array(z.number()) }).parse(await this.post('/backend/delete-checkpoints', { model: key(model), options })).deleted;
+  }
+
+  async export(model: ModelKey, options: ExportOptionsInput = {}): Promise<ExportResult> {
+    return ExportResultSchema.parse(await this.post('/backend/export', { model: key(model), options }));
   }
 
   async delete(model: ModelKey): Promise<void> {

@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { ChatMessageSchema } from '../agent/trajectory.js';
 import { toolSchema } from '../serve/openai-chat.js';
+import { ExportFormatSchema, ExportRequestSchema } from '../export/export-model.js';
 import { TrainSettingsSchema } from '../train/config.js';
 
 const defaults = TrainSettingsSchema.shape;
@@ -149,6 +150,29 @@ export const DeleteCheckpointsSchema = z.object({
   metric: z.string().min(1).default('reward'),
 });
 export type DeleteCheckpointsInput = z.input<typeof DeleteCheckpointsSchema>;
+
+/** What `model.export()` writes: one checkpoint in one format, under the backend's folder. */
+export const ExportOptionsSchema = z.object({
+  /** peft (the adapter), merged (base + adapter as one HF folder) or onnx. Default peft. */
+  format: ExportFormatSchema.default('peft'),
+  /** The checkpoint's step. Default: the latest. */
+  step: z.number().int().nonnegative().optional(),
+  /** merged only: 'keep' (the base model's dtypes, default) or 'F32'. */
+  dtype: ExportRequestSchema.shape.dtype,
+  /** onnx only: 'all' positions' logits (default) or the 'last' one's. */
+  logits: ExportRequestSchema.shape.logits,
+});
+export type ExportOptionsInput = z.input<typeof ExportOptionsSchema>;
+
+export const ExportResultSchema = z.object({
+  format: ExportFormatSchema,
+  step: z.number().int().nonnegative(),
+  /** The folder written, as the backend's machine sees it. */
+  dir: z.string(),
+  /** What was written, in one line. */
+  detail: z.string(),
+});
+export type ExportResult = z.infer<typeof ExportResultSchema>;
 
 /** Where a registered model is served. */
 export const ModelEndpointSchema = z.object({

@@ -6,6 +6,7 @@
  *   POST /backend/sft                 {model, trajectories, config?} → TrainResult
  *   POST /backend/checkpoints         {model}                    → {checkpoints: Checkpoint[]}
  *   POST /backend/delete-checkpoints  {model, options?}          → {deleted: number[]}
+ *   POST /backend/export              {model, options?}          → ExportResult (written under the folder)
  *   POST /backend/delete              {model}                    → {}
  *   GET  /v1/models, POST /v1/chat/completions                   every registered model's newest adapter
  *   GET  /health                                                 (no token needed)
@@ -23,7 +24,7 @@ import { ChatRequestError } from '../serve/openai-chat.js';
 import { chatRequestListener, readJson } from '../serve/server.js';
 import { BackendError, parseInput } from './errors.js';
 import { LocalBackend } from './local-backend.js';
-import type { DeleteCheckpointsInput, SftConfigInput, SftTrajectoryInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
+import type { DeleteCheckpointsInput, ExportOptionsInput, SftConfigInput, SftTrajectoryInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
 
 export interface BackendServerOptions {
   /** Folder everything is written under. */
@@ -136,6 +137,10 @@ async function route(backend: LocalBackend, path: string, req: IncomingMessage, 
     case '/backend/delete-checkpoints': {
       const b = parseInput(ModelBodySchema, body, 'body');
       return { deleted: await backend.deleteCheckpoints(b.model, (b.options ?? {}) as DeleteCheckpointsInput) };
+    }
+    case '/backend/export': {
+      const b = parseInput(ModelBodySchema, body, 'body');
+      return backend.export(b.model, (b.options ?? {}) as ExportOptionsInput);
     }
     case '/backend/delete': {
       const b = parseInput(ModelBodySchema, body, 'body');

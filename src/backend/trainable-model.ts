@@ -15,6 +15,8 @@ import {
   TrainableModelSettingsSchema,
   type Checkpoint,
   type DeleteCheckpointsInput,
+  type ExportOptionsInput,
+  type ExportResult,
   type ModelEndpoint,
   type SftConfigInput,
   type SftTrajectoryInput,
@@ -103,6 +105,14 @@ export class TrainableModel {
   /** Deletes every checkpoint but the latest and the best (by `metric`, default the step's mean reward). */
   async deleteCheckpoints(opts: DeleteCheckpointsInput = {}): Promise<number[]> {
     return this.registered().backend.deleteCheckpoints(this.key(), opts);
+  }
+
+  /**
+   * Writes a checkpoint (default the latest) as a PEFT adapter (vLLM / HF loadable), a merged model, or ONNX,
+   * under the backend's folder (`<project>/<name>/exports/`); resolves with the folder.
+   */
+  async export(opts: ExportOptionsInput = {}): Promise<ExportResult> {
+    return this.registered().backend.export(this.key(), opts);
   }
 
   /** Stops serving the model and deletes everything the backend keeps of it; the object is unregistered. */
