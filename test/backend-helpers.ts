@@ -3,18 +3,23 @@
  * probe completion that tells which adapter answered and with which logprobs.
  */
 import { join } from 'node:path';
-import { playGame } from '../examples/tic-tac-toe.js';
-import { gatherTrajectoryGroups, type TrainableModel, type TrajectoryGroup } from '../src/index.js';
+import { playGame, type PlayOptions } from '../examples/tic-tac-toe.js';
+import { gatherTrajectoryGroups, type TrainableModel, type TrajectoryGroup, type TrajectoryInput } from '../src/index.js';
 import { REPO_ROOT } from './helpers/servers.js';
 
 export const TINY_MODEL = process.env.MCPRL_TEST_TINY_MODEL ?? join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
 
-/** Games for one step: `groups` game seeds, 4 attempts each, every sampling seeded (the same call, the same games). */
-export function gatherGames(model: TrainableModel, round: number, groups = 6): Promise<TrajectoryGroup[]> {
+type Game = (model: TrainableModel, opts: PlayOptions) => Promise<{ trajectory: TrajectoryInput }>;
+
+/**
+ * Games for one step: `groups` game seeds, 4 attempts each, every sampling seeded (the same call, the same
+ * games). Default game: tic-tac-toe.
+ */
+export function gatherGames(model: TrainableModel, round: number, groups = 6, play: Game = playGame): Promise<TrajectoryGroup[]> {
   const seeds = Array.from({ length: groups }, (_, g) => 100 * round + g + 1);
   return gatherTrajectoryGroups(
     seeds,
-    async (gameSeed, ctx) => (await playGame(model, { gameSeed, samplingSeed: 10_000 * round + 100 * ctx.item + 10 * ctx.attempt })).trajectory,
+    async (gameSeed, ctx) => (await play(model, { gameSeed, samplingSeed: 10_000 * round + 100 * ctx.item + 10 * ctx.attempt })).trajectory,
     { perGroup: 4, concurrency: 4 },
   );
 }

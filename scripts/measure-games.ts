@@ -1,9 +1,9 @@
 /**
- * Measures what training through the library does to the tic-tac-toe example (examples/tic-tac-toe.ts) on the
- * bundled tiny model: the mean reward of a fixed set of evaluation games before training and after N steps,
- * for each seed (the seed sets the adapter's initial weights and every sampling seed).
+ * Measures what training through the library does to the example games (examples/tic-tac-toe.ts,
+ * examples/higher-lower.ts) on the bundled tiny model: the mean reward of a fixed set of evaluation games before
+ * training and after N steps, for each seed (the seed sets the adapter's initial weights and every sampling seed).
  *
- *   node --import tsx scripts/measure-tic-tac-toe.ts [--steps 8] [--seeds 1,2,3] [--lr 2e-3]
+ *   node --import tsx scripts/measure-games.ts [--game tic-tac-toe|higher-lower] [--steps 8] [--seeds 1,2,3] [--lr 2e-3]
  *
  * Prints one JSON line per seed and a summary line. Not a test: it takes minutes, and its figures are reported.
  */
@@ -11,11 +11,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { playGame } from '../examples/tic-tac-toe.js';
+import { playHigherLower } from '../examples/higher-lower.js';
+import { playGame as playTicTacToe } from '../examples/tic-tac-toe.js';
 import { gatherTrajectoryGroups, LocalBackend, TrainableModel } from '../src/index.js';
 
 const { values } = parseArgs({
   options: {
+    game: { type: 'string', default: 'tic-tac-toe' },
     steps: { type: 'string', default: '8' },
     seeds: { type: 'string', default: '1,2,3' },
     lr: { type: 'string', default: '2e-3' },
@@ -29,6 +31,9 @@ const lr = Number(values.lr);
 const groupsPerStep = Number(values.groups);
 const perGroup = Number(values['per-group']);
 const evalGames = Number(values['eval-games']);
+const GAMES = { 'tic-tac-toe': playTicTacToe, 'higher-lower': playHigherLower };
+if (!(values.game in GAMES)) throw new Error(`--game: one of ${Object.keys(GAMES).join(', ')}`);
+const playGame = GAMES[values.game as keyof typeof GAMES];
 const MODEL = join(import.meta.dirname, '..', 'fixtures', 'models', 'tiny-bookshop');
 
 async function evaluate(model: TrainableModel, seed: number): Promise<number> {
@@ -41,10 +46,10 @@ async function evaluate(model: TrainableModel, seed: number): Promise<number> {
 
 const rows: { seed: number; before: number; after: number; steps: number }[] = [];
 for (const seed of values.seeds.split(',').map(Number)) {
-  const dir = await mkdtemp(join(tmpdir(), 'mcprl-ttt-'));
+  const dir = await mkdtemp(join(tmpdir(), 'mcprl-measure-'));
   const backend = new LocalBackend({ dir });
   try {
-    const model = new TrainableModel({ project: 'measure', name: `ttt-${seed}`, baseModel: MODEL, lora: { rank: 8, alpha: 16, seed } });
+    const model = new TrainableModel({ project: 'measure', name: `${values.game}-${seed}`, baseModel: MODEL, lora: { rank: 8, alpha: 16, seed } });
     await model.register(backend);
     const before = await evaluate(model, seed);
     for (let s = 0; s < steps; s++) {
@@ -59,11 +64,11 @@ for (const seed of values.seeds.split(',').map(Number)) {
     }
     const after = await evaluate(model, seed);
     rows.push({ seed, before, after, steps });
-    console.log(JSON.stringify({ seed, steps, before, after }));
+    console.log(JSON.stringify({ game: values.game, seed, steps, before, after }));
   } finally {
     await backend.close();
     await rm(dir, { recursive: true, force: true });
   }
 }
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-console.log(JSON.stringify({ summary: true, steps, lr, meanBefore: mean(rows.map((r) => r.before)), meanAfter: mean(rows.map((r) => r.after)) }));
+console.log(JSON.stringify({ summary: true, game: values.game, steps, lr, meanBefore: mean(rows.map((r) => r.before)), meanAfter: mean(rows.map((r) => r.after)) }));
