@@ -17,6 +17,7 @@
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { z } from 'zod';
 import type { ChatMessage, OpenAITool } from '../agent/policy.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { HfTokenizer } from '../chat/tokenizer.js';
@@ -54,7 +55,6 @@ import {
   type TrajectoryGroup,
   type TrajectoryGroupInput,
 } from './schemas.js';
-import { z } from 'zod';
 
 export interface LocalBackendOptions {
   /** Folder everything is kept under (created when missing). */

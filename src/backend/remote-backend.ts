@@ -3,6 +3,7 @@
  * interface as LocalBackend, so a TrainableModel is used the same way with either; the model's OpenAI-compatible
  * endpoint is the server's `/v1`, with the server's token as the API key.
  */
+import { z } from 'zod';
 import type { Backend, ModelKey } from './backend.js';
 import { BackendError, type BackendErrorCode } from './errors.js';
 import {
@@ -22,7 +23,6 @@ import {
   type TrainStepConfigInput,
   type TrajectoryGroupInput,
 } from './schemas.js';
-import { z } from 'zod';
 
 const CODES: readonly BackendErrorCode[] = ['BACKEND_INVALID', 'BACKEND_NOT_REGISTERED', 'BACKEND_CONFLICT', 'BACKEND_STATE'];
 
@@ -35,39 +35,40 @@ export class RemoteBackend implements Backend {
   }
 
   async register(settings: TrainableModelSettingsInput): Promise<ModelEndpoint> {
-    const endpoint = ModelEndpointSchema.parse(await this.post('/backend/register', { settings }));
+    const endpoint = await this.post('/backend/register', { settings }, ModelEndpointSchema);
     // The server's own idea of its address may not be the one this client reaches it by.
     return { ...endpoint, baseURL: `${this.url}/v1`, apiKey: this.token ?? endpoint.apiKey };
   }
 
   async train(model: ModelKey, groups: readonly TrajectoryGroupInput[], config: TrainStepConfigInput = {}): Promise<TrainResult> {
-    return TrainResultSchema.parse(await this.post('/backend/train', { model: key(model), groups, config }));
+    return this.post('/backend/train', { model: key(model), groups, config }, TrainResultSchema);
   }
 
   async sft(model: ModelKey, trajectories: readonly SftTrajectoryInput[], config: SftConfigInput = {}): Promise<TrainResult> {
-    return TrainResultSchema.parse(await this.post('/backend/sft', { model: key(model), trajectories, config }));
+    return this.post('/backend/sft', { model: key(model), trajectories, config }, TrainResultSchema);
   }
 
   async checkpoints(model: ModelKey): Promise<Checkpoint[]> {
-    return z.object({ checkpoints: z.array(CheckpointSchema) }).parse(await this.post('/backend/checkpoints', { model: key(model) })).checkpoints;
+    return (await this.post('/backend/checkpoints', { model: key(model) }, z.object({ checkpoints: z.array(CheckpointSchema) }))).checkpoints;
   }
 
   async deleteCheckpoints(model: ModelKey, options: DeleteCheckpointsInput = {}): Promise<number[]> {
-    return z.object({ deleted: z.array(z.number()) }).parse(await this.post('/backend/delete-checkpoints', { model: key(model), options })).deleted;
+    return (await this.post('/backend/delete-checkpoints', { model: key(model), options }, z.object({ deleted: z.array(z.number()) }))).deleted;
   }
 
   async export(model: ModelKey, options: ExportOptionsInput = {}): Promise<ExportResult> {
-    return ExportResultSchema.parse(await this.post('/backend/export', { model: key(model), options }));
+    return this.post('/backend/export', { model: key(model), options }, ExportResultSchema);
   }
 
   async delete(model: ModelKey): Promise<void> {
-    await this.post('/backend/delete', { model: key(model) });
+    await this.post('/backend/delete', { model: key(model) }, z.object({}));
   }
 
   /** Nothing to release here: the server keeps its models. */
   async close(): Promise<void> {}
 
-  private async post(path: string, body: unknown): Promise<unknown> {
+  /** POSTs `body` and checks the answer against `reply` (BACKEND_HTTP when it does not fit). */
+  private async post<S extends z.ZodType>(path: string, body: unknown, reply: S): Promise<z.output<S>> {
     let res: Response;
     try {
       res = await fetch(`${this.url}${path}`, {
@@ -90,7 +91,12 @@ export class RemoteBackend implements Backend {
       const code = CODES.find((c) => c === e.code) ?? 'BACKEND_HTTP';
       throw new BackendError(code, `${path}: ${e.message ?? `HTTP ${res.status}`}`, { field: e.field ?? null, status: res.status });
     }
-    return json;
+    const parsed = reply.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new BackendError('BACKEND_HTTP', `${this.url}${path}: unexpected answer: ${issue.path.join('.')}: ${issue.message}`, { status: res.status });
+    }
+    return parsed.data;
   }
 }
 
