@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exited, listeningUrl, runCli } from './helpers/cli.js';
 import { BackendError, readPeftAdapter, RemoteBackend, TrainableModel } from '../src/index.js';
-import { gatherGames, probe, sameAnswer, TINY_MODEL } from './backend-helpers.js';
+import { gatherGames, probe, sameAnswer, TINY_MODEL, type Probe } from './backend-helpers.js';
 
 const TOKEN = 'test-token-1234';
 
@@ -19,6 +19,7 @@ describe('mcprl backend with RemoteBackend', () => {
   let child: ChildProcessWithoutNullStreams;
   let done: Promise<{ code: number | null; stderr: string }>;
   let url: string;
+  let trained: Probe;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'mcprl-backend-cli-'));
@@ -52,6 +53,7 @@ describe('mcprl backend with RemoteBackend', () => {
     const after = await probe(model);
     expect(after.adapter).toBe('ttt@step-2');
     expect(sameAnswer(before, after)).toBe(false);
+    trained = after;
     // Everything the server wrote is under its --dir.
     const checkpoints = await model.checkpoints();
     expect(checkpoints.map((c) => c.step)).toEqual([0, 1, 2]);
@@ -77,6 +79,20 @@ describe('mcprl backend with RemoteBackend', () => {
     expect(chat.status).toBe(401);
     const health = await fetch(`${url}/health`);
     expect(health.status).toBe(200);
+  });
+
+  it('resumes every model from its newest checkpoint after a restart', async () => {
+    child.kill('SIGTERM');
+    expect((await done).code).toBe(0);
+    child = runCli(['backend', '--dir', join(dir, 'store'), '--port', '0', '--token', TOKEN, '--quiet']);
+    done = exited(child);
+    url = await listeningUrl(child);
+    const model = new TrainableModel({ project: 'remote', name: 'ttt', baseModel: TINY_MODEL, lora: { rank: 4, alpha: 8, seed: 2 } });
+    await model.register(new RemoteBackend(url, TOKEN));
+    expect(model.step).toBe(2);
+    const p = await probe(model);
+    expect(p.adapter).toBe('ttt@step-2');
+    expect(sameAnswer(p, trained)).toBe(true);
   });
 
   it('refuses to listen beyond loopback without a token', async () => {
