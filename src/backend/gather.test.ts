@@ -55,4 +55,19 @@ describe('gatherTrajectoryGroups', () => {
     const cause = (err as GatherError).failures[0].error as BackendError;
     expect(cause.field).toBe('rollout(item 0, attempt 0).messages');
   });
+
+  it('aborts a rollout that runs past timeoutMs and counts it as failed', async () => {
+    const seen: string[] = [];
+    const groups = await gatherTrajectoryGroups(
+      ['stuck', 'quick'],
+      (item, ctx) =>
+        item === 'quick'
+          ? Promise.resolve(trajectory(1))
+          : // Never settles by itself: only the timeout's abort can end it.
+            new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true })),
+      { perGroup: 1, maxFailures: 1, timeoutMs: 5, onError: (f) => seen.push((f.error as Error).message) },
+    );
+    expect(groups.map((g) => g.metadata.item)).toEqual([1]);
+    expect(seen).toEqual(['rollout timed out after 5 ms']);
+  });
 });
