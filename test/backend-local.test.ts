@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackendError, LocalBackend, readPeftAdapter, TrainableModel } from '../src/index.js';
 import { gatherGames, probe, sameAnswer, TINY_MODEL, type Probe } from './backend-helpers.js';
@@ -113,6 +113,15 @@ describe('LocalBackend with the tic-tac-toe example', () => {
     expect(err).toBeInstanceOf(BackendError);
     expect((err as BackendError).code).toBe('BACKEND_CONFLICT');
     expect((err as BackendError).field).toBe('settings.lora.rank');
+  });
+
+  it('refuses a name that is served already: by another project, or as the base model', async () => {
+    for (const clash of [{ project: 'other', name: 'ttt' }, { project: 'test', name: basename(TINY_MODEL) }]) {
+      const err = await new TrainableModel({ ...settings, ...clash }).register(backend).catch((e: unknown) => e);
+      expect((err as BackendError).code).toBe('BACKEND_CONFLICT');
+      expect((err as BackendError).field).toBe('settings.name');
+      expect(existsSync(join(dir, clash.project, clash.name))).toBe(false);
+    }
   });
 
   it('rejects a malformed group, naming the field at fault', async () => {

@@ -132,6 +132,10 @@ export class LocalBackend implements Backend {
         throw new BackendError('BACKEND_CONFLICT', `the name ${settings.name} is served already for project ${m.settings.project}`, { field: 'settings.name' });
       }
     }
+    const base = await this.base(settings.baseModel);
+    if (settings.name === base.engine.modelName) {
+      throw new BackendError('BACKEND_CONFLICT', `the name ${settings.name} is the base model's own served name: choose another`, { field: 'settings.name' });
+    }
     const run = new RunDir(join(this.dir, settings.project, settings.name));
     const settingsFile = run.path('model.json');
     if (existsSync(settingsFile)) {
@@ -141,7 +145,6 @@ export class LocalBackend implements Backend {
       await writeJsonAtomic(settingsFile, settings);
     }
 
-    const base = await this.base(settings.baseModel);
     const trainName = `${settings.name}@train`;
     const steps = await savedSteps(run);
     let trainer: Trainer;
