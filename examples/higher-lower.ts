@@ -5,7 +5,7 @@
  * Same shape as tic-tac-toe.ts: plain `openai` agent code, recorded by a TrajectoryRecorder.
  */
 import { TrajectoryRecorder, type TrainableModel, type TrajectoryInput } from '../src/index.js';
-import { parseMove, type PlayOptions } from './tic-tac-toe.js';
+import { modelReply, parseMove, type GameMessages, type PlayOptions } from './tic-tac-toe.js';
 
 export const MAX_GUESSES = 4;
 
@@ -24,21 +24,13 @@ export async function playHigherLower(model: TrainableModel, opts: PlayOptions):
   const recorder = new TrajectoryRecorder();
   const client = model.openai({ fetch: recorder.fetch, maxRetries: 0 });
   const secret = secretOf(opts.gameSeed);
-  const messages: { role: 'user' | 'assistant'; content: string }[] = [
+  const messages: GameMessages = [
     { role: 'user', content: 'Guess the secret number from 1 to 9. Reply with one number.' },
   ];
   let validGuesses = 0;
   let found = false;
   for (let turn = 0; turn < MAX_GUESSES; turn++) {
-    const completion = await client.chat.completions.create({
-      model: model.inferenceName,
-      messages,
-      temperature: opts.temperature ?? 1,
-      max_tokens: opts.maxTokens ?? 8,
-      ...(opts.samplingSeed !== undefined ? { seed: opts.samplingSeed + turn } : {}),
-    });
-    const reply = completion.choices[0].message.content ?? '';
-    messages.push({ role: 'assistant', content: reply });
+    const reply = await modelReply(client, model, messages, opts, turn);
     const guess = parseMove(reply);
     if (guess === null) break;
     validGuesses++;

@@ -9,6 +9,7 @@
  * The recorder (TrajectoryRecorder) sits in the client's fetch and turns the calls into a Trajectory with the
  * exact token ids the server sampled, so `model.train(groups)` trains on what the model really produced.
  */
+import type OpenAI from 'openai';
 import { TrajectoryRecorder, type TrainableModel, type TrajectoryInput } from '../src/index.js';
 
 type Mark = 'X' | 'O' | null;
@@ -62,26 +63,35 @@ export interface PlayOptions {
   maxTokens?: number;
 }
 
+/** A game's conversation: the environment's messages and the model's replies. */
+export type GameMessages = { role: 'user' | 'assistant'; content: string }[];
+
+/** The model's next move: asks with the conversation so far (sampling as `opts` says), appends the reply and returns it. */
+export async function modelReply(client: OpenAI, model: TrainableModel, messages: GameMessages, opts: PlayOptions, turn: number): Promise<string> {
+  const completion = await client.chat.completions.create({
+    model: model.inferenceName,
+    messages,
+    temperature: opts.temperature ?? 1,
+    max_tokens: opts.maxTokens ?? 8,
+    ...(opts.samplingSeed !== undefined ? { seed: opts.samplingSeed + turn } : {}),
+  });
+  const reply = completion.choices[0].message.content ?? '';
+  messages.push({ role: 'assistant', content: reply });
+  return reply;
+}
+
 /** Plays one game; resolves with the trajectory (reward set) and the result. */
 export async function playGame(model: TrainableModel, opts: PlayOptions): Promise<{ trajectory: TrajectoryInput; result: GameResult }> {
   const recorder = new TrajectoryRecorder();
   const client = model.openai({ fetch: recorder.fetch, maxRetries: 0 });
   const board: Mark[] = Array<Mark>(9).fill(null);
-  const messages: { role: 'user' | 'assistant'; content: string }[] = [];
+  const messages: GameMessages = [];
   let legalMoves = 0;
   let outcome: GameResult['outcome'] = 'draw';
   for (let turn = 0; ; turn++) {
     const free = freeCells(board);
     messages.push({ role: 'user', content: `You play X on cells 1-9. Board: ${showBoard(board)}. Free cells: ${free.join(', ')}. Reply with one free cell number.` });
-    const completion = await client.chat.completions.create({
-      model: model.inferenceName,
-      messages,
-      temperature: opts.temperature ?? 1,
-      max_tokens: opts.maxTokens ?? 8,
-      ...(opts.samplingSeed !== undefined ? { seed: opts.samplingSeed + turn } : {}),
-    });
-    const reply = completion.choices[0].message.content ?? '';
-    messages.push({ role: 'assistant', content: reply });
+    const reply = await modelReply(client, model, messages, opts, turn);
     const move = parseMove(reply);
     if (move === null || board[move - 1] !== null) {
       outcome = 'forfeit';
