@@ -164,19 +164,14 @@ export class LocalBackend implements Backend {
   }
 
   train(key: ModelKey, groupsIn: readonly TrajectoryGroupInput[], configIn: TrainStepConfigInput = {}): Promise<TrainResult> {
-    // Everything up to the hold happens before this returns, so a request sent after the call is held.
-    let model: LoadedModel;
-    let groups: TrajectoryGroup[];
-    let config: z.output<typeof TrainStepConfigSchema>;
-    try {
-      this.checkOpen();
-      model = this.loaded(key);
-      groups = parseInput(z.array(TrajectoryGroupSchema).min(1), groupsIn, 'groups');
-      config = parseInput(TrainStepConfigSchema, configIn, 'config');
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.enqueue(model, () => this.step(model, groups, config));
+    return this.enqueue(
+      key,
+      () => ({
+        groups: parseInput(z.array(TrajectoryGroupSchema).min(1), groupsIn, 'groups'),
+        config: parseInput(TrainStepConfigSchema, configIn, 'config'),
+      }),
+      (model, { groups, config }) => this.step(model, groups, config),
+    );
   }
 
   /**
@@ -184,34 +179,40 @@ export class LocalBackend implements Backend {
    * stronger model's trajectories. Held inference and checkpoints as for train(); rewards are not used.
    */
   sft(key: ModelKey, trajectoriesIn: readonly SftTrajectoryInput[], configIn: SftConfigInput = {}): Promise<TrainResult> {
-    let model: LoadedModel;
-    let trajectories: SftTrajectory[];
-    let config: z.output<typeof SftConfigSchema>;
-    try {
-      this.checkOpen();
-      model = this.loaded(key);
-      trajectories = parseInput(z.array(SftTrajectorySchema).min(1), trajectoriesIn, 'trajectories');
-      config = parseInput(SftConfigSchema, configIn, 'config');
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.enqueue(model, async () => {
-      const { sequences, retokenizedTurns } = this.sequences(model, trajectories.map((t) => ({ t, advantage: 0 })));
-      const summary = {
-        groups: 0, droppedGroups: 0, trajectories: trajectories.length, sequences: sequences.length, retokenizedTurns, reward: 0,
-        metrics: meanMetrics(trajectories.map((t) => t.metrics)),
-      };
-      return this.optimizerStep(model, sequences, { kind: 'sft' }, config, summary);
-    });
+    return this.enqueue(
+      key,
+      () => ({
+        trajectories: parseInput(z.array(SftTrajectorySchema).min(1), trajectoriesIn, 'trajectories'),
+        config: parseInput(SftConfigSchema, configIn, 'config'),
+      }),
+      async (model, { trajectories, config }) => {
+        const { sequences, retokenizedTurns } = this.sequences(model, trajectories.map((t) => ({ t, advantage: 0 })));
+        const summary = {
+          groups: 0, droppedGroups: 0, trajectories: trajectories.length, sequences: sequences.length, retokenizedTurns, reward: 0,
+          metrics: meanMetrics(trajectories.map((t) => t.metrics)),
+        };
+        return this.optimizerStep(model, sequences, { kind: 'sft' }, config, summary);
+      },
+    );
   }
 
   /**
-   * Runs `work` after the model's earlier steps. The model's name is held from this call (synchronously: a
-   * request sent after it waits) until `work` has ended and the new adapter serves.
+   * Checks the call (`parse` throws for bad input) and runs `work` after the model's earlier steps. Everything
+   * up to the hold happens before this returns: the model's name is held from the call (a request sent after
+   * it waits) until `work` has ended and the new adapter serves.
    */
-  private enqueue(model: LoadedModel, work: () => Promise<TrainResult>): Promise<TrainResult> {
+  private enqueue<T>(key: ModelKey, parse: () => T, work: (model: LoadedModel, input: T) => Promise<TrainResult>): Promise<TrainResult> {
+    let model: LoadedModel;
+    let input: T;
+    try {
+      this.checkOpen();
+      model = this.loaded(key);
+      input = parse();
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const release = model.base.engine.routes.hold(model.settings.name);
-    const step = model.queue.then(work);
+    const step = model.queue.then(() => work(model, input));
     model.queue = step.catch(() => undefined);
     return step.finally(release);
   }
