@@ -6,6 +6,9 @@ export {
   McpConnectError,
   McpListError,
   SafetyPolicy,
+  IsolationSchema,
+  SANDBOX_PLACEHOLDER,
+  SandboxError,
   toOpenAITools,
   targetFromConfigFile,
   inspectSession,
@@ -21,6 +24,7 @@ export type {
   OpenAITool,
   SafetyPolicyOptions,
   PolicyDecision,
+  Isolation,
   InspectReport,
 } from './mcp/index.js';
 export { OpenAIPolicy, PolicyError } from './agent/policy.js';
@@ -53,6 +57,9 @@ export {
   ScenarioGenerationError,
   splitScenarios,
   generateScenarioSet,
+  ScenarioSummarySchema,
+  ToolCoverageSchema,
+  formatCoverage,
 } from './scenarios/index.js';
 export type {
   Scenario,
@@ -64,6 +71,8 @@ export type {
   LlmResult,
   ScenarioSetOptions,
   ScenarioSummary,
+  ToolCoverage,
+  NoScenarioReason,
 } from './scenarios/index.js';
 export { exportModel, ExportFormatSchema, ExportRequestSchema } from './export/export-model.js';
 export type { ExportFormat, ExportRequest, ExportSummary } from './export/export-model.js';

@@ -7,7 +7,7 @@ import { BOOKS, RATES } from '../fixtures/server/bookshop.js';
 import { OpenAIPolicy, type Policy, type PolicyTurn } from '../src/agent/policy.js';
 import { rollout, rolloutGroups } from '../src/agent/rollout.js';
 import { TrajectorySchema, type Trajectory } from '../src/agent/trajectory.js';
-import { connect, type McpSession, type ToolInfo } from '../src/mcp/index.js';
+import { connect, SafetyPolicy, type McpSession, type ToolInfo } from '../src/mcp/index.js';
 import { scoreChecks } from '../src/ruler/checks.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
 import { hangReply, startOpenAIDouble, type OpenAIDouble } from './doubles/openai-double.js';
@@ -253,7 +253,10 @@ describe('rolloutGroups', () => {
 
   it('without --isolate the rollouts share one server process, so the same mutations accumulate', async () => {
     const { policy } = await policyFor(restockThenCheck);
-    const groups = await rolloutGroups({ policy, target: fixtureStdioTarget(), scenarios: [stockScenario], rolloutsPerGroup: 3, concurrency: 1 });
+    const groups = await rolloutGroups({
+      policy, target: fixtureStdioTarget(), scenarios: [stockScenario], rolloutsPerGroup: 3, concurrency: 1,
+      policyForSafety: new SafetyPolicy({ allowUnisolatedWrites: true }),
+    });
     expect(groups[0].map(stockSeen)).toEqual([BOOKS[0].stock + 50, BOOKS[0].stock + 100, BOOKS[0].stock + 150]);
   });
 
@@ -261,7 +264,10 @@ describe('rolloutGroups', () => {
     const server = await startFixtureHttp();
     try {
       const { policy } = await policyFor(restockThenCheck);
-      const groups = await rolloutGroups({ policy, target: { kind: 'http', url: server.url }, scenarios: [stockScenario], rolloutsPerGroup: 2, concurrency: 1, isolate: true });
+      const groups = await rolloutGroups({
+        policy, target: { kind: 'http', url: server.url }, scenarios: [stockScenario], rolloutsPerGroup: 2, concurrency: 1, isolate: true,
+        policyForSafety: new SafetyPolicy({ allowUnisolatedWrites: true }),
+      });
       expect(groups[0].map(stockSeen)).toEqual([BOOKS[0].stock + 50, BOOKS[0].stock + 100]);
       expect(groups[0][0].logs.join('\n')).toMatch(/isolate: HTTP targets cannot be restarted/);
     } finally {

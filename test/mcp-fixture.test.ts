@@ -35,7 +35,8 @@ function behaves(name: string, makeTarget: () => Promise<Target>) {
   describe(`bookshop over ${name}`, () => {
     let session: McpSession;
     beforeAll(async () => {
-      session = await connect(await makeTarget(), { policy: new SafetyPolicy() });
+      // This test is the only client of its server, so it opts out of the isolation rule for writes.
+      session = await connect(await makeTarget(), { policy: new SafetyPolicy({ allowUnisolatedWrites: true }) });
     });
     afterAll(async () => {
       await session?.close();
@@ -100,7 +101,7 @@ function behaves(name: string, makeTarget: () => Promise<Target>) {
       expect(badId.isError).toBe(true);
     });
 
-    it('places orders and restocks (allowed by the default policy), refuses cancel_order by default', async () => {
+    it('places orders and restocks (additive writes), refuses cancel_order without allowDestructive', async () => {
       const before = parse((await session.callTool('check_stock', { book_id: 'bk-004' })).text).stock;
       expect(before).toBe(BOOKS[3].stock);
       const order = await session.callTool('place_order', {
@@ -144,7 +145,7 @@ behaves('streamable HTTP', async () => {
 
 describe('bookshop state and lifecycle', () => {
   it('cancel_order runs with allowDestructive and puts the books back; a fresh process starts from the seed', async () => {
-    const s = await connect(fixtureStdioTarget(), { policy: new SafetyPolicy({ allowDestructive: true }) });
+    const s = await connect(fixtureStdioTarget(), { policy: new SafetyPolicy({ allowDestructive: true }), isolated: true });
     const pid = s.pid!;
     try {
       const order = JSON.parse(
@@ -172,7 +173,7 @@ describe('bookshop state and lifecycle', () => {
   it('HTTP sessions of one server process share its state', async () => {
     const server = await startFixtureHttp();
     try {
-      const a = await connect({ kind: 'http', url: server.url });
+      const a = await connect({ kind: 'http', url: server.url }, { policy: new SafetyPolicy({ allowUnisolatedWrites: true }) });
       const b = await connect({ kind: 'http', url: server.url });
       await a.callTool('restock', { book_id: 'bk-010', quantity: 4 });
       expect(JSON.parse((await b.callTool('check_stock', { book_id: 'bk-010' })).text).stock).toBe(BOOKS[9].stock + 4);

@@ -139,9 +139,18 @@ describe('misbehaving server', () => {
   });
 
   it('refuses an unannotated tool by default (the spec defaults make it possibly destructive)', async () => {
+    // Outside isolation any tool that may write is refused first; in isolation, one that may destroy still is.
     const r = await s.callTool('wipe', {});
     expect(r.isError).toBe(true);
-    expect(r.text).toContain('--allow wipe');
+    expect(r.text).toContain('--isolate');
+    const isolated = await connect(misbehavingStdioTarget(), { isolated: true });
+    try {
+      const again = await isolated.callTool('wipe', {});
+      expect(again.isError).toBe(true);
+      expect(again.text).toContain('--allow wipe');
+    } finally {
+      await isolated.close();
+    }
     expect((await s.listTools()).find((t) => t.name === 'wipe')!.annotations).toEqual({
       readOnlyHint: false,
       destructiveHint: true,
@@ -153,7 +162,7 @@ describe('misbehaving server', () => {
 
 describe('safety policy given at connect', () => {
   it('lets an allow-listed tool run and blocks a denied read-only one', async () => {
-    const s = await connect(misbehavingStdioTarget(), { policy: new SafetyPolicy({ allow: ['wipe'], deny: ['peek'] }) });
+    const s = await connect(misbehavingStdioTarget(), { policy: new SafetyPolicy({ allow: ['wipe'], deny: ['peek'] }), isolated: true });
     try {
       expect(await s.callTool('wipe', {})).toMatchObject({ isError: false, text: 'wiped' });
       const peek = await s.callTool('peek', {});
@@ -203,9 +212,9 @@ describe('lifecycle', () => {
   it('reconnects when the HTTP session has expired (server restarted on the same port)', async () => {
     let server = await startFixtureHttp();
     const port = server.port;
-    const s = await connect({ kind: 'http', url: server.url });
+    const s = await connect({ kind: 'http', url: server.url }, { policy: new SafetyPolicy({ allowUnisolatedWrites: true }) });
     try {
-      await s.callTool('restock', { book_id: 'bk-001', quantity: 1 });
+      expect((await s.callTool('restock', { book_id: 'bk-001', quantity: 1 })).isError).toBe(false);
       await server.stop();
       server = await startFixtureHttp({ port });
       // The new process knows nothing of the old session: 404, a new session, and a fresh seeded state.

@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { formatCoverage } from '../src/scenarios/coverage.js';
+import { ScenarioSummarySchema } from '../src/scenarios/scenario-set.js';
 import { REPO_ROOT, startFixtureHttp, type RunningHttpServer } from './helpers/servers.js';
 import { call, FIXTURE_TARGET, httpClient, mcpArgs, rawInitialize, startMcprlHttp, stdioClient } from './mcp-server-helpers.js';
 
@@ -130,6 +132,11 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     expect(r.data.path).toBe('scenarios/gen');
     expect(r.data.train + r.data.val).toBe(r.data.summary.total);
     expect(r.data.val).toBeGreaterThan(0);
+    // The coverage report comes as data, and the text is rendered from it.
+    const coverage = ScenarioSummarySchema.parse(r.data.summary).coverage;
+    expect(coverage.find((t) => t.tool === 'place_order')).toMatchObject({ scenarios: 0, reason: 'writes_state' });
+    expect(coverage.reduce((n, t) => n + t.scenarios, 0)).toBeGreaterThanOrEqual(r.data.summary.total);
+    expect(r.text).toContain(formatCoverage(coverage).join('\n'));
     const lines = (f: string) => readFileSync(path.join(ws, 'scenarios', 'gen', f), 'utf8').trim().split('\n').length;
     expect([lines('train.jsonl'), lines('val.jsonl')]).toEqual([r.data.train, r.data.val]);
     const again = await call(client, 'generate_scenarios', { target: FIXTURE_TARGET, offline: true, count: 6, name: 'gen' });
@@ -162,7 +169,10 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     expect(cancel?.allowed).toBe(false);
     const permissive = (await stdioClient(['--workspace', ws, '--allow-destructive'])).client;
     try {
-      const p = await call(permissive, 'inspect_server', { target: FIXTURE_TARGET });
+      // Writes run only in isolation; the tool may ask for isolation (which only makes things safer).
+      const shared = await call(permissive, 'inspect_server', { target: FIXTURE_TARGET });
+      expect((shared.data.tools as { name: string; allowed: boolean }[]).find((t) => t.name === 'cancel_order')?.allowed).toBe(false);
+      const p = await call(permissive, 'inspect_server', { target: { ...FIXTURE_TARGET, isolate: true } });
       expect((p.data.tools as { name: string; allowed: boolean }[]).find((t) => t.name === 'cancel_order')?.allowed).toBe(true);
     } finally {
       await permissive.close();

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { addTargetOptions, connectOptionsFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from '../src/cli/target-options.js';
-import { McpConnectError, toToolInfo } from '../src/mcp/index.js';
+import { addTargetOptions, connectOptionsFromCli, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from '../src/cli/target-options.js';
+import { createSandbox, McpConnectError, sandboxTarget, targetUsesSandbox, toToolInfo } from '../src/mcp/index.js';
 
 function parse(argv: string[]): { args: string[]; opts: TargetCliOptions } {
   let got: { args: string[]; opts: TargetCliOptions } | undefined;
@@ -87,9 +87,41 @@ describe('targetFromCli', () => {
 describe('policyFromCli', () => {
   const destructive = toToolInfo({ name: 'drop_table', inputSchema: { type: 'object' } });
   it('maps --allow-destructive, --allow and --deny onto SafetyPolicy', () => {
-    expect(policyFromCli(parse([]).opts).check(destructive).allowed).toBe(false);
-    expect(policyFromCli(parse(['--allow-destructive']).opts).check(destructive).allowed).toBe(true);
-    expect(policyFromCli(parse(['--allow', 'drop_*']).opts).check(destructive).allowed).toBe(true);
-    expect(policyFromCli(parse(['--allow-destructive', '--deny', 'drop_table']).opts).check(destructive).allowed).toBe(false);
+    const isolated = { isolated: true };
+    expect(policyFromCli(parse([]).opts).check(destructive, isolated).allowed).toBe(false);
+    expect(policyFromCli(parse(['--allow-destructive']).opts).check(destructive, isolated).allowed).toBe(true);
+    expect(policyFromCli(parse(['--allow', 'drop_*']).opts).check(destructive, isolated).allowed).toBe(true);
+    expect(policyFromCli(parse(['--allow-destructive', '--deny', 'drop_table']).opts).check(destructive, isolated).allowed).toBe(false);
+  });
+
+  it('refuses writes outside isolation unless --allow-unisolated-writes', () => {
+    expect(policyFromCli(parse(['--allow-destructive']).opts).check(destructive).allowed).toBe(false);
+    expect(policyFromCli(parse(['--allow-destructive', '--allow-unisolated-writes']).opts).check(destructive).allowed).toBe(true);
+  });
+});
+
+describe('isolation options', () => {
+  it('--isolate and --sandbox-from reach the rollouts, and the sandbox source the one session a command holds', () => {
+    const { opts } = parse(['--isolate', '--sandbox-from', 'seed', '--', 'node', 's.js', '{sandbox}']);
+    expect(isolationFromCli(opts)).toEqual({ isolate: true, sandboxFrom: 'seed' });
+    expect(connectOptionsFromCli(opts).sandboxFrom).toBe('seed');
+    expect(isolationFromCli(parse([]).opts)).toEqual({ isolate: false });
+  });
+
+  it('{sandbox} in a --config entry (args, env, cwd) is found and replaced everywhere', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'mcprl-config-'));
+    const file = path.join(dir, 'mcp.json');
+    writeFileSync(file, JSON.stringify({ mcpServers: { memory: { command: 'mcp-server-memory', env: { MEMORY_FILE_PATH: '{sandbox}/memory.jsonl' } } } }));
+    const target = targetFromCli([], parse(['--config', file]).opts);
+    expect(targetUsesSandbox(target)).toBe(true);
+    expect(sandboxTarget(target, '/tmp/box')).toMatchObject({ env: { MEMORY_FILE_PATH: '/tmp/box/memory.jsonl' } });
+    const fs = targetFromCli(['node', 'fs.js', '{sandbox}', '--root={sandbox}/a'], {});
+    expect(sandboxTarget(fs, '/b')).toEqual({ kind: 'stdio', command: 'node', args: ['fs.js', '/b', '--root=/b/a'] });
+    expect(targetUsesSandbox(targetFromCli(['node', 'plain.js'], {}))).toBe(false);
+  });
+
+  it('a --sandbox-from that is no folder is a SANDBOX_FROM error naming it', async () => {
+    const missing = path.join(tmpdir(), 'mcprl-no-such-folder-for-sandbox');
+    await expect(createSandbox(missing)).rejects.toMatchObject({ code: 'SANDBOX_FROM', message: expect.stringContaining(missing) });
   });
 });

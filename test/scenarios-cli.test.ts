@@ -7,6 +7,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadScenarioSet } from '../src/scenarios/scenario.js';
+import { ScenarioSummarySchema } from '../src/scenarios/scenario-set.js';
 import { chatReply, startOpenAIDouble, type OpenAIDouble } from './doubles/openai-double.js';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from './helpers/servers.js';
 
@@ -35,7 +36,11 @@ describe('mcprl scenarios', () => {
     const summary = JSON.parse(a.stdout);
     expect(summary).toMatchObject({ total: 15, train: 10, val: 5, bySource: { llm: 0, schema: 15 } });
     expect(Object.values(summary.byDifficulty as Record<string, number>).reduce((x, y) => x + y, 0)).toBe(15);
-    expect(summary.skippedTools.map((t: { tool: string }) => t.tool).sort()).toEqual(['cancel_order', 'place_order', 'restock']);
+    const coverage = ScenarioSummarySchema.parse(summary).coverage;
+    expect(coverage.filter((t) => t.reason === 'writes_state').map((t) => t.tool).sort()).toEqual(['place_order', 'restock']);
+    // cancel_order is destructive: the default policy refuses it even in isolation.
+    expect(coverage.find((t) => t.tool === 'cancel_order')).toMatchObject({ scenarios: 0, reason: 'refused_by_policy' });
+    expect(coverage.filter((t) => t.scenarios > 0).length).toBeGreaterThan(3);
     const set = await loadScenarioSet(path.join(dir, 'a'));
     expect(set.train).toHaveLength(10);
     expect(set.val).toHaveLength(5);
@@ -43,6 +48,10 @@ describe('mcprl scenarios', () => {
     expect(b.code, b.stderr).toBe(0);
     expect(b.stdout).toMatch(/15 scenarios .*train\.jsonl \(10\).*val\.jsonl \(5\)/);
     expect(b.stdout).toMatch(/dropped +\d+ duplicates, \d+ unverifiable/);
+    // The coverage lines are rendered from the same data --json printed.
+    for (const t of coverage) {
+      expect(b.stdout).toMatch(new RegExp(`^  ${t.tool} +${t.scenarios > 0 ? `${t.scenarios} scenarios?` : 'none: '}`, 'm'));
+    }
     for (const f of ['train.jsonl', 'val.jsonl']) {
       expect(await readFile(path.join(dir, 'b', f), 'utf8')).toBe(await readFile(path.join(dir, 'a', f), 'utf8'));
     }

@@ -127,7 +127,14 @@ describe("offline scenarios on server-everything's read-only tools", () => {
     const r = await generateOfflineScenarios(server, { count: 20, seed: 2, callTimeoutMs: 3000 });
     const readOnly = new Set(tools.filter((t) => t.annotations.readOnlyHint).map((t) => t.name));
     expect(server.calls.filter((c) => !readOnly.has(c))).toEqual([]);
-    expect(r.skippedTools.map((s) => s.tool)).toEqual(expect.arrayContaining(['toggle-simulated-logging', 'gzip-file-as-resource']));
+    const writes = r.coverage.filter((c) => c.reason === 'writes_state').map((c) => c.tool);
+    expect(writes).toEqual(expect.arrayContaining(['toggle-simulated-logging', 'gzip-file-as-resource']));
+    // Every tool is reported once; the counts are those of the scenarios made.
+    expect(r.coverage.map((c) => c.tool).sort()).toEqual(tools.map((t) => t.name).sort());
+    for (const c of r.coverage) {
+      expect(c.scenarios).toBe(r.scenarios.filter((s) => s.checks?.some((k) => k.kind === 'tool_called' && k.tool === c.tool)).length);
+      expect(c.reason === undefined).toBe(c.scenarios > 0);
+    }
     expect(r.scenarios.length).toBeGreaterThanOrEqual(10);
     expect(await checkAll(session, r.scenarios)).toBe(r.scenarios.length);
   });

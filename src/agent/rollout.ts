@@ -336,11 +336,15 @@ export interface RolloutGroupsOptions {
   /** Rollouts in flight at once, across all groups. */
   concurrency: number;
   /**
-   * Start a fresh server process for every rollout (stdio targets only), so what a mutating tool did in one
-   * attempt cannot leak into another. Without it, stdio rollouts share one server process (one connection;
-   * MCP multiplexes requests) and HTTP rollouts each open their own connection to the one server.
+   * Start a fresh server process for every rollout (stdio targets only), each with its own `{sandbox}` (see
+   * src/mcp/sandbox.ts), so what a writing tool did in one attempt cannot leak into another nor reach the user's
+   * data; tools that write run only then (or with the policy's allowUnisolatedWrites). Without it, stdio rollouts
+   * share one server process (one connection; MCP multiplexes requests) and HTTP rollouts each open their own
+   * connection to the one server.
    */
   isolate?: boolean;
+  /** Copied into every `{sandbox}` (see src/mcp/sandbox.ts). Default: sandboxes start empty. */
+  sandboxFrom?: string;
   /** Which tools may run. Default: src/mcp's default SafetyPolicy (no destructive tools). */
   policyForSafety?: SafetyPolicy;
   systemPrompt?: string;
@@ -373,6 +377,7 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
     policy: opts.policyForSafety,
     callTimeoutMs: opts.callTimeoutMs,
     maxOutputChars: opts.maxOutputChars,
+    sandboxFrom: opts.sandboxFrom,
   };
   const shareOne = opts.target.kind === 'stdio' && !opts.isolate;
   let shared: { session: McpSession; tools: ToolInfo[] } | undefined;
@@ -412,7 +417,7 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
     } else {
       let session: McpSession | undefined;
       try {
-        session = await connect(opts.target, connectOpts);
+        session = await connect(opts.target, { ...connectOpts, isolated: opts.isolate === true });
         const tools = await session.listTools();
         t = await rollout({ ...base, session, tools });
         if (opts.isolate && opts.target.kind === 'http') {

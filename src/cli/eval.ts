@@ -12,7 +12,7 @@ import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/b
 import { OpenAIJudge } from '../ruler/judge.js';
 import { loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { numberParser } from './parse-number.js';
-import { addTargetOptions, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
+import { addTargetOptions, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 interface EvalCliOptions extends TargetCliOptions {
   scenarios: string;
@@ -30,7 +30,6 @@ interface EvalCliOptions extends TargetCliOptions {
   judgeCache?: string;
   rollouts?: number;
   concurrency: number;
-  isolate?: boolean;
   maxTurns: number;
   temperature?: number;
   seed?: number;
@@ -78,7 +77,6 @@ export function registerEval(program: Command): Command {
     .option('--judge-cache <dir>', 'cache folder for judge answers (default: <out>/judge-cache)')
     .option('--rollouts <k>', 'attempts per scenario (default 4 with a judge, 1 without)', positiveInt('rollouts'))
     .option('--concurrency <c>', 'rollouts in flight at once', positiveInt(), 4)
-    .option('--isolate', 'fresh stdio server process per rollout (mutations cannot leak between attempts)')
     .option('--max-turns <n>', 'assistant turns per rollout', positiveInt('turns'), 10)
     .option('--temperature <t>', 'sampling temperature', numberParser({ min: 0 }))
     .option('--seed <s>', 'base sampling seed (rollout k gets seed + k)', numberParser({ integer: true, min: 0 }))
@@ -128,7 +126,7 @@ Examples:
         judgeCacheDir: judge ? (opts.judgeCache ?? path.join(out, 'judge-cache')) : undefined,
         rolloutsPerGroup: opts.rollouts ?? (hasJudge ? 4 : 1),
         concurrency: opts.concurrency,
-        isolate: opts.isolate,
+        ...isolationFromCli(opts),
         policyForSafety: policyFromCli(opts),
         systemPrompt: opts.systemPromptFile ? await readFile(opts.systemPromptFile, 'utf8') : undefined,
         maxTurns: opts.maxTurns,

@@ -24,6 +24,7 @@ interface McpCliOptions {
   allowDestructive?: boolean;
   allow?: string[];
   deny?: string[];
+  allowUnisolatedWrites?: boolean;
 }
 
 const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
@@ -56,7 +57,8 @@ export function registerMcp(program: Command): Command {
     )
     .option('--allow-destructive', "let target tools that may be destructive run (refused by default)")
     .option('--allow <tool>', 'let this target tool run whatever its annotations say; * is a wildcard (repeatable)', collect)
-    .option('--deny <tool>', 'never run this target tool; * is a wildcard (repeatable)', collect);
+    .option('--deny <tool>', 'never run this target tool; * is a wildcard (repeatable)', collect)
+    .option('--allow-unisolated-writes', "let target tools that write run outside isolation (the tools' isolate argument): they change the target's real data");
   cmd.addHelpText(
     'after',
     `
@@ -76,7 +78,7 @@ Over HTTP:
       const leaked = grants.find((g) => g.env === o.tokenEnv);
       if (leaked) throw new Error(`--allow-key-env ${leaked.env}: that variable holds this server's own bearer token`);
       const workspace = new Workspace(o.workspace, o.models ?? []);
-      const safety = new SafetyPolicy({ allowDestructive: o.allowDestructive ?? false, allow: o.allow ?? [], deny: o.deny ?? [] });
+      const safety = new SafetyPolicy({ allowDestructive: o.allowDestructive, allow: o.allow, deny: o.deny, allowUnisolatedWrites: o.allowUnisolatedWrites });
       // Over stdio the client is whoever started mcprl, who can run commands anyway; over HTTP it may be anyone with the token.
       const ctx = createContext(workspace, safety, { allowCommands: o.http === undefined || o.allowCommands === true, keyGrants: grants });
       if (o.http === undefined) {

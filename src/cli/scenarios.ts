@@ -9,6 +9,7 @@ import { ScenarioGenerationError } from '../scenarios/llm.js';
 import { writeScenarioSet } from '../scenarios/scenario.js';
 import { generateScenarioSet, type ScenarioSetOptions, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { DEFAULT_VAL_FRACTION } from '../scenarios/split.js';
+import { formatCoverage } from '../scenarios/coverage.js';
 import { numberParser } from './parse-number.js';
 import { addTargetOptions, connectOptionsFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
@@ -21,7 +22,7 @@ export function formatSummary(s: ScenarioSummary, out: string): string {
     `by source      llm:${s.bySource.llm} schema:${s.bySource.schema}`,
     `dropped        ${s.droppedDuplicates} duplicates, ${s.droppedUnverifiable} unverifiable, ${s.droppedInvalid} invalid`,
   ];
-  if (s.skippedTools.length) lines.push(`not called     ${s.skippedTools.map((t) => `${t.tool} (${t.reason})`).join(', ')}`);
+  lines.push(...formatCoverage(s.coverage));
   return lines.join('\n');
 }
 

@@ -9,6 +9,7 @@ import type { Command } from 'commander';
 import { targetFromConfigFile } from '../mcp/config.js';
 import { McpConnectError } from '../mcp/errors.js';
 import { SafetyPolicy } from '../mcp/policy.js';
+import { IsolationSchema, SANDBOX_PLACEHOLDER, type Isolation } from '../mcp/sandbox.js';
 import type { ConnectOptions } from '../mcp/session.js';
 import type { Target } from '../mcp/types.js';
 import { numberParser } from './parse-number.js';
@@ -22,6 +23,9 @@ export interface TargetCliOptions {
   allowDestructive?: boolean;
   allow?: string[];
   deny?: string[];
+  allowUnisolatedWrites?: boolean;
+  isolate?: boolean;
+  sandboxFrom?: string;
 }
 
 const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
@@ -35,7 +39,10 @@ export function addTargetOptions(cmd: Command): Command {
     .option('--timeout <ms>', 'connect/initialize timeout in milliseconds (default 30000)', numberParser({ integer: true, above: 0, unit: 'milliseconds' }))
     .option('--allow-destructive', 'let tools that may be destructive run (refused by default)')
     .option('--allow <tool>', 'let this tool run whatever its annotations say; * is a wildcard (repeatable)', collect)
-    .option('--deny <tool>', 'never run this tool; * is a wildcard (repeatable)', collect);
+    .option('--deny <tool>', 'never run this tool; * is a wildcard (repeatable)', collect)
+    .option('--isolate', `a fresh stdio server per rollout, each with its own ${SANDBOX_PLACEHOLDER} directory; tools that write run only then`)
+    .option('--sandbox-from <dir>', `copy this folder into every ${SANDBOX_PLACEHOLDER} (write ${SANDBOX_PLACEHOLDER} in the server's command, args, env or cwd)`)
+    .option('--allow-unisolated-writes', "let tools that write run without --isolate: they change the server's real data");
 }
 
 function parseHeaders(raw: string[] | undefined): Record<string, string> | undefined {
@@ -87,14 +94,20 @@ export function targetFromCli(args: string[], opts: TargetCliOptions): Target {
   return target;
 }
 
-/** The safety policy from --allow-destructive, --allow and --deny. */
+/** The safety policy from --allow-destructive, --allow, --deny and --allow-unisolated-writes. */
 export function policyFromCli(opts: TargetCliOptions): SafetyPolicy {
-  return new SafetyPolicy({ allowDestructive: opts.allowDestructive ?? false, allow: opts.allow ?? [], deny: opts.deny ?? [] });
+  return new SafetyPolicy({ allowDestructive: opts.allowDestructive, allow: opts.allow, deny: opts.deny, allowUnisolatedWrites: opts.allowUnisolatedWrites });
 }
 
-/** ConnectOptions from the shared options (timeout and policy). */
+/** Isolation from --isolate and --sandbox-from. */
+export function isolationFromCli(opts: TargetCliOptions): Isolation {
+  return IsolationSchema.parse({ isolate: opts.isolate, sandboxFrom: opts.sandboxFrom });
+}
+
+/** ConnectOptions for the one session a command holds (timeout, policy, sandbox source). */
 export function connectOptionsFromCli(opts: TargetCliOptions): ConnectOptions {
   const connect: ConnectOptions = { policy: policyFromCli(opts) };
   if (opts.timeout !== undefined) connect.timeoutMs = opts.timeout;
+  if (opts.sandboxFrom !== undefined) connect.sandboxFrom = opts.sandboxFrom;
   return connect;
 }

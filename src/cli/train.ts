@@ -11,8 +11,9 @@ import { ProgressLog } from '../train/progress-log.js';
 import { RunDir } from '../train/run-dir.js';
 import { terminalBars } from '../util/progress.js';
 import { numberParser } from './parse-number.js';
+import { formatSummary } from './scenarios.js';
 import { addSchemaOptions, kebabCase, valuesFromOptions } from './schema-options.js';
-import { addTargetOptions, targetFromCli, type TargetCliOptions } from './target-options.js';
+import { addTargetOptions, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 /** The options besides the training settings (those are TrainSettingsSchema's fields, see schema-options.ts). */
 interface TrainCliOptions extends TargetCliOptions {
@@ -113,20 +114,22 @@ Example (the bundled tiny model on the fixture server, offline):
           ...(o.generatorModel ? { generator: { model: o.generatorModel, baseURL: o.generatorBaseUrl, apiKeyEnv: o.generatorApiKeyEnv } } : {}),
         },
         judgeApiKeyEnv: o.judgeApiKeyEnv,
-        safety: { allowDestructive: o.allowDestructive ?? false, allow: o.allow ?? [], deny: o.deny ?? [] },
+        safety: policyFromCli(o).settings(),
+        isolation: isolationFromCli(o),
         ...(o.timeout !== undefined ? { connectTimeoutMs: o.timeout } : {}),
       };
 
-      const { result, adapter, report } = await runTrainJob({ run, job, target, resume: o.resume, progress });
+      const { result, adapter, report, scenarioSummary } = await runTrainJob({ run, job, target, resume: o.resume, progress });
       const t = result.test;
       const out = {
         run: run.dir, val_success_before: result.valBefore, val_success_best: result.valBest, best_step: result.bestStep, stopped: result.state.stopped,
         ...(t ? { test_success_before: t.before, test_success_best: t.best, test_success_last: t.last, last_step: t.lastStep } : {}),
-        adapter, report,
+        adapter, report, ...(scenarioSummary ? { scenarios: scenarioSummary } : {}),
       };
       const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
       if (o.json) process.stdout.write(JSON.stringify(out, null, 2) + '\n');
       else {
+        if (scenarioSummary) process.stdout.write(`${formatSummary(scenarioSummary, run.path('scenarios'))}\n`);
         process.stdout.write(`validation success ${pct(result.valBefore)} → ${pct(result.valBest)} (best step ${result.bestStep}, stopped: ${result.state.stopped})` +
           (t ? `; test success ${pct(t.before)} → ${pct(t.best)} (best step), ${pct(t.last)} (last step ${t.lastStep})` : '') + '\n');
         process.stdout.write(`run ${run.dir}\nreport ${report}\n${adapter ? `adapter ${adapter}\n` : 'no adapter beat the untrained model\n'}`);

@@ -20,9 +20,10 @@ import { z } from 'zod';
 import { rollout } from '../agent/rollout.js';
 import { runEval, writeEvalOutput, formatEvalSummary } from '../eval/evaluate.js';
 import { exportModel } from '../export/export-model.js';
-import { connect, describeTarget, inspectSession, redact, secretValues, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
+import { connect, describeTarget, inspectSession, IsolationSchema, redact, secretValues, type Isolation, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
 import { loadScenarioSet, readScenarios, writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
-import { generateScenarioSet } from '../scenarios/scenario-set.js';
+import { generateScenarioSet, ScenarioSummarySchema } from '../scenarios/scenario-set.js';
+import { formatCoverage } from '../scenarios/coverage.js';
 import { trainConfigFrom, TrainSettingsSchema } from '../train/config.js';
 import { RunDir } from '../train/run-dir.js';
 import { AgentEngines, compactTrace, resolveAgent } from './agent.js';
@@ -74,6 +75,8 @@ const TargetInput = z
     args: z.array(z.string()).optional().describe('Arguments of command'),
     env: z.record(z.string(), z.string()).optional().describe('Extra environment for command (used, never echoed)'),
     cwd: z.string().optional().describe('Working directory for command, inside the workspace (default: the mcprl server\'s)'),
+    isolate: z.boolean().optional().describe('A fresh server per rollout, each with its own {sandbox} directory; tools that write run only then (default false)'),
+    sandbox_from: z.string().optional().describe('A folder in the workspace copied into every {sandbox} (write {sandbox} in args, env or cwd); the folder itself is never written'),
   })
   .describe('The MCP server to work on: either {url, headers?} or {command, args?, env?, cwd?}');
 type TargetInputT = z.infer<typeof TargetInput>;
@@ -193,8 +196,14 @@ export function targetFromInput(ws: Workspace, t: TargetInputT, allowCommands: b
   return target;
 }
 
-async function withSession<T>(ctx: McprlServerContext, target: Target, fn: (s: McpSession) => Promise<T>): Promise<T> {
-  const session = await connect(target, { policy: ctx.safety, timeoutMs: ctx.connectTimeoutMs });
+/** Isolation from the target argument; sandbox_from must lie in the workspace. */
+export function isolationFromInput(ws: Workspace, t: TargetInputT): Isolation {
+  return IsolationSchema.parse({ isolate: t.isolate, ...(t.sandbox_from !== undefined ? { sandboxFrom: ws.resolve(t.sandbox_from, 'target.sandbox_from') } : {}) });
+}
+
+/** A session for one piece of work; `isolated` when that work is a single rollout with a server of its own. */
+async function withSession<T>(ctx: McprlServerContext, target: Target, isolation: Isolation, fn: (s: McpSession) => Promise<T>, isolated = false): Promise<T> {
+  const session = await connect(target, { policy: ctx.safety, timeoutMs: ctx.connectTimeoutMs, sandboxFrom: isolation.sandboxFrom, isolated: isolated && isolation.isolate });
   try {
     return await fn(session);
   } finally {
@@ -273,11 +282,12 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     },
     guarded(async ({ target }) => {
       const t = targetFromInput(ws, target, ctx.allowCommands);
-      const report = await withSession(ctx, t, (s) => inspectSession(s));
+      const isolation = isolationFromInput(ws, target);
+      const report = await withSession(ctx, t, isolation, (s) => inspectSession(s));
       const tools = report.tools.map((tool) => ({
         name: tool.name,
         access: tool.annotations.readOnlyHint ? ('read-only' as const) : tool.annotations.destructiveHint ? ('destructive' as const) : ('write' as const),
-        allowed: ctx.safety.check(tool).allowed,
+        allowed: ctx.safety.check(tool, { isolated: isolation.isolate && t.kind === 'stdio' }).allowed,
         description: tool.description.split('\n')[0] ?? '',
       }));
       return ok(
@@ -310,7 +320,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         path: z.string(),
         train: z.number().int(),
         val: z.number().int(),
-        summary: z.record(z.string(), z.unknown()),
+        summary: ScenarioSummarySchema.describe('What was made and dropped, and per tool of the server: scenarios made or why none'),
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
@@ -321,7 +331,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const dirName = Workspace.checkName(name ?? `set-${stamp()}`, 'scenario set name');
       const out = ws.resolve(path.join('scenarios', dirName), 'scenario set');
       if (existsSync(out)) throw new WorkspaceError(`scenarios/${dirName} already exists; choose another name`);
-      const set = await withSession(ctx, t, (s) =>
+      const set = await withSession(ctx, t, isolationFromInput(ws, target), (s) =>
         generateScenarioSet(s, {
           count,
           seed,
@@ -333,8 +343,8 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       if (set.train.length + set.val.length === 0) throw new Error('no scenarios could be generated for this server');
       await writeScenarioSet(out, set.train, set.val);
       return ok(
-        { path: ws.display(out), train: set.train.length, val: set.val.length, summary: set.summary as unknown as Record<string, unknown> },
-        `wrote ${set.train.length} train and ${set.val.length} val scenarios to ${ws.display(out)}`,
+        { path: ws.display(out), train: set.train.length, val: set.val.length, summary: set.summary },
+        [`wrote ${set.train.length} train and ${set.val.length} val scenarios to ${ws.display(out)}`, ...formatCoverage(set.summary.coverage)].join('\n'),
       );
     }),
   );
@@ -390,6 +400,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const { run: started } = await ctx.jobs.start(name, t, {
         config,
         scenarios: { dir: scenariosDir, offline: scenariosDir ? undefined : offline, count },
+        isolation: isolationFromInput(ws, target),
         judgeApiKeyEnv: JUDGE_KEY_ENV,
         ...(ctx.connectTimeoutMs !== undefined ? { connectTimeoutMs: ctx.connectTimeoutMs } : {}),
       }, judgeKey?.apiKey);
@@ -525,7 +536,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const { groups, summary } = await ctx.engines.with(agent, { maxTokens, temperature: a.temperature }, (policy) =>
         runEval({
           policy, target: t, scenarios, reward: 'checks', rolloutsPerGroup: a.rollouts, concurrency: a.concurrency,
-          policyForSafety: ctx.safety, maxTurns, temperature: a.temperature, seed: 1,
+          policyForSafety: ctx.safety, ...isolationFromInput(ws, a.target), maxTurns, temperature: a.temperature, seed: 1,
         }),
       );
       const files = await writeEvalOutput(out, groups, summary);
@@ -567,7 +578,8 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const agent = await resolveAgent(ws, a);
       const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? 6;
       const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? 256;
-      const traj = await withSession(ctx, t, async (session) => {
+      // One rollout on a session of its own: with isolate, that server is this rollout's alone.
+      const traj = await withSession(ctx, t, isolationFromInput(ws, a.target), async (session) => {
         const tools = await session.listTools();
         return ctx.engines.with(agent, { maxTokens, temperature: a.temperature }, (policy) =>
           rollout({
@@ -575,7 +587,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
             maxTurns, maxTokens, temperature: a.temperature, seed: 1, signal: extra.signal,
           }),
         );
-      });
+      }, true);
       const result = {
         agent: agent.label,
         final_answer: traj.final_answer,

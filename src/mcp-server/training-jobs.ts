@@ -236,7 +236,7 @@ export class TrainingJobs {
       throw new WorkspaceError(`run ${JSON.stringify(name)} already exists in the workspace; choose another name (or watch it with training_status)`);
     }
     await mkdir(run.dir, { recursive: true });
-    const safety = { allowDestructive: this.safety.allowDestructive, allow: [...this.safety.allowPatterns], deny: [...this.safety.denyPatterns] };
+    const safety = this.safety.settings();
     const jobFile = run.path(JOB_CONFIG);
     await writeJsonAtomic(jobFile, TrainJobSchema.parse({ ...job, safety }));
     const { command, args } = workerCommand();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SafetyPolicy } from './policy.js';
+import { SafetyPolicy, unisolatedWriteReason } from './policy.js';
 import { toToolInfo } from './catalog.js';
 
 const tool = (name: string, annotations?: Record<string, boolean>) =>
@@ -11,12 +11,14 @@ describe('SafetyPolicy', () => {
   const destructive = tool('drop', { destructiveHint: true });
   const silent = tool('mystery'); // no annotations: the spec's defaults say "may be destructive"
 
-  it('by default runs read-only and non-destructive tools and refuses possibly destructive ones, saying how to allow them', () => {
+  const isolated = { isolated: true };
+
+  it('in isolation by default runs read-only and non-destructive tools and refuses possibly destructive ones, saying how to allow them', () => {
     const p = new SafetyPolicy();
-    expect(p.check(readOnly)).toEqual({ allowed: true });
-    expect(p.check(additive)).toEqual({ allowed: true });
+    expect(p.check(readOnly, isolated)).toEqual({ allowed: true });
+    expect(p.check(additive, isolated)).toEqual({ allowed: true });
     for (const t of [destructive, silent]) {
-      const d = p.check(t);
+      const d = p.check(t, isolated);
       expect(d.allowed).toBe(false);
       if (!d.allowed) {
         expect(d.reason).toContain(`'${t.name}'`);
@@ -27,14 +29,29 @@ describe('SafetyPolicy', () => {
   });
 
   it('allowDestructive and the allow list let destructive tools run; deny wins over everything', () => {
-    expect(new SafetyPolicy({ allowDestructive: true }).check(silent)).toEqual({ allowed: true });
-    expect(new SafetyPolicy({ allow: ['drop'] }).check(destructive)).toEqual({ allowed: true });
-    expect(new SafetyPolicy({ allow: ['drop'] }).check(silent).allowed).toBe(false);
-    expect(new SafetyPolicy({ allow: ['dr*'] }).check(destructive)).toEqual({ allowed: true });
+    expect(new SafetyPolicy({ allowDestructive: true }).check(silent, isolated)).toEqual({ allowed: true });
+    expect(new SafetyPolicy({ allow: ['drop'] }).check(destructive, isolated)).toEqual({ allowed: true });
+    expect(new SafetyPolicy({ allow: ['drop'] }).check(silent, isolated).allowed).toBe(false);
+    expect(new SafetyPolicy({ allow: ['dr*'] }).check(destructive, isolated)).toEqual({ allowed: true });
     const deny = new SafetyPolicy({ allowDestructive: true, allow: ['read'], deny: ['read', 'dr*'] });
-    expect(deny.check(readOnly).allowed).toBe(false);
-    expect(deny.check(destructive).allowed).toBe(false);
-    expect(deny.check(additive).allowed).toBe(true);
+    expect(deny.check(readOnly, isolated).allowed).toBe(false);
+    expect(deny.check(destructive, isolated).allowed).toBe(false);
+    expect(deny.check(additive, isolated).allowed).toBe(true);
+  });
+
+  it('outside isolation refuses every tool that may write, whatever allows it, unless allowUnisolatedWrites', () => {
+    const all = new SafetyPolicy({ allowDestructive: true, allow: ['*'] });
+    expect(all.check(readOnly)).toEqual({ allowed: true });
+    for (const t of [additive, destructive, silent]) {
+      const d = all.check(t);
+      expect(d).toEqual({ allowed: false, reason: unisolatedWriteReason(t.name) });
+      if (!d.allowed) expect(d.reason).toMatch(/--isolate.*\{sandbox\}.*--allow-unisolated-writes/);
+    }
+    const optOut = new SafetyPolicy({ allowUnisolatedWrites: true });
+    expect(optOut.check(additive)).toEqual({ allowed: true });
+    expect(optOut.check(destructive).allowed).toBe(false);
+    expect(new SafetyPolicy({ allowUnisolatedWrites: true, deny: ['add'] }).check(additive).allowed).toBe(false);
+    expect(optOut.settings()).toEqual({ allowDestructive: false, allow: [], deny: [], allowUnisolatedWrites: true });
   });
 
   it('fills the spec defaults for missing annotations', () => {

@@ -1,15 +1,39 @@
+import { z } from 'zod';
 import type { ToolInfo } from './types.js';
 
-export interface SafetyPolicyOptions {
+/** The operator's safety policy for a target's tools: the one contract behind the CLI flags, jobs and the MCP server. */
+export const SafetyPolicySchema = z.object({
   /** Let tools that may be destructive run. Default false. */
-  allowDestructive?: boolean;
-  /** Tool names (a `*` matches any run of characters) that always run, whatever their annotations say. */
-  allow?: string[];
-  /** Tool names (a `*` matches any run of characters) that never run. Deny wins over allow. */
-  deny?: string[];
+  allowDestructive: z.boolean().default(false),
+  /** Tool names (a `*` matches any run of characters) that always run, whatever their annotations say. Default none. */
+  allow: z.array(z.string()).default([]),
+  /** Tool names (a `*` matches any run of characters) that never run. Deny wins over allow. Default none. */
+  deny: z.array(z.string()).default([]),
+  /**
+   * Let tools that write (not annotated readOnlyHint: true) run against a server that is not isolated, where they
+   * change the server's real state (the user's data). Default false: writes run only in isolation (see sandbox.ts).
+   */
+  allowUnisolatedWrites: z.boolean().default(false),
+});
+export type SafetyPolicyOptions = z.input<typeof SafetyPolicySchema>;
+export type SafetyPolicySettings = z.output<typeof SafetyPolicySchema>;
+
+/** Where a tool call would run: `isolated` when the server is a fresh process that one rollout alone uses. */
+export interface CallSetting {
+  isolated?: boolean;
 }
 
 export type PolicyDecision = { allowed: true } | { allowed: false; reason: string };
+
+/** The one line that says why a write was refused outside isolation, and how to enable it. */
+export function unisolatedWriteReason(name: string): string {
+  return (
+    `mcprl's safety policy refused tool '${name}': it may write (readOnlyHint is not true) and this server is not ` +
+    `isolated, so the change would reach its real data. Rerun with --isolate (a fresh server per rollout; put ` +
+    `{sandbox} in its command, args, env or cwd so its files live in a throwaway copy, seeded with --sandbox-from DIR), ` +
+    `or with --allow-unisolated-writes to let it change the real data.`
+  );
+}
 
 function globToRegExp(pattern: string): RegExp {
   const escaped = pattern.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*');
@@ -27,6 +51,10 @@ function globToRegExp(pattern: string): RegExp {
  *    restocking), which is what training on a server's write tools needs;
  * 5. any other tool may be destructive (the spec's default is destructiveHint true) and runs only with
  *    `allowDestructive`.
+ *
+ * Independently of 2–5, a tool that is not read-only runs only where the server is isolated (a fresh process per
+ * rollout, its files in a sandbox), unless `allowUnisolatedWrites`: training and evaluation must never change the
+ * user's data.
  */
 export class SafetyPolicy {
   readonly allowDestructive: boolean;
@@ -34,20 +62,30 @@ export class SafetyPolicy {
   private readonly deny: RegExp[];
   readonly allowPatterns: readonly string[];
   readonly denyPatterns: readonly string[];
+  readonly allowUnisolatedWrites: boolean;
 
   constructor(options: SafetyPolicyOptions = {}) {
-    this.allowDestructive = options.allowDestructive ?? false;
-    this.allowPatterns = [...(options.allow ?? [])];
-    this.denyPatterns = [...(options.deny ?? [])];
+    const o = SafetyPolicySchema.parse(options);
+    this.allowDestructive = o.allowDestructive;
+    this.allowUnisolatedWrites = o.allowUnisolatedWrites;
+    this.allowPatterns = [...o.allow];
+    this.denyPatterns = [...o.deny];
     this.allow = this.allowPatterns.map(globToRegExp);
     this.deny = this.denyPatterns.map(globToRegExp);
   }
 
-  check(tool: ToolInfo): PolicyDecision {
+  /** The settings this policy was made from (for a job file, or a worker process). */
+  settings(): SafetyPolicySettings {
+    return { allowDestructive: this.allowDestructive, allow: [...this.allowPatterns], deny: [...this.denyPatterns], allowUnisolatedWrites: this.allowUnisolatedWrites };
+  }
+
+  /** Whether `tool` may run; `where.isolated` says the server is a fresh one that a single rollout alone uses. */
+  check(tool: ToolInfo, where: CallSetting = {}): PolicyDecision {
     const { name, annotations: a } = tool;
     if (this.deny.some((r) => r.test(name))) {
       return { allowed: false, reason: `mcprl's safety policy refused tool '${name}': it is on the deny list (--deny).` };
     }
+    if (!a.readOnlyHint && !where.isolated && !this.allowUnisolatedWrites) return { allowed: false, reason: unisolatedWriteReason(name) };
     if (this.allow.some((r) => r.test(name))) return { allowed: true };
     if (a.readOnlyHint) return { allowed: true };
     if (!a.destructiveHint) return { allowed: true };

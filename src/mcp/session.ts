@@ -20,6 +20,7 @@ import { isConnectionLost, isRequestNotDelivered, openConnection, type Connectio
 import { McpConnectError, McpListError } from './errors.js';
 import { capText, DEFAULT_MAX_OUTPUT_CHARS, resultToText } from './normalize.js';
 import { SafetyPolicy } from './policy.js';
+import { createSandbox, removeSandbox, sandboxTarget, targetUsesSandbox } from './sandbox.js';
 import type { CallToolOptions, Target, ToolCallOutcome, ToolInfo } from './types.js';
 
 export interface ConnectOptions {
@@ -37,6 +38,13 @@ export interface ConnectOptions {
   maxPages?: number;
   /** Receives what a stdio server writes to stderr (by default it is only kept for error messages). */
   onStderr?: (chunk: string) => void;
+  /**
+   * The server is a fresh process that this session alone uses (one rollout under --isolate), so tools that write
+   * may run (see SafetyPolicy). Only stdio targets can be isolated. Default false.
+   */
+  isolated?: boolean;
+  /** Copied into the session's `{sandbox}` directory when the target names one (see sandbox.ts). Default: empty. */
+  sandboxFrom?: string;
 }
 
 /** Who the server said it is at initialize. */
@@ -78,12 +86,17 @@ export class McpSession {
   private readonly callTimeoutMs: number;
   private readonly maxOutputChars: number;
   private readonly maxPages: number;
+  private readonly isolated: boolean;
 
   private constructor(
+    /** What runs: the target with `{sandbox}` replaced by this session's sandbox directory. */
     readonly target: Target,
     private readonly opts: ConnectOptions,
     first: Connection,
+    /** The session's own `{sandbox}` directory, removed at close; undefined when the target names none. */
+    readonly sandboxDir: string | undefined,
   ) {
+    this.isolated = opts.isolated === true && target.kind === 'stdio';
     this.policy = opts.policy ?? new SafetyPolicy();
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.callTimeoutMs = opts.callTimeoutMs ?? 60_000;
@@ -95,8 +108,15 @@ export class McpSession {
 
   /** Connects to `target` and completes initialize; throws McpConnectError with a code when it cannot. */
   static async connect(target: Target, opts: ConnectOptions = {}): Promise<McpSession> {
-    const first = await openConnection(target, McpSession.openOptions(opts));
-    return new McpSession(target, opts, first);
+    const sandboxDir = targetUsesSandbox(target) ? await createSandbox(opts.sandboxFrom) : undefined;
+    const running = sandboxDir === undefined ? target : sandboxTarget(target, sandboxDir);
+    try {
+      const first = await openConnection(running, McpSession.openOptions(opts));
+      return new McpSession(running, opts, first, sandboxDir);
+    } catch (err) {
+      if (sandboxDir !== undefined) await removeSandbox(sandboxDir);
+      throw err;
+    }
   }
 
   private static openOptions(opts: ConnectOptions) {
@@ -317,7 +337,7 @@ export class McpSession {
       const known = [...catalog.keys()];
       return fail(`Unknown tool '${name}'. This server's tools are: ${known.length ? known.join(', ') : '(none)'}.`);
     }
-    const decision = this.policy.check(tool);
+    const decision = this.policy.check(tool, { isolated: this.isolated });
     if (!decision.allowed) return fail(decision.reason);
     if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled before it started.`);
 
@@ -374,6 +394,14 @@ export class McpSession {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    try {
+      await this.closeConnection();
+    } finally {
+      if (this.sandboxDir !== undefined) await removeSandbox(this.sandboxDir);
+    }
+  }
+
+  private async closeConnection(): Promise<void> {
     await this.reconnecting?.catch(() => undefined);
     const conn = this.conn;
     this.conn = undefined;

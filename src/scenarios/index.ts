@@ -20,7 +20,9 @@ export { synthesizeArgs, synthesizeValidValue, generateFromPattern, resolveRefs,
 export type { JsonSchema, SynthesisOptions, CandidateContext } from './json-schema-args.js';
 export { dropNearDuplicates, taskSimilarity, normalizeTask, DuplicateFilter, DEFAULT_DUPLICATE_THRESHOLD } from './dedup.js';
 export { splitScenarios, DEFAULT_VAL_FRACTION } from './split.js';
-export { generateScenarioSet } from './scenario-set.js';
+export { generateScenarioSet, ScenarioSummarySchema } from './scenario-set.js';
+export { ToolCoverageSchema, NoScenarioReasonSchema, formatCoverage, scenariosPerTool } from './coverage.js';
+export type { ToolCoverage, NoScenarioReason } from './coverage.js';
 export type { ScenarioSetOptions, ScenarioSummary } from './scenario-set.js';
 export { createRng, hashString } from '../util/rng.js';
 export type { Rng } from '../util/rng.js';

@@ -21,7 +21,8 @@
  * So partitions 0, 1, 2 of 3 never share an entity key nor a phrasing template. `exclude` additionally
  * rejects scenarios mentioning given entity values or near-duplicating given tasks.
  */
-import type { CallToolOptions, ToolCallOutcome, ToolInfo } from '../mcp/index.js';
+import type { CallSetting, CallToolOptions, PolicyDecision, ToolCallOutcome, ToolInfo } from '../mcp/index.js';
+import { scenariosPerTool, type NoScenarioReason, type ToolCoverage } from './coverage.js';
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { synthesizeArgs, validates, resolveRefs, type CandidateContext, type JsonSchema } from './json-schema-args.js';
 import { createRng, hashString, type Rng } from '../util/rng.js';
@@ -32,6 +33,8 @@ import { McprlError } from '../util/errors.js';
 export interface ScenarioServer {
   listTools(): Promise<ToolInfo[]>;
   callTool(name: string, args: Record<string, unknown>, opts?: CallToolOptions): Promise<ToolCallOutcome>;
+  /** The session's safety policy, so that the coverage report can say which tools it refuses. */
+  readonly policy?: { check(tool: ToolInfo, where?: CallSetting): PolicyDecision };
 }
 
 export interface OfflineOptions {
@@ -62,8 +65,8 @@ export interface OfflineResult {
   attempts: number;
   /** Tools used for generation (read-only ones). */
   readOnlyTools: string[];
-  /** Tools never called, with the reason. */
-  skippedTools: { tool: string; reason: string }[];
+  /** Per tool of the server: scenarios made, and for a tool with none, why. */
+  coverage: ToolCoverage[];
 }
 
 type Scalar = string | number | boolean;
@@ -349,10 +352,17 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
   const maxAttempts = opts.maxAttempts ?? (10 * count + 50) * (partition?.of ?? 1);
 
   const allTools = await server.listTools();
-  const skippedTools: { tool: string; reason: string }[] = [];
+  // Tools left out from the start, and for the others the furthest stage a candidate of theirs reached.
+  const excluded = new Map<string, { reason: NoScenarioReason; detail?: string }>();
+  const furthest = new Map<string, number>();
+  const note = (tool: string, reason: NoScenarioReason) => {
+    const i = STAGES.indexOf(reason);
+    if (i > (furthest.get(tool) ?? -1)) furthest.set(tool, i);
+  };
   const tools: ToolInfo[] = [];
   for (const t of allTools) {
-    if (t.annotations.readOnlyHint !== true) skippedTools.push({ tool: t.name, reason: 'not annotated read-only' });
+    if (server.policy && !server.policy.check(t, { isolated: true }).allowed) excluded.set(t.name, { reason: 'refused_by_policy' });
+    else if (t.annotations.readOnlyHint !== true) excluded.set(t.name, { reason: 'writes_state' });
     else tools.push({ ...t, inputSchema: safeResolve(t.inputSchema) });
   }
   const byName = new Map(tools.map((t) => [t.name, t]));
@@ -371,7 +381,7 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     const out = await server.callTool(name, args, { timeoutMs: callTimeoutMs });
     if (out.isError && out.latencyMs >= callTimeoutMs * 0.9) {
       disabled.add(name);
-      skippedTools.push({ tool: name, reason: `timed out after ${callTimeoutMs} ms` });
+      excluded.set(name, { reason: 'timed_out', detail: `after ${callTimeoutMs} ms` });
     }
     if (!fresh) cache.set(key, out);
     return out;
@@ -457,16 +467,23 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     try {
       args = synthesizeArgs(tool.inputSchema, { rng, optionalRate: 0.3, candidates: candidates(tool) });
     } catch {
+      note(tool.name, 'no_discoverable_arguments');
       return undefined;
     }
     const out = await call(tool.name, args);
-    if (out.isError) return 'unverifiable';
+    if (out.isError) {
+      note(tool.name, 'calls_failed');
+      return 'unverifiable';
+    }
     const answer = chooseAnswer(out, args, tool, rng);
     const keys = Object.keys(args);
     const argText = keys.length ? argsPhrase(args) : 'no arguments';
     const check: Check = { kind: 'tool_called', tool: tool.name, args };
     if (!answer) {
-      if (!keys.length) return undefined; // "do X with no arguments" and nothing to check in the answer: too vague.
+      if (!keys.length) {
+        note(tool.name, 'nothing_to_ask');
+        return undefined; // "do X with no arguments" and nothing to check in the answer: too vague.
+      }
       return { task: render('actionOnly', { action: actionPhrase(tool), args: argText }), difficulty: 1, checks: [check] };
     }
     const single = keys.length === 1 && isIdName(keys[0]) && typeof args[keys[0]] === 'string';
@@ -529,7 +546,10 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     const args = { [pick.param]: rec.fields[pick.field] };
     if (!validates(pick.tool.inputSchema, args)) return undefined;
     const out = await call(pick.tool.name, args);
-    if (out.isError) return 'unverifiable';
+    if (out.isError) {
+      note(pick.tool.name, 'calls_failed');
+      return 'unverifiable';
+    }
     const subject = pick.hops === 1 ? `the ${rec.noun} "${name}"` : `the ${label(pick.noun)} of the ${rec.noun} "${name}"`;
     return { subject, tool: pick.tool, args, out, hops: pick.hops };
   }
@@ -539,7 +559,10 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     const start = await chainStart();
     if (!start || start === 'unverifiable') return start;
     const answer = chooseAnswer(start.out, start.args, start.tool, rng);
-    if (!answer || answer.kind !== 'field') return undefined;
+    if (!answer || answer.kind !== 'field') {
+      note(start.tool.name, 'nothing_to_ask');
+      return undefined;
+    }
     const task = render('field', { field: answer.field, subject: start.subject });
     return {
       task,
@@ -580,9 +603,15 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     const args = { ...rest, [pick.param]: pick.value };
     if (!validates(pick.tool.inputSchema, args)) return undefined;
     const out = await call(pick.tool.name, args);
-    if (out.isError) return 'unverifiable';
+    if (out.isError) {
+      note(pick.tool.name, 'calls_failed');
+      return 'unverifiable';
+    }
     const answer = chooseAnswer(out, args, pick.tool, rng);
-    if (!answer || answer.kind !== 'field') return undefined;
+    if (!answer || answer.kind !== 'field') {
+      note(pick.tool.name, 'nothing_to_ask');
+      return undefined;
+    }
     const task = render('flow', {
       first: label(pick.key),
       subject: start.subject,
@@ -661,12 +690,15 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     const taskNorm = c.task.toLowerCase();
     if (c.checks.some((k) => k.kind === 'answer_contains' && answerContains(taskNorm, k.value))) continue;
     const checksKey = canonical(c.checks.map((k) => (k.kind === 'tool_called' ? { tool: k.tool, args: k.args } : k.value)));
+    const calledTools = c.checks.flatMap((k) => (k.kind === 'tool_called' ? [k.tool] : []));
     if (seenChecks.has(checksKey) || dupFilter.isDuplicate(c.task)) {
       droppedDuplicates++;
+      for (const t of calledTools) note(t, 'only_duplicates');
       continue;
     }
     if (!(await replay(c))) {
       droppedUnverifiable++;
+      for (const t of calledTools) note(t, 'replay_failed');
       continue;
     }
     seenChecks.add(checksKey);
@@ -681,8 +713,26 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     droppedExcluded,
     attempts,
     readOnlyTools: tools.map((t) => t.name),
-    skippedTools,
+    coverage: coverageOf(allTools, scenarios, excluded, furthest),
   };
+}
+
+/** The stages a candidate passes, in order: a tool with no scenario is reported with the furthest it reached. */
+const STAGES: NoScenarioReason[] = ['no_discoverable_arguments', 'calls_failed', 'nothing_to_ask', 'only_duplicates', 'replay_failed'];
+
+function coverageOf(
+  tools: ToolInfo[],
+  scenarios: Scenario[],
+  excluded: Map<string, { reason: NoScenarioReason; detail?: string }>,
+  furthest: Map<string, number>,
+): ToolCoverage[] {
+  const made = scenariosPerTool(scenarios);
+  return tools.map((t) => {
+    const n = made.get(t.name) ?? 0;
+    if (n > 0) return { tool: t.name, scenarios: n, stateChecked: 0 };
+    const stage = furthest.get(t.name);
+    return { tool: t.name, scenarios: 0, stateChecked: 0, ...(excluded.get(t.name) ?? { reason: stage === undefined ? 'not_tried' : STAGES[stage] }) };
+  });
 }
 
 /**

@@ -3,7 +3,9 @@
  * and val, with a summary of what was made and dropped. `mcprl scenarios`, `mcprl train` and the MCP server's
  * generate_scenarios tool all make their sets here.
  */
+import { z } from 'zod';
 import type { McpSession } from '../mcp/index.js';
+import { scenariosPerTool, ToolCoverageSchema, type ToolCoverage } from './coverage.js';
 import { generateLlmScenarios, ScenarioGenerationError } from './llm.js';
 import { generateOfflineScenarios } from './offline.js';
 import type { Scenario } from './scenario.js';
@@ -23,18 +25,25 @@ export interface ScenarioSetOptions {
   instructions?: string;
 }
 
-export interface ScenarioSummary {
-  total: number;
-  train: number;
-  val: number;
-  byDifficulty: Record<'1' | '2' | '3' | '4' | '5', number>;
-  bySource: { llm: number; schema: number };
-  droppedDuplicates: number;
-  droppedUnverifiable: number;
-  droppedInvalid: number;
-  /** Tools the offline generator did not call, with why. */
-  skippedTools: { tool: string; reason: string }[];
-}
+const count = z.number().int().nonnegative();
+
+/** What a generated scenario set holds and what was dropped: `--json` prints it, people read formatSummary's rendering. */
+export const ScenarioSummarySchema = z.object({
+  total: count,
+  train: count,
+  val: count,
+  byDifficulty: z.object({ '1': count, '2': count, '3': count, '4': count, '5': count }),
+  bySource: z.object({ llm: count, schema: count }),
+  /** Candidates dropped as the same as (or a near-paraphrase of) one already kept. */
+  droppedDuplicates: count,
+  /** Candidates dropped because a call failed or the replay did not reproduce their expected values. */
+  droppedUnverifiable: count,
+  /** LLM items that were not valid scenarios. */
+  droppedInvalid: count,
+  /** Per tool of the server: scenarios made and, for a tool with none, why. */
+  coverage: z.array(ToolCoverageSchema),
+});
+export type ScenarioSummary = z.infer<typeof ScenarioSummarySchema>;
 
 /** Generates and splits a scenario set for a connected server (the command's work, minus I/O). */
 export async function generateScenarioSet(
@@ -47,10 +56,10 @@ export async function generateScenarioSet(
   let droppedDuplicates: number;
   let droppedUnverifiable = 0;
   let droppedInvalid = 0;
-  let skippedTools: { tool: string; reason: string }[] = [];
+  let coverage: ToolCoverage[];
   if (opts.offline) {
     const r = await generateOfflineScenarios(session, { count, seed });
-    ({ scenarios, droppedDuplicates, droppedUnverifiable, skippedTools } = r);
+    ({ scenarios, droppedDuplicates, droppedUnverifiable, coverage } = r);
   } else {
     if (!opts.generator?.model) throw new ScenarioGenerationError('--generator-model is required unless --offline is given');
     const tools = await session.listTools();
@@ -60,6 +69,11 @@ export async function generateScenarioSet(
       { ...opts.generator, count, seed, instructions: opts.instructions },
     );
     ({ scenarios, droppedDuplicates, droppedInvalid } = r);
+    const made = scenariosPerTool(scenarios);
+    coverage = tools.map((t) => {
+      const n = made.get(t.name) ?? 0;
+      return n > 0 ? { tool: t.name, scenarios: n, stateChecked: 0 } : { tool: t.name, scenarios: 0, stateChecked: 0, reason: 'not_in_llm_tasks' as const };
+    });
   }
   const { train, val } = splitScenarios(scenarios, { valFraction: opts.valFraction ?? DEFAULT_VAL_FRACTION, seed });
   const byDifficulty = { '1': 0, '2': 0, '3': 0, '4': 0, '5': 0 };
@@ -71,6 +85,6 @@ export async function generateScenarioSet(
   return {
     train,
     val,
-    summary: { total: scenarios.length, train: train.length, val: val.length, byDifficulty, bySource, droppedDuplicates, droppedUnverifiable, droppedInvalid, skippedTools },
+    summary: { total: scenarios.length, train: train.length, val: val.length, byDifficulty, bySource, droppedDuplicates, droppedUnverifiable, droppedInvalid, coverage },
   };
 }

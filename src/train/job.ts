@@ -11,9 +11,9 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { generateScenarioSet } from '../scenarios/scenario-set.js';
+import { generateScenarioSet, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { TrainError } from '../engine/train-types.js';
-import { connect, SafetyPolicy, type Target } from '../mcp/index.js';
+import { connect, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
 import { OpenAIJudge } from '../ruler/judge.js';
 import { assertDisjoint } from '../scenarios/disjoint.js';
 import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
@@ -40,7 +40,9 @@ export const TrainJobSchema = z.object({
   /** Environment variable holding the judge's API key. Default OPENAI_API_KEY. */
   judgeApiKeyEnv: z.string().default('OPENAI_API_KEY'),
   /** The operator's safety policy for the target's tools (see SafetyPolicy). */
-  safety: z.object({ allowDestructive: z.boolean(), allow: z.array(z.string()), deny: z.array(z.string()) }),
+  safety: SafetyPolicySchema,
+  /** Whether rollouts get a fresh server each, and what their `{sandbox}` starts from. Default: shared, empty. */
+  isolation: IsolationSchema.default({ isolate: false }),
   /** Connect/initialize timeout for the target, in milliseconds. Default 30000. */
   connectTimeoutMs: z.number().int().positive().optional(),
 });
@@ -62,6 +64,8 @@ export interface TrainJobResult {
   /** The exported best adapter (null when no step beat the untrained model). */
   adapter: string | null;
   report: string;
+  /** What generation made, per tool (only when this job generated its scenarios). */
+  scenarioSummary?: ScenarioSummary;
 }
 
 /** The job's SafetyPolicy. */
@@ -77,7 +81,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const safety = jobSafety(job);
   progress.emit('starting', 0);
 
-  const scenarios = await scenariosFor(o, job, safety);
+  const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety);
   if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new TrainError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
   const warmup = await warmupScenarios(config.model);
   assertDisjoint('validation', scenarios.val, { train: scenarios.train, 'warm-up': warmup });
@@ -88,27 +92,29 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   }
   const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[job.judgeApiKeyEnv] }) : undefined;
 
-  const result = await train({ run, config, target, scenarios, judge, safety, resume: o.resume, progress, log: o.log });
+  const result = await train({ run, config, target, scenarios, judge, safety, isolation: job.isolation, resume: o.resume, progress, log: o.log });
   progress.emit('report', result.state.step);
   const { adapter, report } = await writeRunReport(run, { exportBest: true });
   progress.emit('done', result.state.step);
-  return { result, adapter, report };
+  return { result, adapter, report, ...(scenarioSummary ? { scenarioSummary } : {}) };
 }
 
-async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSchema>, safety: SafetyPolicy): Promise<ScenarioSet> {
+async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSchema>, safety: SafetyPolicy): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
   const { run } = o;
   if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'));
   const source = job.scenarios;
   if (source.dir) return loadScenarioSet(source.dir);
   if (!source.offline && !source.generator) throw new TrainError('TRAIN_INVALID_CONFIG', 'the job names no scenarios: give a scenario set folder, offline generation, or a generator model');
-  const session = await connect(o.target, { policy: safety, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}) });
+  const session = await connect(o.target, {
+    policy: safety, sandboxFrom: job.isolation.sandboxFrom, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}),
+  });
   try {
     const g = source.generator;
     const set = await generateScenarioSet(session, {
       count: source.count, seed: job.config.seed, offline: source.offline,
       ...(g ? { generator: { model: g.model, baseURL: g.baseURL, apiKey: process.env[g.apiKeyEnv] } } : {}),
     });
-    return { train: set.train, val: set.val, test: [] };
+    return { train: set.train, val: set.val, test: [], summary: set.summary };
   } finally {
     await session.close();
   }

@@ -21,7 +21,7 @@ import { EnginePolicy } from '../agent/engine-policy.js';
 import type { Model } from '../engine/model.js';
 import { Trainer } from '../engine/trainer.js';
 import type { LossConfig, OptimizerConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
-import type { SafetyPolicy, Target } from '../mcp/index.js';
+import type { Isolation, SafetyPolicy, Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
@@ -41,6 +41,8 @@ export interface TrainRunOptions {
   scenarios: { train: Scenario[]; val: Scenario[]; test?: Scenario[] };
   judge?: JudgeClient;
   safety?: SafetyPolicy;
+  /** Fresh server per rollout and what each `{sandbox}` starts from (see src/mcp/sandbox.ts). Default: shared. */
+  isolation?: Isolation;
   /** Continue from the newest complete step instead of starting fresh. */
   resume?: boolean;
   /** Where progress events go. Default: the run's progress.jsonl alone (no bars). */
@@ -280,7 +282,7 @@ async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios:
   let scoring: PhaseProgress | undefined;
   return runEval({
     policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
-    concurrency: c.concurrency, policyForSafety: o.safety, maxTurns: c.maxTurns, temperature: c.temperature,
+    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, maxTurns: c.maxTurns, temperature: c.temperature,
     seed: c.seed * 100003 + step * 1009 + round * 7919, judgeCacheDir: o.run.path('judge-cache'), onTrajectory: (_t, done) => bar.update(done),
     onGroupScored: (done, total) => (scoring ??= events.phase('score', step, total)).update(done),
   });
@@ -293,7 +295,7 @@ async function heldOut(o: TrainRunOptions, policy: EnginePolicy, set: 'val' | 't
   const bar = events.phase(set === 'val' ? 'validate' : 'test', step, scenarios.length * c.valRollouts);
   const { groups, summary } = await runEval({
     policy, target: o.target, scenarios, reward: 'checks', rolloutsPerGroup: c.valRollouts,
-    concurrency: c.concurrency, policyForSafety: o.safety, maxTurns: c.maxTurns, temperature: c.valTemperature,
+    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, maxTurns: c.maxTurns, temperature: c.valTemperature,
     seed: c.seed, onTrajectory: (_t, done) => bar.update(done),
   });
   await writeJsonlAtomic(set === 'val' ? o.run.valTrajectories(step) : o.run.testTrajectories(step), groups.flat());

@@ -174,3 +174,27 @@ export function isAlive(pid: number): boolean {
     return false;
   }
 }
+
+export const MEMORY_MAIN = path.join(REPO_ROOT, 'node_modules', '@modelcontextprotocol', 'server-memory', 'dist', 'index.js');
+export const FILESYSTEM_MAIN = path.join(REPO_ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
+
+/** @modelcontextprotocol/server-memory over stdio, keeping its graph in `memoryFile` (may hold `{sandbox}`). */
+export function memoryTarget(memoryFile: string): Target {
+  return { kind: 'stdio', command: process.execPath, args: [MEMORY_MAIN], env: { MEMORY_FILE_PATH: memoryFile }, cwd: REPO_ROOT };
+}
+
+/** @modelcontextprotocol/server-filesystem over stdio, serving `root` (may be `{sandbox}`). */
+export function filesystemTarget(root: string): Target {
+  return { kind: 'stdio', command: process.execPath, args: [FILESYSTEM_MAIN, root], cwd: REPO_ROOT };
+}
+
+/** A few entities in server-memory's JSONL format, as a user's memory file would hold them. */
+export const SEEDED_MEMORY = [
+  { type: 'entity', name: 'Ada Lovelace', entityType: 'person', observations: ['wrote the first program', 'born in London'] },
+  { type: 'entity', name: 'Analytical Engine', entityType: 'machine', observations: ['designed by Charles Babbage'] },
+  { type: 'entity', name: 'Charles Babbage', entityType: 'person', observations: ['mathematician'] },
+  { type: 'relation', from: 'Ada Lovelace', to: 'Analytical Engine', relationType: 'wrote notes on' },
+  { type: 'relation', from: 'Charles Babbage', to: 'Analytical Engine', relationType: 'designed' },
+]
+  .map((x) => JSON.stringify(x))
+  .join('\n');
