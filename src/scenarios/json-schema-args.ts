@@ -186,7 +186,7 @@ function gen(schema: JsonSchema, opts: SynthesisOptions, path: string[], name: s
       return genNumber(schema, rng, true);
     case 'number':
       // Counts, sizes and ids are whole numbers even when a schema only says "number".
-      return genNumber(schema, rng, /count|quantity|size|limit|steps|index|page|(^|_)(n|num|id)$|Id$/i.test(name ?? ''));
+      return genNumber(schema, rng, /count|quantity|size|limit|steps|index|page|depth|offset|lines|(^|_)(n|num|id|head|tail)$|Id$/i.test(name ?? ''));
     case 'boolean':
       return rng.chance(0.5);
     case 'null':
@@ -257,7 +257,9 @@ function genArray(schema: JsonSchema, opts: SynthesisOptions, path: string[], na
   for (let tries = 0; out.length < n && tries < n * 10; tries++) {
     const v = gen(items, opts, [...path, '[]'], name, depth + 1);
     const key = JSON.stringify(v);
-    if (schema.uniqueItems && seen.has(key)) continue;
+    // A list that names the same thing twice ("read a, a and a") makes no sense even where the schema allows it;
+    // repeats are used only when the minimum length needs them.
+    if (seen.has(key) && (schema.uniqueItems || tries < n * 5)) continue;
     seen.add(key);
     out.push(v);
   }

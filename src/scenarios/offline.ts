@@ -87,6 +87,13 @@ const VERBS = new Set(['get', 'list', 'search', 'find', 'fetch', 'check', 'read'
 const LABEL_KEYS = ['title', 'name', 'label', 'display_name', 'displayName', 'full_name', 'fullName'];
 const SEARCH_NAMES = /^(q|query|search|keyword|keywords|term|terms|text|filter|prefix)$/i;
 const SECRET_KEYS = /key|token|secret|password|passwd|auth|credential|cookie|session/i;
+/** Keys whose values name an entity, so that they are worth feeding back as arguments of other tools. */
+const ENTITY_KEYS = new Set(['id', 'isbn', 'sku', 'key', 'name', 'path', 'uri', 'url', 'email', 'slug', 'handle', 'username', 'filename']);
+/** Values that differ between two copies of the same data (file times) make no stable ground truth. */
+const UNSTABLE_KEYS = /(^|_|\b)(accessed|modified|created|mtime|atime|ctime|birthtime|timestamp|time|date)s?$/i;
+/** Text that is an error message although the server did not set isError (ENOENT as text, "not found"). */
+const ERROR_TEXT =
+  /^(error|failed|failure|exception|invalid|unknown|cannot|can't|could not|couldn't|unable|no such|not found|access denied|permission denied|forbidden|unauthori[sz]ed)\b|\b(ENOENT|EACCES|EPERM|ENOTDIR|EISDIR|EEXIST)\b|\b(not found|does not exist|doesn't exist|no such file|outside (the )?allowed|access denied|permission denied|no (matches|results)( found)?|nothing found)\b|^[^\n]{0,300}:\s*Error\b/im;
 
 // ------------------------------------------------------------------------------------------------ words
 
@@ -141,8 +148,9 @@ function argsPhrase(args: Record<string, unknown>): string {
 
 function actionPhrase(tool: ToolInfo): string {
   // Titles such as "Echo Tool" read better without the trailing "Tool".
-  const t = (tool.title ?? words(tool.name).join(' ')).replace(/\s+tool$/i, '');
-  return t.charAt(0).toLowerCase() + t.slice(1);
+  // Title-case words read as common words mid-sentence ("Read Multiple Files" → "read multiple files"); acronyms stay.
+  const t = (tool.title ?? words(tool.name).join(' ')).replace(/\s*\([^)]*\)/g, '').replace(/\s+tool$/i, '');
+  return t.split(' ').map((w) => (/^[A-Z][a-z]+$/.test(w) ? w.toLowerCase() : w)).join(' ');
 }
 
 function capitalise(s: string): string {
@@ -217,9 +225,65 @@ type TemplateFamily = keyof typeof TEMPLATES;
 
 // ------------------------------------------------------------------------------------------------ output parsing
 
+/**
+ * Why a result that the server did not mark isError is one all the same — an error message as text, or an empty
+ * result — or undefined when it is a real result. Such results are never harvested nor made ground truth.
+ */
+export function disguisedError(o: ToolCallOutcome): string | undefined {
+  const text = resultText(o);
+  if (text === '') return 'an empty result';
+  const data = outcomeData(o);
+  if (data !== undefined && isEmpty(data)) return 'an empty result';
+  if ((data === undefined || typeof data === 'string' || textWrapper(o) !== undefined) && ERROR_TEXT.test(text)) return 'an error message';
+  return undefined;
+}
+
+/** The string of a structuredContent that only wraps the text ({"content": "…"}, as server-filesystem sends). */
+function textWrapper(o: ToolCallOutcome): string | undefined {
+  const sc = o.structuredContent;
+  if (!isPlainObject(sc)) return undefined;
+  const values = Object.values(sc);
+  return values.length === 1 && typeof values[0] === 'string' ? values[0] : undefined;
+}
+
+/** The result as text: the wrapped string when structuredContent only wraps one, else the text the model reads. */
+function resultText(o: ToolCallOutcome): string {
+  return (textWrapper(o) ?? o.text).trim();
+}
+
+/** [] / {} / null / "", or an object whose every value is empty ({"entities": [], "relations": []}). */
+function isEmpty(v: unknown): boolean {
+  if (v === null || v === undefined || v === '') return true;
+  if (Array.isArray(v)) return v.length === 0;
+  if (isPlainObject(v)) return Object.values(v).every(isEmpty);
+  return false;
+}
+
+/** Plain text that is a listing of `key: value` lines (two or more) reads as an object. */
+function keyValueLines(text: string): Record<string, string> | undefined {
+  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  const pairs = lines.map((l) => /^([A-Za-z][\w ]{0,40}):\s+(.+)$/.exec(l));
+  if (lines.length < 2 || pairs.some((m) => !m)) return undefined;
+  return Object.fromEntries(pairs.map((m) => [m![1].trim(), m![2].trim()]));
+}
+
+/** Lines such as "[FILE] notes.txt" / "[DIR] src" (a directory listing) as {type, name} entries. */
+function listingLines(text: string): { type: string; name: string }[] | undefined {
+  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  const entries = lines.map((l) => /^\[([A-Za-z]+)\]\s+(.+?)(?:\s{2,}.*)?$/.exec(l));
+  if (!lines.length || entries.some((m) => !m)) return undefined;
+  return entries.map((m) => ({ type: m![1].toLowerCase(), name: m![2] }));
+}
+
+/** The last word of a parameter name, singular: "names" → "name", "entityName" → "name", "paths" → "path". */
+function entityKey(param: string): string | undefined {
+  const w = singular(words(param).pop() ?? '');
+  return ENTITY_KEYS.has(w) ? w : undefined;
+}
+
 function outcomeData(o: ToolCallOutcome): unknown {
-  if (o.structuredContent !== undefined) return o.structuredContent;
-  const t = o.text.trim();
+  if (o.structuredContent !== undefined && textWrapper(o) === undefined) return o.structuredContent;
+  const t = resultText(o);
   if (t.startsWith('{') || t.startsWith('[')) {
     try {
       return JSON.parse(t);
@@ -227,7 +291,7 @@ function outcomeData(o: ToolCallOutcome): unknown {
       return undefined;
     }
   }
-  return undefined;
+  return listingLines(t) ?? keyValueLines(t);
 }
 
 function isScalar(v: unknown): v is Scalar {
@@ -302,9 +366,10 @@ function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: T
   const argValues = scalarArgValues(args);
   const usable = (key: string, v: Scalar): boolean => {
     // Secrets must not land in scenario files; ALL_CAPS keys are environment variables, which differ per machine.
-    if (typeof v === 'boolean' || SECRET_KEYS.test(key) || /^[A-Z][A-Z0-9_]*$/.test(key)) return false;
+    if (typeof v === 'boolean' || SECRET_KEYS.test(key) || UNSTABLE_KEYS.test(key) || /^[A-Z][A-Z0-9_]*$/.test(key)) return false;
     const s = String(v).trim();
-    return s.length >= 2 && s.length <= 60 && !argValues.has(s.toLowerCase()) && !/\n/.test(s);
+    // "true"/"false" as text is as unspecific an answer as a boolean.
+    return s.length >= 2 && s.length <= 60 && !argValues.has(s.toLowerCase()) && !/\n/.test(s) && !/^(true|false)$/i.test(s);
   };
   const options: Answer[] = [];
   if (data !== undefined) {
@@ -316,6 +381,15 @@ function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: T
     for (const [key, arr] of arrays) {
       if (arr.length < 1 || arr.length > 4) continue;
       const noun = Array.isArray(data) || /^(results?|items?|data|matches)$/i.test(key) ? toolNoun(tool.name) : singular(words(key).pop() ?? key);
+      // A lookup that found exactly one record: its fields, and its short lists, are what to ask about.
+      if (arr.length === 1 && isPlainObject(arr[0])) {
+        for (const [k, v] of Object.entries(arr[0])) {
+          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: label(k), values: [String(v)] });
+          if (Array.isArray(v) && v.length >= 1 && v.length <= 4 && v.every((x) => isScalar(x) && usable(k, x))) {
+            options.push({ kind: 'values', field: label(k), values: v.map(String) });
+          }
+        }
+      }
       if (arr.every(isPlainObject)) {
         const lk = LABEL_KEYS.find((k) => arr.every((x) => typeof (x as Record<string, unknown>)[k] === 'string'));
         if (lk) {
@@ -329,7 +403,7 @@ function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: T
     return options.length ? rng.pick(options) : undefined;
   }
   // Plain text: a number the call produced (not one we passed in), else the whole short reply.
-  const text = o.text.trim();
+  const text = resultText(o);
   // Only an unambiguous number counts: exactly one distinct number in the reply that we did not pass in.
   const nums = [...new Set((text.match(/-?\d+(?:\.\d+)?/g) ?? []).filter((n) => !argValues.has(n)))];
   if (nums.length === 1) return { kind: 'field', field: 'result', values: nums };
@@ -378,11 +452,13 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     }
     const key = `${name} ${canonical(args)}`;
     if (!fresh && cache.has(key)) return cache.get(key)!;
-    const out = await server.callTool(name, args, { timeoutMs: callTimeoutMs });
+    let out = await server.callTool(name, args, { timeoutMs: callTimeoutMs });
     if (out.isError && out.latencyMs >= callTimeoutMs * 0.9) {
       disabled.add(name);
       excluded.set(name, { reason: 'timed_out', detail: `after ${callTimeoutMs} ms` });
     }
+    // An error in disguise is an error: it is never harvested nor made a ground truth.
+    if (!out.isError && disguisedError(out)) out = { ...out, isError: true };
     if (!fresh) cache.set(key, out);
     return out;
   };
@@ -390,33 +466,81 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
   // 1. Discover entities.
   const recs: EntityRecord[] = [];
   const keyValues = new Map<string, Scalar[]>();
-  const harvest = (tool: string, o: ToolCallOutcome) => {
+  let harvested = 0;
+  const keep = (k: string, v: Scalar) => {
+    const before = keyValues.get(k)?.length ?? 0;
+    push(keyValues, k, v);
+    if ((keyValues.get(k)?.length ?? 0) > before) harvested++;
+  };
+  const harvest = (tool: string, args: Record<string, unknown>, o: ToolCallOutcome) => {
     if (o.isError) return;
     const data = outcomeData(o);
     for (const r of records(data, tool)) {
       recs.push(r);
-      for (const [k, v] of Object.entries(r.fields)) push(keyValues, k, v);
+      for (const [k, v] of Object.entries(r.fields)) keep(k, v);
     }
-    for (const l of leaves(data)) push(keyValues, l.path[l.path.length - 1], l.value);
+    for (const l of leaves(data)) keep(l.path[l.path.length - 1], l.value);
+    // Every object anywhere in the result: its entity-like keys (name, path, uri, email, …) are worth trying.
+    walkObjects(data, (obj) => {
+      for (const [k, v] of Object.entries(obj)) {
+        const ek = entityKey(k);
+        if (ek && typeof v === 'string' && v.length <= 200) keep(ek, v);
+      }
+    });
+    // Absolute paths in plain text, and the entries of a listing below the folder it was asked about.
+    if (data === undefined) for (const m of resultText(o).matchAll(/(?:^|\s)(\/[^\s:,'"()]+)/g)) keep('path', m[1]);
+    const folder = Object.entries(args).find(([k, v]) => entityKey(k) === 'path' && typeof v === 'string')?.[1] as string | undefined;
+    const listing = listingLines(resultText(o));
+    if (folder && listing) for (const e of listing) keep('path', `${folder.replace(/\/+$/, '')}/${e.name}`);
   };
   for (const tool of tools) {
     for (const args of discoveryArgs(tool)) {
       if (disabled.has(tool.name)) break;
-      harvest(tool.name, await call(tool.name, args));
+      harvest(tool.name, args, await call(tool.name, args));
     }
   }
-  // Second round: tools keyed by an id we now know (get_author with a listed author id) reveal more.
-  for (const tool of tools) {
-    const req = requiredNames(tool);
-    if (req.length !== 1 || !isIdName(req[0])) continue;
-    const ids = idCandidates(req[0], tool).slice(0, 3);
-    for (const id of ids) {
-      if (disabled.has(tool.name)) break;
-      const args = { [req[0]]: id };
-      if (validates(tool.inputSchema, args)) harvest(tool.name, await call(tool.name, args));
+
+  /** Up to `n` argument sets whose required values all come from discovery (never invented). */
+  function knownArgSets(tool: ToolInfo, n: number): Record<string, unknown>[] {
+    const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+    const required = requiredNames(tool);
+    if (!required.length) return [];
+    const options: unknown[][] = [];
+    for (const r of required) {
+      const s = props[r];
+      if (!s) return [];
+      let opts: unknown[] = [];
+      if (Array.isArray(s.enum)) opts = [s.enum[0]];
+      else if (SEARCH_NAMES.test(r) && (s.type === 'string' || s.type === undefined)) opts = [''];
+      else if (s.type === 'array' || s.type === 'object') {
+        // A required object or array is synthesized from its schema with discovered values, and kept only when
+        // every string in it was discovered.
+        for (let i = 0; i < n * 3 && opts.length < n; i++) {
+          try {
+            const v = synthesizeArgs({ type: 'object', properties: { [r]: s }, required: [r] }, { rng, optionalRate: 0, candidates: candidates(tool) })[r];
+            if (allStringsKnown(v) && !opts.some((o) => canonical(o) === canonical(v))) opts.push(v);
+          } catch {
+            break;
+          }
+        }
+      } else opts = (candidates(tool)({ name: r, path: [r], schema: s }) ?? []).filter((v) => validates(s, v));
+      if (!opts.length) return [];
+      options.push(opts);
     }
+    const sets: Record<string, unknown>[] = [];
+    for (let i = 0; i < n; i++) {
+      const args = Object.fromEntries(required.map((r, j) => [r, options[j][i % options[j].length]]));
+      if (validates(tool.inputSchema, args) && !sets.some((a) => canonical(a) === canonical(args))) sets.push(args);
+    }
+    return sets;
   }
-  dedupeRecords(recs);
+
+  function allStringsKnown(v: unknown): boolean {
+    if (typeof v === 'string') return [...keyValues.values()].some((xs) => xs.includes(v));
+    if (Array.isArray(v)) return v.length > 0 && v.every(allStringsKnown);
+    if (isPlainObject(v)) return Object.values(v).every(allStringsKnown);
+    return true;
+  }
 
   function idCandidates(name: string, tool: ToolInfo): Scalar[] {
     const stem = idStem(name) ?? toolNoun(tool.name);
@@ -438,12 +562,30 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     }
     const exact = keyValues.get(name);
     if (exact?.length) return exact;
+    const ek = entityKey(name);
+    const byKey = ek ? keyValues.get(ek) : undefined;
+    if (byKey?.length) return byKey;
     if (SEARCH_NAMES.test(name)) {
       const ws = recs.flatMap((r) => (recordLabel(r)?.value.split(/\s+/) ?? []).filter((w) => w.length >= 4));
       return ws.length ? ws : undefined;
     }
     return undefined;
   };
+
+  // Further rounds, to a bound: every read-only tool whose required arguments can all be filled from what is known
+  // now (a listed id, a harvested name or path, a synthesized object of known values) is called and harvested,
+  // until a round finds nothing new.
+  for (let round = 0; round < DISCOVERY_ROUNDS; round++) {
+    harvested = 0;
+    for (const tool of tools) {
+      for (const args of knownArgSets(tool, DISCOVERY_CALLS_PER_TOOL)) {
+        if (disabled.has(tool.name)) break;
+        harvest(tool.name, args, await call(tool.name, args));
+      }
+    }
+    if (harvested === 0) break;
+  }
+  dedupeRecords(recs);
 
   const templates = (family: TemplateFamily): readonly string[] =>
     partition ? TEMPLATES[family].filter((_, i) => i % partition.of === partition.index) : TEMPLATES[family];
@@ -715,6 +857,20 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     readOnlyTools: tools.map((t) => t.name),
     coverage: coverageOf(allTools, scenarios, excluded, furthest),
   };
+}
+
+/** Discovery rounds after the first (each feeds what the last one found back in), and calls per tool in each. */
+const DISCOVERY_ROUNDS = 3;
+const DISCOVERY_CALLS_PER_TOOL = 3;
+
+/** Calls `fn` on every plain object in `data`, however deep (bounded). */
+function walkObjects(data: unknown, fn: (o: Record<string, unknown>) => void, depth = 0): void {
+  if (depth > 6) return;
+  if (Array.isArray(data)) for (const x of data) walkObjects(x, fn, depth + 1);
+  else if (isPlainObject(data)) {
+    fn(data);
+    for (const v of Object.values(data)) walkObjects(v, fn, depth + 1);
+  }
 }
 
 /** The stages a candidate passes, in order: a tool with no scenario is reported with the furthest it reached. */
