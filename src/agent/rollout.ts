@@ -289,6 +289,18 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
     clearTimeout(timer);
   }
 
+  // ── state checks: what the scenario's read-only state tools show now, on this rollout's server ──
+  const stateChecks = (opts.scenario.checks ?? []).flatMap((c) => (c.kind === 'state_contains' ? [c] : []));
+  const state: NonNullable<Trajectory['state']> = [];
+  for (const c of stateChecks) {
+    try {
+      const out = await opts.session.callTool(c.tool, c.args, { timeoutMs: callTimeoutMs });
+      state.push({ tool: c.tool, args: c.args, text: out.text, is_error: out.isError });
+    } catch (err) {
+      state.push({ tool: c.tool, args: c.args, text: errorText(err), is_error: true });
+    }
+  }
+
   const ranOut = !completed && error === undefined && metrics.turns >= maxTurns;
   if (ranOut) log(`ran out of turns (${maxTurns})`);
   const trajectory: Trajectory = {
@@ -308,6 +320,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
     },
     logs,
   };
+  if (state.length) trajectory.state = state;
   if (error !== undefined) trajectory.error = error;
   return trajectory;
 }

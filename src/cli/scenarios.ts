@@ -87,6 +87,8 @@ Examples:
         offline: opts.offline,
         generator,
         instructions: opts.instructions,
+        // With --isolate, tools that write get tasks too, each replayed on a server of its own.
+        ...(opts.isolate ? { isolatedServer: () => connect(target, { ...connectOptionsFromCli(opts), isolated: true }) } : {}),
       });
       if (summary.total === 0) throw new ScenarioGenerationError('no scenarios could be generated for this server');
       await writeScenarioSet(opts.out, train, val);

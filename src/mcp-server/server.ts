@@ -331,11 +331,15 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const dirName = Workspace.checkName(name ?? `set-${stamp()}`, 'scenario set name');
       const out = ws.resolve(path.join('scenarios', dirName), 'scenario set');
       if (existsSync(out)) throw new WorkspaceError(`scenarios/${dirName} already exists; choose another name`);
-      const set = await withSession(ctx, t, isolationFromInput(ws, target), (s) =>
+      const isolation = isolationFromInput(ws, target);
+      const set = await withSession(ctx, t, isolation, (s) =>
         generateScenarioSet(s, {
           count,
           seed,
           offline,
+          ...(isolation.isolate
+            ? { isolatedServer: () => connect(t, { policy: ctx.safety, timeoutMs: ctx.connectTimeoutMs, sandboxFrom: isolation.sandboxFrom, isolated: true }) }
+            : {}),
           // 'no-key' rather than undefined: the OpenAI client would otherwise read OPENAI_API_KEY by itself.
           ...(generator && key ? { generator: { model: generator.model, baseURL: key.baseURL, apiKey: key.apiKey ?? 'no-key' } } : {}),
         }),

@@ -32,20 +32,26 @@ export function executedCalls(traj: Trajectory): { name: string; args: Record<st
   return out;
 }
 
-function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, answer: string | null): boolean {
+function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj: Trajectory): boolean {
   if (check.kind === 'tool_called') return calls.some((c) => c.name === check.tool && argsMatch(check.args, c.args));
-  return answer !== null && answerContains(answer, check.value);
+  if (check.kind === 'state_contains') {
+    return (traj.state ?? []).some(
+      (s) => s.tool === check.tool && argsMatch(check.args, s.args) && argsMatch(s.args, check.args) && !s.is_error && answerContains(s.text, check.value),
+    );
+  }
+  return traj.final_answer !== null && answerContains(traj.final_answer, check.value);
 }
 
 /**
  * Scores a trajectory against its scenario's verifiable checks: a tool_called check passes when an executed
  * call has matching arguments (subset match); an answer_contains check when the final answer (the
- * complete_task summary or the last assistant text) contains the value.
+ * complete_task summary or the last assistant text) contains the value; a state_contains check when what the
+ * rollout read from its server afterwards (`trajectory.state`) contains the value.
  */
 export function scoreChecks(traj: Trajectory, scenario: Scenario): ChecksScore {
   const checks = scenario.checks ?? [];
   const calls = executedCalls(traj);
-  const results = checks.map((c) => checkPasses(c, calls, traj.final_answer));
+  const results = checks.map((c) => checkPasses(c, calls, traj));
   const passed = results.filter(Boolean).length;
   return { passed, total: checks.length, fraction: checks.length > 0 ? passed / checks.length : 0, results };
 }

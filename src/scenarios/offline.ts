@@ -52,6 +52,12 @@ export interface OfflineOptions {
   callTimeoutMs?: number;
   /** Near-duplicate threshold (see dedup.ts). Default 0.8. */
   duplicateThreshold?: number;
+  /**
+   * Opens a fresh, isolated server (a new process with its own `{sandbox}`). Given, tools that write get tasks too:
+   * each is replayed by a scripted solver on a server of its own, and checked by the state a read-only tool shows
+   * afterwards. The servers are closed (and their sandboxes removed) at once. Default: write tools get no tasks.
+   */
+  isolatedServer?: () => Promise<ScenarioServer & { close(): Promise<void> }>;
 }
 
 export interface OfflineResult {
@@ -81,6 +87,8 @@ interface Candidate {
   task: string;
   difficulty: number;
   checks: Check[];
+  /** Already replayed on isolated servers (write tasks): the read-only replay is not for it. */
+  verified?: boolean;
 }
 
 const VERBS = new Set(['get', 'list', 'search', 'find', 'fetch', 'check', 'read', 'show', 'query', 'lookup', 'retrieve', 'describe', 'view']);
@@ -202,6 +210,14 @@ const TEMPLATES = {
     'Could you {action}? Report the {field}.',
     'Find out the {field} you get if you {action}.',
     'Please {action}; what {field} comes back?',
+  ],
+  write: [
+    'Please {action}: {args}.',
+    '{Action}: {args}.',
+    'I need you to {action}: {args}.',
+    'Could you {action}? {Args}.',
+    'Go ahead and {action}: {args}.',
+    'Make this change: {action}, {args}.',
   ],
   actionOnly: [
     'Please {action} with {args}.',
@@ -434,9 +450,11 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     if (i > (furthest.get(tool) ?? -1)) furthest.set(tool, i);
   };
   const tools: ToolInfo[] = [];
+  const writeTools: ToolInfo[] = [];
   for (const t of allTools) {
     if (server.policy && !server.policy.check(t, { isolated: true }).allowed) excluded.set(t.name, { reason: 'refused_by_policy' });
-    else if (t.annotations.readOnlyHint !== true) excluded.set(t.name, { reason: 'writes_state' });
+    else if (t.annotations.readOnlyHint !== true && !opts.isolatedServer) excluded.set(t.name, { reason: 'writes_state', detail: 'write tasks need --isolate' });
+    else if (t.annotations.readOnlyHint !== true) writeTools.push({ ...t, inputSchema: safeResolve(t.inputSchema) });
     else tools.push({ ...t, inputSchema: safeResolve(t.inputSchema) });
   }
   const byName = new Map(tools.map((t) => [t.name, t]));
@@ -773,8 +791,91 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     };
   }
 
+  // 2d. write: a change asked for in plain words, replayed by a scripted solver on an isolated server, and checked
+  // by what a read-only tool shows afterwards (which a fresh server without the change must not show).
+  const isKnown = (v: string) => [...keyValues.values()].some((xs) => xs.includes(v));
+  async function write(): Promise<Candidate | 'unverifiable' | undefined> {
+    const open = opts.isolatedServer;
+    if (!open || !writeTools.length) return undefined;
+    const tool = rng.pick(writeTools);
+    // A reference to something (entityName, book_id) takes a discovered value; what the write creates is new.
+    const refs = (ctx: CandidateContext) => (ctx.name && (isIdName(ctx.name) || (words(ctx.name).length >= 2 && entityKey(ctx.name))) ? candidates(tool)(ctx) : undefined);
+    let args: Record<string, unknown>;
+    try {
+      args = synthesizeArgs(tool.inputSchema, { rng, optionalRate: 0, candidates: refs });
+    } catch {
+      note(tool.name, 'no_discoverable_arguments');
+      return undefined;
+    }
+    const strings = [...new Set(stringLeaves(args))];
+    const fresh = strings.filter((v) => v.length >= 3 && !isKnown(v));
+    if (!fresh.length) {
+      note(tool.name, 'nothing_to_ask');
+      return undefined;
+    }
+    let state: { tool: string; args: Record<string, unknown>; value: string } | undefined;
+    const box = await open();
+    try {
+      const out = await box.callTool(tool.name, args, { timeoutMs: callTimeoutMs });
+      if (out.isError || disguisedError(out)) {
+        note(tool.name, 'calls_failed');
+        return 'unverifiable';
+      }
+      for (const reader of stateReaders(strings)) {
+        const seen = await box.callTool(reader.tool, reader.args, { timeoutMs: callTimeoutMs });
+        if (seen.isError || disguisedError(seen)) continue;
+        const given = scalarArgValues(reader.args);
+        const value = fresh.find((v) => !given.has(v.toLowerCase()) && answerContains(seen.text, v));
+        if (value) {
+          state = { ...reader, value };
+          break;
+        }
+      }
+    } finally {
+      await box.close();
+    }
+    if (!state) {
+      note(tool.name, 'replay_failed');
+      return 'unverifiable';
+    }
+    const untouched = await open();
+    try {
+      const before = await untouched.callTool(state.tool, state.args, { timeoutMs: callTimeoutMs });
+      if (!before.isError && answerContains(before.text, state.value)) {
+        note(tool.name, 'replay_failed');
+        return 'unverifiable';
+      }
+    } finally {
+      await untouched.close();
+    }
+    return {
+      task: render('write', { action: actionPhrase(tool), args: plainArgs(args) }),
+      difficulty: strings.length > 2 ? 3 : 2,
+      checks: [{ kind: 'tool_called', tool: tool.name, args }, { kind: 'state_contains', ...state }],
+      verified: true,
+    };
+  }
+
+  /** Read-only calls that may show a write of these values: each value as a name-like argument or a search. */
+  function stateReaders(values: string[]): { tool: string; args: Record<string, unknown> }[] {
+    const out: { tool: string; args: Record<string, unknown> }[] = [];
+    for (const t of usableTools()) {
+      const req = requiredNames(t);
+      const props = (t.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+      if (req.length !== 1) continue;
+      const p = props[req[0]];
+      if (!p) continue;
+      for (const v of values) {
+        const args = { [req[0]]: p.type === 'array' ? [v] : v };
+        if ((entityKey(req[0]) || isIdName(req[0]) || SEARCH_NAMES.test(req[0])) && validates(t.inputSchema, args)) out.push({ tool: t.name, args });
+      }
+    }
+    return out.slice(0, 12);
+  }
+
   // 3. Replay: every checked call again, fresh, and every expected value in the real output again.
   async function replay(c: Candidate): Promise<boolean> {
+    if (c.verified) return true;
     let outputs = '';
     for (const check of c.checks) {
       if (check.kind !== 'tool_called') continue;
@@ -795,11 +896,9 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
   let droppedUnverifiable = 0;
   let droppedExcluded = 0;
   let attempts = 0;
-  const shapes: [number, () => Promise<Candidate | 'unverifiable' | undefined>][] = [
-    [0.45, lookup],
-    [0.35, chain],
-    [0.2, flow],
-  ];
+  const shapes: [number, () => Promise<Candidate | 'unverifiable' | undefined>][] = writeTools.length
+    ? [[0.35, lookup], [0.25, chain], [0.15, flow], [0.25, write]]
+    : [[0.45, lookup], [0.35, chain], [0.2, flow]];
 
   while (scenarios.length < count && attempts < maxAttempts && usableTools().length) {
     attempts++;
@@ -859,6 +958,33 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
   };
 }
 
+/** Every string in a value, however deep. */
+function stringLeaves(v: unknown, out: string[] = []): string[] {
+  if (typeof v === 'string') out.push(v);
+  else if (Array.isArray(v)) for (const x of v) stringLeaves(x, out);
+  else if (isPlainObject(v)) for (const x of Object.values(v)) stringLeaves(x, out);
+  return out;
+}
+
+/**
+ * Arguments in plain words: `entities: [{name: "X", entityType: "person"}]` → 'an entity with name "X" and entity
+ * type "person"'. Field names are split into words; lists of records become one phrase per record.
+ */
+export function plainArgs(args: Record<string, unknown>): string {
+  const quote = (v: unknown) => (typeof v === 'string' ? `"${v}"` : String(v));
+  const list = (xs: string[]) => (xs.length <= 1 ? xs.join('') : `${xs.slice(0, -1).join(', ')} and ${xs[xs.length - 1]}`);
+  const parts = Object.entries(args).map(([k, v]): string => {
+    if (Array.isArray(v) && v.length && v.every(isPlainObject)) {
+      const noun = singular(words(k).pop() ?? k);
+      return list(v.map((o) => `${/^[aeiou]/.test(noun) ? 'an' : 'a'} ${noun} with ${plainArgs(o as Record<string, unknown>)}`));
+    }
+    if (Array.isArray(v)) return `${label(k)} ${list(v.map(quote))}`;
+    if (isPlainObject(v)) return `${label(k)} with ${plainArgs(v)}`;
+    return `${label(k)} ${quote(v)}`;
+  });
+  return list(parts);
+}
+
 /** Discovery rounds after the first (each feeds what the last one found back in), and calls per tool in each. */
 const DISCOVERY_ROUNDS = 3;
 const DISCOVERY_CALLS_PER_TOOL = 3;
@@ -883,9 +1009,10 @@ function coverageOf(
   furthest: Map<string, number>,
 ): ToolCoverage[] {
   const made = scenariosPerTool(scenarios);
+  const stateChecked = scenariosPerTool(scenarios.filter((s) => s.checks?.some((c) => c.kind === 'state_contains')));
   return tools.map((t) => {
     const n = made.get(t.name) ?? 0;
-    if (n > 0) return { tool: t.name, scenarios: n, stateChecked: 0 };
+    if (n > 0) return { tool: t.name, scenarios: n, stateChecked: stateChecked.get(t.name) ?? 0 };
     const stage = furthest.get(t.name);
     return { tool: t.name, scenarios: 0, stateChecked: 0, ...(excluded.get(t.name) ?? { reason: stage === undefined ? 'not_tried' : STAGES[stage] }) };
   });

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { McpSession } from '../mcp/index.js';
 import { scenariosPerTool, ToolCoverageSchema, type ToolCoverage } from './coverage.js';
 import { generateLlmScenarios, ScenarioGenerationError } from './llm.js';
-import { generateOfflineScenarios } from './offline.js';
+import { generateOfflineScenarios, type OfflineOptions } from './offline.js';
 import type { Scenario } from './scenario.js';
 import { DEFAULT_VAL_FRACTION, splitScenarios } from './split.js';
 
@@ -23,6 +23,8 @@ export interface ScenarioSetOptions {
   /** LLM settings (required unless offline). */
   generator?: { baseURL?: string; model: string; apiKey?: string };
   instructions?: string;
+  /** Opens a fresh isolated server: offline generation then makes write tasks too (see OfflineOptions). */
+  isolatedServer?: OfflineOptions['isolatedServer'];
 }
 
 const count = z.number().int().nonnegative();
@@ -58,7 +60,7 @@ export async function generateScenarioSet(
   let droppedInvalid = 0;
   let coverage: ToolCoverage[];
   if (opts.offline) {
-    const r = await generateOfflineScenarios(session, { count, seed });
+    const r = await generateOfflineScenarios(session, { count, seed, isolatedServer: opts.isolatedServer });
     ({ scenarios, droppedDuplicates, droppedUnverifiable, coverage } = r);
   } else {
     if (!opts.generator?.model) throw new ScenarioGenerationError('--generator-model is required unless --offline is given');

@@ -19,6 +19,11 @@ export const CheckSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('tool_called'), tool: z.string(), args: z.record(z.string(), z.unknown()) }),
   /** The final answer contains `value` (normalised, case-insensitive, see answerContains). */
   z.object({ kind: z.literal('answer_contains'), value: z.string() }),
+  /**
+   * A state check: after the rollout, calling the read-only `tool` with `args` on the rollout's own server returns
+   * text that contains `value` (so the write the task asked for really happened).
+   */
+  z.object({ kind: z.literal('state_contains'), tool: z.string(), args: z.record(z.string(), z.unknown()), value: z.string() }),
 ]);
 
 export const ScenarioSchema = z.object({

@@ -112,6 +112,7 @@ async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSch
     const g = source.generator;
     const set = await generateScenarioSet(session, {
       count: source.count, seed: job.config.seed, offline: source.offline,
+      ...(job.isolation.isolate ? { isolatedServer: () => connect(o.target, { policy: safety, sandboxFrom: job.isolation.sandboxFrom, isolated: true }) } : {}),
       ...(g ? { generator: { model: g.model, baseURL: g.baseURL, apiKey: process.env[g.apiKeyEnv] } } : {}),
     });
     return { train: set.train, val: set.val, test: [], summary: set.summary };

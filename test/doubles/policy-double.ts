@@ -16,7 +16,11 @@ import { startOpenAIDouble, type OpenAIDouble, type RecordedRequest, type Reply 
 export interface ScenarioLike {
   id: string;
   task: string;
-  checks?: ({ kind: 'tool_called'; tool: string; args: Record<string, unknown> } | { kind: 'answer_contains'; value: string })[];
+  checks?: (
+    | { kind: 'tool_called'; tool: string; args: Record<string, unknown> }
+    | { kind: 'answer_contains'; value: string }
+    | { kind: 'state_contains'; tool: string; args: Record<string, unknown>; value: string }
+  )[];
 }
 
 /** One assistant turn to play. `arguments` may be a string to send deliberately broken JSON. */
