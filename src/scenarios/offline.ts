@@ -138,9 +138,18 @@ function isIdName(name: string): boolean {
   return name.toLowerCase() === 'id' || idStem(name) !== undefined;
 }
 
-function label(key: string): string {
-  return words(key).join(' ');
+/** Units and currencies that end field names: "price_usd" reads "price in USD", "height_cm" "height in cm". */
+const UNITS: Record<string, string> = { usd: 'USD', eur: 'EUR', gbp: 'GBP', jpy: 'JPY', cm: 'cm', mm: 'mm', km: 'km', kg: 'kg', ms: 'milliseconds', sec: 'seconds', pct: 'percent' };
+
+/** A field name in words, as a person would say it. */
+export function label(key: string): string {
+  const ws = words(key);
+  const unit = ws.length >= 2 ? UNITS[ws[ws.length - 1]] : undefined;
+  return unit ? `${ws.slice(0, -1).join(' ')} in ${unit}` : ws.join(' ');
 }
+
+/** Field names that are bare prepositions ("to", "from" of a relation) say nothing as a question. */
+const VAGUE_FIELDS = /^(to|from|of|in|at|by|on|for|type)$/i;
 
 function fmt(v: unknown): string {
   if (typeof v === 'string') return `"${v}"`;
@@ -382,7 +391,7 @@ function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: T
   const argValues = scalarArgValues(args);
   const usable = (key: string, v: Scalar): boolean => {
     // Secrets must not land in scenario files; ALL_CAPS keys are environment variables, which differ per machine.
-    if (typeof v === 'boolean' || SECRET_KEYS.test(key) || UNSTABLE_KEYS.test(key) || /^[A-Z][A-Z0-9_]*$/.test(key)) return false;
+    if (typeof v === 'boolean' || SECRET_KEYS.test(key) || UNSTABLE_KEYS.test(key) || VAGUE_FIELDS.test(key) || /^[A-Z][A-Z0-9_]*$/.test(key)) return false;
     const s = String(v).trim();
     // "true"/"false" as text is as unspecific an answer as a boolean.
     return s.length >= 2 && s.length <= 60 && !argValues.has(s.toLowerCase()) && !/\n/.test(s) && !/^(true|false)$/i.test(s);
