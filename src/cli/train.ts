@@ -9,6 +9,7 @@ import { parseTrainConfig, trainConfigFrom, TrainSettingsSchema, type TrainConfi
 import { runTrainJob, type TrainJob } from '../train/job.js';
 import { ProgressLog } from '../train/progress-log.js';
 import { RunDir } from '../train/run-dir.js';
+import type { DirLock } from '../util/dir-lock.js';
 import { terminalBars } from '../util/progress.js';
 import { numberParser } from './parse-number.js';
 import { formatSummary } from './scenarios.js';
@@ -85,10 +86,12 @@ Example (the bundled tiny model on the fixture server, offline):
     const progress = new ProgressLog(run.dir, o.quiet || o.json ? [] : [terminalBars()]);
     // A failure is recorded in the run's progress only once the run is this command's (not someone else's run).
     let owned = false;
+    let lock: DirLock | undefined;
     try {
       const target = targetFromCli(targetArgs, o);
       if (o.resume && o.run === undefined) throw new InvalidArgumentError('--resume needs --run NAME (the run to continue)');
       if (o.resume && !run.exists()) throw new InvalidArgumentError(`--resume: no run at ${run.dir}`);
+      lock = await run.lock();
       if (!o.resume && run.exists()) throw new InvalidArgumentError(`${run.dir} already exists: pass --resume to continue it, or another --run name`);
       const hasJudge = o.judgeBaseUrl !== undefined || o.judgeModel !== undefined;
       if (hasJudge && (!o.judgeBaseUrl || !o.judgeModel)) throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
@@ -140,6 +143,8 @@ Example (the bundled tiny model on the fixture server, offline):
       if (owned) progress.failed(line);
       process.stderr.write(`mcprl train: ${line}\n`);
       process.exitCode = 1;
+    } finally {
+      lock?.release();
     }
   });
   return cmd;

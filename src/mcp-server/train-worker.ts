@@ -15,12 +15,16 @@ import { targetFromConfig } from '../mcp/config.js';
 import { runTrainJob, TrainJobSchema } from '../train/job.js';
 import { ProgressLog } from '../train/progress-log.js';
 import { RunDir } from '../train/run-dir.js';
+import type { DirLock } from '../util/dir-lock.js';
 import { terminalBars } from '../util/progress.js';
 
 const jobFile = path.resolve(process.argv[2] ?? '');
 const run = new RunDir(path.dirname(jobFile));
 const progress = new ProgressLog(run.dir, [terminalBars()]);
+let lock: DirLock | undefined;
 try {
+  // First of all, so that from here on the run's lock says this worker is training it (training_status reads it).
+  lock = await run.lock();
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
   const target = targetFromConfig(JSON.parse(Buffer.concat(chunks).toString('utf8')), path.join(process.cwd(), 'stdin'), 'target');
@@ -34,4 +38,6 @@ try {
   progress.failed(line);
   process.stderr.write(`mcprl train: ${line}\n`);
   process.exitCode = 1;
+} finally {
+  lock?.release();
 }

@@ -16,7 +16,7 @@
  * environment values never appear on a command line, in a run file or in the log.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -94,48 +94,6 @@ function targetConfig(t: Target): string {
   return JSON.stringify({ mcpServers: { target: entry } });
 }
 
-/** True while `pid` is a live training worker of the job in `jobFile` (a reused pid or a zombie does not count). */
-export function isTrainProcess(pid: number, jobFile: string): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  const proc = `/proc/${pid}/cmdline`;
-  if (!existsSync('/proc/self/cmdline')) return true; // no procfs (macOS): the signal check is all there is
-  try {
-    return readFileSync(proc, 'utf8').split('\0').includes(jobFile);
-  } catch {
-    return false;
-  }
-}
-
-/**
- * A `mcprl train --run NAME` process started from a command line (not by this server) whose runs folder is `root`:
- * found through /proc (Linux), so that such a run shows as running and can be stopped too. Null when none.
- */
-export function findCliTrainProcess(runName: string, root: string): number | null {
-  if (!existsSync('/proc/self/cmdline')) return null;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    try {
-      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (!argv.includes('train')) continue;
-      const value = (flag: string) => {
-        const i = argv.indexOf(flag);
-        if (i >= 0) return argv[i + 1];
-        return argv.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1);
-      };
-      if (value('--run') !== runName) continue;
-      const runsDir = path.resolve(readlinkSync(`/proc/${entry}/cwd`), value('--runs-dir') ?? 'runs');
-      if (realpathSync(runsDir) === root) return Number(entry);
-    } catch {
-      // The process ended while we looked, or it is not ours to inspect.
-    }
-  }
-  return null;
-}
-
 /** Where each phase of a step lies within the step, as [start, end) shares of it (for progress notifications). */
 const PHASE_SHARE: Partial<Record<RunPhase, [number, number]>> = {
   gather: [0, 0.5],
@@ -201,12 +159,14 @@ export class TrainingJobs {
     return next;
   }
 
-  /** True while the run's training process is alive (started by an mcprl server, or by `mcprl train` directly). */
-  isAlive(name: string, job: JobRecord | null): boolean {
+  /**
+   * True while the run's training process is alive (started by an mcprl server, or by `mcprl train` directly):
+   * a child of this server is known exactly; any other holds the run's lock (src/util/dir-lock.ts).
+   */
+  isAlive(name: string): boolean {
     const child = this.children.get(name);
     if (child) return child.exitCode === null && child.signalCode === null;
-    if (job === null) return findCliTrainProcess(name, this.ws.root) !== null;
-    return job.ended_at === undefined && isTrainProcess(job.pid, this.run(name).path(JOB_CONFIG));
+    return this.run(name).trainer() !== null;
   }
 
   /** Names of the runs in the workspace (folders holding config.json or job.json), sorted. */
@@ -277,7 +237,7 @@ export class TrainingJobs {
     const state: RunState | null = await run.readState();
     const metrics = await run.readMetrics(state?.step ?? -1);
     const event = await readLatestProgress(run.dir);
-    const alive = this.isAlive(name, job);
+    const alive = this.isAlive(name);
     const child = this.children.get(name);
     const exitCode = child ? child.exitCode : (job?.exit_code ?? null);
     const ended = !alive;
@@ -344,8 +304,8 @@ export class TrainingJobs {
     if (!job && !this.run(name).exists()) throw new WorkspaceError(`no run named ${JSON.stringify(name)} in the workspace`);
     // A run started from a command line has no job.json and is not a process group leader: only it is signalled
     // (the MCP servers it started end when their stdin closes).
-    const pid = job ? job.pid : findCliTrainProcess(name, this.ws.root);
-    if (pid === null || !this.isAlive(name, job)) return { was_running: false, signal: null };
+    const pid = job ? job.pid : (this.run(name).trainer()?.pid ?? null);
+    if (pid === null || !this.isAlive(name)) return { was_running: false, signal: null };
     if (job) await this.updateJob(name, { stop_requested: true });
     const kill = (sig: NodeJS.Signals) => {
       try {
@@ -361,10 +321,10 @@ export class TrainingJobs {
     const gone = async (ms: number) => {
       const until = Date.now() + ms;
       while (Date.now() < until) {
-        if (!this.isAlive(name, job)) return true;
+        if (!this.isAlive(name)) return true;
         await new Promise((r) => setTimeout(r, 100));
       }
-      return !this.isAlive(name, job);
+      return !this.isAlive(name);
     };
     kill('SIGTERM');
     let signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM';

@@ -12,15 +12,18 @@
  *   adapter/                      the best adapter, exported at the end (PEFT)
  *   report.html                   the run report
  *
+ *   lock                          the process training the run (src/util/dir-lock.ts)
+ *
  * A step is complete once state.json names it; everything else of that step was written (atomically) before.
  * Resuming reads state.json and ignores anything newer, so `kill -9` at any moment loses at most the step that
  * was in flight.
  */
 import { existsSync } from 'node:fs';
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
+import { removeStrayTemps, writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
+import { DirLock, liveLockOwner, type LockOwner } from '../util/dir-lock.js';
 import { McprlError } from '../util/errors.js';
 import { CurriculumStateSchema } from './curriculum.js';
 
@@ -65,6 +68,22 @@ export class RunDir {
 
   exists(): boolean {
     return existsSync(this.path('config.json'));
+  }
+
+  /**
+   * Makes this process the run's only writer: creates the folder if needed, takes its lock (DirLockedError when
+   * another process trains the run), then removes temporaries that kills left behind, which are nobody's now.
+   */
+  async lock(): Promise<DirLock> {
+    await mkdir(this.dir, { recursive: true });
+    const lock = DirLock.acquire(this.dir, 'mcprl train process');
+    await removeStrayTemps(this.dir);
+    return lock;
+  }
+
+  /** The live process training the run (null when none). */
+  trainer(): LockOwner | null {
+    return liveLockOwner(this.dir);
   }
 
   async readState(): Promise<RunState | null> {

@@ -3,7 +3,7 @@
  * written to a temporary sibling, flushed to disk, then renamed over the target (rename is atomic within a file
  * system); a folder is filled beside its target and swapped in the same way.
  */
-import { open, rename, mkdir, rm } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 let counter = 0;
@@ -64,4 +64,31 @@ export async function writeDirAtomic(dir: string, write: (tmp: string) => Promis
   }
   await rename(tmp, dir);
   if (hadOld) await rm(old, { recursive: true, force: true });
+}
+
+/** The temporary siblings writeFileAtomic and writeDirAtomic create (`.<name>.<pid>.<n>.tmp`). */
+const TEMP = /^\..+\.tmp$/;
+
+/**
+ * Removes the temporaries that writes cut short by a kill left in `dir` and its subfolders, and returns their
+ * paths. Only the folder's owner may call it (a run's lock holder): another writer's temporaries are live.
+ */
+export async function removeStrayTemps(dir: string): Promise<string[]> {
+  const removed: string[] = [];
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return removed;
+  }
+  for (const e of entries) {
+    const full = join(dir, e.name);
+    if (TEMP.test(e.name)) {
+      await rm(full, { recursive: true, force: true });
+      removed.push(full);
+    } else if (e.isDirectory()) {
+      removed.push(...(await removeStrayTemps(full)));
+    }
+  }
+  return removed;
 }
