@@ -1,6 +1,8 @@
 /**
  * `mcprl train <target> --model DIR`: GRPO on a LoRA adapter with the in-process engine (see src/train/train.ts).
  */
+import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { InvalidArgumentError, type Command } from 'commander';
@@ -87,6 +89,8 @@ Example (the bundled tiny model on the fixture server, offline):
     // A failure is recorded in the run's progress only once the run is this command's (not someone else's run).
     let owned = false;
     let lock: DirLock | undefined;
+    // A folder this command creates is its own to remove when it fails before writing anything worth keeping.
+    const fresh = !existsSync(run.dir);
     try {
       const target = targetFromCli(targetArgs, o);
       if (o.resume && o.run === undefined) throw new InvalidArgumentError('--resume needs --run NAME (the run to continue)');
@@ -139,7 +143,15 @@ Example (the bundled tiny model on the fixture server, offline):
       }
     } catch (err) {
       const kind = err instanceof McpConnectError ? `${err.code}: ` : '';
-      const line = `${kind}${(err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim()}`;
+      let line = `${kind}${(err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim()}`;
+      // Failed before step 0 completed: nothing was trained, and a plain rerun must not be blocked by the folder.
+      if (owned && !o.resume && !existsSync(run.path('state.json'))) {
+        if (run.exists()) line += ` (nothing was trained; ${run.dir} keeps this run's config and scenarios: rerun with --run ${run.name} --resume to use them, or delete the folder)`;
+        else if (fresh) {
+          await rm(run.dir, { recursive: true, force: true });
+          owned = false;
+        }
+      }
       if (owned) progress.failed(line);
       process.stderr.write(`mcprl train: ${line}\n`);
       process.exitCode = 1;

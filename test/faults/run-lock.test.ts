@@ -6,7 +6,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -130,5 +130,26 @@ describe('run-folder lock', () => {
     await writeLock(dir, { pid: await deadPid(), start: '1', host: hostname(), since: '2026-01-01T00:00:00.000Z' });
     expect((await jobs.status('cli-run')).status).toBe('incomplete');
     fault('`mcprl mcp` job detection', 'from the run lock', 'held → starting; released or stale → incomplete');
+  });
+});
+
+describe('a train that fails before step 0', () => {
+  it('leaves no folder behind when it wrote nothing worth keeping, so a plain rerun is not blocked', async () => {
+    const r = await train(['--model', MODEL, '--scenarios', overlapping, '--run', 'early']);
+    expect(r.code).toBe(1);
+    expect(existsSync(path.join(work, 'runs', 'early'))).toBe(false);
+    fault('train fails before config.json', 'no folder left', existsSync(path.join(work, 'runs', 'early')) ? 'folder left' : 'no folder left');
+  });
+
+  it('says how to reuse the folder when it holds the run\'s config and scenarios', async () => {
+    const broken = path.join(work, 'broken-model');
+    await cp(MODEL, broken, { recursive: true });
+    await rm(path.join(broken, 'model.safetensors'));
+    const r = await train(['--model', broken, '--scenarios', scenarios, '--run', 'unloadable']);
+    expect(r.code).toBe(1);
+    const dir = path.join(work, 'runs', 'unloadable');
+    expect(existsSync(path.join(dir, 'config.json'))).toBe(true);
+    expect(r.stderr).toContain(`rerun with --run unloadable --resume`);
+    fault('train fails before step 0 (model unloadable)', 'error says how to reuse the folder', 'says `--run NAME --resume`');
   });
 });
