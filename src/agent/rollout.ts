@@ -375,6 +375,8 @@ export interface RolloutGroupsOptions {
   maxOutputChars?: number;
   /** Called as each rollout finishes (for progress output). */
   onTrajectory?: (t: Trajectory, done: number, total: number) => void;
+  /** Called as each group's last rollout finishes, with the group's index in `scenarios`. */
+  onGroup?: (group: Trajectory[], index: number) => void;
   signal?: AbortSignal;
 }
 
@@ -448,9 +450,11 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
 
   try {
     return await Promise.all(
-      opts.scenarios.map((scenario) =>
-        Promise.all(Array.from({ length: opts.rolloutsPerGroup }, (_, k) => limit(() => one(scenario, k)))),
-      ),
+      opts.scenarios.map(async (scenario, i) => {
+        const group = await Promise.all(Array.from({ length: opts.rolloutsPerGroup }, (_, k) => limit(() => one(scenario, k))));
+        opts.onGroup?.(group, i);
+        return group;
+      }),
     );
   } finally {
     await shared?.session.close().catch(() => undefined);

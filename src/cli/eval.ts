@@ -5,7 +5,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { formatEvalSummary, runEval, writeEvalOutput } from '../eval/evaluate.js';
+import { EvalOutputDir, formatEvalSummary, runEval, summarizeEval } from '../eval/evaluate.js';
 import { OpenAIPolicy } from '../agent/policy.js';
 import { McpConnectError } from '../mcp/index.js';
 import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/blend.js';
@@ -37,6 +37,7 @@ interface EvalCliOptions extends TargetCliOptions {
   callTimeout?: number;
   rolloutTimeout?: number;
   out?: string;
+  resume?: boolean;
   json?: boolean;
 }
 
@@ -84,6 +85,7 @@ export function registerEval(program: Command): Command {
     .option('--call-timeout <ms>', 'timeout of one tool call', positiveInt('milliseconds'))
     .option('--rollout-timeout <ms>', 'timeout of one whole rollout', positiveInt('milliseconds'))
     .option('--out <dir>', 'output folder (default runs/eval-<timestamp>)')
+    .option('--resume', 'finish the eval in --out: scenarios whose groups it already holds are skipped')
     .option('--json', 'print the summary as JSON');
   addTargetOptions(cmd);
   cmd.addHelpText(
@@ -109,22 +111,43 @@ Examples:
       if (opts.isolate && target.kind !== 'stdio') {
         process.stderr.write('mcprl eval: --isolate only applies to stdio targets; HTTP rollouts share the one server\n');
       }
+      if (opts.resume && opts.out === undefined) throw new InvalidArgumentError('--resume needs --out DIR (the eval to finish)');
       const out = opts.out ?? path.join('runs', `eval-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+      const rolloutsPerGroup = opts.rollouts ?? (hasJudge ? 4 : 1);
+      const { out: output, finished } = await EvalOutputDir.open(out, { resume: opts.resume ?? false, rolloutsPerGroup });
+      const todo = scenarios.filter((s) => !finished.has(s.id));
+      if (opts.resume) process.stderr.write(`mcprl eval: resuming ${out}: ${scenarios.length - todo.length} of ${scenarios.length} scenarios already finished\n`);
+      // SIGINT/SIGTERM: rollouts in flight are cut short, and what finished is summarised before exiting non-zero.
+      const stop = new AbortController();
+      let interrupted: NodeJS.Signals | undefined;
+      const onSignal = (sig: NodeJS.Signals) => {
+        interrupted ??= sig;
+        stop.abort(new Error(`interrupted by ${sig}`));
+      };
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
       const policy = new OpenAIPolicy({ baseURL: opts.modelBaseUrl, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv) });
       const judge = hasJudge
         ? new OpenAIJudge({ baseURL: opts.judgeBaseUrl!, model: opts.judgeModel!, apiKey: apiKey(opts.judgeApiKeyEnv) })
         : undefined;
 
-      const { groups, summary } = await runEval({
+      const done = new Map(finished);
+      const { summary: run } = await runEval({
         policy,
         target,
-        scenarios,
+        scenarios: todo,
         reward,
         judge,
         rubric: opts.rubricFile ? await readFile(opts.rubricFile, 'utf8') : undefined,
         rulerWeight: opts.rulerWeight,
         judgeCacheDir: judge ? (opts.judgeCache ?? path.join(out, 'judge-cache')) : undefined,
-        rolloutsPerGroup: opts.rollouts ?? (hasJudge ? 4 : 1),
+        rolloutsPerGroup,
+        connectTimeoutMs: opts.timeout,
+        signal: stop.signal,
+        onGroupDone: async (group, i) => {
+          done.set(todo[i].id, group);
+          await output.append(group);
+        },
         concurrency: opts.concurrency,
         ...isolationFromCli(opts),
         policyForSafety: policyFromCli(opts),
@@ -142,13 +165,24 @@ Examples:
               process.stderr.write(`[${done}/${total}] ${t.id}: ${state}, ${t.metrics.turns} turns${checks}\n`);
             },
       });
-      const files = await writeEvalOutput(out, groups, summary);
+      process.removeListener('SIGINT', onSignal);
+      process.removeListener('SIGTERM', onSignal);
+      // The summary covers every finished scenario, this run's and (with --resume) the earlier ones, in order.
+      const ids = scenarios.map((s) => s.id).filter((id) => done.has(id));
+      const groups = ids.map((id) => done.get(id)!);
+      const summary = summarizeEval(groups, ids, { model: run.model, reward, judged: hasJudge && reward !== 'checks', rolloutsPerGroup, durationMs: run.duration_ms });
+      if (interrupted) Object.assign(summary, { interrupted, scenarios_requested: scenarios.length });
+      await output.writeSummary(summary);
+      const files = { trajectories: output.trajectories, summary: output.summary };
       if (opts.json) {
         process.stdout.write(`${JSON.stringify({ ...summary, files }, null, 2)}\n`);
       } else {
         process.stdout.write(`${formatEvalSummary(summary)}\n  wrote ${files.trajectories} and ${files.summary}\n`);
       }
-      if (summary.rollout_errors === summary.trajectories) {
+      if (interrupted) {
+        process.stderr.write(`mcprl eval: interrupted by ${interrupted}; ${ids.length} of ${scenarios.length} scenarios finished and were written; rerun with --resume --out ${out} for the rest\n`);
+        process.exitCode = interrupted === 'SIGINT' ? 130 : 143;
+      } else if (summary.rollout_errors === summary.trajectories) {
         const first = groups.flat().find((t) => t.error)?.error ?? 'unknown error';
         process.stderr.write(`mcprl eval: every rollout failed; the first: ${first}\n`);
         process.exitCode = 1;

@@ -1,4 +1,5 @@
-import { mkdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { appendFile, mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pLimit from 'p-limit';
@@ -7,8 +8,9 @@ import { scoreChecks } from '../ruler/checks.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { rulerScoreGroup } from '../ruler/ruler.js';
 import { rolloutGroups, type RolloutGroupsOptions } from '../agent/rollout.js';
-import type { Trajectory } from '../agent/trajectory.js';
+import { TrajectorySchema, type Trajectory } from '../agent/trajectory.js';
 import { writeFileAtomic } from '../util/atomic.js';
+import { McprlError } from '../util/errors.js';
 
 /** Everything rolloutGroups takes, plus how the groups are scored. */
 export interface EvalOptions extends RolloutGroupsOptions {
@@ -25,6 +27,12 @@ export interface EvalOptions extends RolloutGroupsOptions {
   judgeMaxRetries?: number;
   /** Called as each group is scored (for progress output). */
   onGroupScored?: (done: number, total: number) => void;
+  /**
+   * Called with each group once it is scored (as soon as its own rollouts are in, not after every group's), and
+   * awaited before runEval returns: `mcprl eval` appends it to its output here. Not called for groups cut short
+   * by `signal`.
+   */
+  onGroupDone?: (group: Trajectory[], index: number) => Promise<void> | void;
 }
 
 /** What `mcprl eval` reports, and writes as summary.json. */
@@ -55,6 +63,10 @@ export interface EvalSummary {
   rollout_errors: number;
   duration_ms: number;
   per_scenario: { scenario_id: string; success_rate: number; mean_reward: number | null }[];
+  /** Set when `mcprl eval` was interrupted: the signal. The figures then cover the finished scenarios alone. */
+  interrupted?: string;
+  /** Scenarios asked for (the finished ones are `scenarios`); set when interrupted. */
+  scenarios_requested?: number;
 }
 
 /** A trajectory counts as a success when it completed, had no error, and passed every check it has. */
@@ -73,53 +85,63 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
   const started = performance.now();
   const needsJudge = resolveRewardMode(opts.reward, opts.judge !== undefined) !== 'checks';
 
-  // gather
-  const groups = await rolloutGroups(opts);
-
-  // score
-  let judgeGroups = 0;
+  // gather, and score each group as soon as its rollouts are in
   let scoredGroups = 0;
-  let judgeFailures = 0;
   const limit = pLimit(Math.max(1, opts.concurrency));
-  await Promise.all(
-    groups.map((group, i) =>
-      limit(async () => {
-        const scenario = opts.scenarios[i];
-        const checks = (scenario.checks?.length ?? 0) > 0 ? group.map((t) => scoreChecks(t, scenario)) : undefined;
-        let ruler: Awaited<ReturnType<typeof rulerScoreGroup>> | undefined;
-        if (needsJudge && opts.judge) {
-          judgeGroups++;
-          ruler = await rulerScoreGroup(group, {
-            judge: opts.judge,
-            rubric: opts.rubric,
-            cacheDir: opts.judgeCacheDir,
-            maxRetries: opts.judgeMaxRetries,
-          });
-          if ('skipped' in ruler) {
-            judgeFailures++;
-            for (const t of group) t.logs.push(`ruler: group skipped: ${ruler.reason}`);
-          } else {
-            const r = ruler;
-            group.forEach((t, k) => t.logs.push(`ruler: score ${r.scores[k]}: ${r.explanations[k]}`));
-          }
-        }
-        blendRewards(group, { mode: opts.reward, ruler, checks, rulerWeight: opts.rulerWeight });
-        opts.onGroupScored?.(++scoredGroups, groups.length);
-      }),
-    ),
-  );
+  const scoring: Promise<void>[] = [];
+  const score = async (group: Trajectory[], i: number, cut: boolean) => {
+    const scenario = opts.scenarios[i];
+    const checks = (scenario.checks?.length ?? 0) > 0 ? group.map((t) => scoreChecks(t, scenario)) : undefined;
+    let ruler: Awaited<ReturnType<typeof rulerScoreGroup>> | undefined;
+    if (needsJudge && opts.judge) {
+      ruler = await rulerScoreGroup(group, {
+        judge: opts.judge,
+        rubric: opts.rubric,
+        cacheDir: opts.judgeCacheDir,
+        maxRetries: opts.judgeMaxRetries,
+      });
+      if ('skipped' in ruler) {
+        for (const t of group) t.logs.push(`ruler: group skipped: ${ruler.reason}`);
+      } else {
+        const r = ruler;
+        group.forEach((t, k) => t.logs.push(`ruler: score ${r.scores[k]}: ${r.explanations[k]}`));
+      }
+    }
+    blendRewards(group, { mode: opts.reward, ruler, checks, rulerWeight: opts.rulerWeight });
+    opts.onGroupScored?.(++scoredGroups, opts.scenarios.length);
+    if (!cut) await opts.onGroupDone?.(group, i);
+  };
+  const groups = await rolloutGroups({ ...opts, onGroup: (group, i) => {
+    // A group whose rollouts came in after the signal aborted them is cut short, not finished.
+    const cut = opts.signal?.aborted ?? false;
+    scoring.push(limit(() => score(group, i, cut)));
+  } });
+  await Promise.all(scoring);
 
-  // summarise
+  const summary = summarizeEval(groups, opts.scenarios.map((s) => s.id), { model: opts.policy.name, reward: opts.reward, judged: needsJudge && opts.judge !== undefined, rolloutsPerGroup: opts.rolloutsPerGroup });
+  summary.duration_ms = Math.round(performance.now() - started);
+  return { groups, summary };
+}
+
+/**
+ * The summary of scored groups (groups[i] holds the attempts at scenario scenarioIds[i]). `judged`: the judge was
+ * asked for every group, so a group without a RULER component is one the judge failed on.
+ */
+export function summarizeEval(
+  groups: Trajectory[][],
+  scenarioIds: string[],
+  meta: { model: string; reward: RewardMode; judged: boolean; rolloutsPerGroup: number; durationMs?: number },
+): EvalSummary {
   const all = groups.flat();
   const scored = all.filter((t) => t.unscored === undefined);
   const toolCalls = all.reduce((s, t) => s + t.metrics.tool_calls, 0);
   const invalid = all.reduce((s, t) => s + t.metrics.invalid_calls, 0);
   const successes = all.filter(isSuccess).length;
-  const summary: EvalSummary = {
-    model: opts.policy.name,
-    reward_mode: opts.reward,
-    scenarios: opts.scenarios.length,
-    rollouts_per_group: opts.rolloutsPerGroup,
+  return {
+    model: meta.model,
+    reward_mode: meta.reward,
+    scenarios: scenarioIds.length,
+    rollouts_per_group: meta.rolloutsPerGroup,
     trajectories: all.length,
     success_rate: all.length ? successes / all.length : 0,
     successes,
@@ -131,18 +153,17 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
     mean_turns: mean(all.map((t) => t.metrics.turns)) ?? 0,
     completed_rate: all.length ? all.filter((t) => t.metrics.completed).length / all.length : 0,
     ran_out_of_turns: all.filter((t) => t.metrics.ran_out_of_turns).length,
-    judge_groups: judgeGroups,
-    judge_failures: judgeFailures,
+    judge_groups: meta.judged ? groups.length : 0,
+    judge_failures: meta.judged ? groups.filter((g) => g.length > 0 && g[0].reward_components.ruler === undefined).length : 0,
     unscored_trajectories: all.length - scored.length,
     rollout_errors: all.filter((t) => t.error !== undefined).length,
-    duration_ms: Math.round(performance.now() - started),
+    duration_ms: meta.durationMs ?? 0,
     per_scenario: groups.map((g, i) => ({
-      scenario_id: opts.scenarios[i].id,
+      scenario_id: scenarioIds[i],
       success_rate: g.length ? g.filter(isSuccess).length / g.length : 0,
       mean_reward: mean(g.filter((t) => t.unscored === undefined).map((t) => t.reward)),
     })),
   };
-  return { groups, summary };
 }
 
 /** Writes `trajectories.jsonl` (one trajectory per line, groups in scenario order) and `summary.json`. */
@@ -156,6 +177,67 @@ export async function writeEvalOutput(dir: string, groups: Trajectory[][], summa
   return { trajectories, summary: summaryFile };
 }
 
+/**
+ * An eval's output folder as it fills: trajectories.jsonl gains each group as soon as it is scored (one append per
+ * group, appends serialised), so an interrupted eval keeps every finished group; summary.json is written last.
+ * A resumed eval keeps the finished groups of the file — those with all their rollouts — and runs the rest.
+ */
+export class EvalOutputDir {
+  readonly trajectories: string;
+  readonly summary: string;
+  private appends: Promise<void> = Promise.resolve();
+
+  private constructor(readonly dir: string) {
+    this.trajectories = path.join(dir, 'trajectories.jsonl');
+    this.summary = path.join(dir, 'summary.json');
+  }
+
+  /**
+   * Opens `dir` for a new eval (refused when it already holds trajectories: they are not this eval's to
+   * overwrite), or with `resume` for the rest of one: returns the finished groups by scenario id. A line cut
+   * short by a kill, and groups missing rollouts, are dropped from the file.
+   */
+  static async open(dir: string, o: { resume: boolean; rolloutsPerGroup: number }): Promise<{ out: EvalOutputDir; finished: Map<string, Trajectory[]> }> {
+    const out = new EvalOutputDir(dir);
+    const finished = new Map<string, Trajectory[]>();
+    await mkdir(dir, { recursive: true });
+    const text = existsSync(out.trajectories) ? await readFile(out.trajectories, 'utf8') : '';
+    if (!o.resume) {
+      if (text.trim() !== '') throw new McprlError('EVAL_OUT_EXISTS', `${out.trajectories} already holds trajectories: pass --resume to finish that eval, or choose another --out`);
+      await writeFileAtomic(out.trajectories, '');
+      return { out, finished };
+    }
+    const byScenario = new Map<string, Trajectory[]>();
+    for (const line of text.split('\n')) {
+      if (line.trim() === '') continue;
+      let parsed;
+      try {
+        parsed = TrajectorySchema.safeParse(JSON.parse(line));
+      } catch {
+        continue;
+      }
+      if (!parsed.success) continue;
+      const t = parsed.data as Trajectory;
+      byScenario.set(t.scenario_id, [...(byScenario.get(t.scenario_id) ?? []), t]);
+    }
+    for (const [id, g] of byScenario) if (g.length === o.rolloutsPerGroup) finished.set(id, g);
+    await writeFileAtomic(out.trajectories, [...finished.values()].flat().map((t) => JSON.stringify(t) + '\n').join(''));
+    return { out, finished };
+  }
+
+  /** Appends a scored group (its lines in one write, after the appends before it). */
+  append(group: Trajectory[]): Promise<void> {
+    const text = group.map((t) => JSON.stringify(t) + '\n').join('');
+    this.appends = this.appends.then(() => appendFile(this.trajectories, text));
+    return this.appends;
+  }
+
+  async writeSummary(summary: EvalSummary): Promise<void> {
+    await this.appends;
+    await writeFileAtomic(this.summary, `${JSON.stringify(summary, null, 2)}\n`);
+  }
+}
+
 /** Human-readable summary lines for the terminal. */
 export function formatEvalSummary(s: EvalSummary): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
@@ -167,5 +249,6 @@ export function formatEvalSummary(s: EvalSummary): string {
     `  mean turns          ${s.mean_turns.toFixed(2)}  (${s.ran_out_of_turns} ran out of turns)`,
     `  judge failures      ${s.judge_failures} of ${s.judge_groups} groups`,
     `  rollout errors      ${s.rollout_errors}`,
+    ...(s.interrupted ? [`  interrupted by ${s.interrupted}: ${s.scenarios} of ${s.scenarios_requested} scenarios finished (rerun with --resume for the rest)`] : []),
   ].join('\n');
 }

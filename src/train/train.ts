@@ -278,13 +278,18 @@ async function gatherStep(o: TrainRunOptions, policy: EnginePolicy, curriculum: 
 async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios: Scenario[], step: number, round: number, events: ProgressLog) {
   const c = o.config;
   const bar = events.phase('gather', step, scenarios.length * c.rolloutsPerGroup);
-  // Scoring starts once every rollout is in.
+  // Groups are scored as their rollouts come in; scoring is reported as its own phase once every rollout is in.
   let scoring: PhaseProgress | undefined;
+  let scored = 0;
   return runEval({
     policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
     concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, maxTurns: c.maxTurns, temperature: c.temperature,
-    seed: c.seed * 100003 + step * 1009 + round * 7919, judgeCacheDir: o.run.path('judge-cache'), onTrajectory: (_t, done) => bar.update(done),
-    onGroupScored: (done, total) => (scoring ??= events.phase('score', step, total)).update(done),
+    seed: c.seed * 100003 + step * 1009 + round * 7919, judgeCacheDir: o.run.path('judge-cache'),
+    onTrajectory: (_t, done, total) => {
+      bar.update(done);
+      if (done === total) (scoring = events.phase('score', step, scenarios.length)).update(scored);
+    },
+    onGroupScored: (done) => scoring?.update((scored = done)),
   });
 }
 
