@@ -47,6 +47,11 @@ export const TrainSettingsSchema = z.object({
   evalEvery: z.number().int().positive().default(2).describe('validate every N steps'),
   /** Stop after this many validations without improvement. Default 3. */
   patience: z.number().int().positive().default(3).describe('stop after N validations without improvement'),
+  /**
+   * Consecutive steps that train nothing because every rollout was lost to an infrastructure failure (the judge
+   * down, so every group unscored; or every rollout errored) before the run stops with an error. Default 3.
+   */
+  maxUntrainedSteps: z.number().int().positive().default(3).describe('stop with an error after N consecutive steps whose every rollout was lost to infrastructure failures'),
   /** Seed of the scenario order, sampling and the adapter's initial weights. Default 1. */
   seed: z.number().int().default(1).describe('seed for scenario order, sampling and the adapter'),
   /**

@@ -26,6 +26,7 @@ import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
+import { McprlError } from '../util/errors.js';
 import { advantagesFor, type GroupAdvantages } from './advantages.js';
 import type { TrainConfig } from './config.js';
 import { Curriculum } from './curriculum.js';
@@ -75,20 +76,28 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum) : null;
     const evaluate = (step: number) => heldOut(o, policy, 'val', step, events);
     const testSet = o.scenarios.test ?? [];
-    const test = async (step: number, adapter: string) => (await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens, constrainToolCalls: c.constrainToolCalls }), 'test', step, events)).success_rate;
+    const test = async (step: number, adapter: string) => {
+      const t = await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens, constrainToolCalls: c.constrainToolCalls }), 'test', step, events);
+      if (t.lost !== null) log(`step ${step}: test not counted: ${t.lost}`);
+      return t.lost === null ? t.success_rate : null;
+    };
 
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
     if (!state) {
       const v = await evaluate(0);
+      // The baseline every later step is compared with: one that measured the infrastructure is no baseline.
+      if (v.lost !== null) throw new McprlError('TRAIN_VALIDATION_INFRA', `validation of the untrained model (step 0): ${v.lost}; nothing was recorded`);
       const row: Record<string, unknown> = { step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } };
       if (testSet.length > 0) row.test_success = await test(0, 'policy');
       metrics.push(row);
       await run.writeMetrics(metrics);
       state = { step: 0, bestStep: 0, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0 };
       await run.commit(state);
-      log(`step 0: validation success ${pct(v.success_rate)}` + (row.test_success !== undefined ? `, test success ${pct(row.test_success as number)}` : '') + ' (untrained)');
+      log(`step 0: validation success ${pct(v.success_rate)}` + (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)}` : '') + ' (untrained)');
     }
     const valBefore = (metrics.find((m) => m.step === 0)?.val_success as number) ?? 0;
+    // Steps in a row whose every rollout was lost to infrastructure failures (see maxUntrainedSteps).
+    let untrained = 0;
 
     while (!state.stopped && state.step < c.maxSteps) {
       const step = state.step + 1;
@@ -108,6 +117,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       // tokenise
       const perGroup = adv.kept.map((gi, k) => groups[gi].flatMap((t, j) => trajectoryToSequences(engine, t, adv.advantages[k][j])));
       const batch = perGroup.flat();
+      const rollouts = gathered.groups.flat();
+      const lost = rollouts.filter((t) => !trainableOne(t));
       // step
       let m: StepMetrics | null = null;
       if (batch.length > 0) m = await phase('train', () => optimise(trainer, minibatches(perGroup, c.updatesPerStep), { kind: c.loss, beta: c.beta }, events.phase('train', step, batch.length)));
@@ -123,6 +134,9 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         step, train_reward: gathered.summary.mean_reward, reward_std: rewardStd(groups), train_success: gathered.summary.success_rate,
         tool_call_validity: gathered.summary.tool_call_validity_rate, groups: groups.length, groups_dropped_zero_variance: adv.droppedZeroVariance,
         unscored: gathered.summary.unscored_trajectories, judge_failures: gathered.summary.judge_failures, sequences: batch.length,
+        // Infrastructure failures (unscored or errored rollouts) apart from task failures (scored, not a success).
+        infra_failures: lost.length, rollout_errors: rollouts.filter((t) => t.error !== undefined).length,
+        task_failures: rollouts.filter((t) => trainableOne(t) && !isSuccess(t)).length,
         ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: adv.kept.length } : {}),
         ...(c.constrainToolCalls ? constrainMetrics(engine, gathered.groups, step === 1 ? log : null) : {}),
         ...(m ? { loss: m.loss, policy_loss: m.policyLoss, kl: m.kl, clip_fraction: m.clipFraction, mean_ratio: m.meanRatio, entropy: m.entropy, grad_norm: m.gradNorm, trained_tokens: m.trainedTokens, tokens_per_s: m.tokensPerSecond, lr: m.lr } : {}),
@@ -130,10 +144,16 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };
       if (step % c.evalEvery === 0 || step === c.maxSteps) {
         const v = await phase('validate', () => evaluate(step));
-        Object.assign(row, { val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate });
-        if (v.success_rate > state.bestValSuccess) Object.assign(next, { bestStep: step, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0 });
-        else next.evalsWithoutImprovement += 1;
-        if (next.evalsWithoutImprovement >= c.patience) next.stopped = 'patience';
+        if (v.lost !== null) {
+          // Not a model result: recorded as missing, and neither a best step nor a step without improvement.
+          Object.assign(row, { val_success: null, val_rollout_errors: v.rollout_errors });
+          log(`step ${step}: validation not counted: ${v.lost}`);
+        } else {
+          Object.assign(row, { val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate });
+          if (v.success_rate > state.bestValSuccess) Object.assign(next, { bestStep: step, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0 });
+          else next.evalsWithoutImprovement += 1;
+          if (next.evalsWithoutImprovement >= c.patience) next.stopped = 'patience';
+        }
       }
       if (step >= c.maxSteps && !next.stopped) next.stopped = 'max_steps';
       // test (the run's last step only): this step's adapter, and the checkpoint validation selected
@@ -153,14 +173,22 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       log(`step ${step}: reward ${fmt(row.train_reward)} ± ${fmt(row.reward_std)}, loss ${fmt(row.loss)}, kl ${fmt(row.kl)}, dropped ${adv.droppedZeroVariance}/${groups.length} groups` +
         (c.resampleRounds > 0 ? ` (${gathered.replaced} gathered to replace them)` : '') +
         (row.val_success !== undefined ? `, validation success ${pct(row.val_success as number)}` : '') +
-        (row.test_success !== undefined ? `, test success ${pct(row.test_success as number)} (step ${step}), ${pct(row.test_success_best as number)} (best step ${next.bestStep})` : '') +
+        (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)} (step ${step}), ${pct(row.test_success_best as number | null)} (best step ${next.bestStep})` : '') +
         ` (${Object.entries(wall).map(([k, s]) => `${k} ${s.toFixed(1)}s`).join(', ')})`);
+      // Nothing trained because nothing could be scored: after maxUntrainedSteps such steps, stop loudly.
+      untrained = batch.length === 0 && lost.length === rollouts.length ? untrained + 1 : 0;
+      if (untrained >= c.maxUntrainedSteps) {
+        trainer.close();
+        const why = lost[0]?.error ?? lost[0]?.unscored ?? 'no rollout';
+        throw new McprlError('TRAIN_NOTHING_TRAINED', `steps ${step - untrained + 1}-${step} trained nothing: every rollout was lost to an infrastructure failure (first: ${why}); ` +
+          `the run is kept at step ${step}: fix the cause, then continue it with --resume`);
+      }
     }
     trainer.close();
     return { state, valBefore, valBest: state.bestValSuccess, bestStep: state.bestStep, test: testResult(metrics, state) };
 
     /** Test success of the best step's checkpoint: measured at step 0 for the untrained model, else loaded and run. */
-    async function selectedOnTest(bestStep: number): Promise<number> {
+    async function selectedOnTest(bestStep: number): Promise<number | null> {
       const known = metrics.find((m) => m.step === bestStep)?.test_success;
       if (typeof known === 'number') return known;
       if (bestStep === 0) return test(0, engine.modelName);
@@ -221,8 +249,9 @@ interface GatheredStep {
   rounds: number;
 }
 
-/** Trajectories that count for training: scored and without an infrastructure error. */
-const trainable = (g: Trajectory[]) => g.filter((t) => !t.unscored && !t.error);
+/** A trajectory that counts for training: scored and without an infrastructure error. */
+const trainableOne = (t: Trajectory) => !t.unscored && !t.error;
+const trainable = (g: Trajectory[]) => g.filter(trainableOne);
 
 /**
  * Gathers the step's groups; with resampleRounds, groups without signal are replaced by groups of scenarios not
@@ -293,8 +322,22 @@ async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios:
   });
 }
 
-/** Validation or test: greedy by default, checks reward, trajectories kept as trajectories/{val,test}-NNNN.jsonl. */
-async function heldOut(o: TrainRunOptions, policy: EnginePolicy, set: 'val' | 'test', step: number, events: ProgressLog): Promise<EvalSummary> {
+/**
+ * Why a held-out figure measures the infrastructure rather than the model — more than half its rollouts ended in
+ * an infrastructure error — or null when it is a model result.
+ */
+export function lostToInfrastructure(groups: Trajectory[][]): string | null {
+  const all = groups.flat();
+  const errors = all.filter((t) => t.error !== undefined);
+  if (errors.length * 2 <= all.length) return null;
+  return `${errors.length} of ${all.length} rollouts failed on infrastructure, not on the task (first: ${errors[0].error})`;
+}
+
+/**
+ * Validation or test: greedy by default, checks reward, trajectories kept as trajectories/{val,test}-NNNN.jsonl.
+ * `lost` says why the figure is not a model result (see lostToInfrastructure), else null.
+ */
+async function heldOut(o: TrainRunOptions, policy: EnginePolicy, set: 'val' | 'test', step: number, events: ProgressLog): Promise<EvalSummary & { lost: string | null }> {
   const c = o.config;
   const scenarios = o.scenarios[set] ?? [];
   const bar = events.phase(set === 'val' ? 'validate' : 'test', step, scenarios.length * c.valRollouts);
@@ -304,7 +347,7 @@ async function heldOut(o: TrainRunOptions, policy: EnginePolicy, set: 'val' | 't
     seed: c.seed, onTrajectory: (_t, done) => bar.update(done),
   });
   await writeJsonlAtomic(set === 'val' ? o.run.valTrajectories(step) : o.run.testTrajectories(step), groups.flat());
-  return summary;
+  return { ...summary, lost: lostToInfrastructure(groups) };
 }
 
 /** The test figures of a finished run, from its metrics (null when it has no test set or has not finished). */
@@ -353,5 +396,5 @@ function rewardStd(groups: Trajectory[][]): number {
   return stds.length ? stds.reduce((a, b) => a + b, 0) / stds.length : 0;
 }
 
-const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+const pct = (x: number | null) => (x === null ? 'not counted' : `${(x * 100).toFixed(1)}%`);
 const fmt = (x: unknown) => (typeof x === 'number' ? x.toFixed(3) : '–');
