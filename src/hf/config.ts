@@ -24,23 +24,30 @@ export type ModelConfigErrorCode =
 /** A model folder's config.json cannot be used; the message names the file and the field. */
 export class ModelConfigError extends McprlError<ModelConfigErrorCode> {}
 
-const positiveInt = z.number().int().positive();
-const IdOrIds = z.union([z.number().int(), z.array(z.number().int())]).nullish();
+/**
+ * Every integer of config.json has a range, so that a corrupt or hostile file fails here, naming the field, rather
+ * than being narrowed to a C int in the engine and failing every request later. The bounds are generous: far
+ * above any released model of the supported architectures, and below 2^31 for every product the engine forms.
+ */
+const sizeUpTo = (max: number) => z.number().int().positive().max(max);
+const LIMITS = { vocab: 1 << 22, width: 1 << 17, layers: 1024, heads: 1024, positions: 1 << 24 } as const;
+const TokenId = z.number().int().nonnegative().max(LIMITS.vocab);
+const IdOrIds = z.union([TokenId, z.array(TokenId)]).nullish();
 
 /** The fields of config.json mcprl reads; everything else in the file is kept but ignored. */
 export const HfConfigSchema = z.looseObject({
   model_type: z.string(),
-  vocab_size: positiveInt,
-  hidden_size: positiveInt,
-  intermediate_size: positiveInt,
-  num_hidden_layers: positiveInt,
-  num_attention_heads: positiveInt,
+  vocab_size: sizeUpTo(LIMITS.vocab),
+  hidden_size: sizeUpTo(LIMITS.width),
+  intermediate_size: sizeUpTo(LIMITS.width * 4),
+  num_hidden_layers: sizeUpTo(LIMITS.layers),
+  num_attention_heads: sizeUpTo(LIMITS.heads),
   /** Default num_attention_heads (no grouped-query attention). */
-  num_key_value_heads: positiveInt.optional(),
+  num_key_value_heads: sizeUpTo(LIMITS.heads).optional(),
   /** Default hidden_size / num_attention_heads. */
-  head_dim: positiveInt.nullish(),
+  head_dim: sizeUpTo(1024).nullish(),
   /** Longest sequence, in tokens. Default 32768. */
-  max_position_embeddings: positiveInt.optional(),
+  max_position_embeddings: sizeUpTo(LIMITS.positions).optional(),
   /** Default 'silu'; nothing else is supported. */
   hidden_act: z.string().optional(),
   /** Default 1e-6. */
@@ -53,7 +60,7 @@ export const HfConfigSchema = z.looseObject({
     factor: z.number().optional(),
     low_freq_factor: z.number().optional(),
     high_freq_factor: z.number().optional(),
-    original_max_position_embeddings: z.number().optional(),
+    original_max_position_embeddings: sizeUpTo(LIMITS.positions).optional(),
   }).nullish(),
   /** Default false (the default of LlamaConfig, Qwen2Config and Qwen3Config). */
   tie_word_embeddings: z.boolean().optional(),
@@ -124,7 +131,9 @@ export async function readModelConfig(dir: string): Promise<ModelConfigFile> {
   const parsed = HfConfigSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new ModelConfigError('BAD_CONFIG', `${file}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+    const value = issue.path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined), raw);
+    const shown = value === undefined ? '' : ` ${JSON.stringify(value)}`;
+    throw new ModelConfigError('BAD_CONFIG', `${file}: ${issue.path.join('.') || '(root)'}${shown}: ${issue.message}`);
   }
   const c = parsed.data;
   const modelType = c.model_type as ModelType;
