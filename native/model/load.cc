@@ -26,6 +26,13 @@ static bool file_exists(const std::string& p) {
   return (bool)f;
 }
 
+// A non-finite weight poisons every forward pass that touches it, silently: refuse it at load, naming the tensor.
+static void check_finite(const std::string& path, const std::string& name, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i]))
+      FAIL(path + ": tensor '" + name + "' holds " + (std::isnan(x[i]) ? "NaN" : "Inf") + " at element " + std::to_string(i));
+}
+
 namespace {
 struct Expected {
   std::string name;
@@ -133,6 +140,7 @@ void Model::load(const std::string& dir, const ModelConfig& config) {
       if (kv.second.shape != e.shape)
         FAIL(f.path() + ": tensor '" + n + "' has shape " + shape_str(kv.second.shape) + ", expected " + shape_str(e.shape));
       f.read_f32(kv.second, e.dst);
+      check_finite(f.path(), n, e.dst, numel(e.shape));
       seen.insert(n);
     }
   }
@@ -200,6 +208,7 @@ void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir, int
     if (kv.second.shape != want)
       FAIL(f.path() + ": tensor '" + kv.first + "' has shape " + shape_str(kv.second.shape) + ", expected " + shape_str(want));
     f.read_f32(kv.second, t.data);
+    check_finite(f.path(), kv.first, t.data, (int64_t)t.rows * t.cols);
     seen.insert(kv.first);
   }
   for (auto& t : a.tensors)
