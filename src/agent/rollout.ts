@@ -5,13 +5,14 @@ import {
   connect,
   toOpenAITools,
   type CallToolOptions,
+  type ConnectOptions,
   type McpSession,
   type SafetyPolicy,
   type Target,
   type ToolCallOutcome,
   type ToolInfo,
 } from '../mcp/index.js';
-import type { Scenario } from '../scenarios/scenario.js';
+import { checkScenarioTools, type Scenario } from '../scenarios/scenario.js';
 import type { ChatMessage, OpenAITool, Policy, PolicyTurn } from './policy.js';
 import { INVALID_CALL_PREFIX, NOT_EXECUTED_PREFIX, type Trajectory } from './trajectory.js';
 import { ArgsValidator } from './validate-args.js';
@@ -399,11 +400,15 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
   if (shareOne) {
     const session = await connect(opts.target, connectOpts);
     try {
-      shared = { session, tools: await session.listTools() };
+      const tools = await session.listTools();
+      checkScenarioTools(opts.scenarios, [...tools.map((t) => t.name), COMPLETE_TASK]);
+      shared = { session, tools };
     } catch (err) {
       await session.close().catch(() => undefined);
       throw err;
     }
+  } else {
+    await checkTargetTools(opts.target, opts.scenarios, connectOpts);
   }
 
   const limit = pLimit(Math.max(1, opts.concurrency));
@@ -459,6 +464,26 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
   } finally {
     await shared?.session.close().catch(() => undefined);
   }
+}
+
+/**
+ * Refuses scenarios whose checks name a tool the target does not have (checkScenarioTools), before any rollout
+ * runs. A target that cannot be reached is not refused here: each rollout meets that failure and records it.
+ */
+export async function checkTargetTools(target: Target, scenarios: Scenario[], connectOpts: ConnectOptions = {}): Promise<void> {
+  if (!scenarios.some((s) => s.checks?.some((c) => c.kind === 'tool_called'))) return;
+  let tools: ToolInfo[];
+  try {
+    const session = await connect(target, connectOpts);
+    try {
+      tools = await session.listTools();
+    } finally {
+      await session.close().catch(() => undefined);
+    }
+  } catch {
+    return;
+  }
+  checkScenarioTools(scenarios, [...tools.map((t) => t.name), COMPLETE_TASK]);
 }
 
 /** A trajectory for a rollout that never started (its connection failed). */

@@ -10,7 +10,7 @@ import { OpenAIPolicy } from '../agent/policy.js';
 import { McpConnectError } from '../mcp/index.js';
 import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/blend.js';
 import { OpenAIJudge } from '../ruler/judge.js';
-import { loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
+import { checkUniqueIds, loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { numberParser } from './parse-number.js';
 import { addTargetOptions, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
@@ -50,7 +50,9 @@ async function loadScenarios(where: string, split: EvalCliOptions['split']): Pro
   if (split === 'train') return set.train;
   if (split === 'val') return set.val;
   if (split === 'test') return set.test;
-  return [...set.train, ...set.val, ...set.test];
+  const all = [...set.train, ...set.val, ...set.test];
+  checkUniqueIds(all);
+  return all;
 }
 
 function apiKey(envName: string): string | undefined {

@@ -48,7 +48,43 @@ export async function readScenarios(file: string): Promise<Scenario[]> {
   return parseScenarios(text, file);
 }
 
-/** Parses JSONL text; `file` only labels error messages. */
+/** Where a scenario read from a file was written (file:line), for errors about it found later. */
+const origins = new WeakMap<Scenario, string>();
+
+/** `file:line` of a scenario read by parseScenarios, else its id. */
+export function scenarioOrigin(s: Scenario): string {
+  return origins.get(s) ?? `scenario ${JSON.stringify(s.id)}`;
+}
+
+/**
+ * Refuses a second scenario with an id already taken (ids name groups, trajectories and resumed work). Within a
+ * file on every read; across a set's files where they are run together (training refuses overlapping sets anyway).
+ */
+export function checkUniqueIds(scenarios: Scenario[]): void {
+  const first = new Map<string, Scenario>();
+  for (const sc of scenarios) {
+    const prev = first.get(sc.id);
+    if (prev) throw new McprlError('SCENARIO_DUPLICATE_ID', `${scenarioOrigin(sc)}: duplicate scenario id ${JSON.stringify(sc.id)} (first at ${scenarioOrigin(prev)})`);
+    first.set(sc.id, sc);
+  }
+}
+
+/**
+ * Refuses scenarios whose tool_called checks name a tool the server does not have: such a check can never pass,
+ * so every attempt would score as a failure of the model. `tools`: the server's tool names (and the loop's own).
+ */
+export function checkScenarioTools(scenarios: Scenario[], tools: readonly string[]): void {
+  const known = new Set(tools);
+  for (const sc of scenarios) {
+    for (const c of sc.checks ?? []) {
+      if (c.kind === 'tool_called' && !known.has(c.tool)) {
+        throw new McprlError('SCENARIO_UNKNOWN_TOOL', `${scenarioOrigin(sc)}: scenario ${JSON.stringify(sc.id)} checks tool ${JSON.stringify(c.tool)}, which the server does not have (its tools: ${[...known].join(', ')})`);
+      }
+    }
+  }
+}
+
+/** Parses JSONL text; `file` only labels error messages. Duplicate ids are refused. */
 export function parseScenarios(text: string, file = '<scenarios>'): Scenario[] {
   const out: Scenario[] = [];
   const lines = text.split(/\r?\n/);
@@ -67,8 +103,10 @@ export function parseScenarios(text: string, file = '<scenarios>'): Scenario[] {
       const field = issue.path.length > 0 ? issue.path.join('.') : '(scenario)';
       throw new McprlError('SCENARIO_FILE', `${file}:${i + 1}: field ${field}: ${issue.message}`);
     }
+    origins.set(parsed.data, `${file}:${i + 1}`);
     out.push(parsed.data);
   }
+  checkUniqueIds(out);
   return out;
 }
 

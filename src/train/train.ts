@@ -18,6 +18,7 @@ import { isSuccess, runEval, type EvalSummary } from '../eval/evaluate.js';
 import type { Trajectory } from '../agent/trajectory.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
+import { checkTargetTools } from '../agent/rollout.js';
 import type { Model } from '../engine/model.js';
 import { Trainer } from '../engine/trainer.js';
 import type { LossConfig, OptimizerConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
@@ -81,6 +82,9 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       if (t.lost !== null) log(`step ${step}: test not counted: ${t.lost}`);
       return t.lost === null ? t.success_rate : null;
     };
+
+    // Scenarios whose checks name tools the server lacks are refused before any step (not scored as failures).
+    await checkTargetTools(o.target, [...o.scenarios.train, ...o.scenarios.val, ...testSet], { policy: o.safety });
 
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
     if (!state) {
