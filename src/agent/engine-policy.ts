@@ -3,7 +3,7 @@
  * Each turn keeps the exact sampled token ids and their logprobs, and reports `<tool_call>` blocks the
  * model got wrong as invalid calls (data for the reward), never as errors.
  */
-import type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from './policy.js';
+import type { ChatMessage, Policy, PolicyContext, PolicyRequest, PolicyTurn } from './policy.js';
 import { PolicyError } from './policy.js';
 import { ChatError, type ChatEngine, type ChatTurnMessage } from '../chat/chat-engine.js';
 
@@ -43,6 +43,23 @@ export class EnginePolicy implements Policy {
 
   get name(): string {
     return this.model;
+  }
+
+  get context(): PolicyContext {
+    const engine = this.engine;
+    const window = engine.model.config.maxPositionEmbeddings ?? Infinity;
+    return {
+      room: (messages, tools, maxTokens) => {
+        const prompt = engine.promptIds({
+          messages: messages.map(toTurnMessage),
+          ...(tools.length > 0 ? { tools } : {}),
+          ...(this.opts.chatTemplateKwargs ? { chatTemplateKwargs: this.opts.chatTemplateKwargs } : {}),
+        });
+        return window - prompt.length - (maxTokens ?? this.opts.maxTokens ?? 0);
+      },
+      count: (text) => engine.tokenizer.encode(text).length,
+      prefix: (text, tokens) => (tokens <= 0 ? '' : engine.tokenizer.decode(engine.tokenizer.encode(text).slice(0, tokens))),
+    };
   }
 
   async next(req: PolicyRequest): Promise<PolicyTurn> {

@@ -58,10 +58,25 @@ export interface PolicyTurn {
   invalidToolCalls?: { raw: string; error: string }[];
 }
 
+/**
+ * A policy's context window, in its own tokens: what the rollout loop needs to fit tool results into it, so that
+ * a huge result degrades one turn instead of failing the rollout.
+ */
+export interface PolicyContext {
+  /** Tokens left free when the next turn is asked for with these messages and tools, after reserving `maxTokens` for the reply (negative: over). */
+  room(messages: ChatMessage[], tools: OpenAITool[], maxTokens: number | undefined): number;
+  /** Tokens `text` takes. */
+  count(text: string): number;
+  /** The longest prefix of `text` of at most `tokens` tokens. */
+  prefix(text: string, tokens: number): string;
+}
+
 /** Anything that can take the next assistant turn: a remote endpoint or the in-process engine. */
 export interface Policy {
   readonly name: string;
   next(req: PolicyRequest): Promise<PolicyTurn>;
+  /** Present when the policy knows its tokenizer and context length (the local engine). */
+  readonly context?: PolicyContext;
 }
 
 export type PolicyErrorCode = 'POLICY_HTTP' | 'POLICY_UNREACHABLE' | 'POLICY_BAD_RESPONSE' | 'POLICY_ABORTED';

@@ -13,7 +13,7 @@ import {
   type ToolInfo,
 } from '../mcp/index.js';
 import { checkScenarioTools, type Scenario } from '../scenarios/scenario.js';
-import type { ChatMessage, OpenAITool, Policy, PolicyTurn } from './policy.js';
+import type { ChatMessage, OpenAITool, Policy, PolicyContext, PolicyTurn } from './policy.js';
 import { INVALID_CALL_PREFIX, NOT_EXECUTED_PREFIX, type Trajectory } from './trajectory.js';
 import { ArgsValidator } from './validate-args.js';
 import { McprlError } from '../util/errors.js';
@@ -281,6 +281,11 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
             .join('\n'),
         });
       }
+      // ── results that would overflow the policy's context are cut to fit, so the next turn can still run ──
+      if (opts.policy.context && !completed && metrics.turns < maxTurns) {
+        const cut = fitToContext(opts.policy.context, messages, messages.indexOf(assistant) + 1, modelTools, opts.maxTokens);
+        if (cut > 0) log(`turn ${metrics.turns}: ${cut} tool result(s) cut to fit the model's context`);
+      }
       if (signal.aborted) {
         error = errorText(signal.reason);
         log(error);
@@ -335,6 +340,34 @@ function uniqueIds(calls: PolicyTurn['toolCalls'], turn: number): PolicyTurn['to
     seen.add(id);
     return { ...c, id };
   });
+}
+
+/** Tokens kept free for the truncation marker (it is short; its exact length is measured when it is added). */
+const MARKER_TOKENS = 40;
+
+/**
+ * Cuts the tool results of the turn that starts at `from` — the longest first — until the next turn fits the
+ * policy's context, each with a visible marker saying how much was kept, measured in tokens. Returns how many
+ * results were cut. Earlier turns are left alone: the model has already read them as they are.
+ */
+export function fitToContext(ctx: PolicyContext, messages: ChatMessage[], from: number, tools: OpenAITool[], maxTokens: number | undefined): number {
+  // Each result is always cut from its original text, so a second pass does not nest markers.
+  const results = messages.slice(from).filter((m) => m.role === 'tool' && (m.content ?? '') !== '')
+    .map((m) => ({ m, text: m.content!, n: ctx.count(m.content!), kept: -1 }))
+    .sort((a, b) => b.n - a.n);
+  for (let pass = 0; pass < 4; pass++) {
+    let over = -ctx.room(messages, tools, maxTokens);
+    if (over <= 0) break;
+    for (const r of results) {
+      if (over <= 0) break;
+      const had = r.kept < 0 ? r.n : r.kept;
+      if (had === 0) continue;
+      r.kept = Math.max(0, had - over - (r.kept < 0 ? MARKER_TOKENS : 0));
+      r.m.content = `${ctx.prefix(r.text, r.kept)}\n…[tool output cut by mcprl to fit the model's context: showing ${r.kept} of ${r.n} tokens]`;
+      over -= had - r.kept;
+    }
+  }
+  return results.filter((r) => r.kept >= 0).length;
 }
 
 function errorText(err: unknown): string {
