@@ -9,7 +9,8 @@ import { EvalOutputDir, formatEvalSummary, runEval, summarizeEval } from '../eva
 import { OpenAIPolicy } from '../agent/policy.js';
 import { McpConnectError } from '../mcp/index.js';
 import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/blend.js';
-import { OpenAIJudge } from '../ruler/judge.js';
+import { DEFAULT_JUDGE_TIMEOUT_MS, OpenAIJudge } from '../ruler/judge.js';
+import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
 import { checkUniqueIds, loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { numberParser } from './parse-number.js';
 import { addTargetOptions, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
@@ -24,6 +25,8 @@ interface EvalCliOptions extends TargetCliOptions {
   judgeBaseUrl?: string;
   judgeModel?: string;
   judgeApiKeyEnv: string;
+  judgeTimeout?: number;
+  judgeRetryBudget?: number;
   reward?: RewardMode;
   rulerWeight: number;
   rubricFile?: string;
@@ -74,6 +77,8 @@ export function registerEval(program: Command): Command {
     .option('--judge-base-url <url>', 'OpenAI-compatible endpoint of the RULER judge')
     .option('--judge-model <name>', 'judge model name')
     .option('--judge-api-key-env <var>', 'environment variable holding the judge API key', 'OPENAI_API_KEY')
+    .option('--judge-timeout <ms>', `timeout of one judge request (default ${DEFAULT_JUDGE_TIMEOUT_MS})`, positiveInt('milliseconds'))
+    .option('--judge-retry-budget <ms>', `time one group may spend on the judge, retries and Retry-After waits included (default ${DEFAULT_JUDGE_RETRY_BUDGET_MS})`, positiveInt('milliseconds'))
     .addOption(new Option('--reward <mode>', 'reward: ruler, checks, or blend (default: blend with a judge, checks without)').choices(RewardModeSchema.options))
     .option('--ruler-weight <w>', 'weight of RULER in blend (checks get the rest)', numberParser({ min: 0, max: 1 }), 0.5)
     .option('--rubric-file <file>', "replaces RULER's default rubric")
@@ -130,7 +135,7 @@ Examples:
       process.once('SIGTERM', onSignal);
       const policy = new OpenAIPolicy({ baseURL: opts.modelBaseUrl, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv) });
       const judge = hasJudge
-        ? new OpenAIJudge({ baseURL: opts.judgeBaseUrl!, model: opts.judgeModel!, apiKey: apiKey(opts.judgeApiKeyEnv) })
+        ? new OpenAIJudge({ baseURL: opts.judgeBaseUrl!, model: opts.judgeModel!, apiKey: apiKey(opts.judgeApiKeyEnv), timeoutMs: opts.judgeTimeout })
         : undefined;
 
       const done = new Map(finished);
@@ -144,6 +149,7 @@ Examples:
         rulerWeight: opts.rulerWeight,
         judgeCacheDir: judge ? (opts.judgeCache ?? path.join(out, 'judge-cache')) : undefined,
         rolloutsPerGroup,
+        judgeRetryBudgetMs: opts.judgeRetryBudget,
         connectTimeoutMs: opts.timeout,
         signal: stop.signal,
         onGroupDone: async (group, i) => {

@@ -7,6 +7,8 @@ import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { InvalidArgumentError, type Command } from 'commander';
 import { describeTarget, McpConnectError } from '../mcp/index.js';
+import { DEFAULT_JUDGE_TIMEOUT_MS } from '../ruler/judge.js';
+import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
 import { parseTrainConfig, trainConfigFrom, TrainSettingsSchema, type TrainConfig } from '../train/config.js';
 import { runTrainJob, type TrainJob } from '../train/job.js';
 import { ProgressLog } from '../train/progress-log.js';
@@ -30,6 +32,8 @@ interface TrainCliOptions extends TargetCliOptions {
   judgeBaseUrl?: string;
   judgeModel?: string;
   judgeApiKeyEnv: string;
+  judgeTimeout?: number;
+  judgeRetryBudget?: number;
   run?: string;
   runsDir: string;
   resume?: boolean;
@@ -69,7 +73,9 @@ export function registerTrain(program: Command): Command {
     .option('--generator-api-key-env <var>', 'environment variable holding its API key', 'OPENAI_API_KEY')
     .option('--judge-base-url <url>', 'OpenAI-compatible endpoint of the RULER judge')
     .option('--judge-model <name>', 'judge model name')
-    .option('--judge-api-key-env <var>', 'environment variable holding the judge API key', 'OPENAI_API_KEY');
+    .option('--judge-api-key-env <var>', 'environment variable holding the judge API key', 'OPENAI_API_KEY')
+    .option('--judge-timeout <ms>', `timeout of one judge request (default ${DEFAULT_JUDGE_TIMEOUT_MS})`, numberParser({ integer: true, above: 0, unit: 'milliseconds' }))
+    .option('--judge-retry-budget <ms>', `time one group may spend on the judge, retries and Retry-After waits included (default ${DEFAULT_JUDGE_RETRY_BUDGET_MS})`, numberParser({ integer: true, above: 0, unit: 'milliseconds' }));
   addSchemaOptions(cmd, TrainSettingsSchema);
   cmd
     .option('--run <name>', 'run name (default a timestamp)')
@@ -111,7 +117,7 @@ Example (the bundled tiny model on the fixture server, offline):
         const settings = valuesFromOptions(TrainSettingsSchema, o as unknown as Record<string, unknown>);
         config = trainConfigFrom(settings, {
           model: path.resolve(o.model), target: describeTarget(target),
-          ...(hasJudge ? { judge: { baseURL: o.judgeBaseUrl!, model: o.judgeModel! } } : {}),
+          ...(hasJudge ? { judge: { baseURL: o.judgeBaseUrl!, model: o.judgeModel!, timeoutMs: o.judgeTimeout, retryBudgetMs: o.judgeRetryBudget } } : {}),
         }, 'add --judge-base-url and --judge-model');
       }
       const job: TrainJob = {

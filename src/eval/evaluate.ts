@@ -25,6 +25,8 @@ export interface EvalOptions extends RolloutGroupsOptions {
   judgeCacheDir?: string;
   /** Judge retries per group. Default 3. */
   judgeMaxRetries?: number;
+  /** Time one group may spend on the judge, retries and waits included (ms). Default: src/ruler's. */
+  judgeRetryBudgetMs?: number;
   /** Called as each group is scored (for progress output). */
   onGroupScored?: (done: number, total: number) => void;
   /**
@@ -99,6 +101,7 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
         rubric: opts.rubric,
         cacheDir: opts.judgeCacheDir,
         maxRetries: opts.judgeMaxRetries,
+        retryBudgetMs: opts.judgeRetryBudgetMs,
       });
       if ('skipped' in ruler) {
         for (const t of group) t.logs.push(`ruler: group skipped: ${ruler.reason}`);

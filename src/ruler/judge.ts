@@ -17,9 +17,12 @@ export type JudgeErrorCode =
 /** A failure of the judge: infrastructure or an unusable answer. Retryable ones are retried by RULER. */
 export class JudgeError extends McprlError<JudgeErrorCode> {
   readonly status?: number;
-  constructor(code: JudgeErrorCode, message: string, opts: { status?: number; cause?: unknown } = {}) {
+  /** How long the endpoint asked us to wait before trying again (its Retry-After header), in milliseconds. */
+  readonly retryAfterMs?: number;
+  constructor(code: JudgeErrorCode, message: string, opts: { status?: number; retryAfterMs?: number; cause?: unknown } = {}) {
     super(code, message, { cause: opts.cause });
     this.status = opts.status;
+    this.retryAfterMs = opts.retryAfterMs;
   }
 
   /** Worth another attempt: bad output, rate limits, server errors, network failures. Not 4xx client errors. */
@@ -42,12 +45,24 @@ export interface JudgeClient {
   complete(req: JudgeRequest): Promise<string>;
 }
 
+/** How long one judge request may take, in milliseconds. */
+export const DEFAULT_JUDGE_TIMEOUT_MS = 120_000;
+
+/** A Retry-After header (delay-seconds or an HTTP date) in milliseconds from now; undefined when absent or unreadable. */
+export function retryAfterMs(value: string | null | undefined, now = Date.now()): number | undefined {
+  if (value === null || value === undefined || value.trim() === '') return undefined;
+  const seconds = Number(value.trim());
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
 export interface OpenAIJudgeOptions {
   baseURL: string;
   model: string;
   /** Default: a placeholder, which local servers accept. */
   apiKey?: string;
-  /** Request timeout in milliseconds. Default 120000. */
+  /** Request timeout in milliseconds. Default DEFAULT_JUDGE_TIMEOUT_MS. */
   timeoutMs?: number;
   /** Sampling temperature. Default 0 (judging should be as repeatable as the endpoint allows). */
   temperature?: number;
@@ -71,7 +86,7 @@ export class OpenAIJudge implements JudgeClient {
       baseURL: opts.baseURL,
       apiKey: opts.apiKey ?? 'sk-no-key',
       maxRetries: 0,
-      timeout: opts.timeoutMs ?? 120_000,
+      timeout: opts.timeoutMs ?? DEFAULT_JUDGE_TIMEOUT_MS,
     });
   }
 
@@ -123,6 +138,7 @@ function toJudgeError(err: unknown): JudgeError {
     }
     return new JudgeError('JUDGE_HTTP', `judge endpoint answered HTTP ${err.status}: ${err.message}`, {
       status: err.status,
+      retryAfterMs: retryAfterMs(err.headers?.get('retry-after')),
       cause: err,
     });
   }

@@ -18,6 +18,9 @@ const JudgeAnswerSchema = z.object({
   ),
 });
 
+/** Time one group may spend on the judge, attempts and waits together, in milliseconds. */
+export const DEFAULT_JUDGE_RETRY_BUDGET_MS = 300_000;
+
 export interface RulerOptions {
   judge: JudgeClient | { baseURL: string; model: string; apiKey?: string };
   /** Grading standards. Default DEFAULT_RUBRIC. */
@@ -28,6 +31,11 @@ export interface RulerOptions {
   maxRetries?: number;
   /** First backoff delay in milliseconds, doubled per retry (capped at 30 s). Default 1000. */
   backoffMs?: number;
+  /**
+   * Total time one group may spend on the judge, attempts and waits together, in milliseconds: a retry that would
+   * start after it (a long Retry-After included) is not made. Default DEFAULT_JUDGE_RETRY_BUDGET_MS.
+   */
+  retryBudgetMs?: number;
   signal?: AbortSignal;
 }
 
@@ -84,12 +92,21 @@ export async function rulerScoreGroup(group: JudgedTrajectory[], opts: RulerOpti
 
   const maxRetries = opts.maxRetries ?? 3;
   const backoffMs = opts.backoffMs ?? 1000;
+  const budgetMs = opts.retryBudgetMs ?? DEFAULT_JUDGE_RETRY_BUDGET_MS;
+  const started = Date.now();
   let lastError: JudgeError | undefined;
   let attempts = 0;
+  let outOfBudget = '';
   for (let attempt = 0; attempt <= maxRetries; attempt++) {
     if (attempt > 0) {
+      // The endpoint's Retry-After, when it sent one, else exponential backoff.
+      const wait = lastError?.retryAfterMs ?? Math.min(backoffMs * 2 ** (attempt - 1), 30_000);
+      if (Date.now() - started + wait > budgetMs) {
+        outOfBudget = ` (a retry after ${Math.round(wait / 1000)} s${lastError?.retryAfterMs !== undefined ? ', as Retry-After asked,' : ''} would exceed the retry budget of ${Math.round(budgetMs / 1000)} s)`;
+        break;
+      }
       try {
-        await sleep(Math.min(backoffMs * 2 ** (attempt - 1), 30_000), undefined, { signal: opts.signal });
+        await sleep(wait, undefined, { signal: opts.signal });
       } catch {
         break;
       }
@@ -107,7 +124,7 @@ export async function rulerScoreGroup(group: JudgedTrajectory[], opts: RulerOpti
   }
   return {
     skipped: true,
-    reason: `judge failed after ${attempts} attempt(s): ${lastError?.code ?? 'JUDGE_UNREACHABLE'}: ${lastError?.message ?? 'aborted'}`,
+    reason: `judge failed after ${attempts} attempt(s): ${lastError?.code ?? 'JUDGE_UNREACHABLE'}: ${lastError?.message ?? 'aborted'}${outOfBudget}`,
     attempts,
   };
 }

@@ -102,8 +102,11 @@ export const TrainConfigSchema = TrainSettingsSchema.extend({
   target: z.string(),
   /** How attempts are scored, decided when the run was created. */
   reward: RewardModeSchema,
-  /** The RULER judge (its API key stays in an environment variable). Default none. */
-  judge: z.object({ baseURL: z.string(), model: z.string() }).optional(),
+  /**
+   * The RULER judge (its API key stays in an environment variable). Default none. `timeoutMs`: one request;
+   * `retryBudgetMs`: one group's attempts and waits together (defaults in src/ruler).
+   */
+  judge: z.object({ baseURL: z.string(), model: z.string(), timeoutMs: z.number().int().positive().optional(), retryBudgetMs: z.number().int().positive().optional() }).optional(),
 });
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 
@@ -111,7 +114,7 @@ export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 export interface TrainJobIdentity {
   model: string;
   target: string;
-  judge?: { baseURL: string; model: string };
+  judge?: NonNullable<TrainConfig['judge']>;
 }
 
 /**

@@ -317,7 +317,7 @@ async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios:
   return runEval({
     policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
     concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, maxTurns: c.maxTurns, temperature: c.temperature,
-    seed: c.seed * 100003 + step * 1009 + round * 7919, judgeCacheDir: o.run.path('judge-cache'),
+    seed: c.seed * 100003 + step * 1009 + round * 7919, judgeCacheDir: o.run.path('judge-cache'), judgeRetryBudgetMs: c.judge?.retryBudgetMs,
     onTrajectory: (_t, done, total) => {
       bar.update(done);
       if (done === total) (scoring = events.phase('score', step, scenarios.length)).update(scored);
