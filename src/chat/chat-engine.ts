@@ -268,6 +268,15 @@ export class ChatEngine {
     return hit.adapter;
   }
 
+  /**
+   * Characters a prompt may hold and still fit the context: text of N characters takes at least
+   * N / maxTokenChars tokens, halved for normalisation that may merge characters. Infinity without a context.
+   */
+  get maxPromptChars(): number {
+    const context = this.model.config.maxPositionEmbeddings;
+    return context === undefined ? Infinity : 2 * this.tokenizer.maxTokenChars * context;
+  }
+
   /** Prompt token ids: the messages and tools rendered by the model's chat template, with a generation prompt. */
   promptIds(prompt: ChatPrompt): number[] {
     const messages = prompt.messages.map((m, i) => toTemplateMessage(m, i));
@@ -355,8 +364,15 @@ export class ChatEngine {
   private start(req: ChatTurnRequest, signal: AbortSignal | undefined, emit: ((e: ChatStreamEvent) => void) | null): { result: Promise<ChatResult> } {
     const model = req.model ?? this.modelName;
     const adapter = this.resolveAdapter(model);
-    const promptIds = this.promptIds(req);
     const context = this.model.config.maxPositionEmbeddings;
+    // A cheap bound before the chat template and the tokenizer run (both synchronous, on the caller's thread).
+    const chars = promptChars(req);
+    if (chars > this.maxPromptChars) {
+      throw new ChatError('CONTEXT_LENGTH_EXCEEDED', `The prompt holds ${chars} characters, more than fit in the model's context of ${context} tokens (checked before tokenising)`, {
+        param: 'messages',
+      });
+    }
+    const promptIds = this.promptIds(req);
     const s = req.sampling ?? {};
     const requested = s.maxTokens;
     if (context !== undefined && promptIds.length >= context) {
@@ -475,6 +491,20 @@ function toolsEnabled(prompt: ChatPrompt): prompt is ChatPrompt & { tools: Templ
 }
 
 /** The message as the template receives it: only the fields its role has. */
+/** Characters of a request's messages, tool calls and tools: what the prompt holds besides the template's own text. */
+function promptChars(prompt: ChatPrompt): number {
+  let n = prompt.tools ? JSON.stringify(prompt.tools).length : 0;
+  for (const m of prompt.messages) {
+    if (typeof m.content === 'string') n += m.content.length;
+    n += (m.reasoning_content ?? '').length;
+    for (const c of m.tool_calls ?? []) {
+      const args = c.function.arguments;
+      n += c.function.name.length + (typeof args === 'string' ? args.length : JSON.stringify(args).length);
+    }
+  }
+  return n;
+}
+
 function toTemplateMessage(m: ChatTurnMessage, i: number): TemplateMessage {
   const content = m.content;
   switch (m.role) {

@@ -58,6 +58,8 @@ export class HfTokenizer {
   readonly size: number;
   private readonly tok: Tokenizer;
   private readonly byteLevel: boolean;
+  /** Characters in the longest token: text of N characters takes at least N / maxTokenChars tokens. */
+  readonly maxTokenChars: number;
   private byteDecoder: Map<string, number> | null = null;
 
   private constructor(tokenizerJson: Record<string, any>, config: Record<string, any>, template: string | null) {
@@ -74,7 +76,12 @@ export class HfTokenizer {
       if (t.special) special.add(t.id);
     }
     this.specialTokenIds = special;
-    this.size = this.tok.get_vocab(true).size;
+    const vocab = this.tok.get_vocab(true);
+    this.size = vocab.size;
+    // A token's text (byte-level BPE: one character per byte) is never shorter than what it decodes to.
+    let longest = 1;
+    for (const token of vocab.keys()) longest = Math.max(longest, token.length);
+    this.maxTokenChars = longest;
     const dec = tokenizerJson.decoder as { type?: string } | null | undefined;
     this.byteLevel = dec?.type === 'ByteLevel';
   }

@@ -20,7 +20,10 @@ export interface ServerOptions {
   host?: string;
   /** Default 8000; 0 picks a free port. */
   port?: number;
-  /** Largest request body accepted, in bytes. Default 32 MiB. */
+  /**
+   * Largest request body accepted, in bytes. Default: what a prompt that fits the model's context can take as
+   * JSON (maxPromptChars × 6 bytes, a \uXXXX escape per character at worst, plus 1 MiB), at most 32 MiB.
+   */
   maxBodyBytes?: number;
   /** Receives one line per request (method, path, status, milliseconds). Default: none. */
   log?: (line: string) => void;
@@ -69,7 +72,8 @@ export function createChatServer(engine: ChatEngines, opts: ServerOptions = {}):
 
 /** The request handler alone, for a server that mounts it beside routes of its own (`mcprl backend`). */
 export function chatRequestListener(engine: ChatEngines, opts: ServerOptions = {}): RequestListener {
-  const maxBody = opts.maxBodyBytes ?? 32 * 1024 * 1024;
+  // One model: the cap follows its context (see maxBodyBytes). Several (a backend's, which change): 32 MiB.
+  const maxBody = opts.maxBodyBytes ?? (typeof engine === 'function' ? 32 * 1024 * 1024 : Math.min(32 * 1024 * 1024, 6 * engine.maxPromptChars + 1024 * 1024));
   const created = Math.floor(Date.now() / 1000);
   const engines = typeof engine === 'function' ? engine : () => [engine];
   return (req, res) => {
@@ -260,6 +264,10 @@ async function streamCompletion(
 
 /** Reads a request body as JSON; ChatRequestError 413 past `maxBody` bytes, 400 when it is not JSON. */
 export async function readJson(req: IncomingMessage, maxBody: number): Promise<unknown> {
+  // A declared length over the cap is refused before a byte of the body is read.
+  if (Number(req.headers['content-length'] ?? 0) > maxBody) {
+    throw new ChatRequestError(413, `Request body over ${maxBody} bytes (the model's context bounds what a prompt can hold)`, { code: 'request_too_large' });
+  }
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req) {
