@@ -91,9 +91,28 @@ export class ChatTemplate {
     try {
       return template.render(context);
     } catch (err) {
-      throw new ChatTemplateError('TEMPLATE_RENDER', `chat template refused the conversation: ${(err as Error).message}`, {
-        cause: err,
+      // Name the tools whose schema the template cannot render (each tried alone), rather than quote the template
+      // engine's own words (`Unknown NumericValue filter: items`) about a value nobody can find.
+      const rendersWithout = (() => {
+        try {
+          template.render({ ...context, tools: [] });
+          return true;
+        } catch {
+          return false;
+        }
+      })();
+      const culprits = (rendersWithout ? (tools ?? []) : []).flatMap((t) => {
+        try {
+          template.render({ ...context, tools: [structuredClone(t)] });
+          return [];
+        } catch (e) {
+          return [`tool ${JSON.stringify(toolName(t))}: ${(e as Error).message}`];
+        }
       });
+      const what = culprits.length > 0
+        ? `the model's chat template cannot render the schema of ${culprits.join('; ')} (a value of a type the template does not expect there); change or leave out that tool`
+        : `chat template refused the conversation: ${(err as Error).message}`;
+      throw new ChatTemplateError('TEMPLATE_RENDER', what, { cause: err });
     }
   }
 }
@@ -128,4 +147,10 @@ function argumentsForTemplate(args: string | Record<string, unknown>): string | 
     // Not JSON: the template prints the string as it is.
   }
   return args;
+}
+
+/** A tool's name in OpenAI's shape (`{type, function: {name}}`) or a bare `{name}`. */
+function toolName(t: unknown): string {
+  const o = t as { function?: { name?: unknown }; name?: unknown };
+  return String(o.function?.name ?? o.name ?? '(unnamed)');
 }
