@@ -92,7 +92,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   }
   const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[job.judgeApiKeyEnv] }) : undefined;
 
-  const result = await train({ run, config, target, scenarios, judge, safety, isolation: job.isolation, resume: o.resume, progress, log: o.log });
+  const result = await train({ run, config, target, scenarios, judge, safety, isolation: job.isolation, connectTimeoutMs: job.connectTimeoutMs, resume: o.resume, progress, log: o.log });
   progress.emit('report', result.state.step);
   const { adapter, report } = await writeRunReport(run, { exportBest: true });
   progress.emit('done', result.state.step);

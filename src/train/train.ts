@@ -45,6 +45,8 @@ export interface TrainRunOptions {
   safety?: SafetyPolicy;
   /** Fresh server per rollout and what each `{sandbox}` starts from (see src/mcp/sandbox.ts). Default: shared. */
   isolation?: Isolation;
+  /** Connect/initialize timeout for the target, in milliseconds. Default: src/mcp's. */
+  connectTimeoutMs?: number;
   /** Continue from the newest complete step instead of starting fresh. */
   resume?: boolean;
   /** Where progress events go. Default: the run's progress.jsonl alone (no bars). */
@@ -84,7 +86,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     };
 
     // Scenarios whose checks name tools the server lacks are refused before any step (not scored as failures).
-    await checkTargetTools(o.target, [...o.scenarios.train, ...o.scenarios.val, ...testSet], { policy: o.safety });
+    await checkTargetTools(o.target, [...o.scenarios.train, ...o.scenarios.val, ...testSet], { policy: o.safety, timeoutMs: o.connectTimeoutMs });
 
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
     if (!state) {
@@ -316,7 +318,7 @@ async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios:
   let scored = 0;
   return runEval({
     policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
-    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, maxTurns: c.maxTurns, temperature: c.temperature,
+    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, connectTimeoutMs: o.connectTimeoutMs, maxTurns: c.maxTurns, temperature: c.temperature,
     seed: c.seed * 100003 + step * 1009 + round * 7919, judgeCacheDir: o.run.path('judge-cache'), judgeRetryBudgetMs: c.judge?.retryBudgetMs,
     onTrajectory: (_t, done, total) => {
       bar.update(done);
@@ -347,7 +349,7 @@ async function heldOut(o: TrainRunOptions, policy: EnginePolicy, set: 'val' | 't
   const bar = events.phase(set === 'val' ? 'validate' : 'test', step, scenarios.length * c.valRollouts);
   const { groups, summary } = await runEval({
     policy, target: o.target, scenarios, reward: 'checks', rolloutsPerGroup: c.valRollouts,
-    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, maxTurns: c.maxTurns, temperature: c.valTemperature,
+    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, connectTimeoutMs: o.connectTimeoutMs, maxTurns: c.maxTurns, temperature: c.valTemperature,
     seed: c.seed, onTrajectory: (_t, done) => bar.update(done),
   });
   await writeJsonlAtomic(set === 'val' ? o.run.valTrajectories(step) : o.run.testTrajectories(step), groups.flat());
