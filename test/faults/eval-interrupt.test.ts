@@ -15,9 +15,9 @@ import { loadScenarioSet, writeScenarioSet, type Scenario } from '../../src/scen
 import { hangReply, startOpenAIDouble, type OpenAIDouble } from '../doubles/openai-double.js';
 import { goodStrategy, taskOf, turnReply } from '../doubles/policy-double.js';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from '../helpers/servers.js';
+import { ENTRY } from './cli.js';
 import { fault } from './fault-table.js';
 
-const ENTRY = path.join(REPO_ROOT, 'src', 'cli', 'entry.ts');
 let dir: string;
 let scenarios: Scenario[];
 const doubles: OpenAIDouble[] = [];
@@ -46,7 +46,7 @@ function evalCli(baseURL: string, out: string, extra: string[] = []) {
 const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '') : []);
 
 /** Resolves once `file` holds `n` complete lines (polling a file is the synchronisation; the limit is a safety net). */
-async function waitForLines(file: string, n: number, limitMs = 90_000): Promise<void> {
+async function waitForLines(file: string, n: number, limitMs = 240_000): Promise<void> {
   const until = Date.now() + limitMs;
   while (lines(file).length < n) {
     if (Date.now() > until) throw new Error(`${file} never reached ${n} lines`);

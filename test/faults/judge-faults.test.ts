@@ -4,7 +4,6 @@
  * takes --judge-timeout and --judge-retry-budget. The judge is a local HTTP double (a remote LLM API cannot run
  * here); `mcprl eval` runs for real against the real fixture server.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,9 +15,9 @@ import { loadScenarioSet, writeScenarioSet } from '../../src/scenarios/scenario.
 import { chatReply, hangReply, startOpenAIDouble, type OpenAIDouble, type Reply } from '../doubles/openai-double.js';
 import { goodStrategy, startPolicyDouble } from '../doubles/policy-double.js';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from '../helpers/servers.js';
+import { mcprl } from './cli.js';
 import { fault } from './fault-table.js';
 
-const ENTRY = path.join(REPO_ROOT, 'src', 'cli', 'entry.ts');
 const doubles: OpenAIDouble[] = [];
 let work: string;
 
@@ -72,12 +71,9 @@ describe('judge faults', () => {
     const policy = await startPolicyDouble(goodStrategy(scenarios));
     doubles.push(policy);
     const out = path.join(work, 'out');
-    const r = await new Promise<{ code: number; stderr: string }>((resolve) => {
-      execFile(process.execPath, ['--import', 'tsx', ENTRY, 'eval', '--scenarios', path.join(work, 'scen'), '--split', 'train', '--model-base-url', policy.baseURL, '--model', 'p',
-        '--judge-base-url', hanging.baseURL, '--judge-model', 'j', '--rollouts', '2', '--reward', 'blend', '--judge-timeout', '500', '--judge-retry-budget', '100', '--out', out,
-        '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN], { cwd: REPO_ROOT, timeout: 120_000, env: { ...process.env, OPENAI_API_KEY: 'k' } },
-      (err, _o, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr }));
-    });
+    const r = await mcprl(['eval', '--scenarios', path.join(work, 'scen'), '--split', 'train', '--model-base-url', policy.baseURL, '--model', 'p',
+      '--judge-base-url', hanging.baseURL, '--judge-model', 'j', '--rollouts', '2', '--reward', 'blend', '--judge-timeout', '500', '--judge-retry-budget', '100', '--out', out,
+      '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN], { env: { ...process.env, OPENAI_API_KEY: 'k' } });
     expect(r.code, r.stderr).toBe(0);
     const summary = JSON.parse(await readFile(path.join(out, 'summary.json'), 'utf8'));
     expect(summary).toMatchObject({ judge_groups: 2, judge_failures: 2 });

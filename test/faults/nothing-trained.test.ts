@@ -3,18 +3,16 @@
  * the real fixture server) with the infrastructure failing around it. The judge is a local HTTP double (a remote
  * LLM API cannot run here) that refuses every request; the unreachable target is a closed local port.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadScenarioSet, writeScenarioSet } from '../../src/scenarios/scenario.js';
 import { httpError, startOpenAIDouble, type OpenAIDouble } from '../doubles/openai-double.js';
 import { FIXTURE_SERVER_MAIN, freePort, REPO_ROOT } from '../helpers/servers.js';
+import { bookshopScenarios, mcprl } from './cli.js';
 import { fault } from './fault-table.js';
 
-const ENTRY = path.join(REPO_ROOT, 'src', 'cli', 'entry.ts');
 const MODEL = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
 const SMALL = ['--groups-per-step', '1', '--rollouts-per-group', '2', '--max-turns', '2', '--max-tokens', '24', '--concurrency', '2', '--val-rollouts', '1'];
 let work: string;
@@ -23,9 +21,7 @@ let judge: OpenAIDouble;
 
 beforeAll(async () => {
   work = await mkdtemp(path.join(tmpdir(), 'mcprl-untrained-'));
-  const all = await loadScenarioSet(path.join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'));
-  scenarios = path.join(work, 'scenarios');
-  await writeScenarioSet(scenarios, all.train.slice(0, 3), all.val.slice(0, 2));
+  scenarios = await bookshopScenarios(path.join(work, 'scenarios'), 3, 2);
   // A judge that refuses every request (a revoked key): not retryable, so every group is unscored at once.
   judge = await startOpenAIDouble([], { fallback: httpError(401, 'invalid api key') });
 });
@@ -35,19 +31,15 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-function train(args: string[]): Promise<{ code: number; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', ENTRY, 'train', '--model', MODEL, '--scenarios', scenarios, '--runs-dir', path.join(work, 'runs'), '--quiet', ...SMALL, ...args],
-      { cwd: REPO_ROOT, timeout: 300_000, env: { ...process.env, OPENAI_API_KEY: 'test-key' } }, (err, _stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr }));
-  });
-}
+const train = (args: string[]) =>
+  mcprl(['train', '--model', MODEL, '--scenarios', scenarios, '--runs-dir', path.join(work, 'runs'), '--quiet', ...SMALL, ...args], { env: { ...process.env, OPENAI_API_KEY: 'test-key' } });
 
 const jsonl = (file: string) => readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>);
 
 describe('training that trains nothing', () => {
   it('stops with a clear error after --max-untrained-steps steps whose every group was unscored (judge down)', async () => {
     const r = await train(['--run', 'judge-down', '--reward', 'ruler', '--judge-base-url', judge.baseURL, '--judge-model', 'judge', '--max-untrained-steps', '2',
-      '--max-steps', '6', '--eval-every', '6', '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN]);
+      '--max-steps', '6', '--eval-every', '6', '--timeout', '120000', '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/steps 1-2 trained nothing: every rollout was lost to an infrastructure failure \(first: judge failed/);
     const dir = path.join(work, 'runs', 'judge-down');

@@ -3,16 +3,14 @@
  * `mcprl eval` and ignored, so a server that never answers initialize cost the 30 s default; `mcprl train` used
  * it only to generate scenarios. The target here is a real process that never speaks MCP.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadScenarioSet, writeScenarioSet } from '../../src/scenarios/scenario.js';
 import { freePort, REPO_ROOT } from '../helpers/servers.js';
+import { bookshopScenarios, mcprl } from './cli.js';
 import { fault } from './fault-table.js';
 
-const ENTRY = path.join(REPO_ROOT, 'src', 'cli', 'entry.ts');
 const MODEL = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
 // A stdio "server" that reads its input and never answers.
 const SILENT = ['--', process.execPath, '-e', 'process.stdin.resume()'];
@@ -21,20 +19,11 @@ let scenarios: string;
 
 beforeAll(async () => {
   work = await mkdtemp(path.join(tmpdir(), 'mcprl-paper-'));
-  const all = await loadScenarioSet(path.join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'));
-  scenarios = path.join(work, 'scen');
-  await writeScenarioSet(scenarios, all.train.slice(0, 2), all.val.slice(0, 1));
+  scenarios = await bookshopScenarios(path.join(work, 'scen'), 2, 1);
 });
 afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
-
-function mcprl(args: string[]): Promise<{ code: number; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', ENTRY, ...args], { cwd: REPO_ROOT, timeout: 120_000 },
-      (err, _o, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr }));
-  });
-}
 
 describe('--timeout has an effect', () => {
   it('`mcprl eval --timeout 1500` gives up on a server that never answers initialize after 1500 ms', async () => {

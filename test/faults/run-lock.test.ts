@@ -4,7 +4,7 @@
  * a child process; the test itself holds the lock (explicit synchronisation: the holder exists before the second
  * process starts, so the outcome does not depend on timing).
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
@@ -16,9 +16,9 @@ import { Workspace } from '../../src/mcp-server/workspace.js';
 import { loadScenarioSet, writeScenarioSet } from '../../src/scenarios/scenario.js';
 import { DirLock, DirLockedError, lockFile, processStart, readLockOwner, type LockOwner } from '../../src/util/dir-lock.js';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from '../helpers/servers.js';
+import { bookshopScenarios, mcprl } from './cli.js';
 import { fault } from './fault-table.js';
 
-const ENTRY = path.join(REPO_ROOT, 'src', 'cli', 'entry.ts');
 const MODEL = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
 let work: string;
 let scenarios: string;
@@ -26,9 +26,8 @@ let overlapping: string;
 
 beforeAll(async () => {
   work = await mkdtemp(path.join(tmpdir(), 'mcprl-lock-'));
+  scenarios = await bookshopScenarios(path.join(work, 'scenarios'), 2, 2);
   const all = await loadScenarioSet(path.join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'));
-  scenarios = path.join(work, 'scenarios');
-  await writeScenarioSet(scenarios, all.train.slice(0, 2), all.val.slice(0, 2));
   // Validation repeats training: `mcprl train` refuses it after taking the lock and before loading a model.
   overlapping = path.join(work, 'overlap');
   await writeScenarioSet(overlapping, all.train.slice(0, 2), all.train.slice(0, 2));
@@ -38,12 +37,7 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-function train(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', ENTRY, 'train', '--runs-dir', path.join(work, 'runs'), '--quiet', ...args, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN],
-      { cwd: REPO_ROOT, timeout: 120_000 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }));
-  });
-}
+const train = (args: string[]) => mcprl(['train', '--runs-dir', path.join(work, 'runs'), '--quiet', ...args, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN]);
 
 /** The pid of a process that has exited (and been reaped), so nothing runs under it now. */
 async function deadPid(): Promise<number> {

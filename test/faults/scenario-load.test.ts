@@ -2,16 +2,15 @@
  * §2 of issue 12: scenarios that would silently score as failures are refused when loaded, with file:line — a
  * check of a tool the server does not have (the real fixture server decides which tools exist), and duplicate ids.
  */
-import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkUniqueIds, loadScenarioSet, readScenarios, type Scenario } from '../../src/scenarios/scenario.js';
 import { FIXTURE_SERVER_MAIN, freePort, REPO_ROOT } from '../helpers/servers.js';
+import { mcprl } from './cli.js';
 import { fault } from './fault-table.js';
 
-const ENTRY = path.join(REPO_ROOT, 'src', 'cli', 'entry.ts');
 const MODEL = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
 let work: string;
 
@@ -25,12 +24,7 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-function mcprl(args: string[]): Promise<{ code: number; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', ENTRY, ...args, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN], { cwd: REPO_ROOT, timeout: 120_000 },
-      (err, _stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr }));
-  });
-}
+const onFixture = (args: string[]) => mcprl([...args, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN]);
 
 describe('scenario files', () => {
   it('duplicate ids are refused with the file and line of both', async () => {
@@ -52,7 +46,7 @@ describe('scenario files', () => {
     await writeFile(path.join(dir, 'train.jsonl'), jsonl([sc('ok'), sc('typo', 'get_bok')]));
     await writeFile(path.join(dir, 'val.jsonl'), '');
     // The policy endpoint is a closed port: the refusal must come before any request to it.
-    const r = await mcprl(['eval', '--scenarios', dir, '--model-base-url', `http://127.0.0.1:${await freePort()}/v1`, '--model', 'm', '--out', path.join(work, 'eval-out')]);
+    const r = await onFixture(['eval', '--scenarios', dir, '--model-base-url', `http://127.0.0.1:${await freePort()}/v1`, '--model', 'm', '--out', path.join(work, 'eval-out')]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`${path.join(dir, 'train.jsonl')}:2: scenario "typo" checks tool "get_bok", which the server does not have`);
     fault('scenario checks a tool the server lacks (eval)', 'refused with file:line', 'refused before any rollout');
@@ -63,7 +57,7 @@ describe('scenario files', () => {
     await mkdir(dir, { recursive: true });
     await writeFile(path.join(dir, 'train.jsonl'), jsonl([sc('t1'), sc('t2')]));
     await writeFile(path.join(dir, 'val.jsonl'), jsonl([{ ...sc('v1', 'find_books_by_colour'), task: 'Find red books.' }]));
-    const r = await mcprl(['train', '--model', MODEL, '--scenarios', dir, '--run', 'r', '--runs-dir', path.join(work, 'runs'), '--quiet']);
+    const r = await onFixture(['train', '--model', MODEL, '--scenarios', dir, '--run', 'r', '--runs-dir', path.join(work, 'runs'), '--quiet']);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`${path.join(dir, 'val.jsonl')}:1: scenario "v1" checks tool "find_books_by_colour", which the server does not have`);
     fault('scenario checks a tool the server lacks (train)', 'refused before step 0', 'refused before step 0');
