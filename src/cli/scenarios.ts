@@ -5,7 +5,7 @@
  */
 import { Command } from 'commander';
 import { connect, McpConnectError, McpListError, type McpSession } from '../mcp/index.js';
-import { ScenarioGenerationError } from '../scenarios/llm.js';
+import { DEFAULT_GENERATOR_TIMEOUT_MS, ScenarioGenerationError } from '../scenarios/llm.js';
 import { writeScenarioSet } from '../scenarios/scenario.js';
 import { generateScenarioSet, type ScenarioSetOptions, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { DEFAULT_VAL_FRACTION } from '../scenarios/split.js';
@@ -37,6 +37,7 @@ interface ScenariosCliOptions extends TargetCliOptions {
   generatorBaseUrl?: string;
   generatorModel?: string;
   generatorApiKeyEnv: string;
+  generatorTimeout?: number;
   instructions?: string;
 }
 
@@ -54,6 +55,7 @@ export function registerScenarios(program: Command): Command {
     .option('--generator-base-url <url>', 'OpenAI-compatible endpoint (default: OpenAI, or $OPENAI_BASE_URL)')
     .option('--generator-model <model>', 'model that writes the tasks (required unless --offline)')
     .option('--generator-api-key-env <var>', 'environment variable holding the API key', 'OPENAI_API_KEY')
+    .option('--generator-timeout <ms>', `timeout of one generator request (default ${DEFAULT_GENERATOR_TIMEOUT_MS}; retried twice, Retry-After honoured)`, numberParser({ integer: true, above: 0, unit: 'milliseconds' }))
     .option('--instructions <text>', 'extra guidance for the LLM about the tasks you want');
   addTargetOptions(cmd);
   cmd.addHelpText(
@@ -77,7 +79,7 @@ Examples:
         if (!apiKey && !opts.generatorBaseUrl) {
           throw new ScenarioGenerationError(`no API key: set ${opts.generatorApiKeyEnv} (or name another variable with --generator-api-key-env)`);
         }
-        generator = { baseURL: opts.generatorBaseUrl, model: opts.generatorModel, apiKey: apiKey || 'no-key' };
+        generator = { baseURL: opts.generatorBaseUrl, model: opts.generatorModel, apiKey: apiKey || 'no-key', timeoutMs: opts.generatorTimeout };
       }
       session = await connect(target, connectOptionsFromCli(opts));
       const { train, val, summary } = await generateScenarioSet(session, {

@@ -9,6 +9,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { describeTarget, McpConnectError } from '../mcp/index.js';
 import { DEFAULT_JUDGE_TIMEOUT_MS } from '../ruler/judge.js';
 import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
+import { DEFAULT_GENERATOR_TIMEOUT_MS } from '../scenarios/llm.js';
 import { parseTrainConfig, trainConfigFrom, TrainSettingsSchema, type TrainConfig } from '../train/config.js';
 import { runTrainJob, type TrainJob } from '../train/job.js';
 import { ProgressLog } from '../train/progress-log.js';
@@ -29,6 +30,7 @@ interface TrainCliOptions extends TargetCliOptions {
   generatorBaseUrl?: string;
   generatorModel?: string;
   generatorApiKeyEnv: string;
+  generatorTimeout?: number;
   judgeBaseUrl?: string;
   judgeModel?: string;
   judgeApiKeyEnv: string;
@@ -71,6 +73,7 @@ export function registerTrain(program: Command): Command {
     .option('--generator-base-url <url>', 'OpenAI-compatible endpoint that writes scenarios')
     .option('--generator-model <name>', 'model that writes scenarios')
     .option('--generator-api-key-env <var>', 'environment variable holding its API key', 'OPENAI_API_KEY')
+    .option('--generator-timeout <ms>', `timeout of one generator request (default ${DEFAULT_GENERATOR_TIMEOUT_MS})`, numberParser({ integer: true, above: 0, unit: 'milliseconds' }))
     .option('--judge-base-url <url>', 'OpenAI-compatible endpoint of the RULER judge')
     .option('--judge-model <name>', 'judge model name')
     .option('--judge-api-key-env <var>', 'environment variable holding the judge API key', 'OPENAI_API_KEY')
@@ -124,7 +127,7 @@ Example (the bundled tiny model on the fixture server, offline):
         config,
         scenarios: {
           dir: o.scenarios, offline: o.offline, count: o.count,
-          ...(o.generatorModel ? { generator: { model: o.generatorModel, baseURL: o.generatorBaseUrl, apiKeyEnv: o.generatorApiKeyEnv } } : {}),
+          ...(o.generatorModel ? { generator: { model: o.generatorModel, baseURL: o.generatorBaseUrl, apiKeyEnv: o.generatorApiKeyEnv, timeoutMs: o.generatorTimeout } } : {}),
         },
         judgeApiKeyEnv: o.judgeApiKeyEnv,
         safety: policyFromCli(o).settings(),

@@ -17,6 +17,12 @@ import { hashString } from '../util/rng.js';
 import type { Scenario } from './scenario.js';
 import { McprlError } from '../util/errors.js';
 
+/**
+ * How long one generator request may take, in milliseconds. With the SDK's retries (which honour Retry-After) and
+ * the attempt budget, it bounds the whole generation.
+ */
+export const DEFAULT_GENERATOR_TIMEOUT_MS = 120_000;
+
 /** LLM generation failed for good (endpoint errors, or too few valid scenarios within the attempt budget). */
 export class ScenarioGenerationError extends McprlError<'SCENARIO_GENERATION'> {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -46,7 +52,7 @@ export interface LlmGeneratorOptions {
   seed?: number;
   /** Requests (not counting the SDK's HTTP retries) before giving up. Default 6. */
   maxAttempts?: number;
-  /** Per-request timeout in ms. Default 120000. */
+  /** Per-request timeout in ms. Default DEFAULT_GENERATOR_TIMEOUT_MS. */
   timeoutMs?: number;
   /** SDK retries on 5xx / 429 / network errors, per request. Default 2. */
   maxRetries?: number;
@@ -175,7 +181,7 @@ export async function generateLlmScenarios(catalog: ServerCatalog, opts: LlmGene
     new OpenAI({
       baseURL: opts.baseURL,
       apiKey: opts.apiKey ?? process.env.OPENAI_API_KEY ?? 'missing-api-key',
-      timeout: opts.timeoutMs ?? 120_000,
+      timeout: opts.timeoutMs ?? DEFAULT_GENERATOR_TIMEOUT_MS,
       maxRetries: opts.maxRetries ?? 2,
     });
   const baseURL = client.baseURL;

@@ -21,7 +21,7 @@ export interface ScenarioSetOptions {
   /** Schema-driven verifiable scenarios (no LLM). */
   offline?: boolean;
   /** LLM settings (required unless offline). */
-  generator?: { baseURL?: string; model: string; apiKey?: string };
+  generator?: { baseURL?: string; model: string; apiKey?: string; timeoutMs?: number };
   instructions?: string;
   /** Opens a fresh isolated server: offline generation then makes write tasks too (see OfflineOptions). */
   isolatedServer?: OfflineOptions['isolatedServer'];

@@ -35,7 +35,7 @@ export const TrainJobSchema = z.object({
     /** Scenarios to generate, train and val together. Default 24. */
     count: z.number().int().positive().default(24),
     /** An OpenAI-compatible LLM that writes the scenarios; its API key is read from the variable apiKeyEnv. */
-    generator: z.object({ model: z.string(), baseURL: z.string().optional(), apiKeyEnv: z.string() }).optional(),
+    generator: z.object({ model: z.string(), baseURL: z.string().optional(), apiKeyEnv: z.string(), timeoutMs: z.number().int().positive().optional() }).optional(),
   }),
   /** Environment variable holding the judge's API key. Default OPENAI_API_KEY. */
   judgeApiKeyEnv: z.string().default('OPENAI_API_KEY'),
@@ -113,7 +113,7 @@ async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSch
     const set = await generateScenarioSet(session, {
       count: source.count, seed: job.config.seed, offline: source.offline,
       ...(job.isolation.isolate ? { isolatedServer: () => connect(o.target, { policy: safety, sandboxFrom: job.isolation.sandboxFrom, isolated: true }) } : {}),
-      ...(g ? { generator: { model: g.model, baseURL: g.baseURL, apiKey: process.env[g.apiKeyEnv] } } : {}),
+      ...(g ? { generator: { model: g.model, baseURL: g.baseURL, apiKey: process.env[g.apiKeyEnv], timeoutMs: g.timeoutMs } } : {}),
     });
     return { train: set.train, val: set.val, test: [], summary: set.summary };
   } finally {

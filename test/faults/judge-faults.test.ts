@@ -84,3 +84,16 @@ describe('judge faults', () => {
     fault('judge hangs', '--judge-timeout per request, --judge-retry-budget per group', `${posts(hanging)} requests for 2 groups; both skipped`);
   });
 });
+
+describe('scenario generator faults', () => {
+  it('`mcprl scenarios --generator-timeout`: a hanging generator fails with a timeout, not after minutes', async () => {
+    const hanging = await judgeDouble([], hangReply());
+    const r = await mcprl(['scenarios', '--out', path.join(work, 'gen'), '--generator-base-url', hanging.baseURL, '--generator-model', 'g', '--generator-timeout', '300',
+      '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN], { env: { ...process.env, OPENAI_API_KEY: 'k' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/scenario generation failed: .*tim(ed|e) ?out/i);
+    // The first request and the SDK's two retries: each cut off by the timeout.
+    expect(posts(hanging)).toBe(3);
+    fault('scenario generator hangs', '--generator-timeout per request, bounded retries', `${posts(hanging)} requests, then an error`);
+  });
+});
