@@ -18,6 +18,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -28,11 +29,14 @@ import { readLatestProgress } from '../train/progress-log.js';
 import { RunDir, type RunState } from '../train/run-dir.js';
 import { writeRunReport } from '../train/write-report.js';
 import { writeJsonAtomic } from '../util/atomic.js';
+import { ownerAlive, processStart } from '../util/dir-lock.js';
 import { ProgressPhaseSchema, type ProgressEvent } from '../util/progress.js';
 import { Workspace, WorkspaceError } from './workspace.js';
 
 export const JobRecordSchema = z.object({
   pid: z.number().int(),
+  /** The worker's process start time (see src/util/dir-lock.ts), so that a reused pid is not taken for it. */
+  start: z.string().nullable().optional(),
   started_at: z.string(),
   /** A description of the target (command or URL): never header or environment values. */
   target: z.string(),
@@ -161,12 +165,14 @@ export class TrainingJobs {
 
   /**
    * True while the run's training process is alive (started by an mcprl server, or by `mcprl train` directly):
-   * a child of this server is known exactly; any other holds the run's lock (src/util/dir-lock.ts).
+   * a child of this server is known exactly; any other holds the run's lock (src/util/dir-lock.ts), or — in the
+   * moment between its start and taking the lock — is the live worker process its job.json names.
    */
-  isAlive(name: string): boolean {
+  isAlive(name: string, job: JobRecord | null): boolean {
     const child = this.children.get(name);
     if (child) return child.exitCode === null && child.signalCode === null;
-    return this.run(name).trainer() !== null;
+    if (this.run(name).trainer() !== null) return true;
+    return job !== null && job.ended_at === undefined && job.start !== undefined && ownerAlive({ pid: job.pid, start: job.start, host: hostname(), since: job.started_at });
   }
 
   /** Names of the runs in the workspace (folders holding config.json or job.json), sorted. */
@@ -218,7 +224,7 @@ export class TrainingJobs {
     child.stdin!.on('error', () => undefined);
     child.stdin!.end(targetConfig(target));
     this.children.set(name, child);
-    const record: JobRecord = { pid, started_at: new Date().toISOString(), target: describeTarget(target), model: this.ws.display(job.config.model) };
+    const record: JobRecord = { pid, start: processStart(pid), started_at: new Date().toISOString(), target: describeTarget(target), model: this.ws.display(job.config.model) };
     await writeJsonAtomic(run.path('job.json'), record);
     child.once('exit', (code, signal) => {
       void this.updateJob(name, { ended_at: new Date().toISOString(), exit_code: code, signal }).catch(() => undefined);
@@ -237,7 +243,7 @@ export class TrainingJobs {
     const state: RunState | null = await run.readState();
     const metrics = await run.readMetrics(state?.step ?? -1);
     const event = await readLatestProgress(run.dir);
-    const alive = this.isAlive(name);
+    const alive = this.isAlive(name, job);
     const child = this.children.get(name);
     const exitCode = child ? child.exitCode : (job?.exit_code ?? null);
     const ended = !alive;
@@ -305,7 +311,7 @@ export class TrainingJobs {
     // A run started from a command line has no job.json and is not a process group leader: only it is signalled
     // (the MCP servers it started end when their stdin closes).
     const pid = job ? job.pid : (this.run(name).trainer()?.pid ?? null);
-    if (pid === null || !this.isAlive(name)) return { was_running: false, signal: null };
+    if (pid === null || !this.isAlive(name, job)) return { was_running: false, signal: null };
     if (job) await this.updateJob(name, { stop_requested: true });
     const kill = (sig: NodeJS.Signals) => {
       try {
@@ -321,10 +327,10 @@ export class TrainingJobs {
     const gone = async (ms: number) => {
       const until = Date.now() + ms;
       while (Date.now() < until) {
-        if (!this.isAlive(name)) return true;
+        if (!this.isAlive(name, job)) return true;
         await new Promise((r) => setTimeout(r, 100));
       }
-      return !this.isAlive(name);
+      return !this.isAlive(name, job);
     };
     kill('SIGTERM');
     let signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM';

@@ -26,15 +26,20 @@ export type LockOwner = z.infer<typeof LockOwnerSchema>;
 /** The lock file of a folder. */
 export const lockFile = (dir: string) => path.join(dir, 'lock');
 
-/** A process's start time as the kernel records it (null without procfs or when the process is gone). */
-export function processStart(pid: number): string | null {
+/** Fields 3… of /proc/PID/stat (state first), or null without procfs or when the process is gone. */
+function statFields(pid: number): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) is in parentheses and may hold spaces: count fields after its closing one.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return null;
   }
+}
+
+/** A process's start time as the kernel records it (null without procfs or when the process is gone). */
+export function processStart(pid: number): string | null {
+  return statFields(pid)?.[19] ?? null;
 }
 
 /** True while the owner's process runs: its pid is alive and (where known) started when the owner did. */
@@ -45,7 +50,10 @@ export function ownerAlive(owner: LockOwner): boolean {
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
-  const start = processStart(owner.pid);
+  const fields = statFields(owner.pid);
+  // A zombie has ended; it only waits for its parent to collect its exit status.
+  if (fields?.[0] === 'Z') return false;
+  const start = fields?.[19] ?? null;
   return owner.start === null || start === null || start === owner.start;
 }
 
