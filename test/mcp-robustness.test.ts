@@ -55,7 +55,8 @@ describe('pagination', () => {
 describe('misbehaving server', () => {
   let s: McpSession;
   beforeAll(async () => {
-    s = await connect(misbehavingStdioTarget(), { callTimeoutMs: 1500 });
+    // Long enough that a healthy call (or a reconnect) on a loaded machine never hits it; only the hanging tool does.
+    s = await connect(misbehavingStdioTarget(), { callTimeoutMs: 8000 });
   });
   afterAll(async () => {
     await s?.close();
