@@ -14,7 +14,7 @@
  * the best validation success it is an unbiased estimate of what the selected adapter does on unseen tasks.
  */
 import { performance } from 'node:perf_hooks';
-import { isSuccess, runEval, type EvalSummary } from '../eval/evaluate.js';
+import { isSuccess, runEval, summarizeEval, type EvalSummary } from '../eval/evaluate.js';
 import type { Trajectory } from '../agent/trajectory.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
@@ -272,7 +272,6 @@ async function gatherStep(o: TrainRunOptions, policy: EnginePolicy, curriculum: 
   const used = new Set(first.map((s) => s.id));
   const firstRound = await gatherGroups(o, policy, first, step, 0, events);
   const groups = [...firstRound.groups];
-  const summaries = [firstRound.summary];
   let replaced = 0;
   let rounds = 0;
   while (rounds < c.resampleRounds) {
@@ -286,28 +285,15 @@ async function gatherStep(o: TrainRunOptions, policy: EnginePolicy, curriculum: 
     for (const s of more) used.add(s.id);
     const r = await gatherGroups(o, policy, more, step, rounds, events);
     groups.push(...r.groups);
-    summaries.push(r.summary);
     replaced += r.groups.length;
   }
   if (curriculum) for (const g of groups) if (g.length > 0) curriculum.record(g[0].scenario_id, trainable(g).length, trainable(g).filter(isSuccess).length);
-  // One round: its own summary, as it is. Several: the same figures over every trajectory gathered.
-  if (summaries.length === 1) return { groups, summary: firstRound.summary, replaced, rounds };
-  const all = groups.flat();
-  const scored = all.filter((t) => t.unscored === undefined);
-  const toolCalls = all.reduce((s, t) => s + t.metrics.tool_calls, 0);
-  const invalid = all.reduce((s, t) => s + t.metrics.invalid_calls, 0);
-  return {
-    groups,
-    summary: {
-      mean_reward: scored.length ? scored.reduce((a, t) => a + t.reward, 0) / scored.length : null,
-      success_rate: all.length ? all.filter(isSuccess).length / all.length : 0,
-      tool_call_validity_rate: toolCalls ? 1 - invalid / toolCalls : 1,
-      unscored_trajectories: all.length - scored.length,
-      judge_failures: summaries.reduce((a, s) => a + s.judge_failures, 0),
-    },
-    replaced,
-    rounds,
-  };
+  // One round: its own summary, as it is. Several: the same summary over every group gathered (`used` holds their
+  // scenario ids in the groups' order).
+  const summary = rounds === 0 ? firstRound.summary : summarizeEval(groups, [...used], {
+    model: policy.name, reward: c.reward, judged: c.reward !== 'checks' && o.judge !== undefined, rolloutsPerGroup: c.rolloutsPerGroup,
+  });
+  return { groups, summary, replaced, rounds };
 }
 
 async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios: Scenario[], step: number, round: number, events: ProgressLog) {
