@@ -5,7 +5,7 @@
  * report and the exported adapter are. With `--seeds 1,2,3` it trains once per seed, one after the other, and
  * prints the table the README shows (per seed and the mean; see demo-table.ts).
  *
- *   npm run demo [-- --seed 2 --max-steps 12 --run NAME]
+ *   npm run demo [-- --seed 2 --max-steps 12 --run NAME] [--model DIR --scenarios DIR]
  *   npm run demo -- --seeds 1,2,3
  *   npm run demo -- --seeds 1,2,3 -- --constrain-tool-calls     (options after a second -- go to mcprl train)
  */
@@ -28,11 +28,14 @@ const { values } = parseArgs({
     'max-steps': { type: 'string', default: '30' },
     run: { type: 'string' },
     'runs-dir': { type: 'string', default: join(ROOT, 'runs') },
+    // A rebuilt tiny model and its scenario sets, to measure them before they replace the bundled ones.
+    model: { type: 'string', default: join(ROOT, 'fixtures', 'models', 'tiny-bookshop') },
+    scenarios: { type: 'string', default: join(ROOT, 'fixtures', 'scenarios', 'bookshop') },
   },
 });
 
-const model = join(ROOT, 'fixtures', 'models', 'tiny-bookshop');
-const scenarios = join(ROOT, 'fixtures', 'scenarios', 'bookshop');
+const model = values.model!;
+const scenarios = values.scenarios!;
 if (!existsSync(join(model, 'model.safetensors'))) {
   console.error(`the bundled tiny model is missing at ${model}; rebuild it with: node --import tsx scripts/tiny-model/build.ts`);
   process.exit(1);

@@ -1,7 +1,9 @@
 /**
  * Makes the bundled tiny model, deterministically, from nothing but this repository:
- *   1. three disjoint scenario sets from the bookshop fixture server (warm-up / RL train / validation);
- *   2. warm-up transcripts: a scripted expert solves each warm-up scenario through the real rollout loop;
+ *   1. four disjoint scenario sets from the bookshop fixture server (warm-up / RL train / validation / test);
+ *   2. warm-up transcripts: a scripted policy works each warm-up scenario through the real rollout loop, with a
+ *      mix of habits (expert.ts): it always knows how to use the tools, but only sometimes looks things up
+ *      rather than guessing, and only sometimes reports what it found;
  *   3. a byte-level BPE tokenizer trained on those transcripts, a fixed text (tokenizer-corpus.md, a frozen
  *      snapshot of an early README: training text only, not documentation) and the fixture's catalogue, with
  *      digits grouped in threes (so an id is one or two tokens, easy for a tiny model to copy);
@@ -9,8 +11,8 @@
  *   5. SFT warm-up with the engine's own sftStep: high-rank LoRA on every projection, merged into the base
  *      weights after each cycle (the engine trains LoRA weights only); every batch also holds synthetic copy
  *      drills (copy-drills.ts), the generic copying a pretrained model would bring;
- *   6. validation success of the result, measured the way `mcprl train` measures it.
- * The warm-up is deliberately short, so the model knows the format and some tools but often fails: room for RL.
+ *   6. validation and test success of the result, measured the way `mcprl train` measures it.
+ * The warm-up teaches the skills but not the habits that earn the reward, so the model often fails: room for RL.
  *
  *   node --import tsx scripts/tiny-model/build.ts [--out fixtures/models/tiny-bookshop] [--seed 1] [--tokenizer FILE]
  *
@@ -39,7 +41,8 @@ import { makeRandomModel, makeRng } from '../random-model.js';
 import { AUTHORS, BOOKS } from '../../fixtures/server/bookshop.js';
 import { GROUPED_DIGITS_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
 import { copyDrill } from './copy-drills.js';
-import { ExpertPolicy } from './expert.js';
+import { ExpertPolicy, type Habit } from './expert.js';
+import { scoreChecks } from '../../src/ruler/checks.js';
 import { fixtureTarget } from './fixture-target.js';
 import { makeScenarioSets } from './scenario-sets.js';
 
@@ -51,14 +54,21 @@ const { values } = parseArgs({
     work: { type: 'string', default: join(ROOT, '.cache', 'tiny-model') },
     seed: { type: 'string', default: '1' },
     vocab: { type: 'string', default: '1024' },
-    cycles: { type: 'string', default: '4' },
-    'steps-per-cycle': { type: 'string', default: '100' },
+    cycles: { type: 'string', default: '5' },
+    'steps-per-cycle': { type: 'string', default: '150' },
+    /** The last N cycles train on the habit-mixed transcripts; the ones before on the expert's alone (skills first). */
+    'habit-cycles': { type: 'string', default: '1' },
+    /** A model folder that already went through the drill phase of this same build (skips it; same result). */
+    drilled: { type: 'string' },
     'batch-size': { type: 'string', default: '16' },
     lr: { type: 'string', default: '2e-3' },
     rank: { type: 'string', default: '128' },
     threads: { type: 'string' },
     'eval-each-cycle': { type: 'boolean', default: false },
     drills: { type: 'string', default: '16' },
+    /** Habit mix of the warm-up transcripts: the share that look things up, and of those the share that report. */
+    'lookup-rate': { type: 'string', default: '0.45' },
+    'report-rate': { type: 'string', default: '0.5' },
     'drill-steps': { type: 'string', default: '1500' },
     /** Use this tokenizer.json instead of training one (e.g. the bundled model's, to rebuild it exactly). */
     tokenizer: { type: 'string' },
@@ -87,17 +97,28 @@ async function main() {
   const session = await connect(fixtureTarget());
   const tools = await session.listTools();
   const sets = await makeScenarioSets(session, seed);
-  log(`scenarios: warm-up ${sets.warmup.length}, train ${sets.train.length}, val ${sets.val.length}`);
+  log(`scenarios: warm-up ${sets.warmup.length}, train ${sets.train.length}, val ${sets.val.length}, test ${sets.test.length}`);
 
-  // 2. expert transcripts
+  // 2. warm-up transcripts: the expert's for every scenario (it must solve each), and one with a habit drawn
+  //    from the mix
+  const habitRng = makeRng(seed + 1000);
+  const habits: Record<Habit, number> = { expert: 0, guess: 0, forget: 0 };
   const transcripts: Trajectory[] = [];
+  const mixed: Trajectory[] = [];
+  const run = async (scenario: Scenario, habit: Habit) => {
+    const t = await rollout({ policy: new ExpertPolicy(scenario, habit), session, tools, scenario, id: `warmup-${scenario.id}` });
+    if (!t.metrics.completed || t.error) throw new Error(`the ${habit} policy did not finish warm-up scenario ${scenario.id}: ${t.error ?? 'not completed'}`);
+    if (habit === 'expert' && scoreChecks(t, scenario).fraction < 1) throw new Error(`the expert failed warm-up scenario ${scenario.id}`);
+    return t;
+  };
   for (const scenario of sets.warmup) {
-    const t = await rollout({ policy: new ExpertPolicy(scenario), session, tools, scenario, id: `warmup-${scenario.id}` });
-    if (!t.metrics.completed || t.error) throw new Error(`the expert failed warm-up scenario ${scenario.id}: ${t.error ?? 'not completed'}`);
-    transcripts.push(t);
+    const habit: Habit = habitRng.uniform() >= Number(values['lookup-rate']) ? 'guess' : habitRng.uniform() < Number(values['report-rate']) ? 'expert' : 'forget';
+    habits[habit]++;
+    transcripts.push(await run(scenario, 'expert'));
+    mixed.push(await run(scenario, habit));
   }
   await session.close();
-  log(`expert transcripts: ${transcripts.length}`);
+  log(`warm-up transcripts: ${transcripts.length} expert; habit mix ${habits.expert} expert, ${habits.guess} guess, ${habits.forget} forget`);
 
   // 3. tokenizer
   const template = await readFile(join(import.meta.dirname, 'chat_template.jinja'), 'utf8');
@@ -134,7 +155,9 @@ async function main() {
   // 5. SFT warm-up, merged after each cycle; first, if asked, a phase of copy drills alone
   const threads = values.threads ? Number(values.threads) : undefined;
   const rng = makeRng(seed);
-  if (Number(values['drill-steps']) > 0) {
+  if (values.drilled) {
+    modelDir = values.drilled;
+  } else if (Number(values['drill-steps']) > 0) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
     const trainer = await Trainer.create(engine.model as never, {
       adapterName: 'drills', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS],
@@ -152,16 +175,20 @@ async function main() {
     await mergeAdapter({ modelDir, adapterDir, out: next, dtype: 'F32', overwrite: true });
     modelDir = next;
   }
-  for (let cycle = 0; cycle < Number(values.cycles); cycle++) {
+  // the warm-up's own random stream, so that a build given --drilled draws exactly the batches a full one does
+  const sftRng = makeRng(seed + 2000);
+  const cycles = Number(values.cycles);
+  for (let cycle = 0; cycle < cycles; cycle++) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
-    const sequences: TrainSequence[] = transcripts.flatMap((t) => trajectoryToSequences(engine, t));
+    const pool = cycle >= cycles - Number(values['habit-cycles']) ? mixed : transcripts;
+    const sequences: TrainSequence[] = pool.flatMap((t) => trajectoryToSequences(engine, t));
     const trainer = await Trainer.create(engine.model as never, {
       adapterName: 'warmup', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS],
       seed: seed + cycle, optimizer: { lr: Number(values.lr), weightDecay: 0, maxGradNorm: 1, schedule: { kind: 'cosine', warmupSteps: 5, totalSteps: Number(values['steps-per-cycle']) } },
     });
     for (let step = 0; step < Number(values['steps-per-cycle']); step++) {
-      const batch = Array.from({ length: Number(values['batch-size']) }, () => sequences[Math.floor(rng.uniform() * sequences.length)]);
-      for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copyDrill(rng), tools: [] }));
+      const batch = Array.from({ length: Number(values['batch-size']) }, () => sequences[Math.floor(sftRng.uniform() * sequences.length)]);
+      for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copyDrill(sftRng), tools: [] }));
       const m = await trainer.sftStep(batch);
       if (step % 10 === 0 || step === Number(values['steps-per-cycle']) - 1) log(`cycle ${cycle} step ${step}: loss ${m.loss.toFixed(4)} grad ${m.gradNorm.toFixed(3)} ${Math.round(m.tokensPerSecond)} tok/s`);
     }
@@ -174,8 +201,9 @@ async function main() {
     if (values['eval-each-cycle']) await validate(modelDir, sets.val, threads);
   }
 
-  // 6. validation success, as `mcprl train` measures it (greedy, checks reward)
+  // 6. validation and test success, as `mcprl train` measures them (greedy, checks reward)
   const summary = await validate(modelDir, sets.val, threads);
+  const testSummary = await validate(modelDir, sets.test, threads, 'test');
 
   // 7. the bundled folder: the model, its warm-up manifest, and the RL / validation scenario sets
   const out = values.out!;
@@ -183,24 +211,27 @@ async function main() {
   await cp(modelDir, out, { recursive: true });
   await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios(sets.warmup));
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
-    seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, drill_steps: Number(values['drill-steps']), drills_per_batch: Number(values.drills),
-    cycles: Number(values.cycles), steps_per_cycle: Number(values['steps-per-cycle']),
-    batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank), val_success: summary.success_rate,
+    seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, warmup_habits: habits,
+    lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: Number(values['drill-steps']), drills_per_batch: Number(values.drills),
+    cycles, habit_cycles: Number(values['habit-cycles']), steps_per_cycle: Number(values['steps-per-cycle']),
+    batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank),
+    val_success: summary.success_rate, test_success: testSummary.success_rate,
   });
   await mkdir(values.scenarios!, { recursive: true });
   await writeFile(join(values.scenarios!, 'train.jsonl'), formatScenarios(sets.train));
   await writeFile(join(values.scenarios!, 'val.jsonl'), formatScenarios(sets.val));
+  await writeFile(join(values.scenarios!, 'test.jsonl'), formatScenarios(sets.test));
   log(`wrote ${out} and ${values.scenarios}`);
 }
 
-async function validate(modelDir: string, val: Scenario[], threads: number | undefined) {
+async function validate(modelDir: string, val: Scenario[], threads: number | undefined, set = 'validation') {
   const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
   const { summary } = await runEval({
     policy: new EnginePolicy(engine, { maxTokens: 160 }), target: fixtureTarget(), scenarios: val, reward: 'checks',
     rolloutsPerGroup: 1, concurrency: 8, temperature: 0, maxTurns: 6, seed,
   });
   (engine.model as { close(): void }).close();
-  log(`${modelDir}: validation success ${(summary.success_rate * 100).toFixed(1)}% (${summary.successes}/${summary.trajectories}), tool-call validity ${(summary.tool_call_validity_rate * 100).toFixed(1)}%`);
+  log(`${modelDir}: ${set} success ${(summary.success_rate * 100).toFixed(1)}% (${summary.successes}/${summary.trajectories}), tool-call validity ${(summary.tool_call_validity_rate * 100).toFixed(1)}%`);
   return summary;
 }
 

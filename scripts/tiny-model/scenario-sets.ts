@@ -1,14 +1,19 @@
 /**
- * The three disjoint scenario sets of the tiny model, all drawn offline from the bookshop fixture server:
- * warm-up (the SFT transcripts), RL training (what `npm run demo` trains on) and validation (held out).
- * They are partitions 0, 1 and 2 of 3 of the offline generator: no entity key and no phrasing template is shared
- * (see src/scenarios/offline.ts); `mcprl train` checks the disjointness again before it trains.
+ * The four disjoint scenario sets of the tiny model, all drawn offline from the bookshop fixture server:
+ * warm-up (the SFT transcripts), RL training (what `npm run demo` trains on), validation (selects the checkpoint,
+ * drives early stopping) and test (reported, never used for a decision). They are partitions 0–3 of 4 of the
+ * offline generator: no entity key and no phrasing template is shared (see src/scenarios/offline.ts); `mcprl
+ * train` checks the disjointness again before it trains.
  *
- * Only scenarios a model can solve from what it reads are kept: the arguments of the first checked call are in
- * the task text, and the task names what the checked tool is about (a "stock" question for check_stock), so
- * that the one tool the check accepts is the one the task points to. Each tool gets at most a share of the
- * warm-up set, so that the tool with endless argument values (convert_price) does not crowd out the others — though its many
- * distinct numbers are what teaches a small model to copy values rather than memorise them.
+ * Only fair scenarios are kept: a model must be able to tell from the task alone which tools the check accepts —
+ * the task names what each checked tool is about (a "stock" question for check_stock, never for get_book, whose
+ * record also holds the stock), and every argument of the checked calls is either stated in the task or an id
+ * that a lookup of an entity named in the task returns (a chain: search the quoted title, then get the book).
+ *
+ * Training, validation and test are drawn across the server's surface in fixed shares: one stratum per checked
+ * tool sequence and difficulty (lookups, searches, conversions, chains, flows), taken round-robin, so that no
+ * kind of task dominates and chains are in every set. The warm-up set caps each stratum instead, so that the tool
+ * with endless argument values (convert_price) does not crowd out the others.
  */
 import { generateOfflineScenarios, type Scenario, type ScenarioServer } from '../../src/scenarios/index.js';
 
@@ -16,7 +21,10 @@ export interface ScenarioSets {
   warmup: Scenario[];
   train: Scenario[];
   val: Scenario[];
+  test: Scenario[];
 }
+
+export const DEFAULT_SET_SIZES = { warmup: 600, train: 96, val: 48, test: 48 };
 
 const VERBS = new Set(['get', 'list', 'search', 'check', 'convert', 'find']);
 
@@ -24,33 +32,64 @@ function toolCalls(s: Scenario) {
   return (s.checks ?? []).flatMap((c) => (c.kind === 'tool_called' ? [c] : []));
 }
 
-/** The first checked call's arguments are stated in the task, and the task mentions what each tool is about. */
-export function solvableFromTask(s: Scenario): boolean {
+/** The stratum of a scenario: its checked tools in order and its difficulty ("get_book+convert_price d4"). */
+export function stratum(s: Scenario): string {
+  return `${toolCalls(s).map((c) => c.tool).join('+')} d${s.difficulty}`;
+}
+
+/** A string argument that is an id (`bk-013`, `au-09`): a chain may find it by a lookup instead of the task stating it. */
+const ID_VALUE = /^[a-z]{2}-\d+$/;
+
+/** See the module comment: the task tells which tools are meant, and states or names everything they need. */
+export function fairScenario(s: Scenario): boolean {
   const calls = toolCalls(s);
   if (calls.length === 0 || calls.length > 2) return false;
   const task = s.task.toLowerCase();
-  const stated = Object.values(calls[0].args).every((v) => task.includes(String(v).toLowerCase()));
   const named = calls.every((c) => c.tool.split('_').filter((w) => !VERBS.has(w)).every((w) => task.includes(w.replace(/s$/, ''))));
-  return stated && named;
+  const stockAsked = /\bstock\b/.test(task);
+  const stockTool = calls.some((c) => c.tool === 'check_stock');
+  if (!named || stockAsked !== stockTool) return false;
+  const chain = s.difficulty >= 3;
+  const quoted = /"[^"]+"/.test(s.task);
+  return calls.every((c, i) =>
+    Object.values(c.args).every((v) => {
+      const text = String(v).toLowerCase();
+      if (task.includes(text)) return true;
+      if (chain && i === 0 && typeof v === 'string' && ID_VALUE.test(v)) return quoted; // found by the quoted label
+      return chain && i > 0; // a flow's second call takes a value the first call returned
+    }),
+  );
 }
 
-function capPerTool(xs: Scenario[], cap: number): Scenario[] {
+function capPerStratum(xs: Scenario[], cap: number): Scenario[] {
   const seen = new Map<string, number>();
   return xs.filter((s) => {
-    const key = toolCalls(s).map((c) => c.tool).join('+');
-    const n = (seen.get(key) ?? 0) + 1;
-    seen.set(key, n);
+    const n = (seen.get(stratum(s)) ?? 0) + 1;
+    seen.set(stratum(s), n);
     return n <= cap;
   });
 }
 
-export async function makeScenarioSets(server: ScenarioServer, seed: number, sizes = { warmup: 400, train: 48, val: 24 }): Promise<ScenarioSets> {
-  const pick = async (index: number, count: number, cap = count) => {
-    const r = await generateOfflineScenarios(server, { count: count * 4, seed: seed + index, partition: { index, of: 3 } });
-    return capPerTool(r.scenarios.filter(solvableFromTask), cap).slice(0, count);
+/** `count` scenarios taken round-robin over the strata (sorted by name), each stratum in generation order. */
+export function roundRobin(xs: Scenario[], count: number): Scenario[] {
+  const by = new Map<string, Scenario[]>();
+  for (const s of xs) by.set(stratum(s), [...(by.get(stratum(s)) ?? []), s]);
+  const queues = [...by.keys()].sort().map((k) => by.get(k)!);
+  const out: Scenario[] = [];
+  for (let round = 0; out.length < count && queues.some((q) => q.length > round); round++) {
+    for (const q of queues) if (q.length > round && out.length < count) out.push(q[round]);
+  }
+  return out;
+}
+
+export async function makeScenarioSets(server: ScenarioServer, seed: number, sizes = DEFAULT_SET_SIZES): Promise<ScenarioSets> {
+  const draw = async (index: number, count: number) => {
+    const r = await generateOfflineScenarios(server, { count: Math.max(400, count * 4), seed: seed + index, partition: { index, of: 4 } });
+    return r.scenarios.filter(fairScenario);
   };
-  const warmup = await pick(0, sizes.warmup, Math.ceil(sizes.warmup / 2));
-  const train = await pick(1, sizes.train);
-  const val = await pick(2, sizes.val);
-  return { warmup, train, val };
+  const warmup = capPerStratum(await draw(0, sizes.warmup), Math.ceil(sizes.warmup / 4)).slice(0, sizes.warmup);
+  const train = roundRobin(await draw(1, sizes.train), sizes.train);
+  const val = roundRobin(await draw(2, sizes.val), sizes.val);
+  const test = roundRobin(await draw(3, sizes.test), sizes.test);
+  return { warmup, train, val, test };
 }

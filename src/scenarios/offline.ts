@@ -15,10 +15,10 @@
  * Only tools annotated `readOnlyHint: true` are ever called, through a guard that throws otherwise.
  * Everything is reproducible from `seed` (given the same server).
  *
- * Disjoint sets (warm-up / train / val): pass `partition: {index, of}`. Each scenario has an entity key
+ * Disjoint sets (warm-up / train / val / test): pass `partition: {index, of}`. Each scenario has an entity key
  * (the arguments of its first checked call, e.g. `{"book_id":"bk-007"}`); only scenarios whose key hashes to
  * bucket `index` of `of` are kept, and only phrasing templates with `templateIndex % of === index` are used.
- * So partitions 0, 1, 2 of 3 never share an entity key nor a phrasing template. `exclude` additionally
+ * So partitions 0–3 of 4 never share an entity key nor a phrasing template. `exclude` additionally
  * rejects scenarios mentioning given entity values or near-duplicating given tasks.
  */
 import type { CallSetting, CallToolOptions, PolicyDecision, ToolCallOutcome, ToolInfo } from '../mcp/index.js';
@@ -178,7 +178,8 @@ function capitalise(s: string): string {
 
 type Fill = Record<string, string>;
 
-/** Phrasing templates; `{x}` is replaced from the fill. Each family has 6 so 3 partitions get 2 apiece. */
+/** Phrasing templates; `{x}` is replaced from the fill. Each family has 8, so 4 partitions (warm-up, train,
+ * validation, test) get 2 apiece, and 2 or 3 partitions get 4 or 2–3. */
 const TEMPLATES = {
   field: [
     'What is the {field} of {subject}?',
@@ -187,6 +188,8 @@ const TEMPLATES = {
     "I'd like to know the {field} of {subject}.",
     'Can you check {subject} and report its {field}?',
     'Find the {field} of {subject}, please.',
+    'Please give me the {field} of {subject}.',
+    'Which {field} does {subject} have?',
   ],
   actionField: [
     'What is the {field} when you {action} with {args}?',
@@ -195,6 +198,8 @@ const TEMPLATES = {
     'Could you {action} for {args}? Report the {field}.',
     'Find out the {field} you get if you {action} with {args}.',
     'Please {action} with {args}; what {field} comes back?',
+    'Run {action} with {args} and say what the {field} is.',
+    'Using {args}, {action}; I want to know the {field}.',
   ],
   actionList: [
     '{Action} with {args} and list the {field} of every {noun} returned.',
@@ -203,6 +208,8 @@ const TEMPLATES = {
     'I want the {field} of all {noun}s found when you {action} with {args}.',
     'Could you {action} for {args} and tell me the {field} of each {noun}?',
     'List the {field} of the {noun}s that come back when you {action} with {args}.',
+    'Run {action} with {args}: what is the {field} of each {noun}?',
+    'Using {args}, {action} and give me the {field} of every {noun}.',
   ],
   actionValues: [
     '{Action} with {args} and list all the {field}.',
@@ -211,6 +218,8 @@ const TEMPLATES = {
     'I want all the {field} you get when you {action} with {args}.',
     'Could you {action} for {args} and tell me the {field}?',
     'List the {field} that come back when you {action} with {args}.',
+    'Run {action} with {args}: what are the {field}?',
+    'Using {args}, {action} and tell me all the {field}.',
   ],
   noArgsField: [
     'What {field} do you get when you {action}?',
@@ -219,6 +228,8 @@ const TEMPLATES = {
     'Could you {action}? Report the {field}.',
     'Find out the {field} you get if you {action}.',
     'Please {action}; what {field} comes back?',
+    'Run {action}: what is the {field}?',
+    'Just {action} and give me the {field}.',
   ],
   write: [
     'Please {action}: {args}.',
@@ -227,6 +238,8 @@ const TEMPLATES = {
     'Could you {action}? {Args}.',
     'Go ahead and {action}: {args}.',
     'Make this change: {action}, {args}.',
+    'Apply this update: {action}, {args}.',
+    'Kindly {action}: {args}.',
   ],
   actionOnly: [
     'Please {action} with {args}.',
@@ -235,6 +248,8 @@ const TEMPLATES = {
     'Can you {action} for {args}?',
     '{Action} with {args}, please.',
     'Run this for me: {action} with {args}.',
+    'Kindly {action} with {args}.',
+    'Run {action} for {args}.',
   ],
   flow: [
     'Find the {first} of {subject}, then {action} with {param} set to that value{rest}. What is the {field}?',
@@ -243,6 +258,8 @@ const TEMPLATES = {
     'First get the {first} of {subject}. Then {action} with {param} equal to it{rest}. What {field} do you get?',
     'I need the {field} you get when you {action} with the {first} of {subject} as {param}{rest}.',
     'Using the {first} of {subject} as the {param}, {action}{rest} and give me the {field}.',
+    'Get the {first} of {subject} and use it as the {param} when you {action}{rest}. Which {field} results?',
+    'With the {first} of {subject} as {param}, {action}{rest}; tell me the {field}.',
   ],
 } as const;
 
