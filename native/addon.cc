@@ -53,10 +53,17 @@ KVSlot& EngineState::slot(int id) {
 }
 
 void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
-                         const std::vector<int32_t>& top_k, const TokenMasks& masks, std::vector<int32_t>& tok,
-                         std::vector<float>& lp, std::vector<float>& slp) {
+                         const std::vector<int32_t>& top_k, const std::vector<int32_t>& top_n, const TokenMasks& masks,
+                         std::vector<int32_t>& tok, std::vector<float>& lp, std::vector<float>& slp, int& width,
+                         std::vector<int32_t>& top_ids, std::vector<float>& top_lps) {
   const int B = (int)ids.size(), C = model.cfg.hidden, V = model.cfg.vocab;
-  CHECK((int)temps.size() == B && (int)top_p.size() == B && (int)top_k.size() == B, "sampling arrays differ in length");
+  CHECK((int)temps.size() == B && (int)top_p.size() == B && (int)top_k.size() == B && (int)top_n.size() == B,
+        "sampling arrays differ in length");
+  width = 0;
+  for (int i = 0; i < B; ++i) {
+    CHECK(top_n[i] >= 0 && top_n[i] <= V, "topLogprobs must be in [0, vocab]");
+    width = std::max(width, (int)top_n[i]);
+  }
   CHECK(masks.idx.empty() || (int)masks.idx.size() == B, "maskIdx has one entry per slot");
   std::vector<const uint32_t*> allow(B);
   for (int i = 0; i < B; ++i) allow[i] = masks.row(i, V);
@@ -72,11 +79,15 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
   tok.assign(B, 0);
   lp.assign(B, 0.0f);
   slp.assign(B, 0.0f);
+  top_ids.assign((size_t)B * width, -1);
+  top_lps.assign((size_t)B * width, 0.0f);
   std::vector<std::vector<int>> idx(B);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < B; ++i) {
-    SampleParams p{temps[i], top_p[i], top_k[i]};
-    tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, allow[i], ss[i]->rng, &lp[i], &slp[i], idx[i]);
+    SampleParams p{temps[i], top_p[i], top_k[i], top_n[i]};
+    const size_t row = (size_t)i * width;
+    tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, allow[i], ss[i]->rng, &lp[i], &slp[i], top_ids.data() + row,
+                          top_lps.data() + row, idx[i]);
   }
 }
 
@@ -355,41 +366,48 @@ class Engine : public Napi::ObjectWrap<Engine> {
   }
 
   struct Sampled {
-    std::vector<int32_t> tok;
-    std::vector<float> lp, slp;
+    std::vector<int32_t> tok, top_ids;
+    std::vector<float> lp, slp, top_lps;
+    int width = 0;
   };
   static Napi::Value sampled(Napi::Env env, const Sampled& s) {
     auto o = Napi::Object::New(env);
     o.Set("tokens", i32_array(env, s.tok));
     o.Set("logprobs", f32_array(env, s.lp));
     o.Set("samplerLogprobs", f32_array(env, s.slp));
+    o.Set("topWidth", Napi::Number::New(env, s.width));
+    o.Set("topIds", i32_array(env, s.top_ids));
+    o.Set("topLogprobs", f32_array(env, s.top_lps));
     return o;
   }
 
-  // sample(slots, temps: Float32Array, topP: Float32Array, topK: Int32Array, maskIdx: Int32Array|null,
-  //        masks: Uint32Array|null): Promise<{tokens, logprobs, samplerLogprobs}> (see sample.h)
+  // sample(slots, temps: Float32Array, topP: Float32Array, topK: Int32Array, topLogprobs: Int32Array,
+  //        maskIdx: Int32Array|null, masks: Uint32Array|null)
+  //   : Promise<{tokens, logprobs, samplerLogprobs, topWidth, topIds, topLogprobs}> (see sample.h)
   Napi::Value Sample(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       auto ids = to_i32(info[0], "slots");
       auto temps = to_f32(info[1], "temps");
       auto top_p = to_f32(info[2], "topP");
       auto top_k = to_i32(info[3], "topK");
-      auto masks = std::make_shared<TokenMasks>(to_masks(info[4], info[5], "sample"));
+      auto top_n = to_i32(info[4], "topLogprobs");
+      auto masks = std::make_shared<TokenMasks>(to_masks(info[5], info[6], "sample"));
       auto out = std::make_shared<Sampled>();
       auto st = st_;
       return run_async(
           info.Env(),
-          [st, ids, temps, top_p, top_k, masks, out] {
+          [st, ids, temps, top_p, top_k, top_n, masks, out] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
             RowwiseGemm rowwise;  // batch-invariant: see gemm.h
-            st->sample(ids, temps, top_p, top_k, *masks, out->tok, out->lp, out->slp);
+            st->sample(ids, temps, top_p, top_k, top_n, *masks, out->tok, out->lp, out->slp, out->width, out->top_ids,
+                       out->top_lps);
           },
           [out](Napi::Env env) { return sampled(env, *out); });
     });
   }
 
-  // step(slots, tokens, adapters, temps, topP, topK, maskIdx, masks): Promise<{tokens, logprobs, samplerLogprobs}>
+  // step(slots, tokens, adapters, temps, topP, topK, topLogprobs, maskIdx, masks): the same result as sample()
   // — append one token to each slot (one shared decode forward), then sample each slot's next token.
   Napi::Value Step(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
@@ -399,12 +417,13 @@ class Engine : public Napi::ObjectWrap<Engine> {
       auto temps = to_f32(info[3], "temps");
       auto top_p = to_f32(info[4], "topP");
       auto top_k = to_i32(info[5], "topK");
-      auto masks = std::make_shared<TokenMasks>(to_masks(info[6], info[7], "step"));
+      auto top_n = to_i32(info[6], "topLogprobs");
+      auto masks = std::make_shared<TokenMasks>(to_masks(info[7], info[8], "step"));
       auto out = std::make_shared<Sampled>();
       auto st = st_;
       return run_async(
           info.Env(),
-          [st, ids, tokens, names, temps, top_p, top_k, masks, out] {
+          [st, ids, tokens, names, temps, top_p, top_k, top_n, masks, out] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
             CHECK(ids.size() == tokens.size() && ids.size() == names.size(), "step arrays differ in length");
@@ -416,7 +435,8 @@ class Engine : public Napi::ObjectWrap<Engine> {
               segs[i].adapter = st->adapter(names[i]);
             }
             st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false, nullptr);
-            st->sample(ids, temps, top_p, top_k, *masks, out->tok, out->lp, out->slp);
+            st->sample(ids, temps, top_p, top_k, top_n, *masks, out->tok, out->lp, out->slp, out->width, out->top_ids,
+                       out->top_lps);
           },
           [out](Napi::Env env) { return sampled(env, *out); });
     });

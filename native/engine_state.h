@@ -35,10 +35,12 @@ struct EngineState {
   // The slot with this id, allocating its cache on first use.
   KVSlot& slot(int id);
   // Logits of each slot's last hidden state, then one sampled token per slot, drawn from its allowed set when
-  // masks gives one; lp and slp are the two log-probabilities of sample.h.
+  // masks gives one; lp and slp are the two log-probabilities of sample.h. top_n[i] alternatives of slot i go to
+  // row i of top_ids / top_lps, (B, W) with W = max(top_n); unused entries are -1 and 0.
   void sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
-              const std::vector<int32_t>& top_k, const TokenMasks& masks, std::vector<int32_t>& tok,
-              std::vector<float>& lp, std::vector<float>& slp);
+              const std::vector<int32_t>& top_k, const std::vector<int32_t>& top_n, const TokenMasks& masks,
+              std::vector<int32_t>& tok, std::vector<float>& lp, std::vector<float>& slp, int& width,
+              std::vector<int32_t>& top_ids, std::vector<float>& top_lps);
 };
 
 // The state behind a JS Engine object (a TypeError when v is not one).

@@ -42,8 +42,23 @@ static double masked_tempered_lse(const float* z, int V, const uint32_t* allow, 
   return std::log(sum);
 }
 
+// The n largest entries of z (n <= V), largest first, ties by lower id: one pass keeping a sorted list.
+static void top_n(const float* z, int V, int n, int32_t* ids) {
+  int have = 0;
+  for (int v = 0; v < V; ++v) {
+    // Strictly larger than the current last (an equal logit has a higher id, so it ranks below).
+    if (have == n && !(z[v] > z[ids[n - 1]])) continue;
+    int at = have < n ? have++ : n - 1;
+    while (at > 0 && z[v] > z[ids[at - 1]]) {
+      ids[at] = ids[at - 1];
+      --at;
+    }
+    ids[at] = v;
+  }
+}
+
 int sample_token(const float* z, int V, const SampleParams& p, const uint32_t* allow, uint64_t& rng, float* logprob,
-                 float* sampler_logprob, std::vector<int>& idx) {
+                 float* sampler_logprob, int32_t* top_ids, float* top_lps, std::vector<int>& idx) {
   if (allow) {
     bool any = false;
     for (int v = 0; v < V && !any; ++v) any = token_allowed(allow, v);
@@ -116,6 +131,11 @@ int sample_token(const float* z, int V, const SampleParams& p, const uint32_t* a
     }
   }
   *logprob = (float)(z[tok] - lse);
+  const int n = std::min(p.top_logprobs, V);
+  if (n > 0) {
+    top_n(z, V, n, top_ids);
+    for (int i = 0; i < n; ++i) top_lps[i] = (float)(z[top_ids[i]] - lse);
+  }
   const double Ts = p.temperature > 0.0f ? (double)p.temperature : 1.0;
   if (!allow && Ts == 1.0) {
     *sampler_logprob = *logprob;

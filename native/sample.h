@@ -11,6 +11,7 @@ struct SampleParams {
   float temperature;  // <= 0: greedy (argmax)
   float top_p;        // nucleus mass, 1 = off
   int top_k;          // 0 = off
+  int top_logprobs;   // alternatives to report per token (see sample_token), 0 = none
 };
 
 // splitmix64: the per-sequence RNG (state advanced in place).
@@ -36,9 +37,13 @@ inline bool token_allowed(const uint32_t* allow, int v) { return !allow || ((all
 //   *sampler_logprob  log of the token's probability under the distribution it was drawn from before top-k /
 //                     top-p truncation: softmax over the allowed tokens of z / T (T = 1 when greedy). The
 //                     trainer computes exactly this (native/train/lm_head.h), so GRPO's ratio is 1 on policy.
+// With p.top_logprobs = n > 0 it also writes the n most likely tokens of the distribution *logprob is taken
+// from (log softmax(z) at temperature 1 over the whole vocabulary, the same float arithmetic), most likely
+// first, ties by lower id: top_ids[0..n) and top_lps[0..n) (an OpenAI-style `top_logprobs`). They depend on z
+// alone, so they are as batch-invariant as z, and they draw nothing from rng.
 // allow: bitset of the allowed tokens, or null (all). An allowed set with no token in it is treated as null.
 // idx: scratch of V ints.
 int sample_token(const float* z, int V, const SampleParams& p, const uint32_t* allow, uint64_t& rng, float* logprob,
-                 float* sampler_logprob, std::vector<int>& idx);
+                 float* sampler_logprob, int32_t* top_ids, float* top_lps, std::vector<int>& idx);
 
 }  // namespace mcprl

@@ -148,6 +148,28 @@ describe('engine generation', () => {
     for (const k of [0, 5, 11]) expectSame(together[k], await model.generate(reqs[k]));
   });
 
+  it('reports top alternatives without changing what is sampled, bit-identical alone and in a batch', async () => {
+    const top = (k: number): GenerateRequest => sampled(60 + k, { promptIds: [...PROMPT, 200 + k], sampling: { maxTokens: 8, temperature: 0.8, topK: 40, seed: 60 + k, topLogprobs: 5 } });
+    const plain = await model.generate({ ...top(0), sampling: { ...top(0).sampling, topLogprobs: 0 } });
+    const [alone] = await model.generate(top(0));
+    // Asking for alternatives draws nothing from the RNG: the same tokens and logprobs as without.
+    expectSame([alone], plain);
+    expect(plain[0].topLogprobs).toBeUndefined();
+    expect(alone.topLogprobs).toHaveLength(alone.tokenIds.length);
+    alone.topLogprobs!.forEach((alts, t) => {
+      expect(alts).toHaveLength(5);
+      // Most likely first; the sampled token, when among them, has exactly its own logprob.
+      for (let i = 1; i < 5; i++) expect(alts[i].logprob).toBeLessThanOrEqual(alts[i - 1].logprob);
+      const own = alts.find((a) => a.tokenId === alone.tokenIds[t]);
+      if (own) expect(own.logprob).toBe(alone.logprobs[t]);
+      else expect(alone.logprobs[t]).toBeLessThanOrEqual(alts[4].logprob);
+    });
+    // Eleven others (some without alternatives) in the same decode steps: the alternatives are the same bits.
+    const together = await Promise.all([top(0), ...Array.from({ length: 11 }, (_, k) => (k % 2 ? top(k + 1) : sampled(80 + k)))].map((r) => model.generate(r)));
+    expect(together[0][0].topLogprobs).toEqual(alone.topLogprobs);
+    expectSame(together[0], [alone]);
+  });
+
   it('selects the adapter per request within one batch', async () => {
     const adapters = ['a1', 'a2', null] as const;
     const res = await Promise.all(adapters.map((adapter) => model.generate({ promptIds: PROMPT, adapter, sampling: { maxTokens: 6, seed: 11 } })));

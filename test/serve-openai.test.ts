@@ -296,8 +296,8 @@ describe('mcprl serve errors', () => {
       const onToken = req.onToken;
       return (generation = original.call(m, {
         ...req,
-        onToken: (s, t, lp, slp) => {
-          onToken?.(s, t, lp, slp);
+        onToken: (s, t, lp, slp, top) => {
+          onToken?.(s, t, lp, slp, top);
           if (++count === 5) controller.abort();
         },
       }));

@@ -29,6 +29,17 @@ export interface SamplingParams {
   /** Seeds sample i of the request with (seed, i): the same request with the same seed gives the same tokens. */
   seed?: number;
   stopTokenIds?: number[];
+  /**
+   * Alternatives to report per sampled token: the most likely tokens of the distribution `logprobs` is taken
+   * from (temperature 1, whole vocabulary), with their logprobs. Default 0 (none); at most the vocabulary size.
+   */
+  topLogprobs?: number;
+}
+
+/** One of the most likely tokens at a position, with its log π at temperature 1 over the whole vocabulary. */
+export interface TokenAlternative {
+  tokenId: number;
+  logprob: number;
 }
 
 /**
@@ -48,7 +59,8 @@ export interface GenerateRequest {
   adapter?: string | null;
   sampling: SamplingParams;
   signal?: AbortSignal;
-  onToken?: (sample: number, tokenId: number, logprob: number, samplerLogprob: number) => void;
+  /** `top`: the token's alternatives when sampling.topLogprobs > 0, else empty. */
+  onToken?: (sample: number, tokenId: number, logprob: number, samplerLogprob: number, top: readonly TokenAlternative[]) => void;
   /** A constraint for sample i (called once per sample), or none: every token may be drawn. */
   constraint?: (sample: number) => TokenConstraint | null;
 }
@@ -59,6 +71,8 @@ export interface GeneratedSequence {
   logprobs: number[];
   /** log-probability of each token under the (tempered, constrained) distribution it was drawn from. */
   samplerLogprobs: number[];
+  /** Per token of tokenIds, its sampling.topLogprobs alternatives, most likely first; only when asked for. */
+  topLogprobs?: TokenAlternative[][];
   finishReason: 'stop' | 'length' | 'abort';
 }
 
@@ -206,6 +220,11 @@ export class Model {
     void this.run((e) => e.unloadAdapter(name)).catch(() => undefined);
   }
 
+  /** Generation requests waiting to be admitted, and requests with samples decoding now. */
+  queue(): { waiting: number; running: number } {
+    return { waiting: this.pending.length, running: new Set(this.active.map((x) => x.request)).size };
+  }
+
   /** Per-token logprobs: out[i][t] = log p(seqs[i][t] | seqs[i][<t]), out[i][0] = 0. */
   async score(seqs: number[][], opts: { adapter?: string | null } = {}): Promise<Float32Array[]> {
     const adapter = opts.adapter ?? null;
@@ -241,6 +260,9 @@ export class Model {
       const s = req.sampling;
       if (!Number.isInteger(n) || n < 1) throw new EngineError('ENGINE_REQUEST', `n must be a positive integer, got ${n}`);
       if (!Number.isInteger(s.maxTokens) || s.maxTokens < 0) throw new EngineError('ENGINE_REQUEST', `maxTokens must be a non-negative integer, got ${s.maxTokens}`);
+      const top = s.topLogprobs ?? 0;
+      if (!Number.isInteger(top) || top < 0 || top > this.config.vocabSize)
+        throw new EngineError('ENGINE_REQUEST', `topLogprobs must be an integer in [0, ${this.config.vocabSize}], got ${top}`);
       if (req.promptIds.length === 0) throw new EngineError('ENGINE_REQUEST', 'empty prompt');
       for (const t of req.promptIds) this.checkToken(t);
       this.checkAdapter(adapter);
@@ -263,7 +285,7 @@ export class Model {
       };
       if (s.maxTokens === 0 || req.signal?.aborted) {
         const reason = s.maxTokens === 0 ? 'length' : 'abort';
-        resolveP(Array.from({ length: n }, () => ({ tokenIds: [], logprobs: [], samplerLogprobs: [], finishReason: reason })));
+        resolveP(Array.from({ length: n }, () => ({ ...emptySequence(s), finishReason: reason })));
         return;
       }
       this.pending.push(r);
@@ -321,6 +343,7 @@ export class Model {
       temps: Float32Array.from(sp, (s) => s.temperature ?? 1),
       topP: Float32Array.from(sp, (s) => s.topP ?? 1),
       topK: Int32Array.from(sp, (s) => s.topK ?? 0),
+      topLogprobs: Int32Array.from(sp, (s) => s.topLogprobs ?? 0),
       ...this.masks(samples),
     };
   }
@@ -362,7 +385,7 @@ export class Model {
             e.slotSeed(slot, seed, i);
             r.samples.push({
               request: r, index: i, slot, done: false, last: -1, constraint: r.req.constraint?.(i) ?? null,
-              out: { tokenIds: [], logprobs: [], samplerLogprobs: [], finishReason: 'length' },
+              out: { ...emptySequence(r.req.sampling), finishReason: 'length' },
             });
           }
         }
@@ -372,7 +395,7 @@ export class Model {
         for (const r of batch) if (r.n > 1) await e.fork(r.samples[0].slot, Int32Array.from(r.samples.slice(1), (x) => x.slot));
         for (const r of batch) fresh.push(...r.samples);
         const p = this.params(fresh);
-        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), p.temps, p.topP, p.topK, p.maskIdx, p.masks);
+        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), p.temps, p.topP, p.topK, p.topLogprobs, p.maskIdx, p.masks);
         this.active.push(...fresh);
         this.accept(fresh, res);
       });
@@ -393,6 +416,7 @@ export class Model {
           p.temps,
           p.topP,
           p.topK,
+          p.topLogprobs,
           p.maskIdx,
           p.masks,
         );
@@ -411,14 +435,16 @@ export class Model {
       const tok = res.tokens[i];
       const lp = res.logprobs[i];
       const slp = res.samplerLogprobs[i];
+      const top = alternatives(res, i, x.request.req.sampling.topLogprobs ?? 0);
       x.out.tokenIds.push(tok);
       x.out.logprobs.push(lp);
       x.out.samplerLogprobs.push(slp);
+      x.out.topLogprobs?.push(top);
       x.last = tok;
       const r = x.request;
       try {
         x.constraint?.advance(tok);
-        r.req.onToken?.(x.index, tok, lp, slp);
+        r.req.onToken?.(x.index, tok, lp, slp, top);
       } catch (err) {
         this.fail(r, err);
         return;
@@ -433,7 +459,7 @@ export class Model {
     for (const r of this.pending.slice()) {
       if (r.req.signal?.aborted) {
         this.pending.splice(this.pending.indexOf(r), 1);
-        r.resolve(Array.from({ length: r.n }, () => ({ tokenIds: [], logprobs: [], samplerLogprobs: [], finishReason: 'abort' as const })));
+        r.resolve(Array.from({ length: r.n }, () => ({ ...emptySequence(r.req.sampling), finishReason: 'abort' as const })));
       }
     }
     for (const x of this.active.slice()) if (!x.done && x.request.req.signal?.aborted) this.finish(x, 'abort');
@@ -460,6 +486,18 @@ export class Model {
     for (const x of r.samples) if (!x.done) { x.done = true; this.release(x); }
     r.reject(err);
   }
+}
+
+/** A sequence with no tokens yet (with a place for alternatives when the request asks for them). */
+function emptySequence(s: SamplingParams): Omit<GeneratedSequence, 'finishReason'> {
+  return { tokenIds: [], logprobs: [], samplerLogprobs: [], ...((s.topLogprobs ?? 0) > 0 ? { topLogprobs: [] } : {}) };
+}
+
+/** Row i's first `n` alternatives from a native sample/step result. */
+function alternatives(res: SampledTokens, i: number, n: number): TokenAlternative[] {
+  const out: TokenAlternative[] = [];
+  for (let k = 0; k < n; k++) out.push({ tokenId: res.topIds[i * res.topWidth + k], logprob: res.topLogprobs[i * res.topWidth + k] });
+  return out;
 }
 
 /** A short name for a model folder (its last path component). */

@@ -28,6 +28,15 @@ export interface SampledTokens {
    * the allowed tokens of logits / temperature (temperature 1 when greedy). See native/sample.h.
    */
   samplerLogprobs: Float32Array;
+  /** Alternatives per row: the largest topLogprobs value of the call (0 when none was asked for). */
+  topWidth: number;
+  /**
+   * (rows, topWidth): row i's most likely tokens under the distribution of `logprobs` (log softmax(logits) at
+   * temperature 1), most likely first, ties by lower id; -1 past the row's own count.
+   */
+  topIds: Int32Array;
+  /** (rows, topWidth): their log-probabilities, computed exactly as `logprobs` is. */
+  topLogprobs: Float32Array;
 }
 
 /** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
@@ -52,7 +61,15 @@ export interface NativeEngine {
    * Samples the next token of each slot from its last hidden state. maskIdx[i] picks slot i's allowed set
    * in `masks` (bitsets of ceil(V / 32) words over the vocabulary), −1 for none; both null: no masks.
    */
-  sample(slots: Int32Array, temps: Float32Array, topP: Float32Array, topK: Int32Array, maskIdx: Int32Array | null, masks: Uint32Array | null): Promise<SampledTokens>;
+  sample(
+    slots: Int32Array,
+    temps: Float32Array,
+    topP: Float32Array,
+    topK: Int32Array,
+    topLogprobs: Int32Array,
+    maskIdx: Int32Array | null,
+    masks: Uint32Array | null,
+  ): Promise<SampledTokens>;
   /** Appends one token per slot (one shared decode forward), then samples each slot's next token. */
   step(
     slots: Int32Array,
@@ -61,6 +78,7 @@ export interface NativeEngine {
     temps: Float32Array,
     topP: Float32Array,
     topK: Int32Array,
+    topLogprobs: Int32Array,
     maskIdx: Int32Array | null,
     masks: Uint32Array | null,
   ): Promise<SampledTokens>;
