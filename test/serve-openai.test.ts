@@ -219,7 +219,8 @@ describe('mcprl serve errors', () => {
     await expectApiError(chat({ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }), 400, {
       param: 'tool_choice',
     });
-    await expectApiError(chat({ logprobs: true, top_logprobs: 3 }), 400, { param: 'top_logprobs' });
+    await expectApiError(chat({ top_logprobs: 3 }), 400, { param: 'top_logprobs' });
+    await expectApiError(chat({ logprobs: true, top_logprobs: 21 }), 400, { param: 'top_logprobs' });
     await expectApiError(chat({ max_tokens: 10_000 }), 400, { code: 'context_length_exceeded' });
     await expectApiError(
       client.chat.completions.create({ model: BASE, messages: [{ role: 'user', content: null as never }] }),

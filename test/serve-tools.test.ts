@@ -103,14 +103,31 @@ describe('tool calls through mcprl serve', () => {
     expect(r.usage!.prompt_tokens).toBe(bare.length);
   });
 
-  it('reports a call cut off by max_tokens as invalid, not as an error', async () => {
+  it('reports a call cut off by max_tokens as invalid, not as an error, with the raw text as content', async () => {
     const c = await chat({ max_tokens: 8 });
     expect(c.finish_reason).toBe('length');
-    expect(c.message.content).toBe('Let me check.');
+    // As vLLM's tool parsers do: no call could be read, so a standard client sees everything the model wrote.
+    const raw = engine.tokenizer.decode(replyIds.slice(0, 8), { skipSpecialTokens: true });
+    expect(raw.startsWith('Let me check.<tool_call>{')).toBe(true);
+    expect(c.message.content).toBe(raw);
     expect(c.message.tool_calls).toBeUndefined();
     expect(c.mcprl_token_ids).toEqual(replyIds.slice(0, 8));
     expect(c.mcprl_invalid_tool_calls).toHaveLength(1);
     expect(c.mcprl_invalid_tool_calls![0].error).toMatch(/unterminated/);
+    expect(raw).toContain(c.mcprl_invalid_tool_calls![0].raw);
+
+    // A stream ends with the same content: the text before the call as it comes, then the rest at the end.
+    const stream = await client.chat.completions.create({ model: NAME, messages, tools, max_tokens: 8, stream: true } as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming);
+    let content = '';
+    let invalid: unknown;
+    for await (const chunk of stream) {
+      for (const ch of chunk.choices as (ChunkChoice & { mcprl_invalid_tool_calls?: unknown })[]) {
+        content += ch.delta.content ?? '';
+        invalid ??= ch.mcprl_invalid_tool_calls;
+      }
+    }
+    expect(content).toBe(raw);
+    expect(invalid).toEqual(c.mcprl_invalid_tool_calls);
   });
 
   it('stops at a stop string, keeps the ids up to the token that completed it, and streams the same', async () => {

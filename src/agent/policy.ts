@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { APIError } from 'openai';
 import type { OpenAITool } from '../mcp/index.js';
+import { parseToolCalls } from '../chat/parse-tool-call.js';
 import { McprlError } from '../util/errors.js';
 
 export type { OpenAITool };
@@ -208,8 +209,12 @@ export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompleti
       if (u && typeof u.raw === 'string' && typeof u.error === 'string') invalidToolCalls.push({ raw: u.raw, error: u.error });
     }
   }
+  // With no call readable, mcprl's server (like vLLM's tool parsers) puts the whole raw text in `content`; the
+  // turn keeps the text outside the tags, as the in-process policy has it, so both render the same history.
+  let content = typeof msg.content === 'string' ? msg.content : null;
+  if (content !== null && toolCalls.length === 0 && Array.isArray(unread) && unread.length > 0) content = parseToolCalls(content).content;
   const turn: PolicyTurn = {
-    content: typeof msg.content === 'string' ? msg.content : null,
+    content,
     toolCalls,
     finishReason: choice.finish_reason ?? 'stop',
   };

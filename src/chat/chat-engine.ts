@@ -5,9 +5,10 @@
  * (src/serve) only maps OpenAI's JSON onto it, so a trained agent behaves the same whichever way it is reached.
  */
 import { randomBytes } from 'node:crypto';
+import { stat } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
 import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
-import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type SamplingParams } from '../engine/model.js';
+import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 import { McprlError } from '../util/errors.js';
@@ -20,7 +21,10 @@ export interface ChatModel {
   readonly config: { eosTokenIds: number[]; maxPositionEmbeddings?: number; vocabSize?: number };
   generate(req: GenerateRequest): Promise<GeneratedSequence[]>;
   adapterNames(): string[];
+  loadAdapter(name: string, dir: string): Promise<void>;
   unloadAdapter(name: string): void;
+  /** Generation requests waiting to be admitted and running now (src/engine/model.ts). */
+  queue(): { waiting: number; running: number };
   close(): void;
 }
 
@@ -54,6 +58,11 @@ export interface ChatSampling {
   stop?: string[];
   /** Sampling seed. Default: a random one. */
   seed?: number;
+  /**
+   * Most likely tokens to report beside each sampled one (OpenAI's `top_logprobs`), from the distribution
+   * `logprobs` is taken from: temperature 1, the whole vocabulary. Default 0 (none).
+   */
+  topLogprobs?: number;
 }
 
 /** What to render: the conversation and the tools offered. */
@@ -104,6 +113,8 @@ export interface ChatChoice {
   constrained: boolean;
   /** log π(token) at temperature 1 for each of tokenIds (the engine's logπ, whatever the sampling settings). */
   logprobs: number[];
+  /** For each of tokenIds, its sampling.topLogprobs most likely alternatives (same distribution as logprobs); only when asked for. */
+  topLogprobs?: TokenAlternative[][];
   /**
    * log-probability of each of tokenIds under the distribution it was drawn from: softmax of logits ÷
    * `samplerTemperature` over the tokens the tool-call constraint allowed (before top-k/top-p). The policy's
@@ -125,10 +136,23 @@ export interface ChatResult {
 
 /** One step of a streamed completion. */
 export type ChatStreamEvent =
-  | { type: 'delta'; index: number; content: string; tokenIds: number[]; logprobs: number[] }
+  | { type: 'delta'; index: number; content: string; tokenIds: number[]; logprobs: number[]; topLogprobs?: TokenAlternative[][] }
   | { type: 'finish'; index: number; choice: ChatChoice };
 
-export type ChatErrorCode = 'MODEL_NOT_FOUND' | 'CONTEXT_LENGTH_EXCEEDED' | 'INVALID_MESSAGE' | 'TEMPLATE_RENDER' | 'ENGINE_REQUEST';
+export type ChatErrorCode =
+  | 'MODEL_NOT_FOUND'
+  | 'CONTEXT_LENGTH_EXCEEDED'
+  | 'INVALID_MESSAGE'
+  | 'TEMPLATE_RENDER'
+  | 'ENGINE_REQUEST'
+  | 'ADAPTER_EXISTS' // addAdapter: the name is served already (and replace was not asked for)
+  | 'ADAPTER_NAME' // addAdapter: the name is the base model's
+  | 'ADAPTER_PATH_NOT_FOUND' // addAdapter: nothing at the path
+  | 'ADAPTER_INVALID' // addAdapter: the folder is not a PEFT adapter this model can take
+  | 'ADAPTER_NOT_FOUND'; // removeAdapter: no adapter is served under the name
+
+/** Codes that mean "no such thing" (HTTP 404); the others are the request's fault (400). */
+const NOT_FOUND_CODES: ReadonlySet<ChatErrorCode> = new Set(['MODEL_NOT_FOUND', 'ADAPTER_PATH_NOT_FOUND', 'ADAPTER_NOT_FOUND']);
 
 /**
  * A request the chat engine refuses: the caller's to fix. `status` is the HTTP status `mcprl serve` answers
@@ -140,7 +164,7 @@ export class ChatError extends McprlError<ChatErrorCode> {
   readonly param: string | null;
   constructor(code: ChatErrorCode, message: string, opts: { param?: string | null; cause?: unknown } = {}) {
     super(code, message, { cause: opts.cause });
-    this.status = code === 'MODEL_NOT_FOUND' ? 404 : 400;
+    this.status = NOT_FOUND_CODES.has(code) ? 404 : 400;
     this.param = opts.param ?? null;
   }
 }
@@ -187,6 +211,10 @@ export class ChatEngine {
   private readonly opts: ChatEngineOptions;
   private readonly stopTokenIds: number[];
   private readonly constrainers = new Map<string, ToolCallConstrainer>();
+  /** Per served name, the last addAdapter/removeAdapter on it: operations on one name run one at a time. */
+  private readonly adapterOps = new Map<string, Promise<unknown>>();
+  /** Requests waiting for a held route (see AdapterRoutes.hold). */
+  private heldRequests = 0;
   /** Samples whose constraint met a state that allowed no token (never expected); they went on unconstrained. */
   constraintDeadEnds = 0;
 
@@ -223,6 +251,8 @@ export class ChatEngine {
       for (const a of opts.adapters ?? []) {
         await model.loadAdapter(a.name, a.dir);
         engine.adapterDirs.set(a.name, resolve(a.dir));
+        // A route to itself, so that addAdapter can replace it and removeAdapter retire it like any other.
+        engine.routes.set(a.name, a.name);
       }
       return engine;
     } catch (err) {
@@ -255,6 +285,79 @@ export class ChatEngine {
     const routed = this.routes.list().map((r) => ({ id: r.name, adapter: r.adapter }));
     const plain = this.model.adapterNames().filter((a) => !this.routes.isInternal(a)).map((a) => ({ id: a, adapter: a }));
     return [{ id: this.modelName, adapter: null }, ...routed, ...plain];
+  }
+
+  /**
+   * Serves the PEFT adapter folder `dir` under `name` (vLLM's `/v1/load_lora_adapter`). The folder is read by the
+   * engine's PEFT reader (src/hf/peft.ts) and checked against the model before anything changes. With `replace`
+   * an adapter served under `name` already is replaced: requests running on the old one finish on it, later ones
+   * get the new one, and the old one is unloaded once its last request ends. Errors are ChatErrors:
+   * ADAPTER_EXISTS, ADAPTER_NAME, ADAPTER_PATH_NOT_FOUND (404), ADAPTER_INVALID (with the reader's message).
+   */
+  addAdapter(name: string, dir: string, opts: { replace?: boolean } = {}): Promise<void> {
+    return this.adapterOp(name, async () => {
+      if (name === this.modelName) throw new ChatError('ADAPTER_NAME', `The lora adapter '${name}' would hide the base model of that name.`, { param: 'lora_name' });
+      const served = this.modelNames().some((m) => m.id === name);
+      if (served && !opts.replace) {
+        throw new ChatError('ADAPTER_EXISTS', `The lora adapter '${name}' has already been loaded. To replace it, set 'load_inplace' to true.`, { param: 'lora_name' });
+      }
+      const abs = resolve(dir);
+      const found = await stat(abs).then(() => true, () => false);
+      if (!found) throw new ChatError('ADAPTER_PATH_NOT_FOUND', `Loading lora ${name} failed: No adapter found for ${dir}`, { param: 'lora_path' });
+      // The engine's name for it: the served name, or the first free `name#k` while that is taken.
+      const loaded = new Set(this.model.adapterNames());
+      let adapter = name;
+      for (let k = 1; loaded.has(adapter); k++) adapter = `${name}#${k}`;
+      try {
+        await this.model.loadAdapter(adapter, abs);
+      } catch (err) {
+        if (err instanceof EngineError && err.code === 'ENGINE_LOAD') {
+          throw new ChatError('ADAPTER_INVALID', `Loading lora ${name} failed: ${err.message}`, { param: 'lora_path', cause: err });
+        }
+        throw err;
+      }
+      this.adapterDirs.set(adapter, abs);
+      this.routes.set(name, adapter);
+    });
+  }
+
+  /**
+   * Stops serving `name` (vLLM's `/v1/unload_lora_adapter`): later requests for it get model_not_found, requests
+   * running on it finish, and its adapter is unloaded once the last of them ends. ADAPTER_NOT_FOUND (404) when
+   * no adapter is served under the name.
+   */
+  removeAdapter(name: string): Promise<void> {
+    return this.adapterOp(name, async () => {
+      if (this.routes.target(name) !== undefined) {
+        this.routes.delete(name);
+        return;
+      }
+      // An adapter served under its own name (loaded straight into the model): retire it through a route.
+      if (name !== this.modelName && this.modelNames().some((m) => m.id === name)) {
+        this.routes.set(name, name);
+        this.routes.delete(name);
+        return;
+      }
+      throw new ChatError('ADAPTER_NOT_FOUND', `The lora adapter '${name}' cannot be found.`, { param: 'lora_name' });
+    });
+  }
+
+  /** Runs `op` after every earlier adapter operation on `name` has finished. */
+  private adapterOp(name: string, op: () => Promise<void>): Promise<void> {
+    const before = this.adapterOps.get(name) ?? Promise.resolve();
+    const run = before.then(op, op);
+    const settled = run.catch(() => undefined);
+    this.adapterOps.set(name, settled);
+    void settled.then(() => {
+      if (this.adapterOps.get(name) === settled) this.adapterOps.delete(name);
+    });
+    return run;
+  }
+
+  /** Requests waiting: held by a route being replaced, or queued in the engine; and requests generating now. */
+  queue(): { waiting: number; running: number } {
+    const q = this.model.queue();
+    return { waiting: this.heldRequests + q.waiting, running: q.running };
   }
 
   /** The adapter a model name selects (null: the base model); a 404 error for unknown names. */
@@ -298,9 +401,19 @@ export class ChatEngine {
 
   /** Runs a chat completion to the end. */
   async complete(req: ChatTurnRequest): Promise<ChatResult> {
-    await this.routes.ready(req.model ?? this.modelName);
+    await this.waitForRoute(req.model ?? this.modelName);
     const run = this.start(req, req.signal, null);
     return run.result;
+  }
+
+  /** Resolves once `name` is not held, counting the request as waiting meanwhile. */
+  private async waitForRoute(name: string): Promise<void> {
+    this.heldRequests++;
+    try {
+      await this.routes.ready(name);
+    } finally {
+      this.heldRequests--;
+    }
   }
 
   /**
@@ -309,7 +422,7 @@ export class ChatEngine {
    * first event. Leaving the loop early aborts generation.
    */
   async *stream(req: ChatTurnRequest): AsyncGenerator<ChatStreamEvent, ChatResult> {
-    await this.routes.ready(req.model ?? this.modelName);
+    await this.waitForRoute(req.model ?? this.modelName);
     const signal = req.signal;
     const controller = new AbortController();
     const queue: ChatStreamEvent[] = [];
@@ -397,6 +510,7 @@ export class ChatEngine {
       topK: s.topK !== undefined && s.topK > 0 ? s.topK : 0,
       stopTokenIds: this.stopTokenIds,
       ...(s.seed !== undefined ? { seed: s.seed } : {}),
+      ...(s.topLogprobs ? { topLogprobs: s.topLogprobs } : {}),
     };
     const n = s.n ?? 1;
     const constrain = req.constrainToolCalls ?? this.opts.constrainToolCalls ?? false;
@@ -425,7 +539,8 @@ export class ChatEngine {
     emit: ((e: ChatStreamEvent) => void) | null,
   ): Promise<ChatChoice[]> {
     const samplerTemperature = sampling.temperature !== undefined && sampling.temperature > 0 ? sampling.temperature : 1;
-    const samples = Array.from({ length: n }, (_, i) => new SampleState(this.tokenizer, i, stop, parseTools, emit, samplerTemperature, constrainer !== null));
+    const withTop = (sampling.topLogprobs ?? 0) > 0;
+    const samples = Array.from({ length: n }, (_, i) => new SampleState(this.tokenizer, i, stop, parseTools, emit, samplerTemperature, constrainer !== null, withTop));
     const constraints: ToolCallConstraint[] = [];
     const constraint = constrainer ? (i: number) => (constraints[i] = constrainer.start()) : undefined;
     const countDeadEnds = () => {
@@ -439,7 +554,7 @@ export class ChatEngine {
         adapter,
         sampling,
         signal,
-        onToken: (s, tokenId, logprob, samplerLogprob) => samples[s]?.push(tokenId, logprob, samplerLogprob),
+        onToken: (s, tokenId, logprob, samplerLogprob, top) => samples[s]?.push(tokenId, logprob, samplerLogprob, top),
         ...(constraint ? { constraint } : {}),
       });
       countDeadEnds();
@@ -461,13 +576,17 @@ export class ChatEngine {
             adapter,
             sampling: { ...sampling, ...(sampling.seed !== undefined ? { seed: sampling.seed + i } : {}) },
             signal: own.signal,
-            onToken: (_s, tokenId, logprob, samplerLogprob) => state.push(tokenId, logprob, samplerLogprob),
+            onToken: (_s, tokenId, logprob, samplerLogprob, top) => state.push(tokenId, logprob, samplerLogprob, top),
             ...(constraint ? { constraint: () => constraint(i) } : {}),
           });
           return seq;
         } catch (err) {
           // An engine that rejects on abort: a stop string is still a normal end of this sample.
-          if (state.stopped && !signal?.aborted) return { tokenIds: state.ids, logprobs: state.lps, samplerLogprobs: state.slps, finishReason: 'abort' } as GeneratedSequence;
+          if (state.stopped && !signal?.aborted) {
+            const seq: GeneratedSequence = { tokenIds: state.ids, logprobs: state.lps, samplerLogprobs: state.slps, finishReason: 'abort' };
+            if (withTop) seq.topLogprobs = state.tops;
+            return seq;
+          }
           throw err;
         } finally {
           signal?.removeEventListener('abort', onAbort);
@@ -537,6 +656,8 @@ class SampleState {
   readonly ids: number[] = [];
   readonly lps: number[] = [];
   readonly slps: number[] = [];
+  /** Alternatives of each token (filled only when the request asks for them). */
+  readonly tops: TokenAlternative[][] = [];
   stopped = false;
   onStop: (() => void) | null = null;
   private readonly decoder: IncrementalDecoder;
@@ -554,15 +675,17 @@ class SampleState {
     private readonly emit: ((e: ChatStreamEvent) => void) | null,
     private readonly samplerTemperature: number,
     private readonly constrained: boolean,
+    private readonly withTop: boolean,
   ) {
     this.decoder = new IncrementalDecoder(tokenizer, { skipSpecialTokens: true });
   }
 
-  push(tokenId: number, logprob: number, samplerLogprob: number): void {
+  push(tokenId: number, logprob: number, samplerLogprob: number, top: readonly TokenAlternative[]): void {
     if (this.stopped) return; // tokens the engine sampled before it saw the abort are not part of the turn
     this.ids.push(tokenId);
     this.lps.push(logprob);
     this.slps.push(samplerLogprob);
+    if (this.withTop) this.tops.push([...top]);
     const before = this.decoder.current.length;
     this.decoder.push(tokenId);
     const text = this.decoder.current;
@@ -584,11 +707,13 @@ class SampleState {
     let ids = seq.tokenIds;
     let lps = seq.logprobs;
     let slps = seq.samplerLogprobs;
+    let tops = this.withTop ? (seq.topLogprobs ?? []) : undefined;
     let finishReason: ChatFinishReason = seq.finishReason === 'length' ? 'length' : 'stop';
     if (this.stopTokenCount >= 0) {
       ids = ids.slice(0, this.stopTokenCount);
       lps = lps.slice(0, this.stopTokenCount);
       slps = slps.slice(0, this.stopTokenCount);
+      tops = tops?.slice(0, this.stopTokenCount);
       finishReason = 'stop';
     }
     let text = this.tokenizer.decode(ids, { skipSpecialTokens: true });
@@ -606,13 +731,17 @@ class SampleState {
     const choice: ChatChoice = {
       index: this.index, text, content, toolCalls, invalidToolCalls, finishReason, tokenIds: ids, constrained: this.constrained,
       logprobs: lps, samplerLogprobs: slps, samplerTemperature: this.samplerTemperature,
+      ...(tops ? { topLogprobs: tops } : {}),
     };
     if (this.emit) {
       // Whatever the stream has not sent yet: held-back text and tokens.
       const final = content ?? '';
       const rest = final.startsWith(this.sentContent) ? final.slice(this.sentContent.length) : '';
       if (rest.length > 0 || this.sentTokens < ids.length) {
-        this.emit({ type: 'delta', index: this.index, content: rest, tokenIds: ids.slice(this.sentTokens), logprobs: lps.slice(this.sentTokens) });
+        this.emit({
+          type: 'delta', index: this.index, content: rest, tokenIds: ids.slice(this.sentTokens), logprobs: lps.slice(this.sentTokens),
+          ...(tops ? { topLogprobs: tops.slice(this.sentTokens) } : {}),
+        });
       }
       this.emit({ type: 'finish', index: this.index, choice });
     }
@@ -633,6 +762,7 @@ class SampleState {
       content: stable.slice(this.sentContent.length),
       tokenIds: this.ids.slice(this.sentTokens, upto),
       logprobs: this.lps.slice(this.sentTokens, upto),
+      ...(this.withTop ? { topLogprobs: this.tops.slice(this.sentTokens, upto) } : {}),
     });
     this.sentContent = stable;
     this.sentTokens = upto;

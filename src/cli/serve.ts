@@ -19,6 +19,7 @@ interface ServeCliOptions {
   maxTokens: number;
   chatTemplateKwargs?: string;
   constrainToolCalls: boolean;
+  loraUpdating: boolean;
   quiet?: boolean;
 }
 
@@ -40,6 +41,7 @@ export function registerServe(program: Command): Command {
     .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', numberParser({ integer: true, above: 0 }), 1024)
     .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
     .option('--no-constrain-tool-calls', "decode tool calls freely (by default they are constrained to the tools' schemas; a request may set constrain_tool_calls)")
+    .option('--no-lora-updating', "refuse vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter (on by default: adapters can be loaded, replaced and unloaded while serving)")
     .option('--quiet', 'do not log one line per request to stderr');
   cmd.addHelpText(
     'after',
@@ -69,6 +71,7 @@ Examples:
       const running = await startServer(engine, {
         host: opts.host,
         port,
+        loraUpdating: opts.loraUpdating,
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl serve: ${line}\n`) }),
       });
       const names = engine.modelNames().map((m) => m.id).join(', ');

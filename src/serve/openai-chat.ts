@@ -7,11 +7,16 @@ import { z } from 'zod';
 import { ChatError, type ChatTurnMessage, type ChatTurnRequest } from '../chat/chat-engine.js';
 import type { TemplateTool } from '../chat/chat-template.js';
 import type { HfTokenizer } from '../chat/tokenizer.js';
+import type { TokenAlternative } from '../engine/model.js';
 import { McprlError } from '../util/errors.js';
 
+/** The most alternatives per token a request may ask for (OpenAI's and vLLM's limit). */
+export const MAX_TOP_LOGPROBS = 20;
+
 // ---------------------------------------------------------------------------------------------------------
-// Request schema: the subset of OpenAI's chat-completions request mcprl serves, plus vLLM's `top_k` and
-// `chat_template_kwargs`. Fields not listed are ignored, as OpenAI-compatible servers commonly do.
+// Request schema: the subset of OpenAI's chat-completions request mcprl serves, plus vLLM's `top_k`,
+// `chat_template_kwargs`, `return_tokens_as_token_ids` and `return_token_ids`. Fields not listed are ignored, as
+// OpenAI-compatible servers commonly do.
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
 const contentSchema = z.union([z.string(), z.array(textPart)]).nullish();
@@ -66,8 +71,14 @@ export const chatRequestSchema = z.object({
   max_completion_tokens: z.number().int().min(1).nullish(),
   stop: z.union([z.string(), z.array(z.string())]).nullish(),
   seed: z.number().int().nullish(),
+  /** Per-token logprobs in the answer. Default false. */
   logprobs: z.boolean().nullish(),
-  top_logprobs: z.number().int().min(0).max(20).nullish(),
+  /** Alternatives per token (with `logprobs: true`), from the same distribution as `logprob`. Default 0. */
+  top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
+  /** vLLM extension: logprob entries name their token `token_id:N` instead of its text. Default false. */
+  return_tokens_as_token_ids: z.boolean().nullish(),
+  /** vLLM extension: the answer carries `prompt_token_ids` and, per choice, `token_ids`. Default false. */
+  return_token_ids: z.boolean().nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
   /** vLLM extension: extra chat template variables, e.g. `{ "enable_thinking": false }`. */
@@ -122,10 +133,8 @@ export function parseChatRequest(body: unknown): ParsedChatRequest {
   if (req.tool_choice !== undefined && req.tool_choice !== null && req.tool_choice !== 'auto' && req.tool_choice !== 'none') {
     throw new ChatRequestError(400, "tool_choice: only 'auto' and 'none' are supported", { param: 'tool_choice' });
   }
-  if (req.top_logprobs) {
-    throw new ChatRequestError(400, 'top_logprobs is not supported: the engine reports the logprob of the sampled token only', {
-      param: 'top_logprobs',
-    });
+  if (req.top_logprobs && req.logprobs !== true) {
+    throw new ChatRequestError(400, 'when using `top_logprobs`, `logprobs` must be set to true', { param: 'top_logprobs' });
   }
   return req;
 }
@@ -150,6 +159,7 @@ export function toTurnRequest(req: ParsedChatRequest, signal?: AbortSignal): Cha
       ...(maxTokens !== undefined ? { maxTokens } : {}),
       ...(stop ? { stop } : {}),
       ...(req.seed !== undefined && req.seed !== null ? { seed: req.seed } : {}),
+      ...(req.logprobs && req.top_logprobs ? { topLogprobs: req.top_logprobs } : {}),
     },
     ...(signal ? { signal } : {}),
   };
@@ -175,12 +185,39 @@ function toTurnMessage(m: z.output<typeof chatMessageSchema>): ChatTurnMessage {
 }
 
 export interface TokenLogprob {
+  /** The token's text, or `token_id:N` with return_tokens_as_token_ids. */
   token: string;
   logprob: number;
   bytes: number[];
 }
 
-/** OpenAI's per-token logprob entries for a choice. */
-export function tokenLogprobs(tokenizer: HfTokenizer, ids: readonly number[], logprobs: readonly number[]): TokenLogprob[] {
-  return ids.map((id, i) => ({ token: tokenizer.decode([id]), logprob: logprobs[i], bytes: tokenizer.tokenBytes(id) }));
+export interface TokenLogprobEntry extends TokenLogprob {
+  top_logprobs: TokenLogprob[];
+}
+
+/** How a request wants its logprob entries written. */
+export interface LogprobFormat {
+  /** vLLM's `token_id:N` token names. */
+  tokensAsIds: boolean;
+}
+
+function tokenEntry(tokenizer: HfTokenizer, id: number, logprob: number, f: LogprobFormat): TokenLogprob {
+  return { token: f.tokensAsIds ? `token_id:${id}` : tokenizer.decode([id]), logprob, bytes: tokenizer.tokenBytes(id) };
+}
+
+/**
+ * OpenAI's per-token logprob entries for a choice: each sampled token with its logprob and, when the request
+ * asked for them, its alternatives (`top`, one list per token).
+ */
+export function tokenLogprobs(
+  tokenizer: HfTokenizer,
+  ids: readonly number[],
+  logprobs: readonly number[],
+  top: readonly (readonly TokenAlternative[])[] | undefined,
+  f: LogprobFormat,
+): TokenLogprobEntry[] {
+  return ids.map((id, i) => ({
+    ...tokenEntry(tokenizer, id, logprobs[i], f),
+    top_logprobs: (top?.[i] ?? []).map((a) => tokenEntry(tokenizer, a.tokenId, a.logprob, f)),
+  }));
 }

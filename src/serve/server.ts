@@ -1,10 +1,18 @@
 /**
- * `mcprl serve`'s HTTP face: an OpenAI-compatible chat-completions API on node:http over a ChatEngine.
+ * `mcprl serve`'s HTTP face: an OpenAI-compatible chat-completions API on node:http over a ChatEngine, in
+ * vLLM's dialect.
  *
  * Routes: `GET /v1/models`, `GET /v1/models/{id}`, `POST /v1/chat/completions` (JSON or SSE stream),
- * `GET /health`. Errors use OpenAI's `{"error": {message, type, param, code}}` shape. Every choice carries
- * `mcprl_token_ids`, the exact sampled ids, so training can use a served turn without re-tokenising, and a
- * completion names the adapter that generated it in `mcprl_adapter` (null: the base model).
+ * `GET /health`, `GET /metrics` (Prometheus text, see metrics.ts) and, with `loraUpdating`, vLLM's
+ * `POST /v1/load_lora_adapter` and `POST /v1/unload_lora_adapter` (see lora-adapters.ts). Errors use OpenAI's
+ * `{"error": {message, type, param, code}}` shape. Every choice carries `mcprl_token_ids`, the exact sampled
+ * ids, so training can use a served turn without re-tokenising, and a completion names the adapter that
+ * generated it in `mcprl_adapter` (null: the base model). vLLM's `return_token_ids` adds `prompt_token_ids` and
+ * per-choice `token_ids`; `return_tokens_as_token_ids` names logprob tokens `token_id:N`.
+ *
+ * A tool call the model wrote but that cannot be read leaves its whole raw text in `content` when no call
+ * could be read (as vLLM's tool parsers do, so standard clients see what the model said), and is listed in
+ * `mcprl_invalid_tool_calls` for mcprl's own agent loop.
  *
  * One server may front several engines (one per base model, as the library's backends have): a request goes to
  * the engine that serves its `model` name, and `/v1/models` lists them all.
@@ -13,7 +21,10 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ChatChoice, ChatEngine, ChatResult, ChatTurnRequest } from '../chat/chat-engine.js';
-import { ChatRequestError, parseChatRequest, tokenLogprobs, toRequestError, toTurnRequest } from './openai-chat.js';
+import type { TokenAlternative } from '../engine/model.js';
+import { AdapterRequestError, loadLoraAdapter, unloadLoraAdapter } from './lora-adapters.js';
+import { METRICS_CONTENT_TYPE, ServeMetrics } from './metrics.js';
+import { ChatRequestError, parseChatRequest, tokenLogprobs, toRequestError, toTurnRequest, type LogprobFormat } from './openai-chat.js';
 
 export interface ServerOptions {
   /** Default 127.0.0.1. */
@@ -27,6 +38,12 @@ export interface ServerOptions {
   maxBodyBytes?: number;
   /** Receives one line per request (method, path, status, milliseconds). Default: none. */
   log?: (line: string) => void;
+  /**
+   * Serve vLLM's `/v1/load_lora_adapter` and `/v1/unload_lora_adapter`, which read adapter folders from this
+   * machine's disk. Only for a server of one engine. Default false (`mcprl serve` turns it on unless
+   * `--no-lora-updating`).
+   */
+  loraUpdating?: boolean;
 }
 
 export interface RunningServer {
@@ -76,14 +93,48 @@ export function chatRequestListener(engine: ChatEngines, opts: ServerOptions = {
   const maxBody = opts.maxBodyBytes ?? (typeof engine === 'function' ? 32 * 1024 * 1024 : Math.min(32 * 1024 * 1024, 6 * engine.maxPromptChars + 1024 * 1024));
   const created = Math.floor(Date.now() / 1000);
   const engines = typeof engine === 'function' ? engine : () => [engine];
+  const ctx: Context = {
+    engines,
+    maxBody,
+    created,
+    metrics: new ServeMetrics(),
+    // Runtime adapter updates need to know which engine an adapter is for: one engine only.
+    updatable: opts.loraUpdating && typeof engine !== 'function' ? engine : null,
+  };
   return (req, res) => {
     const t0 = Date.now();
-    res.on('finish', () => opts.log?.(`${req.method} ${req.url} ${res.statusCode} ${Date.now() - t0}ms`));
-    handle(engines, req, res, maxBody, created).catch((err) => {
+    res.on('finish', () => {
+      ctx.metrics.countHttp(routeOf(req), res.statusCode);
+      opts.log?.(`${req.method} ${req.url} ${res.statusCode} ${Date.now() - t0}ms`);
+    });
+    handle(ctx, req, res).catch((err) => {
       // Last line of defence: nothing a request does may take the server down.
-      sendError(res, err instanceof ChatRequestError ? err : internalError(err));
+      if (err instanceof AdapterRequestError) sendJson(res, err.status, err.body());
+      else sendError(res, err instanceof ChatRequestError ? err : internalError(err));
     });
   };
+}
+
+interface Context {
+  engines: () => readonly ChatEngine[];
+  maxBody: number;
+  created: number;
+  metrics: ServeMetrics;
+  /** The engine vLLM's adapter endpoints load into, or null when they are off. */
+  updatable: ChatEngine | null;
+}
+
+const ROUTES = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/load_lora_adapter', '/v1/unload_lora_adapter'];
+
+/** The route a request took, as a metrics label: a known route's pattern, else `other`. */
+function routeOf(req: IncomingMessage): string {
+  const path = pathOf(req);
+  if (ROUTES.includes(path)) return path;
+  return path.startsWith('/v1/models/') ? '/v1/models/{id}' : 'other';
+}
+
+function pathOf(req: IncomingMessage): string {
+  return new URL(req.url ?? '/', 'http://localhost').pathname.replace(/\/+$/, '') || '/';
 }
 
 /** The engine serving `model`: the one that lists the name, else the first (which answers model_not_found). */
@@ -94,17 +145,20 @@ function engineFor(engines: readonly ChatEngine[], model: unknown): ChatEngine {
   return engines[0];
 }
 
-async function handle(
-  engines: () => readonly ChatEngine[],
-  req: IncomingMessage,
-  res: ServerResponse,
-  maxBody: number,
-  created: number,
-): Promise<void> {
-  const path = new URL(req.url ?? '/', 'http://localhost').pathname.replace(/\/+$/, '') || '/';
+async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { engines, maxBody, created } = ctx;
+  const path = pathOf(req);
   const method = req.method ?? 'GET';
 
   if (path === '/health' && method === 'GET') return sendJson(res, 200, { status: 'ok' });
+  if (path === '/metrics' && method === 'GET') return sendText(res, 200, ctx.metrics.render(engines()), METRICS_CONTENT_TYPE);
+
+  if ((path === '/v1/load_lora_adapter' || path === '/v1/unload_lora_adapter') && ctx.updatable) {
+    if (method !== 'POST') throw methodNotAllowed(method, path);
+    const body = await readJson(req, maxBody);
+    const line = path === '/v1/load_lora_adapter' ? await loadLoraAdapter(ctx.updatable, body) : await unloadLoraAdapter(ctx.updatable, body);
+    return sendText(res, 200, line, 'text/plain; charset=utf-8');
+  }
 
   if (path === '/v1/models' || path.startsWith('/v1/models/')) {
     if (method !== 'GET') throw methodNotAllowed(method, path);
@@ -134,22 +188,35 @@ async function handle(
     res.on('close', () => {
       if (!res.writableFinished) controller.abort(new Error('client disconnected'));
     });
-    const stream = !!(body && typeof body === 'object' && (body as { stream?: unknown }).stream === true);
-    const wantLogprobs = !!(body && typeof body === 'object' && (body as { logprobs?: unknown }).logprobs === true);
-    const turn = toTurnRequest(parseChatRequest(body), controller.signal);
-    if (!stream) {
+    const parsed = parseChatRequest(body);
+    const wire: WireFormat = {
+      logprobs: parsed.logprobs === true,
+      tokensAsIds: parsed.return_tokens_as_token_ids === true,
+      tokenIds: parsed.return_token_ids === true,
+    };
+    const turn = toTurnRequest(parsed, controller.signal);
+    if (parsed.stream !== true) {
       const result = await engine.complete(turn).catch((err: unknown) => {
+        if (controller.signal.aborted) ctx.metrics.countAborted();
         throw toRequestError(err);
       });
-      return sendJson(res, 200, completionJson(engine, result, wantLogprobs));
+      ctx.metrics.countCompletion(result);
+      return sendJson(res, 200, completionJson(engine, result, wire));
     }
-    return streamCompletion(engine, turn, body, res, controller.signal, wantLogprobs);
+    return streamCompletion(ctx, engine, turn, parsed, res, controller.signal, wire);
   }
 
   throw new ChatRequestError(404, `No route ${method} ${path}`, { code: 'not_found' });
 }
 
-function completionJson(engine: ChatEngine, r: ChatResult, wantLogprobs: boolean): Record<string, unknown> {
+/** What a request asked to see besides the completion itself. */
+interface WireFormat extends LogprobFormat {
+  logprobs: boolean;
+  /** vLLM's return_token_ids: `prompt_token_ids` and per-choice `token_ids`. */
+  tokenIds: boolean;
+}
+
+function completionJson(engine: ChatEngine, r: ChatResult, wire: WireFormat): Record<string, unknown> {
   return {
     id: `chatcmpl-${randomUUID()}`,
     object: 'chat.completion',
@@ -157,21 +224,31 @@ function completionJson(engine: ChatEngine, r: ChatResult, wantLogprobs: boolean
     model: r.model,
     system_fingerprint: null,
     mcprl_adapter: r.adapter,
+    ...(wire.tokenIds ? { prompt_token_ids: r.promptTokenIds } : {}),
     choices: r.choices.map((c) => ({
       index: c.index,
       message: {
         role: 'assistant',
-        content: c.content,
+        content: wireContent(c),
         refusal: null,
         ...(c.toolCalls.length > 0 ? { tool_calls: wireToolCalls(c) } : {}),
       },
-      logprobs: wantLogprobs ? { content: logprobEntries(engine, c.tokenIds, c.logprobs), refusal: null } : null,
+      logprobs: wire.logprobs ? { content: logprobEntries(engine, c.tokenIds, c.logprobs, c.topLogprobs, wire), refusal: null } : null,
       finish_reason: c.finishReason,
+      ...(wire.tokenIds ? { token_ids: c.tokenIds } : {}),
       mcprl_token_ids: c.tokenIds,
       ...(c.invalidToolCalls.length > 0 ? { mcprl_invalid_tool_calls: c.invalidToolCalls } : {}),
     })),
     usage: usage(r),
   };
+}
+
+/**
+ * The content a client sees: the text outside the tool calls, or — when the model wrote `<tool_call>` blocks
+ * and none of them could be read — the whole text, as vLLM's tool parsers return it.
+ */
+function wireContent(c: ChatChoice): string | null {
+  return c.toolCalls.length === 0 && c.invalidToolCalls.length > 0 ? c.text : c.content;
 }
 
 function usage(r: ChatResult) {
@@ -184,50 +261,67 @@ function wireToolCalls(c: ChatChoice) {
   return c.toolCalls.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
 }
 
-function logprobEntries(engine: ChatEngine, ids: number[], lps: number[]) {
-  return tokenLogprobs(engine.tokenizer, ids, lps).map((t) => ({ ...t, top_logprobs: [] }));
+function logprobEntries(engine: ChatEngine, ids: number[], lps: number[], top: TokenAlternative[][] | undefined, f: LogprobFormat) {
+  return tokenLogprobs(engine.tokenizer, ids, lps, top, f);
 }
 
 async function streamCompletion(
+  ctx: Context,
   engine: ChatEngine,
   turn: ChatTurnRequest,
-  body: unknown,
+  r: ReturnType<typeof parseChatRequest>,
   res: ServerResponse,
   signal: AbortSignal,
-  wantLogprobs: boolean,
+  wire: WireFormat,
 ): Promise<void> {
   const events = engine.stream(turn);
   // The first step checks the request; a bad one is answered as plain JSON with its status code.
   let first = await events.next().catch((err: unknown) => {
     throw toRequestError(err);
   });
-  const r = (body ?? {}) as { model?: string; n?: number; stream_options?: { include_usage?: boolean } };
   const id = `chatcmpl-${randomUUID()}`;
   const created = Math.floor(Date.now() / 1000);
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
     `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: r.model, system_fingerprint: null, choices, ...extra })}\n\n`;
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
-  const n = typeof r.n === 'number' ? r.n : 1;
+  const n = r.n ?? 1;
+  // vLLM sends the prompt's ids once, in the first chunk (the same render and tokenisation the engine ran).
+  const promptIds = wire.tokenIds ? { prompt_token_ids: engine.promptIds(turn) } : {};
   for (let i = 0; i < n; i++) {
-    res.write(chunk([{ index: i, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]));
+    res.write(chunk([{ index: i, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], i === 0 ? promptIds : {}));
   }
+  // Content sent per choice, so that an unreadable call's raw text can follow it at the end.
+  const sent = Array.from({ length: n }, () => '');
   try {
     while (!first.done) {
       const e = first.value;
       if (e.type === 'delta') {
+        sent[e.index] += e.content;
         res.write(
           chunk([
             {
               index: e.index,
               delta: e.content.length > 0 ? { content: e.content } : {},
-              logprobs: wantLogprobs ? { content: logprobEntries(engine, e.tokenIds, e.logprobs), refusal: null } : null,
+              logprobs: wire.logprobs ? { content: logprobEntries(engine, e.tokenIds, e.logprobs, e.topLogprobs, wire), refusal: null } : null,
               finish_reason: null,
+              ...(wire.tokenIds ? { token_ids: e.tokenIds } : {}),
               mcprl_token_ids: e.tokenIds,
             },
           ]),
         );
       } else {
         const c = e.choice;
+        // As in a whole answer (wireContent): the raw text of unreadable calls, when it continues what was sent.
+        const raw = wireContent(c);
+        if (raw !== null && raw !== c.content && raw.startsWith(sent[c.index]) && raw.length > sent[c.index].length) {
+          const rest = raw.slice(sent[c.index].length);
+          sent[c.index] = raw;
+          res.write(
+            chunk([
+              { index: c.index, delta: { content: rest }, logprobs: null, finish_reason: null, ...(wire.tokenIds ? { token_ids: [] } : {}), mcprl_token_ids: [] },
+            ]),
+          );
+        }
         if (c.toolCalls.length > 0) {
           const calls = wireToolCalls(c).map((t, k) => ({ index: k, ...t }));
           res.write(chunk([{ index: c.index, delta: { tool_calls: calls }, logprobs: null, finish_reason: null }]));
@@ -239,6 +333,7 @@ async function streamCompletion(
               delta: {},
               logprobs: null,
               finish_reason: c.finishReason,
+              ...(wire.tokenIds ? { token_ids: [] } : {}),
               mcprl_token_ids: [],
               ...(c.invalidToolCalls.length > 0 ? { mcprl_invalid_tool_calls: c.invalidToolCalls } : {}),
             },
@@ -247,9 +342,11 @@ async function streamCompletion(
       }
       first = await events.next();
     }
+    ctx.metrics.countCompletion(first.value);
     if (r.stream_options?.include_usage) res.write(chunk([], { usage: usage(first.value) }));
     res.write('data: [DONE]\n\n');
   } catch (err) {
+    if (signal.aborted) ctx.metrics.countAborted();
     // Headers are gone; OpenAI's clients read an `error` object in the stream as a failure.
     if (!signal.aborted) {
       const mapped = toRequestError(err);
@@ -307,7 +404,10 @@ function sendError(res: ServerResponse, e: ChatRequestError): void {
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  sendText(res, status, JSON.stringify(body), 'application/json; charset=utf-8');
+}
+
+function sendText(res: ServerResponse, status: number, text: string, contentType: string): void {
+  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
