@@ -99,6 +99,8 @@ export { ChatRequestError, chatRequestSchema, parseChatRequest, toTurnRequest } 
 export type { ChatRequest } from './serve/openai-chat.js';
 export { startServer, createChatServer } from './serve/server.js';
 export type { ServerOptions, RunningServer } from './serve/server.js';
+export { AdapterRequestError, loadLoraAdapterRequestSchema, unloadLoraAdapterRequestSchema } from './serve/lora-adapters.js';
+export type { AdapterErrorType, LoadLoraAdapterRequest, UnloadLoraAdapterRequest } from './serve/lora-adapters.js';
 export { EnginePolicy } from './agent/engine-policy.js';
 export type { EnginePolicyOptions } from './agent/engine-policy.js';
 export { HfTokenizer, IncrementalDecoder, TokenizerError } from './chat/tokenizer.js';

@@ -38,6 +38,14 @@ describe('mcprl serve (CLI)', () => {
       expect(res.status).toBe(200);
       const body = (await res.json()) as { choices: { mcprl_token_ids: number[] }[] };
       expect(body.choices[0].mcprl_token_ids.length).toBeGreaterThan(0);
+      // vLLM's runtime adapter endpoints are on by default: load one more, unload one given at startup.
+      const post = (path: string, b: unknown) => fetch(`${url}/${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(b) });
+      expect((await post('load_lora_adapter', { lora_name: 'policy-step-1', lora_path: join(dir, 'step-0003') })).status).toBe(200);
+      expect((await post('unload_lora_adapter', { lora_name: 'best' })).status).toBe(200);
+      const after = (await (await fetch(`${url}/models`)).json()) as { data: { id: string }[] };
+      expect(after.data.map((m) => m.id)).toEqual(['tiny', 'step-0003', 'policy-step-1']);
+      const metrics = await (await fetch(url.replace(/\/v1$/, '/metrics'))).text();
+      expect(metrics).toMatch(/^mcprl_lora_adapters 2$/m);
     } finally {
       child.kill('SIGTERM');
     }
@@ -45,6 +53,21 @@ describe('mcprl serve (CLI)', () => {
     expect(code).toBe(0);
     // One log line per request.
     expect(stderr).toMatch(/POST \/v1\/chat\/completions 200/);
+  });
+
+  it('refuses runtime adapter updates with --no-lora-updating', async () => {
+    const child = runCli(['serve', '--model', join(dir, 'tiny'), '--no-lora-updating', '--port', '0', '--quiet']);
+    const done = exited(child);
+    try {
+      const url = await listeningUrl(child);
+      const res = await fetch(`${url}/load_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'x', lora_path: join(dir, 'step-0003') }) });
+      expect(res.status).toBe(404);
+      const models = (await (await fetch(`${url}/models`)).json()) as { data: { id: string }[] };
+      expect(models.data.map((m) => m.id)).toEqual(['tiny']);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect((await done).code).toBe(0);
   });
 
   it('fails with one line on stderr for a missing model folder and for a bad port', async () => {
