@@ -7,7 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeRandomModel } from '../../scripts/random-model.js';
+import { makeRandomAdapter, makeRandomModel } from '../../scripts/random-model.js';
 import { ChatEngine, ChatError, type ChatResult, type ChatStreamEvent, type ChatTurnMessage, type ChatTurnRequest } from './chat-engine.js';
 import type { Model } from '../engine/model.js';
 
@@ -18,6 +18,8 @@ const messages: ChatTurnMessage[] = [{ role: 'user', content: 'Write anything.' 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mcprl-chat-'));
   await makeRandomModel(join(dir, 'm'), { arch: 'qwen3', seed: 9 });
+  await makeRandomAdapter(join(dir, 'a'), { arch: 'qwen3' }, { seed: 1 });
+  await makeRandomAdapter(join(dir, 'b'), { arch: 'qwen3' }, { seed: 2 });
   engine = await ChatEngine.load(join(dir, 'm'), { chatTemplateKwargs: { enable_thinking: false } });
 });
 
@@ -102,5 +104,27 @@ describe('ChatEngine', () => {
     });
     expect(await bad({ messages, sampling: { maxTokens: 100_000 } })).toMatchObject({ code: 'CONTEXT_LENGTH_EXCEEDED', param: 'max_tokens' });
     expect(await bad({ messages: [{ role: 'user', content: null }] })).toMatchObject({ code: 'INVALID_MESSAGE', param: 'messages.0.content' });
+  });
+
+  it('adds, replaces and removes served adapters, whether loaded by it or straight into the model', async () => {
+    const model = engine.model as Model;
+    // Loaded straight into the model: served under its own name, replaceable and removable all the same.
+    await model.loadAdapter('plain', join(dir, 'a'));
+    expect(engine.modelNames().map((m) => m.id)).toEqual(['m', 'plain']);
+    await engine.addAdapter('plain', join(dir, 'b'), { replace: true });
+    expect(engine.modelNames()).toEqual([{ id: 'm', adapter: null }, { id: 'plain', adapter: 'plain#1' }]);
+    expect(model.adapterNames()).toEqual(['plain#1']);
+    // Two loads at once whose engine names could meet: a replacement of `x` and a new `x#1`.
+    await engine.addAdapter('x', join(dir, 'a'));
+    await Promise.all([engine.addAdapter('x', join(dir, 'b'), { replace: true }), engine.addAdapter('x#1', join(dir, 'a'))]);
+    const targets = new Map(engine.modelNames().map((m) => [m.id, m.adapter]));
+    expect(new Set([targets.get('x'), targets.get('x#1')]).size).toBe(2);
+    expect(engine.adapterDirs.get(targets.get('x')!)).toBe(join(dir, 'b'));
+    expect(engine.adapterDirs.get(targets.get('x#1')!)).toBe(join(dir, 'a'));
+    for (const name of ['plain', 'x', 'x#1']) await engine.removeAdapter(name);
+    expect(engine.modelNames().map((m) => m.id)).toEqual(['m']);
+    expect(model.adapterNames()).toEqual([]);
+    await expect(engine.removeAdapter('x')).rejects.toMatchObject({ code: 'ADAPTER_NOT_FOUND', status: 404 });
+    await expect(engine.removeAdapter('m')).rejects.toMatchObject({ code: 'ADAPTER_NOT_FOUND' });
   });
 });

@@ -213,6 +213,8 @@ export class ChatEngine {
   private readonly constrainers = new Map<string, ToolCallConstrainer>();
   /** Per served name, the last addAdapter/removeAdapter on it: operations on one name run one at a time. */
   private readonly adapterOps = new Map<string, Promise<unknown>>();
+  /** Engine names of adapters addAdapter is loading now (so that two loads never pick the same one). */
+  private readonly loadingAdapters = new Set<string>();
   /** Requests waiting for a held route (see AdapterRoutes.hold). */
   private heldRequests = 0;
   /** Samples whose constraint met a state that allowed no token (never expected); they went on unconstrained. */
@@ -305,9 +307,10 @@ export class ChatEngine {
       const found = await stat(abs).then(() => true, () => false);
       if (!found) throw new ChatError('ADAPTER_PATH_NOT_FOUND', `Loading lora ${name} failed: No adapter found for ${dir}`, { param: 'lora_path' });
       // The engine's name for it: the served name, or the first free `name#k` while that is taken.
-      const loaded = new Set(this.model.adapterNames());
+      const taken = new Set([...this.model.adapterNames(), ...this.loadingAdapters]);
       let adapter = name;
-      for (let k = 1; loaded.has(adapter); k++) adapter = `${name}#${k}`;
+      for (let k = 1; taken.has(adapter); k++) adapter = `${name}#${k}`;
+      this.loadingAdapters.add(adapter);
       try {
         await this.model.loadAdapter(adapter, abs);
       } catch (err) {
@@ -315,8 +318,11 @@ export class ChatEngine {
           throw new ChatError('ADAPTER_INVALID', `Loading lora ${name} failed: ${err.message}`, { param: 'lora_path', cause: err });
         }
         throw err;
+      } finally {
+        this.loadingAdapters.delete(adapter);
       }
       this.adapterDirs.set(adapter, abs);
+      if (served) this.routeServedName(name);
       this.routes.set(name, adapter);
     });
   }
@@ -328,18 +334,20 @@ export class ChatEngine {
    */
   removeAdapter(name: string): Promise<void> {
     return this.adapterOp(name, async () => {
-      if (this.routes.target(name) !== undefined) {
-        this.routes.delete(name);
-        return;
+      if (name === this.modelName || !this.modelNames().some((m) => m.id === name)) {
+        throw new ChatError('ADAPTER_NOT_FOUND', `The lora adapter '${name}' cannot be found.`, { param: 'lora_name' });
       }
-      // An adapter served under its own name (loaded straight into the model): retire it through a route.
-      if (name !== this.modelName && this.modelNames().some((m) => m.id === name)) {
-        this.routes.set(name, name);
-        this.routes.delete(name);
-        return;
-      }
-      throw new ChatError('ADAPTER_NOT_FOUND', `The lora adapter '${name}' cannot be found.`, { param: 'lora_name' });
+      this.routeServedName(name);
+      this.routes.delete(name);
     });
+  }
+
+  /**
+   * Makes the served adapter name `name` a route, if it is not one: an adapter loaded straight into the model
+   * (served under its own name) becomes a route to itself, so that replacing or removing it retires it.
+   */
+  private routeServedName(name: string): void {
+    if (this.routes.target(name) === undefined) this.routes.set(name, name);
   }
 
   /** Runs `op` after every earlier adapter operation on `name` has finished. */

@@ -56,7 +56,7 @@ export class ServeMetrics {
     family(
       'mcprl_request_success_total',
       'counter',
-      'Chat completion choices finished, by finish reason (abort: the client went away).',
+      'Chat completion choices finished, by finish reason (abort: requests whose client went away).',
       [...this.finished].map(([reason, v]) => [{ finished_reason: reason }, v]),
     );
     family('mcprl_prompt_tokens_total', 'counter', 'Prompt tokens of finished chat completions.', [[{}, this.promptTokens]]);
