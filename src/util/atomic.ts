@@ -76,7 +76,8 @@ export async function writeDirAtomic(dir: string, write: (tmp: string) => Promis
     await rm(tmp, { recursive: true, force: true }).catch(() => undefined);
     // Named as the file of the folder it was for, not of the temporary folder.
     if (e instanceof WriteError) throw new WriteError(join(dir, relative(tmp, e.file)), e.cause);
-    throw e instanceof McprlError ? e : new WriteError(dir, e);
+    // A failure of the file system (it has a syscall) is a write failure; anything else is the writer's own error.
+    throw e instanceof Error && 'syscall' in e ? new WriteError(dir, e) : e;
   }
   let hadOld = false;
   try {
