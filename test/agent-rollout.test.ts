@@ -152,6 +152,9 @@ describe('rollout against the fixture server', () => {
     const answers = t.messages.filter((m) => m.role === 'tool').map((m) => m.content!);
     expect(answers[0]).toMatch(/No book with id bk-999/);
     expect(answers[1]).toMatch(/safety policy refused tool 'cancel_order'/);
+    // What the model reads names no option to rerun with; the operator finds them in the logs.
+    expect(answers[1]).not.toMatch(/--allow|rerun/i);
+    expect(t.logs.some((l) => /the safety policy refused cancel_order: .*--/.test(l))).toBe(true);
   });
 
   it('keeps token ids and logprobs on assistant turns when the endpoint returns them', async () => {

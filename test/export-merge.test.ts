@@ -143,5 +143,10 @@ describe('PEFT adapter', () => {
     const cfg = JSON.parse(await readFile(cfgFile, 'utf8'));
     await writeFile(cfgFile, JSON.stringify({ ...cfg, use_dora: true }));
     await expect(readAdapter(broken, spec)).rejects.toMatchObject({ code: 'BAD_ADAPTER', message: expect.stringMatching(/adapter_config\.json: use_dora: true \(DoRA\) is not supported/) });
+    // The one reader of adapter_config.json (src/hf/peft.ts) is behind it: a file that is not JSON, or absent.
+    await writeFile(cfgFile, '{"peft_type": "LORA",');
+    await expect(readAdapter(broken, spec)).rejects.toMatchObject({ code: 'BAD_CONFIG', message: expect.stringContaining(`${cfgFile}: not valid JSON`) });
+    await rm(cfgFile);
+    await expect(readAdapter(broken, spec)).rejects.toMatchObject({ code: 'MISSING_FILE', message: `${cfgFile}: file does not exist` });
   });
 });

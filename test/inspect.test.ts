@@ -35,7 +35,7 @@ describe('mcprl inspect', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const report = JSON.parse(r.stdout);
-    expect(Object.keys(report)).toEqual(['server', 'tools', 'resources', 'resourceTemplates', 'prompts']);
+    expect(Object.keys(report)).toEqual(['server', 'tools', 'resources', 'resourceTemplates', 'prompts', 'policy']);
     expect(report.server).toMatchObject({ name: 'mcprl-bookshop', version: '1.0.0' });
     expect(report.tools).toHaveLength(9);
     expect(report.tools.find((t: { name: string }) => t.name === 'cancel_order').annotations).toEqual({
@@ -60,12 +60,25 @@ describe('mcprl inspect', () => {
     expect(r.code).toBe(0);
     const lines = r.stdout.split('\n');
     expect(lines[0]).toMatch(/^mcprl-bookshop 1\.0\.0 \(MCP protocol \d{4}-\d{2}-\d{2}\)$/);
-    expect(r.stdout).toMatch(/^NAME\s+ACCESS\s+REQUIRED ARGS\s+DESCRIPTION$/m);
-    expect(r.stdout).toMatch(/^cancel_order\s+destructive\s+order_id\s+Cancel a placed order/m);
-    expect(r.stdout).toMatch(/^place_order\s+write\s+customer, items\s+/m);
-    expect(r.stdout).toMatch(/^get_book\s+read-only\s+book_id\s+/m);
+    expect(r.stdout).toMatch(/^NAME\s+ACCESS\s+AGENT\s+REQUIRED ARGS\s+DESCRIPTION$/m);
+    expect(r.stdout).toMatch(/^cancel_order\s+destructive\s+refused\s+order_id\s+Cancel a placed order/m);
+    expect(r.stdout).toMatch(/^place_order\s+write\s+refused\s+customer, items\s+/m);
+    expect(r.stdout).toMatch(/^get_book\s+read-only\s+runs\s+book_id\s+/m);
     expect(r.stdout).toContain('bookshop://books/{book_id}');
     expect(r.stdout).toContain('recommend_books(genre)');
+  });
+
+  it('--isolate and the policy options change what an agent may call (the AGENT column, and policy in --json)', async () => {
+    const isolated = await mcprl(['inspect', '--isolate', ...fixtureCmd]);
+    expect(isolated.code).toBe(0);
+    expect(isolated.stdout).toMatch(/^place_order\s+write\s+runs\s+/m);
+    expect(isolated.stdout).toMatch(/^cancel_order\s+destructive\s+refused\s+/m);
+    const destructive = await mcprl(['inspect', '--isolate', '--allow-destructive', '--deny', 'get_book', ...fixtureCmd]);
+    expect(destructive.stdout).toMatch(/^cancel_order\s+destructive\s+runs\s+/m);
+    expect(destructive.stdout).toMatch(/^get_book\s+read-only\s+refused\s+/m);
+    const json = JSON.parse((await mcprl(['inspect', '--json', ...fixtureCmd])).stdout) as { policy: { name: string; allowed: boolean; remedy?: string }[] };
+    expect(json.policy.find((p) => p.name === 'place_order')).toMatchObject({ allowed: false, remedy: expect.stringMatching(/--isolate/) });
+    expect(json.policy.find((p) => p.name === 'get_book')).toEqual({ name: 'get_book', allowed: true });
   });
 
   it('reads --config FILE --server NAME in the mcpServers shape', async () => {

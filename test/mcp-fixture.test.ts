@@ -126,7 +126,8 @@ function behaves(name: string, makeTarget: () => Promise<Target>) {
 
       const refused = await session.callTool('cancel_order', { order_id: placed.order_id });
       expect(refused.isError).toBe(true);
-      expect(refused.text).toContain('--allow-destructive');
+      expect(refused.text).toContain("refused tool 'cancel_order'");
+      expect(refused.refused?.remedy).toContain('--allow-destructive');
       expect(parse((await session.callTool('check_stock', { book_id: 'bk-004' })).text).stock).toBe(before + 3);
     });
   });

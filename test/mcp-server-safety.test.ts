@@ -105,17 +105,16 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
   });
 
   it('reports a run whose training process fails as failed, with the reason from its progress events', async () => {
-    // The validation set repeats the training set, which `mcprl train` refuses before loading any model.
+    // The call checks the target and the scenarios; the model folder (no tokenizer, no weights) fails only in the worker.
     mkdirSync(path.join(ws, 'scenarios', 'overlap'), { recursive: true });
-    const scenario = JSON.stringify({ id: 's1', task: 'Find book bk-001.', difficulty: 1, source: 'schema' }) + '\n';
-    writeFileSync(path.join(ws, 'scenarios', 'overlap', 'train.jsonl'), scenario);
-    writeFileSync(path.join(ws, 'scenarios', 'overlap', 'val.jsonl'), scenario);
+    writeFileSync(path.join(ws, 'scenarios', 'overlap', 'train.jsonl'), JSON.stringify({ id: 's1', task: 'Find book bk-001.', difficulty: 1, source: 'schema' }) + '\n');
+    writeFileSync(path.join(ws, 'scenarios', 'overlap', 'val.jsonl'), JSON.stringify({ id: 's2', task: 'How many orders has the shop taken?', difficulty: 2, source: 'schema' }) + '\n');
     const s = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'fake-model', run: 'doomed', scenarios: 'scenarios/overlap' });
     expect(s.isError, s.text).toBe(false);
     let status: Record<string, any> = {};
     for (let i = 0; i < 10 && status.status !== 'failed'; i++) status = (await call(client, 'training_status', { run: 'doomed', wait: true, timeout_s: 20 })).data;
     expect(status).toMatchObject({ run: 'doomed', status: 'failed', phase: 'done', step: null });
-    expect(status.error).toMatch(/^SCENARIO_OVERLAP: 1 validation scenario\(s\) overlap the training data/);
+    expect(status.error).toMatch(/^TOKENIZER_NOT_FOUND: .*fake-model/);
     // The worker read its job from the run folder: the settings are there, the target's secrets are not.
     const job = JSON.parse(readFileSync(path.join(ws, 'doomed', 'job-config.json'), 'utf8'));
     expect(job.config).toMatchObject({ model: path.join(realpathSync(ws), 'fake-model'), reward: 'checks', lr: 0.0005 });

@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { OpenAIPolicy } from '../src/agent/policy.js';
 import { rolloutGroups } from '../src/agent/rollout.js';
 import type { Trajectory } from '../src/agent/trajectory.js';
-import { SafetyPolicy, unisolatedWriteReason } from '../src/mcp/index.js';
+import { SafetyPolicy, unisolatedWriteRefusal } from '../src/mcp/index.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
 import type { OpenAIDouble } from './doubles/openai-double.js';
 import { scriptedStrategy, startPolicyDouble, toolResults, assistantTurns, type Strategy } from './doubles/policy-double.js';
@@ -64,15 +64,17 @@ describe('server-memory with MEMORY_FILE_PATH={sandbox}/memory.jsonl', () => {
     expect(readFileSync(user.file).equals(user.bytes)).toBe(true);
   });
 
-  it('without --isolate the write tools are refused with the line that says how to enable them', async () => {
+  it('without --isolate the write tools are refused: the model reads why, the logs say how to enable them', async () => {
     const user = userMemory();
     const groups = await rolloutGroups({
       policy: await policyFor(writeThenRead), target: memoryTarget(user.file), scenarios: [scenario], rolloutsPerGroup: 1, concurrency: 1,
     });
     const [created, added, graph] = toolMessages(groups[0][0]);
-    expect(created).toBe(`Error: ${unisolatedWriteReason('create_entities')}`);
-    expect(added).toBe(`Error: ${unisolatedWriteReason('add_observations')}`);
-    expect(created).toMatch(/--isolate/);
+    expect(created).toBe(`Error: ${unisolatedWriteRefusal('create_entities').reason}`);
+    expect(added).toBe(`Error: ${unisolatedWriteRefusal('add_observations').reason}`);
+    // The model cannot rerun a command line; the operator reads the options in the trajectory's logs.
+    expect(created).not.toMatch(/--isolate|rerun/i);
+    expect(groups[0][0].logs.some((l) => l.includes('the safety policy refused create_entities: Rerun with --isolate'))).toBe(true);
     expect(graph).toContain('Charles Babbage');
     expect(graph).not.toContain('Grace Hopper');
     expect(groups[0][0].metrics.tool_errors).toBe(2);
@@ -131,7 +133,7 @@ describe('server-filesystem serving {sandbox}', () => {
       sandboxFrom: user.dir, policyForSafety: new SafetyPolicy({ allow: ['write_file'] }),
     });
     const [, written, read] = toolMessages(groups[0][0]);
-    expect(written).toBe(`Error: ${unisolatedWriteReason('write_file')}`);
+    expect(written).toBe(`Error: ${unisolatedWriteRefusal('write_file').reason}`);
     expect(read).toMatch(/^the original notes\n/);
     expect(readFileSync(path.join(user.dir, 'notes.txt')).equals(user.bytes)).toBe(true);
   });

@@ -231,12 +231,12 @@ describe('mcprl train (tiny model, fixture server)', () => {
     await writeScenarioSet(overlap, all.train, [all.train[0]]);
     const r = await start(trainArgs('overlap', 1).map((a) => (a === scenarios ? overlap : a))).done;
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/mcprl train: 1 validation scenario\(s\) overlap the training data/);
+    expect(r.stderr).toMatch(/mcprl train: 1 validation scenario\(s\) overlap other sets \(1 with train\).*Instead: remove/);
     expect(existsSync(join(work, 'runs', 'overlap', 'config.json'))).toBe(false);
 
     await writeScenarioSet(overlap, all.train, all.val, [all.val[1]]);
     const t = await start(trainArgs('overlap', 1).map((a) => (a === scenarios ? overlap : a))).done;
     expect(t.code).toBe(1);
-    expect(t.stderr).toMatch(/mcprl train: 1 test scenario\(s\) overlap the training data/);
+    expect(t.stderr).toMatch(/mcprl train: 1 test scenario\(s\) overlap other sets \(1 with (train|validation)/);
   }, 120_000);
 });

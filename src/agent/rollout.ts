@@ -257,6 +257,8 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
             metrics.tool_errors++;
             log(`tool error from ${call.name}: ${outcome.text.slice(0, 200)}`);
           }
+          // The model reads why; the operator, in the logs, reads how to let the tool run.
+          if (outcome.refused) log(`the safety policy refused ${call.name}: ${outcome.refused.remedy}`);
           answer(outcome.isError && !/^error\b/i.test(outcome.text) ? `Error: ${outcome.text}` : outcome.text);
         } catch (err) {
           if (signal.aborted) {

@@ -34,6 +34,7 @@ interface EvalCliOptions extends TargetCliOptions {
   rollouts?: number;
   concurrency: number;
   maxTurns: number;
+  maxTokens?: number;
   temperature?: number;
   seed?: number;
   systemPromptFile?: string;
@@ -86,6 +87,7 @@ export function registerEval(program: Command): Command {
     .option('--rollouts <k>', 'attempts per scenario (default 4 with a judge, 1 without)', positiveInt('rollouts'))
     .option('--concurrency <c>', 'rollouts in flight at once', positiveInt(), 4)
     .option('--max-turns <n>', 'assistant turns per rollout', positiveInt('turns'), 10)
+    .option('--max-tokens <n>', "tokens per assistant turn, at most (default: the endpoint's own limit)", positiveInt('tokens'))
     .option('--temperature <t>', 'sampling temperature', numberParser({ min: 0 }))
     .option('--seed <s>', 'base sampling seed (rollout k gets seed + k)', numberParser({ integer: true, min: 0 }))
     .option('--system-prompt-file <file>', 'replaces the default agent system prompt')
@@ -161,6 +163,7 @@ Examples:
         policyForSafety: policyFromCli(opts),
         systemPrompt: opts.systemPromptFile ? await readFile(opts.systemPromptFile, 'utf8') : undefined,
         maxTurns: opts.maxTurns,
+        maxTokens: opts.maxTokens,
         callTimeoutMs: opts.callTimeout,
         rolloutTimeoutMs: opts.rolloutTimeout,
         temperature: opts.temperature,

@@ -5,6 +5,7 @@ import type { Command } from 'commander';
 import { connect, type McpSession } from '../mcp/session.js';
 import { McpConnectError, McpListError } from '../mcp/errors.js';
 import { inspectSession, type InspectReport } from '../mcp/inspect.js';
+import type { PolicyDecision } from '../mcp/policy.js';
 import type { ToolInfo } from '../mcp/types.js';
 import { addTargetOptions, connectOptionsFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
@@ -27,18 +28,22 @@ function clip(s: string, width: number): string {
   return s.length <= width ? s : `${s.slice(0, width - 1)}…`;
 }
 
-/** Renders the report as aligned text (tools table, then resources, templates and prompts). */
-export function formatInspectTable(report: InspectReport, width = 120): string {
+/**
+ * Renders the report as aligned text (tools table, then resources, templates and prompts). With `decide`, the
+ * AGENT column says whether the safety policy lets an agent call each tool (`runs`) or not (`refused`).
+ */
+export function formatInspectTable(report: InspectReport, width = 120, decide?: (t: ToolInfo) => PolicyDecision): string {
   const { server, tools } = report;
   const out: string[] = [];
   out.push(`${server.name} ${server.version} (MCP protocol ${server.protocolVersion})`, '');
   out.push(`Tools (${tools.length}):`);
-  const rows = tools.map((t) => [t.name, access(t), requiredArgs(t), firstLine(t.description)]);
-  const head = ['NAME', 'ACCESS', 'REQUIRED ARGS', 'DESCRIPTION'];
-  const w = [0, 1, 2].map((i) => Math.max(head[i].length, ...rows.map((r) => r[i].length)));
-  const descWidth = Math.max(20, width - (w[0] + w[1] + w[2] + 6));
-  const line = (r: string[]) =>
-    `${r[0].padEnd(w[0])}  ${r[1].padEnd(w[1])}  ${r[2].padEnd(w[2])}  ${clip(r[3], descWidth)}`.trimEnd();
+  const agent = (t: ToolInfo) => (decide ? [decide(t).allowed ? 'runs' : 'refused'] : []);
+  const rows = tools.map((t) => [t.name, access(t), ...agent(t), requiredArgs(t), firstLine(t.description)]);
+  const head = ['NAME', 'ACCESS', ...(decide ? ['AGENT'] : []), 'REQUIRED ARGS', 'DESCRIPTION'];
+  const last = head.length - 1;
+  const w = head.slice(0, last).map((_, i) => Math.max(head[i].length, ...rows.map((r) => r[i].length)));
+  const descWidth = Math.max(20, width - (w.reduce((a, b) => a + b, 0) + 2 * last));
+  const line = (r: string[]) => [...r.slice(0, last).map((c, i) => c.padEnd(w[i])), clip(r[last], descWidth)].join('  ').trimEnd();
   if (rows.length) {
     out.push(line(head));
     for (const r of rows) out.push(line(r));
@@ -81,10 +86,18 @@ Examples:
     let session: McpSession | undefined;
     try {
       const target = targetFromCli(targetArgs, opts);
-      session = await connect(target, connectOptionsFromCli(opts));
+      const connectOptions = connectOptionsFromCli(opts);
+      session = await connect(target, connectOptions);
       const report = await inspectSession(session);
+      // What an agent may call here: with --isolate (stdio only) every rollout would get its own server.
+      const isolated = opts.isolate === true && target.kind === 'stdio';
+      const decide = (t: ToolInfo) => connectOptions.policy!.check(t, { isolated });
+      const policy = report.tools.map((t) => {
+        const d = decide(t);
+        return d.allowed ? { name: t.name, allowed: true } : { name: t.name, allowed: false, reason: d.reason, remedy: d.remedy };
+      });
       process.stdout.write(
-        opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatInspectTable(report, process.stdout.columns || 120)}\n`,
+        opts.json ? `${JSON.stringify({ ...report, policy }, null, 2)}\n` : `${formatInspectTable(report, process.stdout.columns || 120, decide)}\n`,
       );
     } catch (err) {
       const kind = err instanceof McpConnectError || err instanceof McpListError ? `${err.code}: ` : '';

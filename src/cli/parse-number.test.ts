@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { describeBounds, parseNumber } from './parse-number.js';
+import { describeBounds, formatNumber, parseNumber } from './parse-number.js';
 
 describe('parseNumber', () => {
   it('reads decimal notation, exponents included', () => {
@@ -36,5 +36,17 @@ describe('parseNumber', () => {
     expect(describeBounds({ above: 0 })).toBe('a positive number');
     expect(describeBounds({ integer: true, min: 0 })).toBe('an integer >= 0');
     expect(describeBounds({ min: 0, max: 1 })).toBe('a number from 0 to 1');
+  });
+});
+
+describe('formatNumber', () => {
+  it('shows a fraction of small whole numbers as a ratio and every other number as JavaScript prints it', () => {
+    expect(formatNumber(1 / 3)).toBe('1/3');
+    expect(formatNumber(2 / 7)).toBe('2/7');
+    expect(formatNumber(0.25)).toBe('0.25');
+    expect(formatNumber(24)).toBe('24');
+    expect(formatNumber(5e-4)).toBe('0.0005');
+    expect(formatNumber(Math.PI)).toBe(String(Math.PI));
+    expect(parseNumber(formatNumber(1 / 3), { ratios: true })).toBe(1 / 3);
   });
 });

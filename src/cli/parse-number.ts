@@ -59,3 +59,16 @@ export function parseNumber(text: string, b: NumberBounds = {}): number {
 export function numberParser(b: NumberBounds = {}): (text: string) => number {
   return (text: string) => parseNumber(text, b);
 }
+
+/**
+ * A number as a person reads it in help text: a ratio of small whole numbers when it is one (1/3 rather than
+ * 0.3333333333333333), otherwise as JavaScript prints it.
+ */
+export function formatNumber(n: number): string {
+  if (Number.isInteger(n) || !Number.isFinite(n)) return String(n);
+  for (let d = 2; d <= 12; d++) {
+    const k = Math.round(n * d);
+    if (Math.abs(k / d - n) < 1e-12) return String(n).length > 6 ? `${k}/${d}` : String(n);
+  }
+  return String(n);
+}

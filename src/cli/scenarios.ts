@@ -3,14 +3,14 @@
  * With --offline they are verifiable scenarios built from the schemas and read-only tools alone; otherwise an
  * OpenAI-compatible LLM writes them.
  */
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { connect, McpConnectError, McpListError, type McpSession } from '../mcp/index.js';
 import { DEFAULT_GENERATOR_TIMEOUT_MS, ScenarioGenerationError } from '../scenarios/llm.js';
 import { writeScenarioSet } from '../scenarios/scenario.js';
 import { generateScenarioSet, type ScenarioSetOptions, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { DEFAULT_VAL_FRACTION } from '../scenarios/split.js';
 import { formatCoverage } from '../scenarios/coverage.js';
-import { numberParser } from './parse-number.js';
+import { formatNumber, numberParser } from './parse-number.js';
 import { addTargetOptions, connectOptionsFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 /** The human-readable summary the command prints. */
@@ -50,7 +50,11 @@ export function registerScenarios(program: Command): Command {
     .option('--offline', 'no LLM: verifiable scenarios from the tool schemas and read-only tools')
     .option('--count <n>', 'scenarios in total', numberParser({ integer: true, above: 0 }), 24)
     .option('--seed <s>', 'seed for generation and the train/val split', numberParser({ integer: true }), 1)
-    .option('--val-fraction <f>', 'share of scenarios held out for validation, e.g. 0.25 or 1/3', numberParser({ min: 0, below: 1, ratios: true }), DEFAULT_VAL_FRACTION)
+    .addOption(
+      new Option('--val-fraction <f>', 'share of scenarios held out for validation, e.g. 0.25 or 1/3')
+        .argParser(numberParser({ min: 0, below: 1, ratios: true }))
+        .default(DEFAULT_VAL_FRACTION, formatNumber(DEFAULT_VAL_FRACTION)),
+    )
     .option('--json', 'print the summary as JSON')
     .option('--generator-base-url <url>', 'OpenAI-compatible endpoint (default: OpenAI, or $OPENAI_BASE_URL)')
     .option('--generator-model <model>', 'model that writes the tasks (required unless --offline)')

@@ -38,6 +38,9 @@ describe('options derived from TrainSettingsSchema', () => {
     expect(() => parse(['--max-steps', '2.5'])).toThrow(/expected a positive integer/);
     expect(() => parse(['--loss', 'ppo'])).toThrow(/Allowed choices are grpo, dapo, dr_grpo, cispo, gspo/);
     expect(() => parse(['--reward', 'vibes'])).toThrow(/Allowed choices are ruler, checks, blend/);
+    expect(parse(['--chat-template-kwargs', '{"enable_thinking": false}'])).toEqual({ chatTemplateKwargs: { enable_thinking: false } });
+    expect(() => parse(['--chat-template-kwargs', '[1]'])).toThrow(/expected a JSON object/);
+    expect(() => parse(['--chat-template-kwargs', '{enable_thinking'])).toThrow(/expected a JSON object/);
   });
 
   it('carries --lr through the one schema into the run config', () => {

@@ -2,7 +2,7 @@
  * Command-line options derived from a zod object schema, so that a setting's name, help text, default, bounds and
  * choices are written once, on the schema. One option per field: `rolloutsPerGroup` → `--rollouts-per-group <n>`,
  * its help is the field's description plus the schema's default, numbers go through the one number parser with
- * the field's bounds, enums become choices, arrays of strings are comma-separated lists.
+ * the field's bounds, enums become choices, arrays of strings are comma-separated lists, records are JSON objects.
  *
  * The options carry no commander defaults: a value the user did not give stays undefined, and the schema fills in
  * its default when it parses the settings (so `--resume` can tell a given value from a default one).
@@ -43,6 +43,18 @@ function boundsOf(f: JsonSchemaField): NumberBounds {
 
 const showDefault = (v: unknown): string => (Array.isArray(v) ? v.join(',') : String(v));
 
+/** A JSON object given on the command line (an array, a string or a number is not one). */
+function jsonObjectParser(text: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new InvalidArgumentError(`expected a JSON object, e.g. '{"enable_thinking": false}' (${(e as Error).message})`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new InvalidArgumentError(`expected a JSON object, got ${text}`);
+  return value as Record<string, unknown>;
+}
+
 /** The fields of `schema` as their JSON Schema (input side: what a user may give). */
 function fieldsOf(schema: z.ZodObject): [string, JsonSchemaField][] {
   const json = z.toJSONSchema(schema, { io: 'input' }) as { properties?: Record<string, JsonSchemaField> };
@@ -69,6 +81,7 @@ export function optionsFromSchema(schema: z.ZodObject): Option[] {
         return list;
       });
     }
+    if (f.type === 'object') return new Option(`--${flag} <json>`, help).argParser(jsonObjectParser);
     throw new Error(`schema field ${key}: no command-line form for type ${JSON.stringify(f.type)}`);
   });
 }

@@ -48,10 +48,11 @@ interface TrainCliOptions extends TargetCliOptions {
  * repeated command line); a different value is refused rather than silently ignored.
  */
 function checkResumeOptions(o: TrainCliOptions, config: TrainConfig, runDir: string): void {
+  const show = (v: unknown) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? JSON.stringify(v) : String(v));
   const differs: string[] = [];
   for (const [key, value] of Object.entries(valuesFromOptions(TrainSettingsSchema, o as unknown as Record<string, unknown>))) {
     const stored = config[key as keyof TrainConfig];
-    if (!isDeepStrictEqual(value, stored)) differs.push(`--${kebabCase(key)} ${String(value)} (the run has ${String(stored)})`);
+    if (!isDeepStrictEqual(value, stored)) differs.push(`--${kebabCase(key)} ${show(value)} (the run has ${show(stored)})`);
   }
   if (o.model !== undefined && path.resolve(o.model) !== config.model) differs.push(`--model ${o.model} (the run has ${config.model})`);
   if (o.judgeBaseUrl !== undefined && o.judgeBaseUrl !== config.judge?.baseURL) differs.push(`--judge-base-url ${o.judgeBaseUrl}`);

@@ -9,7 +9,7 @@ import type { JudgeClient } from '../ruler/judge.js';
 import { rulerScoreGroup } from '../ruler/ruler.js';
 import { rolloutGroups, type RolloutGroupsOptions } from '../agent/rollout.js';
 import { TrajectorySchema, type Trajectory } from '../agent/trajectory.js';
-import { writeFileAtomic } from '../util/atomic.js';
+import { writeFileAtomic, WriteError } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
 
 /** Everything rolloutGroups takes, plus how the groups are scored. */
@@ -231,7 +231,9 @@ export class EvalOutputDir {
   /** Appends a scored group (its lines in one write, after the appends before it). */
   append(group: Trajectory[]): Promise<void> {
     const text = group.map((t) => JSON.stringify(t) + '\n').join('');
-    this.appends = this.appends.then(() => appendFile(this.trajectories, text));
+    this.appends = this.appends.then(() => appendFile(this.trajectories, text).catch((e: unknown) => {
+      throw new WriteError(this.trajectories, e);
+    }));
     return this.appends;
   }
 

@@ -8,10 +8,11 @@
 import { existsSync } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { AdapterConfigSchema, LORA_TARGETS, loraParent, loraScale, unsupportedFeature, type AdapterConfig, type LoraTarget } from '../hf/peft.js';
+import { ModelConfigError } from '../hf/config.js';
+import { AdapterError, LORA_TARGETS, loraParent, loraScale, readAdapterConfig as readHfAdapterConfig, type AdapterConfig, type LoraTarget } from '../hf/peft.js';
 import { toFloat32 } from '../hf/safetensors.js';
 import { ExportError } from './errors.js';
-import { expectedTensors, readJson, readSafetensorsOrThrow, type FloatTensor, type ModelSpec } from './hf-folder.js';
+import { expectedTensors, readSafetensorsOrThrow, type FloatTensor, type ModelSpec } from './hf-folder.js';
 import { writeOutputFolder } from './out-dir.js';
 
 /** The LoRA factors of one projection. */
@@ -37,17 +38,19 @@ const KEY = /^base_model\.model\.(model\.layers\.(\d+)\.(self_attn|mlp)\.([a-z_]
 
 const isLoraTarget = (m: string): m is LoraTarget => (LORA_TARGETS as readonly string[]).includes(m);
 
+/**
+ * adapter_config.json, read by the one reader (src/hf/peft.ts); its errors become ExportErrors: MISSING_FILE and
+ * BAD_CONFIG (with the JSON reader's message, naming the file) for a file that is absent or not JSON, BAD_ADAPTER
+ * for one that is not a plain LoRA config.
+ */
 export async function readAdapterConfig(dir: string): Promise<AdapterConfig> {
-  const file = join(dir, 'adapter_config.json');
-  const parsed = AdapterConfigSchema.safeParse(await readJson(file));
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ExportError('BAD_ADAPTER', `${file}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  try {
+    return await readHfAdapterConfig(dir);
+  } catch (e) {
+    if (!(e instanceof AdapterError)) throw e;
+    if (e.cause instanceof ModelConfigError) throw new ExportError(e.cause.code, e.cause.message, { cause: e });
+    throw new ExportError('BAD_ADAPTER', e.message, { cause: e });
   }
-  const c = parsed.data;
-  const unsupported = unsupportedFeature(c);
-  if (unsupported) throw new ExportError('BAD_ADAPTER', `${file}: ${unsupported} is not supported`);
-  return c;
 }
 
 /**

@@ -17,7 +17,7 @@
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { ModelSpec } from './config.js';
+import { readJson, type ModelSpec } from './config.js';
 import { writeFileAtomic, writeJsonAtomic } from '../util/atomic.js';
 import { readSafetensors, serializeSafetensors, toFloat32, f32Tensor, type Tensor } from './safetensors.js';
 import { McprlError } from '../util/errors.js';
@@ -36,8 +36,8 @@ export function loraKey(layer: number, target: LoraTarget, which: 'A' | 'B'): st
 }
 
 export class AdapterError extends McprlError<'ADAPTER_INVALID'> {
-  constructor(readonly dir: string, message: string) {
-    super('ADAPTER_INVALID', `${dir}: ${message}`);
+  constructor(readonly dir: string, message: string, options?: { cause?: unknown }) {
+    super('ADAPTER_INVALID', `${dir}: ${message}`, options);
   }
 }
 
@@ -114,13 +114,17 @@ export interface PeftAdapter {
   tensors: Map<string, LoraMatrix>;
 }
 
-/** Reads and validates adapter_config.json. */
+/**
+ * Reads and validates adapter_config.json: the one reader of it. A file that is missing or not JSON fails with
+ * an AdapterError whose cause is the JSON reader's ModelConfigError (MISSING_FILE, BAD_CONFIG), so that a caller
+ * can tell those from an adapter that is not plain LoRA.
+ */
 export async function readAdapterConfig(dir: string): Promise<AdapterConfig> {
   let raw: unknown;
   try {
-    raw = JSON.parse(await readFile(join(dir, 'adapter_config.json'), 'utf8'));
+    raw = await readJson(join(dir, 'adapter_config.json'));
   } catch (e) {
-    throw new AdapterError(dir, `cannot read adapter_config.json (${(e as Error).message})`);
+    throw new AdapterError(dir, `cannot read adapter_config.json (${(e as Error).message})`, { cause: e });
   }
   const parsed = AdapterConfigSchema.safeParse(raw);
   if (!parsed.success) throw new AdapterError(dir, `adapter_config.json: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);

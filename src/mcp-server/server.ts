@@ -26,6 +26,7 @@ import { generateScenarioSet, ScenarioSummarySchema } from '../scenarios/scenari
 import { formatCoverage } from '../scenarios/coverage.js';
 import { trainConfigFrom, TrainSettingsSchema } from '../train/config.js';
 import { RunDir } from '../train/run-dir.js';
+import { checkHeldOut } from '../train/job.js';
 import { AgentEngines, compactTrace, resolveAgent } from './agent.js';
 import { ApiKeyPolicy, type KeyGrant } from './api-keys.js';
 import { settingsFromInput, TrainOptionsInput } from './train-input.js';
@@ -393,11 +394,17 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       let scenariosDir: string | undefined;
       if (scenarios !== undefined) {
         scenariosDir = ws.resolve(scenarios, 'scenarios');
-        // Read it now, so that a bad set is an error of this call rather than a failed run a minute later.
+        // Read it now, so that a bad set (or one that overlaps the model's own tasks) is an error of this call
+        // rather than a failed run a minute later.
         const set = await loadScenarioSet(scenariosDir);
         if (set.train.length === 0 || set.val.length === 0) throw new WorkspaceError(`scenarios ${scenarios}: training needs at least one train and one val scenario`);
+        await checkHeldOut(set, modelDir);
       } else if (!offline) throw new WorkspaceError('give scenarios (a folder in the workspace, see generate_scenarios) or offline: true');
       const judgeKey = judge ? ctx.keys.resolve(judge.api_key_env, judge.base_url, 'judge') : undefined;
+      // The target is reached and its tools listed before the run starts: one that is down, or has no tools,
+      // fails this call instead of a run that was reported started.
+      const tools = await withSession(ctx, t, isolationFromInput(ws, target), (s) => s.listTools());
+      if (tools.length === 0) throw new WorkspaceError(`the target ${describeTarget(t)} lists no tools: there is nothing to train on`);
       const config = trainConfigFrom(settingsFromInput(options, reward), {
         model: modelDir, target: describeTarget(t), ...(judge && judgeKey ? { judge: { baseURL: judgeKey.baseURL, model: judge.model } } : {}),
       }, 'add judge: {base_url, model, api_key_env?}');

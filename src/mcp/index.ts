@@ -6,7 +6,7 @@ export type { TransportKind } from './connection.js';
 export { childEnvironment } from './connection.js';
 export { McpConnectError, McpListError } from './errors.js';
 export type { McpConnectErrorCode, McpListErrorCode } from './errors.js';
-export { SafetyPolicy, SafetyPolicySchema, unisolatedWriteReason } from './policy.js';
+export { SafetyPolicy, SafetyPolicySchema, unisolatedWriteReason, unisolatedWriteRefusal } from './policy.js';
 export { IsolationSchema, SANDBOX_PLACEHOLDER, SandboxError, targetUsesSandbox, sandboxTarget, createSandbox, removeSandbox } from './sandbox.js';
 export type { Isolation, IsolationOptions } from './sandbox.js';
 export { redact, secretsOf, secretValues, REDACTED } from './redact.js';

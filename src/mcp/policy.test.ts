@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SafetyPolicy, unisolatedWriteReason } from './policy.js';
+import { SafetyPolicy, unisolatedWriteRefusal } from './policy.js';
 import { toToolInfo } from './catalog.js';
 
 const tool = (name: string, annotations?: Record<string, boolean>) =>
@@ -22,8 +22,10 @@ describe('SafetyPolicy', () => {
       expect(d.allowed).toBe(false);
       if (!d.allowed) {
         expect(d.reason).toContain(`'${t.name}'`);
-        expect(d.reason).toContain('--allow-destructive');
-        expect(d.reason).toContain(`--allow ${t.name}`);
+        expect(d.remedy).toContain('--allow-destructive');
+        expect(d.remedy).toContain(`--allow ${t.name}`);
+        // The model cannot rerun anything: what it reads names no command-line option.
+        expect(d.reason).not.toMatch(/--|rerun/i);
       }
     }
   });
@@ -35,6 +37,11 @@ describe('SafetyPolicy', () => {
     expect(new SafetyPolicy({ allow: ['dr*'] }).check(destructive, isolated)).toEqual({ allowed: true });
     const deny = new SafetyPolicy({ allowDestructive: true, allow: ['read'], deny: ['read', 'dr*'] });
     expect(deny.check(readOnly, isolated).allowed).toBe(false);
+    const denied = deny.check(readOnly, isolated);
+    if (!denied.allowed) {
+      expect(denied.remedy).toContain('--deny');
+      expect(denied.reason).not.toMatch(/--|rerun/i);
+    }
     expect(deny.check(destructive, isolated).allowed).toBe(false);
     expect(deny.check(additive, isolated).allowed).toBe(true);
   });
@@ -44,8 +51,11 @@ describe('SafetyPolicy', () => {
     expect(all.check(readOnly)).toEqual({ allowed: true });
     for (const t of [additive, destructive, silent]) {
       const d = all.check(t);
-      expect(d).toEqual({ allowed: false, reason: unisolatedWriteReason(t.name) });
-      if (!d.allowed) expect(d.reason).toMatch(/--isolate.*\{sandbox\}.*--allow-unisolated-writes/);
+      expect(d).toEqual(unisolatedWriteRefusal(t.name));
+      if (!d.allowed) {
+        expect(d.remedy).toMatch(/--isolate.*\{sandbox\}.*--allow-unisolated-writes/);
+        expect(d.reason).not.toMatch(/--|rerun/i);
+      }
     }
     const optOut = new SafetyPolicy({ allowUnisolatedWrites: true });
     expect(optOut.check(additive)).toEqual({ allowed: true });

@@ -23,16 +23,33 @@ export interface CallSetting {
   isolated?: boolean;
 }
 
-export type PolicyDecision = { allowed: true } | { allowed: false; reason: string };
+/**
+ * A refusal has two readers. `reason` goes to the model as the tool's error: what was refused and why, and that
+ * it is not available here, never a command line, which the model can neither run nor change. `remedy` is for the
+ * operator (the trajectory's logs, the command's messages): which options would let the tool run.
+ */
+export type PolicyDecision = { allowed: true } | { allowed: false; reason: string; remedy: string };
 
-/** The one line that says why a write was refused outside isolation, and how to enable it. */
+/** What the model reads after a refusal, besides why: the tool is out of its reach, so it must do without. */
+const UNAVAILABLE = 'It is not available in this session: do the task with the other tools, or say what could not be done.';
+
+/** The refusal of a write outside isolation: why, for the model; how to enable it, for the operator. */
+export function unisolatedWriteRefusal(name: string): { allowed: false; reason: string; remedy: string } {
+  return {
+    allowed: false,
+    reason:
+      `mcprl's safety policy refused tool '${name}': it may write (readOnlyHint is not true) and this server is not ` +
+      `isolated, so the change would reach its real data. ${UNAVAILABLE}`,
+    remedy:
+      `Rerun with --isolate (a fresh server per rollout; put {sandbox} in its command, args, env or cwd so its files ` +
+      `live in a throwaway copy, seeded with --sandbox-from DIR), or with --allow-unisolated-writes to let it change the real data.`,
+  };
+}
+
+/** The one line that says why a write was refused outside isolation, and how to enable it (for the operator). */
 export function unisolatedWriteReason(name: string): string {
-  return (
-    `mcprl's safety policy refused tool '${name}': it may write (readOnlyHint is not true) and this server is not ` +
-    `isolated, so the change would reach its real data. Rerun with --isolate (a fresh server per rollout; put ` +
-    `{sandbox} in its command, args, env or cwd so its files live in a throwaway copy, seeded with --sandbox-from DIR), ` +
-    `or with --allow-unisolated-writes to let it change the real data.`
-  );
+  const r = unisolatedWriteRefusal(name);
+  return `${r.reason} ${r.remedy}`;
 }
 
 function globToRegExp(pattern: string): RegExp {
@@ -83,9 +100,9 @@ export class SafetyPolicy {
   check(tool: ToolInfo, where: CallSetting = {}): PolicyDecision {
     const { name, annotations: a } = tool;
     if (this.deny.some((r) => r.test(name))) {
-      return { allowed: false, reason: `mcprl's safety policy refused tool '${name}': it is on the deny list (--deny).` };
+      return { allowed: false, reason: `mcprl's safety policy refused tool '${name}': the operator denied it. ${UNAVAILABLE}`, remedy: `It is on the deny list (--deny).` };
     }
-    if (!a.readOnlyHint && !where.isolated && !this.allowUnisolatedWrites) return { allowed: false, reason: unisolatedWriteReason(name) };
+    if (!a.readOnlyHint && !where.isolated && !this.allowUnisolatedWrites) return unisolatedWriteRefusal(name);
     if (this.allow.some((r) => r.test(name))) return { allowed: true };
     if (a.readOnlyHint) return { allowed: true };
     if (!a.destructiveHint) return { allowed: true };
@@ -95,8 +112,8 @@ export class SafetyPolicy {
       reason:
         `mcprl's safety policy refused tool '${name}': it may be destructive (readOnlyHint is false and ` +
         `destructiveHint is ${tool.annotations.destructiveHint}, which is also the MCP default when a server ` +
-        `says nothing), and destructive tools do not run by default. To allow it, rerun with ` +
-        `--allow ${name} (this tool only) or --allow-destructive (every tool).`,
+        `says nothing), and destructive tools do not run by default. ${UNAVAILABLE}`,
+      remedy: `To allow it, rerun with --allow ${name} (this tool only) or --allow-destructive (every tool).`,
     };
   }
 }

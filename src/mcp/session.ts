@@ -338,7 +338,7 @@ export class McpSession {
       return fail(`Unknown tool '${name}'. This server's tools are: ${known.length ? known.join(', ') : '(none)'}.`);
     }
     const decision = this.policy.check(tool, { isolated: this.isolated });
-    if (!decision.allowed) return fail(decision.reason);
+    if (!decision.allowed) return { ...fail(decision.reason), refused: { remedy: decision.remedy } };
     if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled before it started.`);
 
     const invoke = async (conn: Connection): Promise<CallToolResult> =>

@@ -43,6 +43,8 @@ export interface ToolCallOutcome {
   truncated: boolean;
   /** Wall time of the call in milliseconds. */
   latencyMs: number;
+  /** Set when the safety policy refused the call: which options would let it run (for the operator, not the model). */
+  refused?: { remedy: string };
 }
 
 export interface CallToolOptions {

@@ -55,20 +55,30 @@ export function findOverlaps(
   return out;
 }
 
-/** Throws OverlappingScenariosError naming the first few overlaps. */
+/**
+ * Throws OverlappingScenariosError saying which sets overlap (and how many scenarios each), the first few
+ * overlaps, and `advice(overlaps)`: what to use instead, in the caller's words.
+ */
 export function assertDisjoint(
   heldOutName: string,
   heldOut: readonly Scenario[],
   others: Record<string, readonly Pick<Scenario, 'id' | 'task' | 'checks'>[]>,
+  advice?: (overlaps: Overlap[]) => string,
 ): void {
   const overlaps = findOverlaps(heldOut, others);
   if (overlaps.length === 0) return;
+  const bySet = Object.keys(others)
+    .map((name) => [name, new Set(overlaps.filter((o) => o.otherSet === name).map((o) => o.heldOut.id)).size] as const)
+    .filter(([, n]) => n > 0)
+    .map(([name, n]) => `${n} with ${name}`);
   const shown = overlaps.slice(0, 3).map((o) =>
     o.reason === 'entity'
       ? `${heldOutName} scenario ${o.heldOut.id} is about the same entity as ${o.otherSet} scenario ${o.other.id} (${entityKey(o.heldOut)})`
       : `${heldOutName} scenario ${o.heldOut.id} ("${o.heldOut.task}") near-duplicates ${o.otherSet} scenario ${o.other.id} ("${o.other.task}")`,
   );
+  const ids = new Set(overlaps.map((o) => o.heldOut.id)).size;
   throw new OverlappingScenariosError(
-    `${overlaps.length} ${heldOutName} scenario(s) overlap the training data, so a gain on them could be memorisation: ${shown.join('; ')}${overlaps.length > 3 ? '; …' : ''}`,
+    `${ids} ${heldOutName} scenario(s) overlap other sets (${bySet.join(', ')}), so a gain on them could be memorisation: ` +
+      `${shown.join('; ')}${overlaps.length > 3 ? '; …' : ''}${advice ? `. ${advice(overlaps)}` : ''}`,
   );
 }

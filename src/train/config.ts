@@ -87,6 +87,12 @@ export const TrainSettingsSchema = z.object({
   maxTurns: z.number().int().positive().default(6).describe('assistant turns per rollout'),
   /** Tokens per assistant turn, at most. Default 256. */
   maxTokens: z.number().int().positive().default(256).describe('tokens per assistant turn'),
+  /**
+   * Chat template variables for every rendering of a prompt, in rollouts and in training tokenisation alike (so
+   * the trained tokens are the sampled ones), e.g. `{ enable_thinking: false }` for Qwen3. Default none: the
+   * template's own defaults.
+   */
+  chatTemplateKwargs: z.record(z.string(), z.unknown()).optional().describe('chat template variables as a JSON object, e.g. \'{"enable_thinking": false}\''),
   /** Rollouts in flight at once. Default 8. */
   concurrency: z.number().int().positive().default(8).describe('rollouts in flight at once'),
   /** How attempts are scored (see resolveRewardMode). Default blend with a judge, checks without. */

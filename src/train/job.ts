@@ -15,7 +15,7 @@ import { generateScenarioSet, type ScenarioSummary } from '../scenarios/scenario
 import { TrainError } from '../engine/train-types.js';
 import { connect, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
 import { OpenAIJudge } from '../ruler/judge.js';
-import { assertDisjoint } from '../scenarios/disjoint.js';
+import { assertDisjoint, type Overlap } from '../scenarios/disjoint.js';
 import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
 import { writeJsonAtomic } from '../util/atomic.js';
 import { TrainConfigSchema } from './config.js';
@@ -83,9 +83,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
 
   const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety);
   if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new TrainError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
-  const warmup = await warmupScenarios(config.model);
-  assertDisjoint('validation', scenarios.val, { train: scenarios.train, 'warm-up': warmup });
-  assertDisjoint('test', scenarios.test, { train: scenarios.train, validation: scenarios.val, 'warm-up': warmup });
+  await checkHeldOut(scenarios, config.model);
   if (!o.resume) {
     await writeJsonAtomic(run.path('config.json'), config);
     await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test);
@@ -121,8 +119,30 @@ async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSch
   }
 }
 
+/**
+ * Held-out means held out (src/scenarios/disjoint.ts): refuses validation scenarios that overlap the training or
+ * the model's warm-up scenarios, and test scenarios that overlap any of those, saying what to use instead.
+ */
+export async function checkHeldOut(scenarios: Pick<ScenarioSet, 'train' | 'val'> & { test?: Scenario[] }, modelDir: string): Promise<void> {
+  const warmup = await warmupScenarios(modelDir);
+  const warmupFile = path.join(path.basename(modelDir), WARMUP_FILE);
+  const advice = (file: string) => (overlaps: Overlap[]): string => {
+    const ids = [...new Set(overlaps.map((o) => o.heldOut.id))];
+    const list = `${ids.slice(0, 8).join(', ')}${ids.length > 8 ? `, … (${ids.length} in all)` : ''}`;
+    const fromWarmup = overlaps.some((o) => o.otherSet === 'warm-up');
+    return (
+      `Instead: ${fromWarmup ? `this model was warmed up on the tasks in ${warmupFile}, so a scenario set generated from the same server repeats them; use a set drawn apart from its warm-up (an mcprl-built model comes with one: for the bundled tiny model, fixtures/scenarios/bookshop), or ` : ''}` +
+      `remove ${list} from ${file}${fromWarmup ? '' : ', or generate the set again (mcprl scenarios keeps train and val apart)'}`
+    );
+  };
+  assertDisjoint('validation', scenarios.val, { train: scenarios.train, 'warm-up': warmup }, advice('val.jsonl'));
+  assertDisjoint('test', scenarios.test ?? [], { train: scenarios.train, validation: scenarios.val, 'warm-up': warmup }, advice('test.jsonl'));
+}
+
+const WARMUP_FILE = 'mcprl_warmup.jsonl';
+
 /** The warm-up tasks recorded with a bundled model (mcprl_warmup.jsonl), if any: validation must avoid them too. */
 async function warmupScenarios(modelDir: string): Promise<Scenario[]> {
-  const file = path.join(modelDir, 'mcprl_warmup.jsonl');
+  const file = path.join(modelDir, WARMUP_FILE);
   return existsSync(file) ? parseScenarios(await readFile(file, 'utf8'), file) : [];
 }

@@ -6,6 +6,7 @@
  * progress.1.jsonl (replacing the previous one) and a new file starts. Only the newest event matters to readers.
  */
 import { appendFileSync, existsSync, renameSync, statSync } from 'node:fs';
+import { WriteError } from '../util/atomic.js';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { ProgressEventSchema, type ProgressEvent, type ProgressListener, type ProgressPhase } from '../util/progress.js';
@@ -45,7 +46,11 @@ export class ProgressLog {
 
   /** The job ended with an error: `message` says why, on one line. */
   failed(message: string): void {
-    this.emit('failed', this.step, 0, 0, message.replace(/\s+/g, ' ').trim());
+    try {
+      this.emit('failed', this.step, 0, 0, message.replace(/\s+/g, ' ').trim());
+    } catch {
+      // Recording a failure must not replace it (on a full disk, the record itself cannot be written).
+    }
   }
 
   /** Starts a phase of `total` units (an event with done = 0 at once, so watchers see the phase begin). */
@@ -61,7 +66,11 @@ export class ProgressLog {
       renameSync(this.file, path.join(this.runDir, PREVIOUS_FILE));
       this.bytes = 0;
     }
-    appendFileSync(this.file, line);
+    try {
+      appendFileSync(this.file, line);
+    } catch (e) {
+      throw new WriteError(this.file, e);
+    }
     this.bytes += bytes;
   }
 }

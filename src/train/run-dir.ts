@@ -89,13 +89,13 @@ export class RunDir {
   async readState(): Promise<RunState | null> {
     const file = this.path('state.json');
     if (!existsSync(file)) return null;
-    const parsed = RunStateSchema.safeParse(JSON.parse(await readFile(file, 'utf8')));
+    const parsed = RunStateSchema.safeParse(await readJson(file, 'the commit point of the run'));
     if (!parsed.success) throw new McprlError('RUN_DIR', `${file}: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
     return parsed.data;
   }
 
   async readConfig<T>(): Promise<T> {
-    return JSON.parse(await readFile(this.path('config.json'), 'utf8')) as T;
+    return (await readJson(this.path('config.json'), "the run's configuration")) as T;
   }
 
   /** The metrics of complete steps (lines beyond `upTo` belong to a step that never completed). */
@@ -104,8 +104,9 @@ export class RunDir {
     if (!existsSync(file)) return [];
     return (await readFile(file, 'utf8'))
       .split('\n')
-      .filter((l) => l.trim() !== '')
-      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .map((l, i) => [l, i + 1] as const)
+      .filter(([l]) => l.trim() !== '')
+      .map(([l, line]) => parseJson(l, `${file}:${line}`, 'a line of the run\'s metrics') as Record<string, unknown>)
       .filter((m) => (m.step as number) <= upTo);
   }
 
@@ -126,4 +127,20 @@ export class RunDir {
       if (!names.has(entry)) await rm(join(dir, entry), { recursive: true, force: true });
     }
   }
+}
+
+/**
+ * JSON from a run's file, or a RUN_DIR error naming the file. Every write is atomic, so a file that does not parse
+ * was changed by something else (an editor, a disk error): it is reported, never guessed around.
+ */
+function parseJson(text: string, where: string, what: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new McprlError('RUN_DIR', `${where} (${what}) is not valid JSON: ${(e as Error).message}; restore it, or start a new run`, { cause: e });
+  }
+}
+
+async function readJson(file: string, what: string): Promise<unknown> {
+  return parseJson(await readFile(file, 'utf8'), file, what);
 }

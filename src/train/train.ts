@@ -67,7 +67,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   const { run, config: c } = o;
   const log = o.log ?? ((l: string) => process.stderr.write(l + '\n'));
   const events = o.progress ?? new ProgressLog(run.dir);
-  const engine = await ChatEngine.load(c.model);
+  // The run's chat template variables reach every prompt the engine renders: rollouts and tokenisation alike.
+  const engine = await ChatEngine.load(c.model, c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {});
   const model = engine.model as Model;
   try {
     let state = o.resume ? await run.readState() : null;

@@ -4,26 +4,47 @@
  * system); a folder is filled beside its target and swapped in the same way.
  */
 import { mkdir, open, readdir, rename, rm } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
+import { McprlError } from './errors.js';
 
 let counter = 0;
 
-/** Writes `data` to `file` atomically (temp file + fsync + rename). */
-export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
-  await mkdir(dirname(file), { recursive: true });
-  const tmp = join(dirname(file), `.${basename(file)}.${process.pid}.${counter++}.tmp`);
-  const handle = await open(tmp, 'w');
-  try {
-    await handle.writeFile(data);
-    await handle.sync();
-  } finally {
-    await handle.close();
+/**
+ * A write that failed (the disk full, a folder not writable), naming the file it was for — never only the temporary
+ * sibling, and never a bare `ENOSPC: no space left on device, write`, which names nothing. The file's previous
+ * content, if any, is untouched.
+ */
+export class WriteError extends McprlError<'WRITE_FAILED'> {
+  /** The errno code of the failure (ENOSPC, EACCES, …), when the system gave one. */
+  readonly errno: string | undefined;
+  constructor(
+    readonly file: string,
+    cause: unknown,
+  ) {
+    const errno = (cause as NodeJS.ErrnoException | undefined)?.code;
+    const why = cause instanceof Error ? cause.message : String(cause);
+    super('WRITE_FAILED', `could not write ${file}: ${errno === 'ENOSPC' ? 'the disk is full' : why}${errno === 'ENOSPC' ? ` (${why})` : ''}`, { cause });
+    this.errno = errno;
   }
+}
+
+/** Writes `data` to `file` atomically (temp file + fsync + rename). Throws WriteError naming `file`. */
+export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
+  const tmp = join(dirname(file), `.${basename(file)}.${process.pid}.${counter++}.tmp`);
   try {
+    await mkdir(dirname(file), { recursive: true });
+    const handle = await open(tmp, 'w');
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
     await rename(tmp, file);
   } catch (e) {
-    await rm(tmp, { force: true });
-    throw e;
+    // A part-written temporary would hold on to the space that ran out.
+    await rm(tmp, { force: true }).catch(() => undefined);
+    throw new WriteError(file, e);
   }
 }
 
@@ -47,13 +68,16 @@ export async function writeDirAtomic(dir: string, write: (tmp: string) => Promis
   const stamp = `${process.pid}.${Date.now()}.${Math.floor(Math.random() * 1e9)}`;
   const tmp = join(parent, `.${basename(dir)}.${stamp}.tmp`);
   const old = join(parent, `.${basename(dir)}.${stamp}.old`);
-  await rm(tmp, { recursive: true, force: true });
-  await mkdir(tmp, { recursive: true });
   try {
+    await rm(tmp, { recursive: true, force: true });
+    await mkdir(tmp, { recursive: true });
     await write(tmp);
   } catch (e) {
-    await rm(tmp, { recursive: true, force: true });
-    throw e;
+    await rm(tmp, { recursive: true, force: true }).catch(() => undefined);
+    // Named as the file of the folder it was for, not of the temporary folder.
+    if (e instanceof WriteError) throw new WriteError(join(dir, relative(tmp, e.file)), e.cause);
+    // A failure of the file system (it has a syscall) is a write failure; anything else is the writer's own error.
+    throw e instanceof Error && 'syscall' in e ? new WriteError(dir, e) : e;
   }
   let hadOld = false;
   try {
@@ -62,7 +86,11 @@ export async function writeDirAtomic(dir: string, write: (tmp: string) => Promis
   } catch {
     // No previous folder.
   }
-  await rename(tmp, dir);
+  try {
+    await rename(tmp, dir);
+  } catch (e) {
+    throw new WriteError(dir, e);
+  }
   if (hadOld) await rm(old, { recursive: true, force: true });
 }
 
