@@ -121,6 +121,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       await run.commit(state);
       log(`step 0: validation success ${pct(v.success_rate)}` + (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)}` : '') + ' (untrained)');
     }
+    // Each step's row counts the servers' requests of that step alone (not step 0's validation).
+    pool?.takeStats();
     const valBefore = (metrics.find((m) => m.step === 0)?.val_success as number) ?? 0;
     // Steps in a row whose every rollout was lost to infrastructure failures (see maxUntrainedSteps).
     let untrained = 0;
