@@ -17,6 +17,7 @@ import { RolloutPoolSettingsSchema, type RolloutPoolSettings } from '../train/ro
 import { RunDir } from '../train/run-dir.js';
 import type { DirLock } from '../util/dir-lock.js';
 import { terminalBars } from '../util/progress.js';
+import { startOtlpTracing } from '../util/tracing.js';
 import { numberParser } from './parse-number.js';
 import { formatSummary } from './scenarios.js';
 import { addSchemaOptions, kebabCase, valuesFromOptions } from './schema-options.js';
@@ -46,6 +47,7 @@ interface TrainCliOptions extends TargetCliOptions {
   adapterDir?: string;
   rolloutConcurrency?: number;
   validateInProcess?: boolean;
+  otlpEndpoint?: string;
 }
 
 /**
@@ -103,6 +105,7 @@ export function registerTrain(program: Command): Command {
     .option('--adapter-dir <dir>', 'with --rollout-url: a folder the servers read at the same path; each step\'s adapter is written there')
     .option('--rollout-concurrency <n>', `with --rollout-url: requests in flight per server (default ${RolloutPoolSettingsSchema.shape.concurrencyPerServer.parse(undefined)})`, numberParser({ integer: true, above: 0 }))
     .option('--validate-in-process', 'with --rollout-url: run validation on the trainer\'s engine, not on the servers')
+    .option('--otlp-endpoint <url>', 'export OpenTelemetry traces (steps, rollouts, model and tool calls) to this OTLP/HTTP collector, e.g. http://localhost:4318')
     .option('--quiet', 'no progress bars')
     .option('--json', 'print the result as JSON');
   addTargetOptions(cmd);
@@ -117,6 +120,7 @@ Example (the bundled tiny model on the fixture server, offline):
     // A failure is recorded in the run's progress only once the run is this command's (not someone else's run).
     let owned = false;
     let lock: DirLock | undefined;
+    let tracing: Awaited<ReturnType<typeof startOtlpTracing>> | undefined;
     // A folder this command creates is its own to remove when it fails before writing anything worth keeping.
     const fresh = !existsSync(run.dir);
     try {
@@ -155,6 +159,7 @@ Example (the bundled tiny model on the fixture server, offline):
         ...(o.rolloutUrl ? { rollout: rolloutFromCli(o) } : {}),
       };
 
+      if (o.otlpEndpoint) tracing = await startOtlpTracing({ endpoint: o.otlpEndpoint, serviceName: 'mcprl-train' });
       const { result, adapter, report, scenarioSummary } = await runTrainJob({ run, job, target, resume: o.resume, progress });
       const t = result.test;
       const out = {
@@ -185,6 +190,8 @@ Example (the bundled tiny model on the fixture server, offline):
       process.stderr.write(`mcprl train: ${line}\n`);
       process.exitCode = 1;
     } finally {
+      // Every span still buffered goes out before the command ends.
+      await tracing?.shutdown().catch((err: unknown) => process.stderr.write(`mcprl train: traces not all exported: ${(err as Error).message}\n`));
       lock?.release();
     }
   });

@@ -34,6 +34,7 @@ import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
+import { inSpan, startSpan, withinSpan } from '../util/tracing.js';
 import { advantagesFor, type GroupAdvantages } from './advantages.js';
 import type { TrainConfig } from './config.js';
 import { Curriculum } from './curriculum.js';
@@ -110,7 +111,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
 
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
     if (!state) {
-      const v = await evaluate(0);
+      const v = await inSpan('mcprl.train.step', { 'mcprl.step': 0 }, () => evaluate(0));
       // The baseline every later step is compared with: one that measured the infrastructure is no baseline.
       if (v.lost !== null) throw new McprlError('TRAIN_VALIDATION_INFRA', `validation of the untrained model (step 0): ${v.lost}; nothing was recorded`);
       const row: Record<string, unknown> = { step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } };
@@ -130,9 +131,11 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     while (!state.stopped && state.step < c.maxSteps) {
       const step = state.step + 1;
       const wall: Record<string, number> = {};
+      // The step's trace span (src/util/tracing.ts; a no-op unless traces are on) is the parent of its phases' spans.
+      const stepSpan = startSpan('mcprl.train.step', { 'mcprl.step': step });
       const phase = async <T>(name: string, f: () => Promise<T>) => {
         const t0 = performance.now();
-        const r = await f();
+        const r = await withinSpan(stepSpan, f);
         wall[name] = (performance.now() - t0) / 1000;
         return r;
       };
@@ -199,6 +202,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         row.best_step = next.bestStep;
       }
       row.wall_s = wall;
+      stepSpan.set(Object.fromEntries(Object.entries(row).filter(([, v]) => typeof v === 'number').map(([k, v]) => [`mcprl.${k}`, v as number])));
+      stepSpan.end();
       metrics.push(row);
       await run.writeMetrics(metrics);
       await run.commit(next);
