@@ -75,9 +75,18 @@ describe('RolloutPool', () => {
     await pool.close();
   });
 
-  it('passes a request the server refuses on as the request\'s error, without dropping the server', async () => {
-    const pool = new RolloutPool({ urls: [servers[0].url], adapterDir: join(work, 'c') }, { log: () => undefined });
+  it('replaces an adapter name the server still serves (a resumed run), and passes a refused request on without dropping the server', async () => {
+    // What a run that crashed left loaded: the name a resumed run publishes first.
+    await trainer.saveAdapter(join(work, 'left-over'));
+    const res = await fetch(`${servers[0].url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'policy-step-0', lora_path: join(work, 'left-over') }) });
+    expect(res.status).toBe(200);
+    const lines: string[] = [];
+    const pool = new RolloutPool({ urls: [servers[0].url], adapterDir: join(work, 'c') }, { log: (l) => lines.push(l) });
     await pool.publish(0, trainer);
+    expect(lines).toEqual([]);
+    // The name now serves the pool's folder, not the left-over one.
+    const model = await (await fetch(`${servers[0].url}/models/policy-step-0`)).json();
+    expect(model.root).toBe(join(work, 'c', 'policy-step-0'));
     const err = await pool.next({ ...ask, temperature: 7 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PolicyError);
     expect((err as PolicyError).status).toBe(400);

@@ -143,8 +143,7 @@ export class RolloutPool implements Policy {
     const name = `policy-step-${step}`;
     const dir = path.join(this.s.adapterDir, name);
     await writer.saveAdapter(dir);
-    await Promise.all(this.servers.filter((x) => x.alive).map((x) =>
-      this.attempt(x, () => this.post(x.url, 'load_lora_adapter', { lora_name: name, lora_path: dir }), `loading adapter ${name}`)));
+    await Promise.all(this.servers.filter((x) => x.alive).map((x) => this.attempt(x, () => this.load(x.url, name, dir), `loading adapter ${name}`)));
     this.ensureAlive(`loading adapter ${name}`);
     const old = this.current;
     this.current = { name, dir };
@@ -222,6 +221,21 @@ export class RolloutPool implements Policy {
 
   private client(url: string, model: string): OpenAIPolicy {
     return new OpenAIPolicy({ baseURL: url, model, tokenIds: true, maxRetries: 0, timeoutMs: this.s.timeoutMs, extraBody: this.extraBody });
+  }
+
+  /**
+   * Loads an adapter under `name`. A server that refuses it as a bad request may serve the name already (a run
+   * resumed against servers that outlived it): that one is unloaded and the load tried once more.
+   */
+  private async load(url: string, name: string, dir: string): Promise<void> {
+    const body = { lora_name: name, lora_path: dir };
+    try {
+      await this.post(url, 'load_lora_adapter', body);
+    } catch (err) {
+      if (!(err instanceof PolicyError && err.status === 400)) throw err;
+      await this.post(url, 'unload_lora_adapter', { lora_name: name }).catch(() => undefined);
+      await this.post(url, 'load_lora_adapter', body);
+    }
   }
 
   private async post(url: string, route: string, body: unknown): Promise<void> {
