@@ -84,6 +84,28 @@ describe('GRPO', () => {
     }
   });
 
+  it('importance weights scale each token\'s policy term: per-sequence weights w act as advantages A·w at ratio 1', async () => {
+    // Without old logprobs every ratio is 1 and nothing clips, so the grpo term of a token is −A·w exactly.
+    const batch = randomSequences(11, VOCAB, [14, 18], { prompt: 4, advantages: [0.8, -0.6] });
+    const w = [0.3, 1.7];
+    const t = await Trainer.create(model, { adapterName: 'isw', rank: 4, alpha: 8, targets: ['q_proj', 'v_proj'], seed: 3, optimizer: { lr: 1e-3 } });
+    const weighted = await t.computeGradients(batch.map((s, i) => ({ ...s, isWeights: s.tokenIds.map(() => w[i]) })), { kind: 'grpo' });
+    const scaled = await t.computeGradients(batch.map((s, i) => ({ ...s, advantage: s.advantage! * w[i] })), { kind: 'grpo' });
+    const plain = await t.computeGradients(batch, { kind: 'grpo' });
+    let differs = 0;
+    for (const [k, g] of weighted) {
+      const ref = scaled.get(k)!;
+      // The same float32 terms, multiplied in another order: within 1e-5 of the tensor's largest entry.
+      const scale = ref.reduce((a, x) => Math.max(a, Math.abs(x)), 0);
+      g.forEach((x, j) => expect(Math.abs(x - ref[j])).toBeLessThanOrEqual(1e-5 * scale));
+      g.forEach((x, j) => (differs += Math.abs(x - plain.get(k)![j]) > 1e-6 ? 1 : 0));
+    }
+    expect(differs).toBeGreaterThan(0); // the weights changed the gradient
+    const bad = await t.trainStep([{ ...batch[0], isWeights: [1, 2] }], { kind: 'grpo' }).catch((e: unknown) => e);
+    expect((bad as Error).message).toMatch(/isWeights needs one finite, non-negative weight per token/);
+    t.close();
+  });
+
   it('refuses malformed batches with typed errors', async () => {
     const t = await Trainer.create(model, { adapterName: 'bad', rank: 2, alpha: 4, targets: ['q_proj'], seed: 1, optimizer: { lr: 1e-3 } });
     const ok = randomSequences(1, VOCAB, [10])[0];

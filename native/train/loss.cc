@@ -19,7 +19,7 @@ static inline double clipped_term(double rho, double A, double lo, double hi, do
   return -std::min(unclipped, c);
 }
 
-void loss_forward_backward(LossStats* st, float* dlogp, const float* logp, const float* old_logp,
+void loss_forward_backward(LossStats* st, float* dlogp, const float* logp, const float* old_logp, const float* is_w,
                            const float* ref_logp, const LossSeq* seqs, int nseq, const LossParams& p) {
   CHECK(p.kind >= LOSS_GRPO && p.kind <= LOSS_SFT, "unknown loss kind " + std::to_string(p.kind));
   CHECK(p.beta == 0.0f || ref_logp, "KL coefficient beta > 0 needs reference log-probabilities");
@@ -30,6 +30,7 @@ void loss_forward_backward(LossStats* st, float* dlogp, const float* logp, const
     const double w = q.weight, A = q.adv;
     const float* lp = logp + q.off;
     const float* olp = old_logp ? old_logp + q.off : nullptr;
+    const float* iw = is_w ? is_w + q.off : nullptr;
     const float* rlp = ref_logp ? ref_logp + q.off : nullptr;
     float* g = dlogp + q.off;
     st->tokens += q.n;
@@ -69,8 +70,9 @@ void loss_forward_backward(LossStats* st, float* dlogp, const float* logp, const
           double rho = olp ? std::exp((double)lp[t] - olp[t]) : 1.0;
           double d;
           bool c;
-          pol += clipped_term(rho, A, lo, hi, &d, &c);
-          g[t] += (float)(w * d);
+          const double wt = iw ? (double)iw[t] : 1.0;
+          pol += wt * clipped_term(rho, A, lo, hi, &d, &c);
+          g[t] += (float)(w * wt * d);
           st->ratio_sum += rho;
           st->clipped += c;
         }
@@ -79,7 +81,7 @@ void loss_forward_backward(LossStats* st, float* dlogp, const float* logp, const
       case LOSS_CISPO:
         for (int t = 0; t < q.n; ++t) {
           double rho = olp ? std::exp((double)lp[t] - olp[t]) : 1.0;
-          double coef = std::min(rho, (double)p.cispo_eps_max);  // stop-gradient weight
+          double coef = std::min(rho, (double)p.cispo_eps_max) * (iw ? (double)iw[t] : 1.0);  // stop-gradient weight
           pol += -coef * A * lp[t];
           g[t] += (float)(-w * coef * A);
           st->ratio_sum += rho;
@@ -88,14 +90,18 @@ void loss_forward_backward(LossStats* st, float* dlogp, const float* logp, const
         pol *= w;
         break;
       case LOSS_GSPO: {
-        double mlr = 0;
-        for (int t = 0; t < q.n; ++t) mlr += olp ? (double)lp[t] - olp[t] : 0.0;
+        double mlr = 0, mw = 0;
+        for (int t = 0; t < q.n; ++t) {
+          mlr += olp ? (double)lp[t] - olp[t] : 0.0;
+          mw += iw ? (double)iw[t] : 1.0;
+        }
         mlr /= q.n;
+        mw /= q.n;
         double sigma = std::exp(mlr), d;
         bool c;
-        pol = w * clipped_term(sigma, A, lo, hi, &d, &c);
+        pol = w * mw * clipped_term(sigma, A, lo, hi, &d, &c);
         // d σ-term / d logπ_t = d/d log σ × 1/n
-        for (int t = 0; t < q.n; ++t) g[t] += (float)(w * d / q.n);
+        for (int t = 0; t < q.n; ++t) g[t] += (float)(w * mw * d / q.n);
         st->ratio_sum += sigma * q.n;
         st->clipped += c ? q.n : 0;
         break;

@@ -16,6 +16,9 @@
 //   cispo    L = 1/N Σ_s Σ_t [−sg(min(ρ, ε_max)) A logπ + β k3]            (weight = 1 / N)
 //   gspo     L = 1/G Σ_s [−min(σA, clip(σ)A) + β mean_t k3], σ_s = exp(mean_t(logπ − logπold))  (weight = 1/G)
 //   sft      L = 1/N Σ_s Σ_t −logπ                                          (weight = 1 / N)
+// With importance weights w_t (truncated importance sampling, for tokens sampled by another engine than the
+// trainer's), each token's policy term and its gradient are multiplied by w_t (gspo: the sequence term by the
+// mean w_t of its tokens); the KL term is not. Without them, w_t = 1.
 #pragma once
 #include <cstdint>
 
@@ -51,8 +54,9 @@ struct LossStats {
 };
 
 // dlogp (rows) = d L / d logπ, overwritten. old_logp may be null (=> old = logπ detached, ratio 1);
-// ref_logp may be null (no KL term; beta must then be 0). Stats are ADDED to *st.
-void loss_forward_backward(LossStats* st, float* dlogp, const float* logp, const float* old_logp,
+// is_w may be null (every weight 1); ref_logp may be null (no KL term; beta must then be 0). Stats are ADDED
+// to *st.
+void loss_forward_backward(LossStats* st, float* dlogp, const float* logp, const float* old_logp, const float* is_w,
                            const float* ref_logp, const LossSeq* seqs, int nseq, const LossParams& p);
 
 }  // namespace mcprl

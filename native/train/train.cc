@@ -71,6 +71,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   const int C = c.hidden, H = c.heads, Hkv = c.kv_heads, D = c.head_dim, I = c.inter, HD = H * D, KD = Hkv * D;
   CHECK(T > 0 && nseq > 0 && mb.cu_seqlens.front() == 0 && mb.cu_seqlens.back() == T, "bad micro-batch packing");
   CHECK(mb.old_logp.empty() || (int)mb.old_logp.size() == M, "old log-probabilities do not match the loss tokens");
+  CHECK(mb.is_weight.empty() || (int)mb.is_weight.size() == M, "importance weights do not match the loss tokens");
   CHECK(mb.loss_inv_temp.empty() || (int)mb.loss_inv_temp.size() == M, "temperatures do not match the loss tokens");
   CHECK(mb.loss_mask_idx.empty() || (int)mb.loss_mask_idx.size() == M, "token masks do not match the loss tokens");
   {
@@ -116,6 +117,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   MicroResult res;
   for (int j = 0; j < M; ++j) res.entropy_sum += w.ent[j];
   loss_forward_backward(&res.loss, w.dlogp, w.logp, mb.old_logp.empty() ? nullptr : mb.old_logp.data(),
+                        mb.is_weight.empty() ? nullptr : mb.is_weight.data(),
                         need_ref ? w.ref : nullptr, mb.seqs.data(), (int)mb.seqs.size(), p);
   if (!backward || M == 0 || !a) return res;
 

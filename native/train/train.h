@@ -23,6 +23,7 @@ struct MicroBatch {
   std::vector<int32_t> loss_rows;   // (M)
   std::vector<int32_t> loss_targets;  // (M)
   std::vector<float> old_logp;      // (M) or empty: ratio 1 (old = current, detached)
+  std::vector<float> is_weight;     // (M) or empty: importance weight of each loss token's policy term (loss.h)
   // The distribution each loss token was sampled from (lm_head.h): 1 / temperature per row, and an index into
   // `masks` (bitsets over the vocabulary, ceil(V / 32) words each) or −1; either may be empty (T = 1, no mask).
   std::vector<float> loss_inv_temp;   // (M) or empty

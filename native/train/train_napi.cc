@@ -139,7 +139,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
     });
   }
 
-  // run(microBatches: {tokens, cuSeqlens, lossRows, lossTargets, oldLogprobs|null, lossInvTemp|null,
+  // run(microBatches: {tokens, cuSeqlens, lossRows, lossTargets, oldLogprobs|null, isWeights|null, lossInvTemp|null,
   //     lossMaskIdx|null, masks|null, seqOff, seqN, seqAdv,
   //     seqWeight}[], loss: {kind, epsLow, epsHigh, beta, cispoEpsMax}, optim: {lr, beta1, beta2, eps,
   //     weightDecay, maxGradNorm, step} | null, wantLogprobs: boolean, recompute: boolean); every field required
@@ -162,6 +162,8 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
         mb.loss_targets = to_i32(o.Get("lossTargets"), "lossTargets");
         Napi::Value old = o.Get("oldLogprobs");
         if (!old.IsNull() && !old.IsUndefined()) mb.old_logp = to_f32(old, "oldLogprobs");
+        Napi::Value isw = o.Get("isWeights");
+        if (!isw.IsNull() && !isw.IsUndefined()) mb.is_weight = to_f32(isw, "isWeights");
         Napi::Value it = o.Get("lossInvTemp");
         if (!it.IsNull() && !it.IsUndefined()) mb.loss_inv_temp = to_f32(it, "lossInvTemp");
         TokenMasks tm = to_masks(o.Get("lossMaskIdx"), o.Get("masks"), "microBatch");

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { APIError } from 'openai';
 import type { OpenAITool } from '../mcp/index.js';
-import { parseToolCalls } from '../chat/parse-tool-call.js';
+import { parseToolCalls, TOOL_CALL_OPEN } from '../chat/parse-tool-call.js';
 import { McprlError } from '../util/errors.js';
 
 export type { OpenAITool };
@@ -103,14 +103,20 @@ export interface OpenAIPolicyOptions {
   maxRetries?: number;
   /** Request timeout in milliseconds. Default 120000. */
   timeoutMs?: number;
+  /**
+   * Ask for the exact sampled token ids in vLLM's fields (`return_token_ids`, and `return_tokens_as_token_ids`
+   * so that logprob entries name their ids on servers without the former); implies `logprobs`. Default false.
+   */
+  tokenIds?: boolean;
   /** Extra body fields passed through to the endpoint (e.g. `{ top_k: 20 }` for vLLM). */
   extraBody?: Record<string, unknown>;
 }
 
 /**
  * A policy behind any OpenAI-compatible chat-completions endpoint (hosted, vLLM, or `mcprl serve`). Tools are
- * passed natively. Token ids are read from the `mcprl_token_ids` extension field that mcprl's own server puts
- * on each choice; logprobs from the standard `logprobs.content` field.
+ * passed natively. Token ids are read from vLLM's per-choice `token_ids` (with `return_token_ids`), else from the
+ * `mcprl_token_ids` extension field that mcprl's own server puts on each choice, else from logprob entries named
+ * `token_id:N` (vLLM's `return_tokens_as_token_ids`); logprobs from the standard `logprobs.content` field.
  */
 export class OpenAIPolicy implements Policy {
   readonly name: string;
@@ -136,7 +142,8 @@ export class OpenAIPolicy implements Policy {
       ...(req.temperature !== undefined ? { temperature: req.temperature } : {}),
       ...(req.maxTokens !== undefined ? { max_tokens: req.maxTokens } : {}),
       ...(req.seed !== undefined ? { seed: req.seed } : {}),
-      ...(this.opts.logprobs ? { logprobs: true } : {}),
+      ...(this.opts.logprobs || this.opts.tokenIds ? { logprobs: true } : {}),
+      ...(this.opts.tokenIds ? { return_token_ids: true, return_tokens_as_token_ids: true } : {}),
       ...this.opts.extraBody,
     };
     let completion: OpenAI.Chat.Completions.ChatCompletion;
@@ -182,7 +189,7 @@ function toPolicyError(err: unknown): PolicyError {
 /** Turns a chat completion into a PolicyTurn; exported for tests and for other OpenAI-shaped sources. */
 export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompletion): PolicyTurn {
   const choice = completion.choices?.[0] as
-    | (OpenAI.Chat.Completions.ChatCompletion.Choice & { mcprl_token_ids?: unknown; mcprl_invalid_tool_calls?: unknown })
+    | (OpenAI.Chat.Completions.ChatCompletion.Choice & { token_ids?: unknown; mcprl_token_ids?: unknown; mcprl_invalid_tool_calls?: unknown })
     | undefined;
   if (!choice || !choice.message) {
     throw new PolicyError('POLICY_BAD_RESPONSE', 'policy endpoint returned no choices');
@@ -213,6 +220,16 @@ export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompleti
   // turn keeps the text outside the tags, as the in-process policy has it, so both render the same history.
   let content = typeof msg.content === 'string' ? msg.content : null;
   if (content !== null && toolCalls.length === 0 && Array.isArray(unread) && unread.length > 0) content = parseToolCalls(content).content;
+  // vLLM sends no such extension: when its Hermes parser cannot read one block it returns no call at all and
+  // the whole text as `content` (as does a server started without a tool parser). Read the blocks here as the
+  // in-process policy does — readable ones are calls, the others invalid calls whose parse error goes back to
+  // the model — rather than taking the turn for a final answer.
+  if (content !== null && toolCalls.length === 0 && invalidToolCalls.length === 0 && !Array.isArray(unread) && content.includes(TOOL_CALL_OPEN)) {
+    const parsed = parseToolCalls(content);
+    parsed.toolCalls.forEach((c, i) => toolCalls.push({ id: `call_${completion.id ?? 'x'}_${i}`, name: c.name, arguments: c.arguments }));
+    invalidToolCalls.push(...parsed.invalidToolCalls.map((u) => ({ raw: u.raw, error: u.error })));
+    content = parsed.content;
+  }
   const turn: PolicyTurn = {
     content,
     toolCalls,
@@ -221,7 +238,14 @@ export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompleti
   if (invalidToolCalls.length > 0) turn.invalidToolCalls = invalidToolCalls;
   const lp = choice.logprobs?.content;
   if (Array.isArray(lp) && lp.length > 0) turn.logprobs = lp.map((t) => t.logprob);
-  const ids = choice.mcprl_token_ids;
-  if (Array.isArray(ids) && ids.every((x) => Number.isInteger(x))) turn.tokenIds = ids as number[];
+  const ids = [choice.token_ids, choice.mcprl_token_ids, Array.isArray(lp) ? lp.map((t) => idOfToken(t.token)) : undefined]
+    .find((x) => Array.isArray(x) && x.length > 0 && x.every((v) => Number.isInteger(v)));
+  if (ids) turn.tokenIds = ids as number[];
   return turn;
+}
+
+/** The id in a logprob entry's token named `token_id:N` (vLLM's return_tokens_as_token_ids), else null. */
+function idOfToken(token: unknown): number | null {
+  const m = typeof token === 'string' ? /^token_id:(\d+)$/.exec(token) : null;
+  return m ? Number(m[1]) : null;
 }

@@ -17,6 +17,7 @@ import type { ChatMessage, OpenAITool, Policy, PolicyContext, PolicyTurn } from 
 import { INVALID_CALL_PREFIX, NOT_EXECUTED_PREFIX, type Trajectory } from './trajectory.js';
 import { ArgsValidator } from './validate-args.js';
 import { McprlError } from '../util/errors.js';
+import { startSpan, withinSpan, type TraceSpan } from '../util/tracing.js';
 
 /** The tool the agent loop itself provides (as in ART): calling it ends the rollout with a final answer. */
 export const COMPLETE_TASK = 'complete_task';
@@ -70,8 +71,12 @@ export interface RolloutOptions {
   id?: string;
   groupId?: string;
   signal?: AbortSignal;
+  /**
+   * The rollout's trace span (src/util/tracing.ts), which the caller ends: the model and tool calls are its
+   * children, and it gets the rollout's figures as attributes. Default: none.
+   */
+  span?: TraceSpan;
 }
-
 
 /** Rejects with the signal's reason as soon as it aborts, whether or not `p` honours the signal itself. */
 function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
@@ -142,6 +147,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
   let summary: string | null = null;
   let lastText: string | null = null;
   let error: string | undefined;
+  let completionTokens = 0;
 
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(new McprlError('ROLLOUT_TIMEOUT', `rollout timed out after ${rolloutTimeoutMs} ms`)), rolloutTimeoutMs);
@@ -151,6 +157,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
     while (metrics.turns < maxTurns && !completed && error === undefined) {
       // ── ask the policy for the next turn ──
       let turn: PolicyTurn;
+      const modelSpan = startSpan('mcprl.model_call', { 'mcprl.scenario_id': opts.scenario.id, 'mcprl.turn': metrics.turns + 1, 'gen_ai.request.model': opts.policy.name }, opts.span);
       try {
         turn = await raceAbort(
           opts.policy.next({
@@ -166,9 +173,17 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
       } catch (err) {
         error = errorText(err);
         log(`policy failed: ${error}`);
+        modelSpan.fail(error);
+        modelSpan.end();
         break;
       }
       metrics.turns++;
+      modelSpan.set({
+        'gen_ai.response.finish_reasons': turn.finishReason, 'gen_ai.usage.output_tokens': turn.tokenIds?.length,
+        'mcprl.tool_calls': turn.toolCalls.length, 'mcprl.invalid_tool_calls': turn.invalidToolCalls?.length ?? 0,
+      });
+      modelSpan.end();
+      if (turn.tokenIds) completionTokens += turn.tokenIds.length;
 
       const calls = uniqueIds(turn.toolCalls, metrics.turns);
       const assistant: ChatMessage = { role: 'assistant', content: turn.content ?? null };
@@ -248,11 +263,13 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
           invalid(`Arguments for ${call.name} do not match its parameters schema: ${check.error}.`);
           continue;
         }
+        const toolSpan = startSpan('mcprl.tool_call', { 'mcprl.scenario_id': opts.scenario.id, 'mcprl.tool': call.name, 'mcprl.turn': metrics.turns }, opts.span);
         try {
           const outcome = await raceAbort(
-            opts.session.callTool(call.name, parsed.args, { timeoutMs: callTimeoutMs, signal }),
+            withinSpan(toolSpan, () => opts.session.callTool(call.name, parsed.args, { timeoutMs: callTimeoutMs, signal })),
             signal,
           );
+          toolSpan.set({ 'mcprl.tool_error': outcome.isError });
           if (outcome.isError) {
             metrics.tool_errors++;
             log(`tool error from ${call.name}: ${outcome.text.slice(0, 200)}`);
@@ -261,6 +278,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
           if (outcome.refused) log(`the safety policy refused ${call.name}: ${outcome.refused.remedy}`);
           answer(outcome.isError && !/^error\b/i.test(outcome.text) ? `Error: ${outcome.text}` : outcome.text);
         } catch (err) {
+          toolSpan.fail(errorText(signal.aborted ? signal.reason : err));
           if (signal.aborted) {
             answer(`${NOT_EXECUTED_PREFIX} ${errorText(signal.reason)}.`);
             continue;
@@ -269,6 +287,8 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
           metrics.tool_errors++;
           log(`call ${call.name} failed: ${errorText(err)}`);
           answer(`Error: the tool call failed: ${errorText(err)}`);
+        } finally {
+          toolSpan.end();
         }
       }
       if (unparsed.length > 0) {
@@ -330,6 +350,10 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
   };
   if (state.length) trajectory.state = state;
   if (error !== undefined) trajectory.error = error;
+  opts.span?.set({
+    'mcprl.rollout_id': trajectory.id, 'mcprl.turns': metrics.turns, 'mcprl.tool_calls': metrics.tool_calls, 'mcprl.invalid_calls': metrics.invalid_calls,
+    'mcprl.tool_errors': metrics.tool_errors, 'mcprl.completed': completed, 'gen_ai.usage.output_tokens': completionTokens, 'mcprl.error': error,
+  });
   return trajectory;
 }
 
@@ -411,8 +435,12 @@ export interface RolloutGroupsOptions {
   maxOutputChars?: number;
   /** Called as each rollout finishes (for progress output). */
   onTrajectory?: (t: Trajectory, done: number, total: number) => void;
-  /** Called as each group's last rollout finishes, with the group's index in `scenarios`. */
-  onGroup?: (group: Trajectory[], index: number) => void;
+  /**
+   * Called once a group's rollouts are all in, with the group's index in `scenarios` and each rollout's trace
+   * span (src/util/tracing.ts): the callee
+   * ends them (after adding the rewards, say). Without onGroup the spans end with their rollouts.
+   */
+  onGroup?: (group: Trajectory[], index: number, spans: TraceSpan[]) => void;
   signal?: AbortSignal;
 }
 
@@ -450,9 +478,10 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
   const total = opts.scenarios.length * opts.rolloutsPerGroup;
   let done = 0;
 
-  const one = async (scenario: Scenario, k: number): Promise<Trajectory> => {
+  const one = async (scenario: Scenario, k: number, span: TraceSpan): Promise<Trajectory> => {
     const id = `${scenario.id}/${k}`;
     const base = {
+      span,
       policy: opts.policy,
       scenario,
       systemPrompt: opts.systemPrompt,
@@ -491,8 +520,13 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
   try {
     return await Promise.all(
       opts.scenarios.map(async (scenario, i) => {
-        const group = await Promise.all(Array.from({ length: opts.rolloutsPerGroup }, (_, k) => limit(() => one(scenario, k))));
-        opts.onGroup?.(group, i);
+        const spans: TraceSpan[] = [];
+        const group = await Promise.all(Array.from({ length: opts.rolloutsPerGroup }, (_, k) => limit(() => {
+          const span = (spans[k] = startSpan('mcprl.rollout', { 'mcprl.scenario_id': scenario.id, 'mcprl.rollout': k }));
+          return withinSpan(span, () => one(scenario, k, span));
+        })));
+        if (opts.onGroup) opts.onGroup(group, i, spans);
+        else for (const s of spans) s.end();
         return group;
       }),
     );

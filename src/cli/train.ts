@@ -13,9 +13,11 @@ import { DEFAULT_GENERATOR_TIMEOUT_MS } from '../scenarios/llm.js';
 import { parseTrainConfig, trainConfigFrom, TrainSettingsSchema, type TrainConfig } from '../train/config.js';
 import { runTrainJob, type TrainJob } from '../train/job.js';
 import { ProgressLog } from '../train/progress-log.js';
+import { RolloutPoolSettingsSchema, type RolloutPoolSettings } from '../train/rollout-pool.js';
 import { RunDir } from '../train/run-dir.js';
 import type { DirLock } from '../util/dir-lock.js';
 import { terminalBars } from '../util/progress.js';
+import { startOtlpTracing } from '../util/tracing.js';
 import { numberParser } from './parse-number.js';
 import { formatSummary } from './scenarios.js';
 import { addSchemaOptions, kebabCase, valuesFromOptions } from './schema-options.js';
@@ -41,6 +43,11 @@ interface TrainCliOptions extends TargetCliOptions {
   resume?: boolean;
   quiet?: boolean;
   json?: boolean;
+  rolloutUrl?: string[];
+  adapterDir?: string;
+  rolloutConcurrency?: number;
+  validateInProcess?: boolean;
+  otlpEndpoint?: string;
 }
 
 /**
@@ -60,6 +67,16 @@ function checkResumeOptions(o: TrainCliOptions, config: TrainConfig, runDir: str
   if (differs.length) {
     throw new InvalidArgumentError(`--resume continues ${runDir} with the settings of its config.json; these differ: ${differs.join(', ')}. Start a new run to change them.`);
   }
+}
+
+/** The rollout servers named by --rollout-url and their options. */
+function rolloutFromCli(o: TrainCliOptions): RolloutPoolSettings {
+  if (!o.adapterDir) throw new InvalidArgumentError('--rollout-url needs --adapter-dir DIR (a folder the servers can read, where each step\'s adapter is written)');
+  return {
+    urls: o.rolloutUrl!, adapterDir: path.resolve(o.adapterDir),
+    ...(o.rolloutConcurrency !== undefined ? { concurrencyPerServer: o.rolloutConcurrency } : {}),
+    ...(o.validateInProcess ? { validate: false } : {}),
+  };
 }
 
 export function registerTrain(program: Command): Command {
@@ -85,6 +102,11 @@ export function registerTrain(program: Command): Command {
     .option('--run <name>', 'run name (default a timestamp)')
     .option('--runs-dir <dir>', 'where runs live', 'runs')
     .option('--resume', 'continue the run (--run NAME) from its newest complete checkpoint, with the settings of its config.json')
+    .option('--rollout-url <url>', 'run rollouts on this OpenAI-compatible server in vLLM\'s dialect (runtime LoRA loading); repeat for a pool', (v: string, prev: string[] = []) => [...prev, v])
+    .option('--adapter-dir <dir>', 'with --rollout-url: a folder the servers read at the same path; each step\'s adapter is written there')
+    .option('--rollout-concurrency <n>', `with --rollout-url: requests in flight per server (default ${RolloutPoolSettingsSchema.shape.concurrencyPerServer.parse(undefined)})`, numberParser({ integer: true, above: 0 }))
+    .option('--validate-in-process', 'with --rollout-url: run validation on the trainer\'s engine, not on the servers')
+    .option('--otlp-endpoint <url>', 'export OpenTelemetry traces (steps, rollouts, model and tool calls) to this OTLP/HTTP collector, e.g. http://localhost:4318')
     .option('--quiet', 'no progress bars')
     .option('--json', 'print the result as JSON');
   addTargetOptions(cmd);
@@ -99,6 +121,7 @@ Example (the bundled tiny model on the fixture server, offline):
     // A failure is recorded in the run's progress only once the run is this command's (not someone else's run).
     let owned = false;
     let lock: DirLock | undefined;
+    let tracing: Awaited<ReturnType<typeof startOtlpTracing>> | undefined;
     // A folder this command creates is its own to remove when it fails before writing anything worth keeping.
     const fresh = !existsSync(run.dir);
     try {
@@ -134,8 +157,10 @@ Example (the bundled tiny model on the fixture server, offline):
         safety: policyFromCli(o).settings(),
         isolation: isolationFromCli(o),
         ...(o.timeout !== undefined ? { connectTimeoutMs: o.timeout } : {}),
+        ...(o.rolloutUrl ? { rollout: rolloutFromCli(o) } : {}),
       };
 
+      if (o.otlpEndpoint) tracing = await startOtlpTracing({ endpoint: o.otlpEndpoint, serviceName: 'mcprl-train' });
       const { result, adapter, report, scenarioSummary } = await runTrainJob({ run, job, target, resume: o.resume, progress });
       const t = result.test;
       const out = {
@@ -166,6 +191,8 @@ Example (the bundled tiny model on the fixture server, offline):
       process.stderr.write(`mcprl train: ${line}\n`);
       process.exitCode = 1;
     } finally {
+      // Every span still buffered goes out before the command ends.
+      await tracing?.shutdown().catch((err: unknown) => process.stderr.write(`mcprl train: traces not all exported: ${(err as Error).message}\n`));
       lock?.release();
     }
   });

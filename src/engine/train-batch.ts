@@ -6,7 +6,7 @@ import { TrainError, type LossConfig, type TrainSequence } from './train-types.j
 /** One packed micro-batch in the native trainer's input form (see native/train/train_napi.cc). */
 export interface NativeMicroBatch {
   tokens: Int32Array; cuSeqlens: Int32Array; lossRows: Int32Array; lossTargets: Int32Array;
-  oldLogprobs: Float32Array | null; seqOff: Int32Array; seqN: Int32Array; seqAdv: Float32Array; seqWeight: Float32Array;
+  oldLogprobs: Float32Array | null; isWeights: Float32Array | null; seqOff: Int32Array; seqN: Int32Array; seqAdv: Float32Array; seqWeight: Float32Array;
   /** 1 / temperature per loss row; null when every sequence is at temperature 1. */
   lossInvTemp: Float32Array | null;
   /** Index of each loss row's allowed set in `masks`, −1 for none; both null when no row is masked. */
@@ -26,6 +26,7 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
     if (s.mask.length !== s.tokenIds.length) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: mask has ${s.mask.length} entries for ${s.tokenIds.length} tokens`);
     if (s.mask[0]) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: mask[0] must be 0 (the first token has no prediction)`);
     if (s.oldLogprobs && s.oldLogprobs.length !== s.tokenIds.length) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: oldLogprobs has ${s.oldLogprobs.length} entries for ${s.tokenIds.length} tokens`);
+    if (s.isWeights && (s.isWeights.length !== s.tokenIds.length || !s.isWeights.every((w) => Number.isFinite(w) && w >= 0))) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: isWeights needs one finite, non-negative weight per token`);
     if (s.advantage !== undefined && !Number.isFinite(s.advantage)) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: advantage is not finite`);
     if (s.temperature !== undefined && !(s.temperature > 0 && Number.isFinite(s.temperature))) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: temperature must be positive, got ${s.temperature}`);
     if (s.tokenMasks && s.tokenMasks.length !== s.tokenIds.length) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: tokenMasks has ${s.tokenMasks.length} entries for ${s.tokenIds.length} tokens`);
@@ -50,6 +51,8 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
   const anyMask = batch.some((s) => s.tokenMasks?.some((m) => m));
   const words = anyMask ? batch.flatMap((s) => s.tokenMasks ?? []).find((m) => m)!.length : 0;
   if (anyOld && !batch.every((s) => s.oldLogprobs)) throw new TrainError('TRAIN_INVALID_BATCH', 'oldLogprobs must be given for every sequence of a batch or for none');
+  const anyWeights = batch.some((s) => s.isWeights);
+  if (anyWeights && !batch.every((s) => s.isWeights)) throw new TrainError('TRAIN_INVALID_BATCH', 'isWeights must be given for every sequence of a batch or for none');
 
   const microBatches: NativeMicroBatch[] = [];
   let i = 0;
@@ -65,7 +68,7 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
     const M = group.reduce((a, g) => a + counts[g], 0);
     const mb: NativeMicroBatch = {
       tokens: new Int32Array(T), cuSeqlens: new Int32Array(group.length + 1), lossRows: new Int32Array(M),
-      lossTargets: new Int32Array(M), oldLogprobs: anyOld ? new Float32Array(M) : null,
+      lossTargets: new Int32Array(M), oldLogprobs: anyOld ? new Float32Array(M) : null, isWeights: anyWeights ? new Float32Array(M) : null,
       seqOff: new Int32Array(group.length), seqN: new Int32Array(group.length), seqAdv: new Float32Array(group.length),
       seqWeight: new Float32Array(group.length),
       lossInvTemp: anyTemp ? new Float32Array(M) : null, lossMaskIdx: anyMask ? new Int32Array(M) : null, masks: null,
@@ -84,6 +87,7 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
         mb.lossRows[j] = row + t - 1;
         mb.lossTargets[j] = s.tokenIds[t];
         if (mb.oldLogprobs) mb.oldLogprobs[j] = s.oldLogprobs![t];
+        if (mb.isWeights) mb.isWeights[j] = s.isWeights![t];
         if (mb.lossInvTemp) mb.lossInvTemp[j] = 1 / (s.temperature ?? 1);
         if (mb.lossMaskIdx) {
           const m = s.tokenMasks?.[t] ?? null;

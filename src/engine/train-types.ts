@@ -15,6 +15,12 @@ export interface TrainSequence {
   /** log π_old(token t) from sampling, aligned with tokenIds (entry 0 unused); missing => ratio 1. */
   oldLogprobs?: number[];
   /**
+   * Importance weight of each token's policy term, aligned with tokenIds (entry 0 unused; see native/train/loss.h):
+   * truncated importance sampling for tokens another engine sampled. Missing => 1. Given for every sequence of a
+   * batch or for none.
+   */
+  isWeights?: number[];
+  /**
    * The sampling temperature: log π of every token is computed from logits ÷ temperature, as the sampler drew
    * them (and as it recorded oldLogprobs). Default 1.
    */

@@ -254,6 +254,13 @@ export class Trainer {
     await this.model.run(() => this.native.write('params', flat));
   }
 
+  /** Writes the PEFT adapter alone into `dir`, atomically: what an inference server loads (see save for a checkpoint). */
+  async saveAdapter(dir: string): Promise<void> {
+    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
+    const params = await this.model.run(() => this.native.read('params'));
+    await writeDirAtomic(dir, (tmp) => writePeftAdapter(tmp, { config: this.peftConfig(), tensors: unpack(this.layout, params) }));
+  }
+
   /** Writes the PEFT adapter and the optimiser state into `dir`, atomically (a complete folder or none). */
   async save(dir: string): Promise<void> {
     if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
@@ -263,13 +270,7 @@ export class Trainer {
       adapterName: this.adapterName, optimizer: this.optimizer as Record<string, unknown>, baseModel: this.model.dir,
     };
     await writeDirAtomic(dir, async (tmp) => {
-      await writePeftAdapter(tmp, {
-        config: {
-          peft_type: 'LORA', task_type: 'CAUSAL_LM', r: this.config.rank, lora_alpha: this.config.alpha,
-          use_rslora: this.config.rslora, target_modules: this.config.targets, base_model_name_or_path: this.model.dir,
-        },
-        tensors: unpack(this.layout, params),
-      });
+      await writePeftAdapter(tmp, { config: this.peftConfig(), tensors: unpack(this.layout, params) });
       await writeOptimizerState(tmp, state, { expAvg: unpack(this.layout, m), expAvgSq: unpack(this.layout, v) });
     });
   }
@@ -279,6 +280,13 @@ export class Trainer {
     if (this.closed) return;
     this.closed = true;
     this.model.unloadAdapter(this.adapterName);
+  }
+
+  private peftConfig() {
+    return {
+      peft_type: 'LORA' as const, task_type: 'CAUSAL_LM', r: this.config.rank, lora_alpha: this.config.alpha,
+      use_rslora: this.config.rslora, target_modules: this.config.targets, base_model_name_or_path: this.model.dir,
+    };
   }
 
   private checkMasks(batch: TrainSequence[]): void {

@@ -11,6 +11,7 @@ import { rolloutGroups, type RolloutGroupsOptions } from '../agent/rollout.js';
 import { TrajectorySchema, type Trajectory } from '../agent/trajectory.js';
 import { writeFileAtomic, WriteError } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
+import type { TraceSpan } from '../util/tracing.js';
 
 /** Everything rolloutGroups takes, plus how the groups are scored. */
 export interface EvalOptions extends RolloutGroupsOptions {
@@ -91,7 +92,18 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
   let scoredGroups = 0;
   const limit = pLimit(Math.max(1, opts.concurrency));
   const scoring: Promise<void>[] = [];
-  const score = async (group: Trajectory[], i: number, cut: boolean) => {
+  const score = async (group: Trajectory[], i: number, cut: boolean, spans: TraceSpan[]) => {
+    try {
+      await scoreGroup(group, i, cut);
+    } finally {
+      // The rollouts' trace spans end once their rewards are known.
+      group.forEach((t, k) => {
+        spans[k]?.set({ 'mcprl.reward': t.unscored ? undefined : t.reward, 'mcprl.reward.checks': t.reward_components.checks, 'mcprl.reward.ruler': t.reward_components.ruler, 'mcprl.unscored': t.unscored });
+        spans[k]?.end();
+      });
+    }
+  };
+  const scoreGroup = async (group: Trajectory[], i: number, cut: boolean) => {
     const scenario = opts.scenarios[i];
     const checks = (scenario.checks?.length ?? 0) > 0 ? group.map((t) => scoreChecks(t, scenario)) : undefined;
     let ruler: Awaited<ReturnType<typeof rulerScoreGroup>> | undefined;
@@ -114,10 +126,10 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
     opts.onGroupScored?.(++scoredGroups, opts.scenarios.length);
     if (!cut) await opts.onGroupDone?.(group, i);
   };
-  const groups = await rolloutGroups({ ...opts, onGroup: (group, i) => {
+  const groups = await rolloutGroups({ ...opts, onGroup: (group, i, spans) => {
     // A group whose rollouts came in after the signal aborted them is cut short, not finished.
     const cut = opts.signal?.aborted ?? false;
-    scoring.push(limit(() => score(group, i, cut)));
+    scoring.push(limit(() => score(group, i, cut, spans)));
   } });
   await Promise.all(scoring);
 

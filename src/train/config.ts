@@ -79,6 +79,12 @@ export const TrainSettingsSchema = z.object({
    * trainer renormalises log π over the same allowed tokens. Default false.
    */
   constrainToolCalls: z.boolean().default(false).describe("decode rollouts' tool calls constrained to the tools' schemas"),
+  /**
+   * Truncated importance sampling for rollouts sampled on rollout servers (`--rollout-url`): the cap on each
+   * token's weight π_trainer / π_sampler (a ratio; src/train/off-policy.ts). 0 turns the weighting off (the
+   * mismatch is still measured). Not used by in-process rollouts, whose sampler is the trainer. Default 2.
+   */
+  tisCap: z.number().nonnegative().default(2).describe('truncated importance sampling cap on pi_trainer/pi_sampler for rollouts on --rollout-url servers (0: off)'),
   /** Sampling temperature of validation rollouts; greedy, so that validation success is a property of the weights. Default 0. */
   valTemperature: z.number().nonnegative().default(0).describe('sampling temperature of validation rollouts'),
   /** Attempts per validation scenario. Default 1. */

@@ -22,6 +22,7 @@ import { TrainConfigSchema } from './config.js';
 import { ProgressLog } from './progress-log.js';
 import type { RunDir } from './run-dir.js';
 import { train, type TrainRunResult } from './train.js';
+import { RolloutPoolSettingsSchema } from './rollout-pool.js';
 import { writeRunReport } from './write-report.js';
 
 export const TrainJobSchema = z.object({
@@ -45,6 +46,8 @@ export const TrainJobSchema = z.object({
   isolation: IsolationSchema.default({ isolate: false }),
   /** Connect/initialize timeout for the target, in milliseconds. Default 30000. */
   connectTimeoutMs: z.number().int().positive().optional(),
+  /** Rollout servers (`--rollout-url`; src/train/rollout-pool.ts). Default: rollouts on the in-process engine. */
+  rollout: RolloutPoolSettingsSchema.optional(),
 });
 export type TrainJob = z.input<typeof TrainJobSchema>;
 
@@ -90,7 +93,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   }
   const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[job.judgeApiKeyEnv] }) : undefined;
 
-  const result = await train({ run, config, target, scenarios, judge, safety, isolation: job.isolation, connectTimeoutMs: job.connectTimeoutMs, resume: o.resume, progress, log: o.log });
+  const result = await train({ run, config, target, scenarios, judge, safety, isolation: job.isolation, connectTimeoutMs: job.connectTimeoutMs, ...(job.rollout ? { rollout: job.rollout } : {}), resume: o.resume, progress, log: o.log });
   progress.emit('report', result.state.step);
   const { adapter, report } = await writeRunReport(run, { exportBest: true });
   progress.emit('done', result.state.step);

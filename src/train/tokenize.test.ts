@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomModel } from '../../scripts/random-model.js';
 import type { ChatMessage, OpenAITool } from '../agent/policy.js';
 import { ChatEngine } from '../chat/chat-engine.js';
-import { trajectoryToSequences } from './tokenize.js';
+import { tokenizationReport, trajectoryToSequences } from './tokenize.js';
 
 let dir: string;
 let engine: ChatEngine;
@@ -100,5 +100,21 @@ describe('trajectoryToSequences', () => {
     const last = seqs[seqs.length - 1];
     const firstMasked = last.mask.lastIndexOf(0) + 1;
     expect(last.tokenIds.slice(firstMasked - prompt2.length, firstMasked)).toEqual(prompt2);
+  });
+});
+
+describe('tokenizationReport', () => {
+  it('counts re-tokenised turns and turns whose sampled ids differ from the re-tokenisation', () => {
+    const text: ChatMessage = { role: 'assistant', content: 'It costs 12.' };
+    // The ids the trainer's template and tokenizer give the turn, taken from a trajectory without ids.
+    const [seq] = trajectoryToSequences(engine, { messages: [...base, text], tools });
+    const rendered = spans(seq)[0];
+    const withIds = (ids: number[]): ChatMessage => ({ ...text, mcprl: { token_ids: ids, logprobs: ids.map(() => -1) } });
+    const report = tokenizationReport(engine, [
+      { messages: [...base, text], tools }, // no ids: re-tokenised
+      { messages: [...base, withIds(rendered)], tools }, // ids as the trainer would produce them
+      { messages: [...base, withIds([...rendered.slice(0, -1), rendered.at(-1)! === 0 ? 1 : 0])], tools }, // sampled otherwise
+    ]);
+    expect(report).toEqual({ turns: 3, retokenized: 1, differs: 1 });
   });
 });

@@ -44,12 +44,7 @@ export function trajectoryToSequences(
   opts: TokenizeOptions = {},
 ): TrainSequence[] {
   const { messages, tools } = trajectory;
-  const stopIds = new Set(engine.model.config.eosTokenIds);
-  const eos = engine.tokenizer.eosToken;
-  if (eos !== null) {
-    const id = engine.tokenizer.tokenToId(eos);
-    if (id !== undefined) stopIds.add(id);
-  }
+  const stopIds = stopIdsOf(engine);
   const kwargs = opts.chatTemplateKwargs;
   const promptFor = (upTo: number): number[] =>
     engine.promptIds({
@@ -118,6 +113,62 @@ export function trajectoryToSequences(
   });
   flush();
   return out;
+}
+
+/** How the assistant turns of some trajectories met the trainer's own tokenisation (see tokenizationReport). */
+export interface TokenizationReport {
+  /** Assistant turns seen. */
+  turns: number;
+  /** Turns without sampled token ids (the policy could not return them): trained from their re-tokenised text. */
+  retokenized: number;
+  /**
+   * Turns whose re-tokenised text differs from the sampled ids: for turns with ids, the drift re-tokenising would
+   * have brought; for re-tokenised turns, those whose length differs from the sampler's logprob count.
+   */
+  differs: number;
+}
+
+/**
+ * Compares each assistant turn's sampled token ids (when the policy returned them) with the ids the trainer's
+ * template and tokenizer give its text, so that drift is a figure rather than silent.
+ */
+export function tokenizationReport(engine: ChatEngine, trajectories: { messages: ChatMessage[]; tools: OpenAITool[] }[], opts: TokenizeOptions = {}): TokenizationReport {
+  const stopIds = stopIdsOf(engine);
+  const r: TokenizationReport = { turns: 0, retokenized: 0, differs: 0 };
+  for (const { messages, tools } of trajectories) {
+    messages.forEach((m, i) => {
+      if (m.role !== 'assistant') return;
+      r.turns++;
+      let ids: number[];
+      try {
+        ids = renderedTurn(engine, messages, i, tools, opts.chatTemplateKwargs, stopIds);
+      } catch {
+        r.differs++;
+        return;
+      }
+      if (m.mcprl && m.mcprl.token_ids.length > 0) {
+        if (!sameIds(ids, m.mcprl.token_ids)) r.differs++;
+      } else {
+        r.retokenized++;
+        if (m.mcprl && m.mcprl.logprobs.length > 0 && m.mcprl.logprobs.length !== ids.length) r.differs++;
+      }
+    });
+  }
+  return r;
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && startsWith(a, b);
+}
+
+function stopIdsOf(engine: ChatEngine): Set<number> {
+  const stopIds = new Set(engine.model.config.eosTokenIds);
+  const eos = engine.tokenizer.eosToken;
+  if (eos !== null) {
+    const id = engine.tokenizer.tokenToId(eos);
+    if (id !== undefined) stopIds.add(id);
+  }
+  return stopIds;
 }
 
 /** The template's rendering of assistant message i, as tokens, cut after its first end-of-turn token. */

@@ -9,12 +9,18 @@
  * checkpoint → every `evalEvery` steps, validation → stop when validation success has not improved for
  * `patience` evaluations, or at `maxSteps`. Step 0 evaluates the untrained model.
  *
+ * With rollout servers (`rollout`, `mcprl train --rollout-url`), rollouts (and validation) run there instead
+ * (src/train/rollout-pool.ts): each step's adapter is published to them after the checkpoint, training uses the
+ * token ids and logprobs they returned, and their logprobs are corrected towards the trainer's by truncated
+ * importance sampling (src/train/off-policy.ts).
+ *
  * With a test set, the untrained model (step 0), the last step and the selected checkpoint (the best step by
  * validation) are also measured on it. Test success is only reported, never used for a decision, so unlike
  * the best validation success it is an unbiased estimate of what the selected adapter does on unseen tasks.
  */
 import { performance } from 'node:perf_hooks';
 import { isSuccess, runEval, summarizeEval, type EvalSummary } from '../eval/evaluate.js';
+import type { Policy } from '../agent/policy.js';
 import type { Trajectory } from '../agent/trajectory.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
@@ -28,12 +34,15 @@ import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
+import { inSpan, startSpan, withinSpan } from '../util/tracing.js';
 import { advantagesFor, type GroupAdvantages } from './advantages.js';
 import type { TrainConfig } from './config.js';
 import { Curriculum } from './curriculum.js';
 import { ProgressLog, type PhaseProgress } from './progress-log.js';
 import { RunDir, type RunState } from './run-dir.js';
-import { trajectoryToSequences } from './tokenize.js';
+import { applyTruncatedIs } from './off-policy.js';
+import { RolloutPool, type RolloutPoolEvents, type RolloutPoolSettings } from './rollout-pool.js';
+import { tokenizationReport, trajectoryToSequences } from './tokenize.js';
 
 export interface TrainRunOptions {
   run: RunDir;
@@ -47,6 +56,10 @@ export interface TrainRunOptions {
   isolation?: Isolation;
   /** Connect/initialize timeout for the target, in milliseconds. Default: src/mcp's. */
   connectTimeoutMs?: number;
+  /** Rollout servers (OpenAI API in vLLM's dialect) to run rollouts on. Default: the in-process engine. */
+  rollout?: RolloutPoolSettings;
+  /** Observers of the rollout servers (answers, drops). */
+  rolloutEvents?: RolloutPoolEvents;
   /** Continue from the newest complete step instead of starting fresh. */
   resume?: boolean;
   /** Where progress events go. Default: the run's progress.jsonl alone (no bars). */
@@ -70,15 +83,23 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   // The run's chat template variables reach every prompt the engine renders: rollouts and tokenisation alike.
   const engine = await ChatEngine.load(c.model, c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {});
   const model = engine.model as Model;
+  let pool: RolloutPool | null = null;
   try {
     let state = o.resume ? await run.readState() : null;
     const trainer = state && state.step > 0
       ? await Trainer.resume(model, run.checkpoint(state.step), { adapterName: 'policy' })
       : await Trainer.create(model, { adapterName: 'policy', rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed, optimizer: optimizerConfig(c) });
-    const policy = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
+    const local = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
+    // Rollouts on the servers (each serving the current adapter under its own name), or in-process.
+    if (o.rollout) {
+      pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody: { constrain_tool_calls: c.constrainToolCalls }, log, events: o.rolloutEvents });
+      if (c.trainAtSamplingTemperature) log('warning: trainAtSamplingTemperature is not used with rollout servers: their logprobs are at temperature 1');
+      await pool.publish(state?.step ?? 0, trainer);
+    }
+    const policy: Policy = pool ?? local;
     const metrics = await run.readMetrics(state?.step ?? -1);
     const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum) : null;
-    const evaluate = (step: number) => heldOut(o, policy, 'val', step, events);
+    const evaluate = (step: number) => heldOut(o, pool?.validates ? pool : local, 'val', step, events);
     const testSet = o.scenarios.test ?? [];
     const test = async (step: number, adapter: string) => {
       const t = await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens, constrainToolCalls: c.constrainToolCalls }), 'test', step, events);
@@ -91,7 +112,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
 
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
     if (!state) {
-      const v = await evaluate(0);
+      const v = await inSpan('mcprl.train.step', { 'mcprl.step': 0 }, () => evaluate(0));
       // The baseline every later step is compared with: one that measured the infrastructure is no baseline.
       if (v.lost !== null) throw new McprlError('TRAIN_VALIDATION_INFRA', `validation of the untrained model (step 0): ${v.lost}; nothing was recorded`);
       const row: Record<string, unknown> = { step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } };
@@ -102,6 +123,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       await run.commit(state);
       log(`step 0: validation success ${pct(v.success_rate)}` + (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)}` : '') + ' (untrained)');
     }
+    // Each step's row counts the servers' requests of that step alone (not step 0's validation).
+    pool?.takeStats();
     const valBefore = (metrics.find((m) => m.step === 0)?.val_success as number) ?? 0;
     // Steps in a row whose every rollout was lost to infrastructure failures (see maxUntrainedSteps).
     let untrained = 0;
@@ -109,15 +132,18 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     while (!state.stopped && state.step < c.maxSteps) {
       const step = state.step + 1;
       const wall: Record<string, number> = {};
+      // The step's trace span (src/util/tracing.ts; a no-op unless traces are on) is the parent of its phases' spans.
+      const stepSpan = startSpan('mcprl.train.step', { 'mcprl.step': step });
       const phase = async <T>(name: string, f: () => Promise<T>) => {
         const t0 = performance.now();
-        const r = await f();
+        const r = await withinSpan(stepSpan, f);
         wall[name] = (performance.now() - t0) / 1000;
         return r;
       };
 
       // gather + score (+ replace groups without signal)
       const gathered = await phase('gather', () => gatherStep(o, policy, curriculum, step, events));
+      pool?.ensureAlive(`step ${step}`);
       // advantages
       const groups = gathered.groups.map(trainable);
       const adv = advantagesFor(c.loss, groups.map((g) => g.map((t) => t.reward)));
@@ -126,6 +152,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       const batch = perGroup.flat();
       const rollouts = gathered.groups.flat();
       const lost = rollouts.filter((t) => !trainableOne(t));
+      // off-policy correction: the servers' tokens, weighed against the trainer's own log π (truncated IS)
+      const offPolicy = pool && batch.length > 0 ? await phase('off_policy', () => applyTruncatedIs(model, trainer.adapterName, batch, c.tisCap)) : null;
       // step
       let m: StepMetrics | null = null;
       if (batch.length > 0) m = await phase('train', () => optimise(trainer, minibatches(perGroup, c.updatesPerStep), { kind: c.loss, beta: c.beta }, events.phase('train', step, batch.length)));
@@ -136,6 +164,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         await writeJsonlAtomic(run.trajectories(step), gathered.groups.flat().map((t) => withAdvantage(t, groups, adv)));
         await trainer.save(run.checkpoint(step));
       });
+      // publish: the servers load this step's adapter and later rollouts use it
+      if (pool) await phase('publish', () => pool!.publish(step, trainer));
       // evaluate
       const row: Record<string, unknown> = {
         step, train_reward: gathered.summary.mean_reward, reward_std: rewardStd(groups), train_success: gathered.summary.success_rate,
@@ -146,6 +176,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         task_failures: rollouts.filter((t) => trainableOne(t) && !isSuccess(t)).length,
         ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: adv.kept.length } : {}),
         ...(c.constrainToolCalls ? constrainMetrics(engine, gathered.groups, step === 1 ? log : null) : {}),
+        ...(pool ? rolloutServerMetrics(engine, pool, rollouts, offPolicy) : {}),
         ...(m ? { loss: m.loss, policy_loss: m.policyLoss, kl: m.kl, clip_fraction: m.clipFraction, mean_ratio: m.meanRatio, entropy: m.entropy, grad_norm: m.gradNorm, trained_tokens: m.trainedTokens, tokens_per_s: m.tokensPerSecond, lr: m.lr } : {}),
       };
       const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };
@@ -172,6 +203,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         row.best_step = next.bestStep;
       }
       row.wall_s = wall;
+      stepSpan.set(Object.fromEntries(Object.entries(row).filter(([, v]) => typeof v === 'number').map(([k, v]) => [`mcprl.${k}`, v as number])));
+      stepSpan.end();
       metrics.push(row);
       await run.writeMetrics(metrics);
       await run.commit(next);
@@ -192,6 +225,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       }
     }
     trainer.close();
+    await pool?.close();
+    pool = null;
     return { state, valBefore, valBest: state.bestValSuccess, bestStep: state.bestStep, test: testResult(metrics, state) };
 
     /** Test success of the best step's checkpoint: measured at step 0 for the untrained model, else loaded and run. */
@@ -207,8 +242,18 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       }
     }
   } finally {
+    await pool?.close().catch(() => undefined);
     model.close();
   }
+}
+
+/**
+ * A step's figures from the rollout servers: the pool's counters, how the servers' token ids met the trainer's
+ * tokenisation (re-tokenised turns, and those whose ids differ), and the off-policy mismatch.
+ */
+function rolloutServerMetrics(engine: ChatEngine, pool: RolloutPool, rollouts: Trajectory[], off: Awaited<ReturnType<typeof applyTruncatedIs>> | null): Record<string, number> {
+  const tok = tokenizationReport(engine, rollouts);
+  return { ...pool.takeStats(), rollout_turns: tok.turns, retokenized_turns: tok.retokenized, token_ids_differ: tok.differs, ...(off ?? {}) };
 }
 
 /** The scenarios of one step: a fresh seeded shuffle of the training set per epoch, so a resumed run picks the same ones. */
@@ -265,7 +310,7 @@ const trainable = (g: Trajectory[]) => g.filter(trainableOne);
  * yet used in this step, round after round, until the step has groupsPerStep groups with signal, no scenario is
  * left, or the rounds run out. The curriculum (when used) picks the scenarios and learns every group's pass rate.
  */
-async function gatherStep(o: TrainRunOptions, policy: EnginePolicy, curriculum: Curriculum | null, step: number, events: ProgressLog): Promise<GatheredStep> {
+async function gatherStep(o: TrainRunOptions, policy: Policy, curriculum: Curriculum | null, step: number, events: ProgressLog): Promise<GatheredStep> {
   const c = o.config;
   const hasSignal = (g: Trajectory[]) => advantagesFor(c.loss, [trainable(g).map((t) => t.reward)]).kept.length > 0;
   const rng = createRng(c.seed * 7919 + step * 104729);
@@ -297,7 +342,7 @@ async function gatherStep(o: TrainRunOptions, policy: EnginePolicy, curriculum: 
   return { groups, summary, replaced, rounds };
 }
 
-async function gatherGroups(o: TrainRunOptions, policy: EnginePolicy, scenarios: Scenario[], step: number, round: number, events: ProgressLog) {
+async function gatherGroups(o: TrainRunOptions, policy: Policy, scenarios: Scenario[], step: number, round: number, events: ProgressLog) {
   const c = o.config;
   const bar = events.phase('gather', step, scenarios.length * c.rolloutsPerGroup);
   // Groups are scored as their rollouts come in; scoring is reported as its own phase once every rollout is in.
@@ -330,7 +375,7 @@ export function lostToInfrastructure(groups: Trajectory[][]): string | null {
  * Validation or test: greedy by default, checks reward, trajectories kept as trajectories/{val,test}-NNNN.jsonl.
  * `lost` says why the figure is not a model result (see lostToInfrastructure), else null.
  */
-async function heldOut(o: TrainRunOptions, policy: EnginePolicy, set: 'val' | 'test', step: number, events: ProgressLog): Promise<EvalSummary & { lost: string | null }> {
+async function heldOut(o: TrainRunOptions, policy: Policy, set: 'val' | 'test', step: number, events: ProgressLog): Promise<EvalSummary & { lost: string | null }> {
   const c = o.config;
   const scenarios = o.scenarios[set] ?? [];
   const bar = events.phase(set === 'val' ? 'validate' : 'test', step, scenarios.length * c.valRollouts);

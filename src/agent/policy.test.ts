@@ -1,0 +1,41 @@
+import type OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { parseCompletion } from './policy.js';
+
+/** A chat completion as vLLM writes it (no mcprl extension fields). */
+function vllmCompletion(choice: Record<string, unknown>): OpenAI.Chat.Completions.ChatCompletion {
+  return { id: 'chatcmpl-1', object: 'chat.completion', created: 0, model: 'policy-step-1', choices: [{ index: 0, finish_reason: 'stop', logprobs: null, ...choice }] } as unknown as OpenAI.Chat.Completions.ChatCompletion;
+}
+
+describe('parseCompletion on vLLM answers', () => {
+  it('reads an unreadable <tool_call> left in content as an invalid call (its parse error goes back to the model)', () => {
+    const turn = parseCompletion(vllmCompletion({ message: { role: 'assistant', content: 'Let me look.\n<tool_call>{"name": "search", "arguments": {"q": </tool_call>' } }));
+    expect(turn.toolCalls).toEqual([]);
+    expect(turn.invalidToolCalls).toHaveLength(1);
+    expect(turn.invalidToolCalls![0].raw).toContain('"name": "search"');
+    expect(turn.content).toBe('Let me look.');
+  });
+
+  it('reads the readable blocks of such content as calls, as the in-process policy does', () => {
+    const turn = parseCompletion(vllmCompletion({ message: { role: 'assistant', content: '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n<tool_call>oops</tool_call>' } }));
+    expect(turn.toolCalls.map((c) => c.name)).toEqual(['a']);
+    expect(turn.invalidToolCalls).toHaveLength(1);
+    expect(turn.content).toBeNull();
+  });
+
+  it('leaves plain content alone', () => {
+    const turn = parseCompletion(vllmCompletion({ message: { role: 'assistant', content: 'The answer is 4.' } }));
+    expect(turn).toMatchObject({ content: 'The answer is 4.', toolCalls: [] });
+    expect(turn.invalidToolCalls).toBeUndefined();
+  });
+
+  it('takes token ids from return_token_ids, else from token_id:N logprob entries', () => {
+    const lp = { content: [{ token: 'token_id:5', logprob: -0.5, bytes: [], top_logprobs: [] }, { token: 'token_id:9', logprob: -1, bytes: [], top_logprobs: [] }] };
+    const withIds = parseCompletion(vllmCompletion({ message: { role: 'assistant', content: 'hi' }, logprobs: lp, token_ids: [5, 9] }));
+    expect(withIds).toMatchObject({ tokenIds: [5, 9], logprobs: [-0.5, -1] });
+    const fromNames = parseCompletion(vllmCompletion({ message: { role: 'assistant', content: 'hi' }, logprobs: lp }));
+    expect(fromNames.tokenIds).toEqual([5, 9]);
+    const textTokens = parseCompletion(vllmCompletion({ message: { role: 'assistant', content: 'hi' }, logprobs: { content: [{ token: 'hi', logprob: -0.1, bytes: [], top_logprobs: [] }] } }));
+    expect(textTokens.tokenIds).toBeUndefined();
+  });
+});
