@@ -18,10 +18,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
-import { loadScenarioSet, writeScenarioSet, type Scenario } from '../src/scenarios/scenario.js';
+import { writeScenarioSet, type Scenario } from '../src/scenarios/scenario.js';
 import { trainConfigFrom } from '../src/train/config.js';
 import { RunDir } from '../src/train/run-dir.js';
 import { train } from '../src/train/train.js';
+import { bookshopTrainSignalFirst } from './faults/cli.js';
 import { listeningUrl, runCli } from './helpers/cli.js';
 import { FIXTURE_SERVER_MAIN, fixtureStdioTarget, REPO_ROOT } from './helpers/servers.js';
 
@@ -36,7 +37,7 @@ const servers: ChildProcessWithoutNullStreams[] = [];
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'mcprl-rollout-url-'));
-  const all = await loadScenarioSet(join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'));
+  const all = await bookshopTrainSignalFirst();
   set = { train: all.train.slice(0, 6), val: all.val.slice(0, 3) };
   scenarios = join(work, 'scenarios');
   await writeScenarioSet(scenarios, set.train, set.val);

@@ -22,9 +22,25 @@ export function mcprl(args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: 
   });
 }
 
-/** A scenario set folder `dir` of the bundled bookshop set's first `train` training and `val` validation scenarios. */
-export async function bookshopScenarios(dir: string, train: number, val: number): Promise<string> {
+/**
+ * Training scenarios of the bundled set on which the bundled tiny model's attempts most often score differently
+ * (measured with 8 attempts each at temperature 1, 3 turns of 48 tokens), so a small
+ * test run has groups with signal and trains. Most of the set gives the untrained model no signal at all (it
+ * mostly answers at once), which is what RL has to overcome but not what a test of the machinery wants. A
+ * rebuilt model may need a new list: the tests that need a trained step assert that one trained.
+ */
+export const BOOKSHOP_SIGNAL_IDS = ['schema-df3ad396', 'schema-9cd69dab', 'schema-b52d6a51', 'schema-2021ff7e', 'schema-9bc31822', 'schema-95acbef0', 'schema-28990cc5', 'schema-866cf4d4'];
+
+/** The bundled set's training scenarios, those of BOOKSHOP_SIGNAL_IDS first (in that order), then the rest. */
+export async function bookshopTrainSignalFirst() {
   const all = await loadScenarioSet(path.join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'));
+  const rank = (id: string) => (BOOKSHOP_SIGNAL_IDS.includes(id) ? BOOKSHOP_SIGNAL_IDS.indexOf(id) : BOOKSHOP_SIGNAL_IDS.length);
+  return { ...all, train: [...all.train].sort((a, b) => rank(a.id) - rank(b.id)) };
+}
+
+/** A scenario set folder `dir` of the bundled bookshop set's first `train` training (signal first) and `val` validation scenarios. */
+export async function bookshopScenarios(dir: string, train: number, val: number): Promise<string> {
+  const all = await bookshopTrainSignalFirst();
   await writeScenarioSet(dir, all.train.slice(0, train), all.val.slice(0, val));
   return dir;
 }
