@@ -26,7 +26,7 @@ import { scenariosPerTool, type NoScenarioReason, type ToolCoverage } from './co
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { synthesizeArgs, validates, resolveRefs, type CandidateContext, type JsonSchema } from './json-schema-args.js';
 import { createRng, hashString, type Rng } from '../util/rng.js';
-import { answerContains, numberAt, replaceSandbox, stateShows, type Check, type Scenario, type StateCheck } from './scenario.js';
+import { answerContains, isStateCheck, numberAt, replaceSandbox, stateShows, type Check, type Scenario, type StateCheck } from './scenario.js';
 import { SANDBOX_PLACEHOLDER } from '../mcp/sandbox.js';
 import { realpathSync } from 'node:fs';
 import { McprlError } from '../util/errors.js';
@@ -519,6 +519,8 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   // 1. Discover entities.
   const recs: EntityRecord[] = [];
   const keyValues = new Map<string, Scalar[]>();
+  // Strings listed under a key (server-memory's observations): what a destructive write may name to remove.
+  const listValues = new Map<string, Scalar[]>();
   let harvested = 0;
   const keep = (k: string, v: Scalar) => {
     const before = keyValues.get(k)?.length ?? 0;
@@ -536,6 +538,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     // Every object anywhere in the result: its entity-like keys (name, path, uri, email, …) are worth trying.
     walkObjects(data, (obj) => {
       for (const [k, v] of Object.entries(obj)) {
+        if (Array.isArray(v)) for (const x of v) if (typeof x === 'string' && x.length <= 200) push(listValues, k, x);
         const ek = entityKey(k);
         if (ek && typeof v === 'string' && v.length <= 200) keep(ek, v);
       }
@@ -834,7 +837,15 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     if (!open || !writeTools.length) return undefined;
     const tool = rng.pick(writeTools);
     // A reference to something (entityName, book_id) takes a discovered value; what the write creates is new.
-    const refs = (ctx: CandidateContext) => (ctx.name && (isIdName(ctx.name) || (words(ctx.name).length >= 2 && entityKey(ctx.name)) || REF_NAMES.test(ctx.name)) ? candidates(tool)(ctx) : undefined);
+    // A destructive tool removes what exists, so every value it takes is a discovered one (observations to delete).
+    const destructive = tool.annotations.destructiveHint !== false;
+    const refs = (ctx: CandidateContext) => {
+      if (!ctx.name) return undefined;
+      if (REF_NAMES.test(ctx.name)) return (keyValues.get('path') ?? []).filter((p) => typeof p === 'string' && /\/[^/]+\.[a-z0-9]+$/i.test(p));
+      if (isIdName(ctx.name) || (words(ctx.name).length >= 2 && entityKey(ctx.name))) return candidates(tool)(ctx);
+      const listed = destructive ? listValues.get(ctx.name) : undefined;
+      return listed?.length ? listed : destructive ? candidates(tool)(ctx) : undefined;
+    };
     let args: Record<string, unknown>;
     try {
       args = synthesizeArgs(tool.inputSchema, { rng, optionalRate: 0, candidates: refs });
@@ -844,7 +855,9 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     }
     args = newPathsBeside(args);
     const strings = [...new Set(stringLeaves(args))];
-    const fresh = strings.filter((v) => v.length >= 3 && !isKnown(v));
+    // A listing names files by their base name: a path's last part is evidence too.
+    const base = (v: string) => (v.includes('/') ? [v.slice(v.lastIndexOf('/') + 1)] : []);
+    const fresh = strings.filter((v) => v.length >= 3 && !isKnown(v)).flatMap((v) => [v, ...base(v)]);
     const readers = stateReaders([...strings, ...strings.flatMap((v) => (v.includes('/') ? [v.slice(0, v.lastIndexOf('/')) || '/'] : []))]);
     if (!readers.length) {
       note(tool.name, 'nothing_to_ask');
@@ -878,7 +891,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       const b = before[i]!;
       const a = after[i];
       if (b.isError || a.isError || b.text !== again[i]!.text) continue;
-      state = stateChange(readers[i], b.text, a.text, strings, fresh);
+      state = stateChange(readers[i], b.text, a.text, strings.flatMap((v) => [v, ...base(v)]), fresh);
     }
     if (!state) {
       note(tool.name, 'replay_failed');
@@ -901,11 +914,11 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     const given = scalarArgValues(reader.args);
     const options: StateCheck[] = [];
     for (const v of fresh) if (!given.has(v.toLowerCase())) options.push({ kind: 'state_contains', ...reader, value: v });
+    for (const v of strings) if (v.length >= 3 && !given.has(v.toLowerCase())) options.push({ kind: 'state_absent', ...reader, value: v });
     for (const { path, value } of numericLeaves(parseJson(after))) {
       if (UNSTABLE_KEYS.test(path[path.length - 1] ?? '') || numberAt(before, path) === undefined) continue;
       options.push({ kind: 'state_number', ...reader, path, value });
     }
-    for (const v of strings) if (v.length >= 3 && !given.has(v.toLowerCase())) options.push({ kind: 'state_absent', ...reader, value: v });
     return options.find((c) => stateShows(c, { text: after, is_error: false }) && !stateShows(c, { text: before, is_error: false }));
   }
 
@@ -945,7 +958,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
         if ((entityKey(req[0]) || isIdName(req[0]) || SEARCH_NAMES.test(req[0])) && validates(t.inputSchema, args)) out.push({ tool: t.name, args });
       }
     }
-    return [...out.slice(0, 12), ...whole.slice(0, 4)];
+    return [...out.slice(0, 24), ...whole.slice(0, 4)];
   }
 
   // 3. Replay: every checked call again, fresh, and every expected value in the real output again.
@@ -1140,7 +1153,7 @@ function coverageOf(
   furthest: Map<string, number>,
 ): ToolCoverage[] {
   const made = scenariosPerTool(scenarios);
-  const stateChecked = scenariosPerTool(scenarios.filter((s) => s.checks?.some((c) => c.kind === 'state_contains')));
+  const stateChecked = scenariosPerTool(scenarios.filter((s) => s.checks?.some(isStateCheck)));
   return tools.map((t) => {
     const n = made.get(t.name) ?? 0;
     if (n > 0) return { tool: t.name, scenarios: n, stateChecked: stateChecked.get(t.name) ?? 0 };
