@@ -43,7 +43,7 @@ async function oracle(session: McpSession, s: Scenario): Promise<OracleResult> {
 
 function satisfied(s: Scenario, r: OracleResult): boolean {
   return (s.checks ?? []).every((c) =>
-    c.kind === 'tool_called' ? r.calls.some((k) => k.tool === c.tool && argsMatch(c.args, k.args)) : answerContains(r.answer, c.value),
+    c.kind === 'tool_called' ? r.calls.some((k) => k.tool === c.tool && argsMatch(c.args, k.args)) : c.kind === 'answer_contains' && answerContains(r.answer, c.value),
   );
 }
 

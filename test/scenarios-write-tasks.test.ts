@@ -53,7 +53,7 @@ describe('write tasks on server-memory', () => {
       expect(call).toMatchObject({ kind: 'tool_called' });
       expect(['create_entities', 'add_observations', 'create_relations']).toContain(call.kind === 'tool_called' && call.tool);
       expect(state).toMatchObject({ kind: 'state_contains' });
-      expect(['open_nodes', 'search_nodes']).toContain(state.kind === 'state_contains' && state.tool);
+      expect(['open_nodes', 'search_nodes', 'read_graph']).toContain(state.kind === 'state_contains' && state.tool);
       // The task names the values in words, not as JSON with field names.
       expect(s.task).not.toMatch(/[{}[\]]|entityName|entityType/);
       if (call.kind === 'tool_called') expect(s.task.toLowerCase()).toContain(plainArgs(call.args).toLowerCase());

@@ -12,7 +12,7 @@ import {
   type ToolCallOutcome,
   type ToolInfo,
 } from '../mcp/index.js';
-import { checkScenarioTools, type Scenario } from '../scenarios/scenario.js';
+import { checkScenarioTools, isStateCheck, scenarioInSandbox, type Scenario } from '../scenarios/scenario.js';
 import type { ChatMessage, OpenAITool, Policy, PolicyContext, PolicyTurn } from './policy.js';
 import { INVALID_CALL_PREFIX, NOT_EXECUTED_PREFIX, type Trajectory } from './trajectory.js';
 import { ArgsValidator } from './validate-args.js';
@@ -46,6 +46,8 @@ export const DEFAULT_SYSTEM_PROMPT =
 
 /** The part of an MCP session the loop needs; `McpSession` from src/mcp satisfies it. */
 export interface ToolCaller {
+  /** The server's `{sandbox}` directory, when it has one (scenarios' `{sandbox}` placeholders stand for it). */
+  readonly sandboxDir?: string;
   callTool(name: string, args: Record<string, unknown>, opts?: CallToolOptions): Promise<ToolCallOutcome>;
 }
 
@@ -121,6 +123,8 @@ function parseArgs(raw: string): ParsedArgs {
  * and are recorded in `error`.
  */
 export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
+  // The task and checks as they read on this rollout's server: `{sandbox}` becomes its own sandbox directory.
+  const scenario = scenarioInSandbox(opts.scenario, opts.session.sandboxDir);
   const started = performance.now();
   const logs: string[] = [];
   const log = (line: string) => logs.push(`[${Math.round(performance.now() - started)}ms] ${line}`);
@@ -140,7 +144,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
 
   const messages: ChatMessage[] = [
     { role: 'system', content: opts.systemPrompt ?? DEFAULT_SYSTEM_PROMPT },
-    { role: 'user', content: opts.scenario.task },
+    { role: 'user', content: scenario.task },
   ];
   const metrics = { turns: 0, tool_calls: 0, tool_errors: 0, invalid_calls: 0 };
   let completed = false;
@@ -318,7 +322,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
   }
 
   // ── state checks: what the scenario's read-only state tools show now, on this rollout's server ──
-  const stateChecks = (opts.scenario.checks ?? []).flatMap((c) => (c.kind === 'state_contains' ? [c] : []));
+  const stateChecks = (scenario.checks ?? []).filter(isStateCheck);
   const state: NonNullable<Trajectory['state']> = [];
   for (const c of stateChecks) {
     try {
@@ -349,6 +353,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
     logs,
   };
   if (state.length) trajectory.state = state;
+  if (opts.session.sandboxDir !== undefined) trajectory.sandbox = opts.session.sandboxDir;
   if (error !== undefined) trajectory.error = error;
   opts.span?.set({
     'mcprl.rollout_id': trajectory.id, 'mcprl.turns': metrics.turns, 'mcprl.tool_calls': metrics.tool_calls, 'mcprl.invalid_calls': metrics.invalid_calls,

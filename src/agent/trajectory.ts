@@ -64,8 +64,10 @@ export const TrajectorySchema = z.object({
   reward_components: z.object({ ruler: z.number().optional(), checks: z.number().optional() }),
   metrics: TrajectoryMetricsSchema,
   logs: z.array(z.string()),
-  /** What the scenario's state checks read from the server after the rollout (one entry per state_contains check). */
+  /** What the scenario's state checks read from the server after the rollout (one entry per state check). */
   state: z.array(z.object({ tool: z.string(), args: z.record(z.string(), z.unknown()), text: z.string(), is_error: z.boolean() })).optional(),
+  /** The rollout server's `{sandbox}` directory, which the scenario's `{sandbox}` placeholders stood for. */
+  sandbox: z.string().optional(),
   /** An infrastructure failure that ended the rollout early (policy unreachable, timeout, connection lost). */
   error: z.string().optional(),
   /**

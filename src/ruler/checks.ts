@@ -1,5 +1,5 @@
 import { wasExecuted, type Trajectory } from '../agent/trajectory.js';
-import { answerContains, argsMatch, type Check, type Scenario } from '../scenarios/scenario.js';
+import { answerContains, argsMatch, isStateCheck, scenarioInSandbox, stateShows, type Check, type Scenario } from '../scenarios/scenario.js';
 
 export interface ChecksScore {
   passed: number;
@@ -34,10 +34,8 @@ export function executedCalls(traj: Trajectory): { name: string; args: Record<st
 
 function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj: Trajectory): boolean {
   if (check.kind === 'tool_called') return calls.some((c) => c.name === check.tool && argsMatch(check.args, c.args));
-  if (check.kind === 'state_contains') {
-    return (traj.state ?? []).some(
-      (s) => s.tool === check.tool && argsMatch(check.args, s.args) && argsMatch(s.args, check.args) && !s.is_error && answerContains(s.text, check.value),
-    );
+  if (isStateCheck(check)) {
+    return (traj.state ?? []).some((s) => s.tool === check.tool && argsMatch(check.args, s.args) && argsMatch(s.args, check.args) && stateShows(check, s));
   }
   return traj.final_answer !== null && answerContains(traj.final_answer, check.value);
 }
@@ -45,11 +43,12 @@ function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj
 /**
  * Scores a trajectory against its scenario's verifiable checks: a tool_called check passes when an executed
  * call has matching arguments (subset match); an answer_contains check when the final answer (the
- * complete_task summary or the last assistant text) contains the value; a state_contains check when what the
- * rollout read from its server afterwards (`trajectory.state`) contains the value.
+ * complete_task summary or the last assistant text) contains the value; a state check (state_contains,
+ * state_absent, state_number) when what the rollout read from its server afterwards (`trajectory.state`) shows the
+ * expected state (see stateShows). `{sandbox}` in the checks stands for the rollout's own sandbox directory.
  */
 export function scoreChecks(traj: Trajectory, scenario: Scenario): ChecksScore {
-  const checks = scenario.checks ?? [];
+  const checks = scenarioInSandbox(scenario, traj.sandbox).checks ?? [];
   const calls = executedCalls(traj);
   const results = checks.map((c) => checkPasses(c, calls, traj));
   const passed = results.filter(Boolean).length;

@@ -26,7 +26,9 @@ import { scenariosPerTool, type NoScenarioReason, type ToolCoverage } from './co
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { synthesizeArgs, validates, resolveRefs, type CandidateContext, type JsonSchema } from './json-schema-args.js';
 import { createRng, hashString, type Rng } from '../util/rng.js';
-import { answerContains, type Check, type Scenario } from './scenario.js';
+import { answerContains, isStateCheck, numberAt, replaceSandbox, stateShows, type Check, type Scenario, type StateCheck } from './scenario.js';
+import { SANDBOX_PLACEHOLDER } from '../mcp/sandbox.js';
+import { realpathSync } from 'node:fs';
 import { McprlError } from '../util/errors.js';
 
 /** What scenario generation needs from a server connection; an McpSession satisfies it. */
@@ -35,6 +37,8 @@ export interface ScenarioServer {
   callTool(name: string, args: Record<string, unknown>, opts?: CallToolOptions): Promise<ToolCallOutcome>;
   /** The session's safety policy, so that the coverage report can say which tools it refuses. */
   readonly policy?: { check(tool: ToolInfo, where?: CallSetting): PolicyDecision };
+  /** The server's `{sandbox}` directory, when it has one: scenarios speak of it as `{sandbox}`. */
+  readonly sandboxDir?: string;
 }
 
 export interface OfflineOptions {
@@ -95,6 +99,10 @@ const VERBS = new Set(['get', 'list', 'search', 'find', 'fetch', 'check', 'read'
 const LABEL_KEYS = ['title', 'name', 'label', 'display_name', 'displayName', 'full_name', 'fullName'];
 const SEARCH_NAMES = /^(q|query|search|keyword|keywords|term|terms|text|filter|prefix)$/i;
 const SECRET_KEYS = /key|token|secret|password|passwd|auth|credential|cookie|session/i;
+/** Parameters that name an existing thing to act on (a file to move or delete). */
+const REF_NAMES = /^(source|src|from_?path|old_?path)$/i;
+/** Parameters that name a new thing (where a file is moved or written to). */
+const NEW_PATH_NAMES = /^(destination|dest|target|to_?path|new_?path)$/i;
 /** Keys whose values name an entity, so that they are worth feeding back as arguments of other tools. */
 const ENTITY_KEYS = new Set(['id', 'isbn', 'sku', 'key', 'name', 'path', 'uri', 'url', 'email', 'slug', 'handle', 'username', 'filename']);
 /** Values that differ between two copies of the same data (file times) make no stable ground truth. */
@@ -456,7 +464,8 @@ function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: T
 // ------------------------------------------------------------------------------------------------ generator
 
 /** Generates verifiable scenarios from a server's read-only tools. Never calls any other tool. */
-export async function generateOfflineScenarios(server: ScenarioServer, opts: OfflineOptions = {}): Promise<OfflineResult> {
+export async function generateOfflineScenarios(userServer: ScenarioServer, opts: OfflineOptions = {}): Promise<OfflineResult> {
+  const server = withPlaceholder(userServer);
   const count = opts.count ?? 24;
   const seed = opts.seed ?? 1;
   const partition = opts.partition;
@@ -510,6 +519,8 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
   // 1. Discover entities.
   const recs: EntityRecord[] = [];
   const keyValues = new Map<string, Scalar[]>();
+  // Strings listed under a key (server-memory's observations): what a destructive write may name to remove.
+  const listValues = new Map<string, Scalar[]>();
   let harvested = 0;
   const keep = (k: string, v: Scalar) => {
     const before = keyValues.get(k)?.length ?? 0;
@@ -527,12 +538,13 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     // Every object anywhere in the result: its entity-like keys (name, path, uri, email, …) are worth trying.
     walkObjects(data, (obj) => {
       for (const [k, v] of Object.entries(obj)) {
+        if (Array.isArray(v)) for (const x of v) if (typeof x === 'string' && x.length <= 200) push(listValues, k, x);
         const ek = entityKey(k);
         if (ek && typeof v === 'string' && v.length <= 200) keep(ek, v);
       }
     });
     // Absolute paths in plain text, and the entries of a listing below the folder it was asked about.
-    if (data === undefined) for (const m of resultText(o).matchAll(/(?:^|\s)(\/[^\s:,'"()]+)/g)) keep('path', m[1]);
+    if (data === undefined) for (const m of resultText(o).matchAll(/(?:^|\s)(\{sandbox\}(?:\/[^\s:,'"()]+)?|\/[^\s:,'"()]+)/g)) keep('path', m[1]);
     const folder = Object.entries(args).find(([k, v]) => entityKey(k) === 'path' && typeof v === 'string')?.[1] as string | undefined;
     const listing = listingLines(resultText(o));
     if (folder && listing) for (const e of listing) keep('path', `${folder.replace(/\/+$/, '')}/${e.name}`);
@@ -825,7 +837,15 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
     if (!open || !writeTools.length) return undefined;
     const tool = rng.pick(writeTools);
     // A reference to something (entityName, book_id) takes a discovered value; what the write creates is new.
-    const refs = (ctx: CandidateContext) => (ctx.name && (isIdName(ctx.name) || (words(ctx.name).length >= 2 && entityKey(ctx.name))) ? candidates(tool)(ctx) : undefined);
+    // A destructive tool removes what exists, so every value it takes is a discovered one (observations to delete).
+    const destructive = tool.annotations.destructiveHint !== false;
+    const refs = (ctx: CandidateContext) => {
+      if (!ctx.name) return undefined;
+      if (REF_NAMES.test(ctx.name)) return (keyValues.get('path') ?? []).filter((p) => typeof p === 'string' && /\/[^/]+\.[a-z0-9]+$/i.test(p));
+      if (isIdName(ctx.name) || (words(ctx.name).length >= 2 && entityKey(ctx.name))) return candidates(tool)(ctx);
+      const listed = destructive ? listValues.get(ctx.name) : undefined;
+      return listed?.length ? listed : destructive ? candidates(tool)(ctx) : undefined;
+    };
     let args: Record<string, unknown>;
     try {
       args = synthesizeArgs(tool.inputSchema, { rng, optionalRate: 0, candidates: refs });
@@ -833,70 +853,112 @@ export async function generateOfflineScenarios(server: ScenarioServer, opts: Off
       note(tool.name, 'no_discoverable_arguments');
       return undefined;
     }
+    args = newPathsBeside(args);
     const strings = [...new Set(stringLeaves(args))];
-    const fresh = strings.filter((v) => v.length >= 3 && !isKnown(v));
-    if (!fresh.length) {
+    // A listing names files by their base name: a path's last part is evidence too.
+    const base = (v: string) => (v.includes('/') ? [v.slice(v.lastIndexOf('/') + 1)] : []);
+    const fresh = strings.filter((v) => v.length >= 3 && !isKnown(v)).flatMap((v) => [v, ...base(v)]);
+    const readers = stateReaders([...strings, ...strings.flatMap((v) => (v.includes('/') ? [v.slice(0, v.lastIndexOf('/')) || '/'] : []))]);
+    if (!readers.length) {
       note(tool.name, 'nothing_to_ask');
       return undefined;
     }
-    let state: { tool: string; args: Record<string, unknown>; value: string } | undefined;
-    const box = await open();
+    // The state a rollout starts from (read twice: what differs between two reads of it is no evidence of a change).
+    const before: (ToolCallOutcome | undefined)[] = [];
+    const again: (ToolCallOutcome | undefined)[] = [];
+    const untouched = withPlaceholder(await open());
+    try {
+      for (const r of readers) before.push(await untouched.callTool(r.tool, r.args, { timeoutMs: callTimeoutMs }));
+      for (const r of readers) again.push(await untouched.callTool(r.tool, r.args, { timeoutMs: callTimeoutMs }));
+    } finally {
+      await untouched.close();
+    }
+    // The scripted solver: the write alone, on a server of its own, and what the readers show afterwards.
+    const after: ToolCallOutcome[] = [];
+    const box = withPlaceholder(await open());
     try {
       const out = await box.callTool(tool.name, args, { timeoutMs: callTimeoutMs });
       if (out.isError || disguisedError(out)) {
         note(tool.name, 'calls_failed');
         return 'unverifiable';
       }
-      for (const reader of stateReaders(strings)) {
-        const seen = await box.callTool(reader.tool, reader.args, { timeoutMs: callTimeoutMs });
-        if (seen.isError || disguisedError(seen)) continue;
-        const given = scalarArgValues(reader.args);
-        const value = fresh.find((v) => !given.has(v.toLowerCase()) && answerContains(seen.text, v));
-        if (value) {
-          state = { ...reader, value };
-          break;
-        }
-      }
+      for (const r of readers) after.push(await box.callTool(r.tool, r.args, { timeoutMs: callTimeoutMs }));
     } finally {
       await box.close();
+    }
+    let state: StateCheck | undefined;
+    for (let i = 0; i < readers.length && !state; i++) {
+      const b = before[i]!;
+      const a = after[i];
+      if (b.isError || a.isError || b.text !== again[i]!.text) continue;
+      state = stateChange(readers[i], b.text, a.text, strings.flatMap((v) => [v, ...base(v)]), fresh);
     }
     if (!state) {
       note(tool.name, 'replay_failed');
       return 'unverifiable';
     }
-    const untouched = await open();
-    try {
-      const before = await untouched.callTool(state.tool, state.args, { timeoutMs: callTimeoutMs });
-      if (!before.isError && answerContains(before.text, state.value)) {
-        note(tool.name, 'replay_failed');
-        return 'unverifiable';
-      }
-    } finally {
-      await untouched.close();
-    }
     return {
       task: render('write', { action: actionPhrase(tool), args: plainArgs(args) }),
       difficulty: strings.length > 2 ? 3 : 2,
-      checks: [{ kind: 'tool_called', tool: tool.name, args }, { kind: 'state_contains', ...state }],
+      checks: [{ kind: 'tool_called', tool: tool.name, args }, state],
       verified: true,
     };
   }
 
-  /** Read-only calls that may show a write of these values: each value as a name-like argument or a search. */
+  /**
+   * A state check that tells the change apart: a written value the reader now shows (state_contains), a number
+   * that moved (state_number: a stock level, a count of orders), or a value it no longer shows (state_absent: a
+   * deleted entity, a moved file). It must hold after the write and fail on the untouched state.
+   */
+  function stateChange(reader: { tool: string; args: Record<string, unknown> }, before: string, after: string, strings: string[], fresh: string[]): StateCheck | undefined {
+    const given = scalarArgValues(reader.args);
+    const options: StateCheck[] = [];
+    for (const v of fresh) if (!given.has(v.toLowerCase())) options.push({ kind: 'state_contains', ...reader, value: v });
+    for (const v of strings) if (v.length >= 3 && !given.has(v.toLowerCase())) options.push({ kind: 'state_absent', ...reader, value: v });
+    for (const { path, value } of numericLeaves(parseJson(after))) {
+      if (UNSTABLE_KEYS.test(path[path.length - 1] ?? '') || numberAt(before, path) === undefined) continue;
+      options.push({ kind: 'state_number', ...reader, path, value });
+    }
+    return options.find((c) => stateShows(c, { text: after, is_error: false }) && !stateShows(c, { text: before, is_error: false }));
+  }
+
+  /**
+   * A path argument that names something new (a move's destination, a file to write) gets a name beside a discovered
+   * path, in the same folder, so that it lies where the server may write.
+   */
+  function newPathsBeside(args: Record<string, unknown>): Record<string, unknown> {
+    const known = (keyValues.get('path') ?? []).filter((p): p is string => typeof p === 'string' && p.includes('/'));
+    if (!known.length) return args;
+    const out = { ...args };
+    for (const [k, v] of Object.entries(args)) {
+      if (typeof v !== 'string' || !NEW_PATH_NAMES.test(k) || isKnown(v)) continue;
+      const base = known.find((p) => Object.values(args).includes(p)) ?? known[0];
+      const name = v.trim().toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'new';
+      out[k] = `${base.slice(0, base.lastIndexOf('/'))}/${name}${/\.[a-z0-9]+$/i.test(base) ? base.slice(base.lastIndexOf('.')) : ''}`;
+    }
+    return out;
+  }
+
+  /**
+   * Read-only calls that may show a write of these values: each value as a name-like argument or a search, and the
+   * tools that need no argument (a whole graph, a listing).
+   */
   function stateReaders(values: string[]): { tool: string; args: Record<string, unknown> }[] {
     const out: { tool: string; args: Record<string, unknown> }[] = [];
+    const whole: { tool: string; args: Record<string, unknown> }[] = [];
     for (const t of usableTools()) {
       const req = requiredNames(t);
       const props = (t.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+      if (req.length === 0 && validates(t.inputSchema, {})) whole.push({ tool: t.name, args: {} });
       if (req.length !== 1) continue;
       const p = props[req[0]];
       if (!p) continue;
-      for (const v of values) {
+      for (const v of new Set(values)) {
         const args = { [req[0]]: p.type === 'array' ? [v] : v };
         if ((entityKey(req[0]) || isIdName(req[0]) || SEARCH_NAMES.test(req[0])) && validates(t.inputSchema, args)) out.push({ tool: t.name, args });
       }
     }
-    return out.slice(0, 12);
+    return [...out.slice(0, 24), ...whole.slice(0, 4)];
   }
 
   // 3. Replay: every checked call again, fresh, and every expected value in the real output again.
@@ -1011,6 +1073,62 @@ export function plainArgs(args: Record<string, unknown>): string {
   return list(parts);
 }
 
+/** Numbers anywhere in a JSON value, with their paths; an array's item count is its `length`. */
+function numericLeaves(v: unknown, path: string[] = [], out: { path: string[]; value: number }[] = []): { path: string[]; value: number }[] {
+  if (path.length > 6) return out;
+  if (typeof v === 'number' && Number.isFinite(v) && path.length) out.push({ path, value: v });
+  else if (Array.isArray(v)) {
+    out.push({ path: [...path, 'length'], value: v.length });
+    v.forEach((x, i) => numericLeaves(x, [...path, String(i)], out));
+  } else if (isPlainObject(v)) for (const [k, x] of Object.entries(v)) numericLeaves(x, [...path, k], out);
+  return out;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A server whose `{sandbox}` directory is spoken of as `{sandbox}`: the placeholder in arguments becomes the
+ * directory, and the directory in results becomes the placeholder. So what generation harvests, asks and checks
+ * holds no absolute sandbox path, and a scenario made on one sandbox reads the same on the next.
+ */
+export function withPlaceholder<T extends ScenarioServer>(server: T): T {
+  const dir = server.sandboxDir;
+  if (dir === undefined) return server;
+  const dirs = [...new Set([dir, safeRealpath(dir)])].sort((a, b) => b.length - a.length);
+  const toPlaceholder = <V>(v: V): V => {
+    if (typeof v === 'string') return dirs.reduce((s, d) => s.split(d).join(SANDBOX_PLACEHOLDER), v as string) as V;
+    if (Array.isArray(v)) return v.map(toPlaceholder) as V;
+    if (isPlainObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toPlaceholder(x)])) as V;
+    return v;
+  };
+  const callTool: ScenarioServer['callTool'] = async (name, args, o) => {
+    const out = await server.callTool(name, replaceSandbox(args, dir), o);
+    return { ...out, text: toPlaceholder(out.text), ...(out.structuredContent !== undefined ? { structuredContent: toPlaceholder(out.structuredContent) } : {}) };
+  };
+  // A proxy rather than a copy: the session's own methods keep running on the session itself.
+  return new Proxy(server, {
+    get(target, prop) {
+      if (prop === 'callTool') return callTool;
+      const v: unknown = Reflect.get(target, prop, target);
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
+
+function safeRealpath(dir: string): string {
+  try {
+    return realpathSync(dir);
+  } catch {
+    return dir;
+  }
+}
+
 /** Discovery rounds after the first (each feeds what the last one found back in), and calls per tool in each. */
 const DISCOVERY_ROUNDS = 3;
 const DISCOVERY_CALLS_PER_TOOL = 3;
@@ -1035,7 +1153,7 @@ function coverageOf(
   furthest: Map<string, number>,
 ): ToolCoverage[] {
   const made = scenariosPerTool(scenarios);
-  const stateChecked = scenariosPerTool(scenarios.filter((s) => s.checks?.some((c) => c.kind === 'state_contains')));
+  const stateChecked = scenariosPerTool(scenarios.filter((s) => s.checks?.some(isStateCheck)));
   return tools.map((t) => {
     const n = made.get(t.name) ?? 0;
     if (n > 0) return { tool: t.name, scenarios: n, stateChecked: stateChecked.get(t.name) ?? 0 };

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
+import { SANDBOX_PLACEHOLDER } from '../mcp/sandbox.js';
 
 /** A verifiable condition on a finished trajectory. */
 export const CheckSchema = z.discriminatedUnion('kind', [
@@ -24,6 +25,17 @@ export const CheckSchema = z.discriminatedUnion('kind', [
    * text that contains `value` (so the write the task asked for really happened).
    */
   z.object({ kind: z.literal('state_contains'), tool: z.string(), args: z.record(z.string(), z.unknown()), value: z.string() }),
+  /**
+   * A state check that something is gone: after the rollout, the read-only `tool` with `args` answers without an
+   * error, and its text no longer contains `value` (which the untouched server shows).
+   */
+  z.object({ kind: z.literal('state_absent'), tool: z.string(), args: z.record(z.string(), z.unknown()), value: z.string() }),
+  /**
+   * A state check on a number: after the rollout, the read-only `tool` with `args` returns JSON whose number at
+   * `path` (object keys and array indices; `length` of an array counts its items) equals `value` — e.g. a stock level
+   * raised by the restocked amount, or one more order in a listing. The untouched server shows another number.
+   */
+  z.object({ kind: z.literal('state_number'), tool: z.string(), args: z.record(z.string(), z.unknown()), path: z.array(z.string()).min(1), value: z.number() }),
 ]);
 
 export const ScenarioSchema = z.object({
@@ -35,6 +47,62 @@ export const ScenarioSchema = z.object({
 });
 
 export type Check = z.infer<typeof CheckSchema>;
+/** The checks that read the server's state after the rollout. */
+export type StateCheck = Extract<Check, { kind: 'state_contains' | 'state_absent' | 'state_number' }>;
+
+export function isStateCheck(c: Check): c is StateCheck {
+  return c.kind === 'state_contains' || c.kind === 'state_absent' || c.kind === 'state_number';
+}
+
+/** What a state check read from the server: the result's text and whether it was an error. */
+export interface StateRead {
+  text: string;
+  is_error: boolean;
+}
+
+/** The number at `path` in a JSON text (numeric strings count), or undefined. */
+export function numberAt(text: string, path: readonly string[]): number | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  for (const key of path) {
+    if (Array.isArray(v)) v = key === 'length' ? v.length : /^\d+$/.test(key) ? v[Number(key)] : undefined;
+    else if (v !== null && typeof v === 'object' && Object.prototype.hasOwnProperty.call(v, key)) v = (v as Record<string, unknown>)[key];
+    else return undefined;
+  }
+  if (typeof v === 'number' && Number.isFinite(v)) return v;
+  if (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v.trim()))) return Number(v.trim());
+  return undefined;
+}
+
+/** Whether what a state check read shows the expected state (the one rule, used by generation and scoring alike). */
+export function stateShows(check: StateCheck, read: StateRead): boolean {
+  if (read.is_error) return false;
+  if (check.kind === 'state_contains') return answerContains(read.text, check.value);
+  if (check.kind === 'state_absent') return normalizeAnswerText(check.value) !== '' && !answerContains(read.text, check.value);
+  return numberAt(read.text, check.path) === check.value;
+}
+
+/**
+ * A scenario for one rollout's server: every `{sandbox}` in its task and checks becomes that server's sandbox
+ * directory (scenarios made on a sandboxed server store the placeholder, as each rollout gets a directory of its
+ * own). Unchanged when `dir` is undefined.
+ */
+export function scenarioInSandbox(s: Scenario, dir: string | undefined): Scenario {
+  if (dir === undefined || !JSON.stringify(s).includes(SANDBOX_PLACEHOLDER)) return s;
+  return { ...s, task: replaceSandbox(s.task, dir), ...(s.checks ? { checks: s.checks.map((c) => replaceSandbox(c, dir)) } : {}) };
+}
+
+/** `v` with `{sandbox}` replaced by `dir` in every string, however deep. */
+export function replaceSandbox<T>(v: T, dir: string): T {
+  if (typeof v === 'string') return v.split(SANDBOX_PLACEHOLDER).join(dir) as T;
+  if (Array.isArray(v)) return v.map((x) => replaceSandbox(x, dir)) as T;
+  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, replaceSandbox(x, dir)])) as T;
+  return v;
+}
 export type Scenario = z.infer<typeof ScenarioSchema>;
 
 /** Parses a JSONL scenario file. Blank lines are skipped; any bad line fails the whole read. */

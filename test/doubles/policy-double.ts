@@ -16,11 +16,8 @@ import { startOpenAIDouble, type OpenAIDouble, type RecordedRequest, type Reply 
 export interface ScenarioLike {
   id: string;
   task: string;
-  checks?: (
-    | { kind: 'tool_called'; tool: string; args: Record<string, unknown> }
-    | { kind: 'answer_contains'; value: string }
-    | { kind: 'state_contains'; tool: string; args: Record<string, unknown>; value: string }
-  )[];
+  /** Only tool_called checks are acted on; the others (answers, state checks) are left to the scorer. */
+  checks?: readonly { kind: string; tool?: string; args?: Record<string, unknown> }[];
 }
 
 /** One assistant turn to play. `arguments` may be a string to send deliberately broken JSON. */
@@ -105,9 +102,11 @@ export function toolResults(body: any): string[] {
 export function goodStrategy(scenarios: ScenarioLike[], opts: { parallel?: boolean } = {}): Strategy {
   const byTask = new Map(scenarios.map((s) => [s.task, s]));
   return (body) => {
-    const scenario = byTask.get(taskOf(body));
-    if (!scenario) return { content: 'policy-double: unknown task' };
-    const calls = (scenario.checks ?? []).flatMap((c) => (c.kind === 'tool_called' ? [{ name: c.tool, arguments: c.args }] : []));
+    const found = findScenario(scenarios, byTask, taskOf(body));
+    if (!found) return { content: 'policy-double: unknown task' };
+    const { scenario, sandbox } = found;
+    const calls = (scenario.checks ?? []).flatMap((c) =>
+      c.kind === 'tool_called' && c.tool ? [{ name: c.tool, arguments: sandbox === undefined ? c.args ?? {} : (JSON.parse(JSON.stringify(c.args ?? {}).split(SANDBOX).join(sandbox)) as Record<string, unknown>) }] : []);
     const step = assistantTurns(body);
     if (opts.parallel) {
       if (step === 0 && calls.length > 0) return { toolCalls: calls };
@@ -116,6 +115,24 @@ export function goodStrategy(scenarios: ScenarioLike[], opts: { parallel?: boole
     }
     return { toolCalls: [{ name: 'complete_task', arguments: { summary: `Done. Findings: ${toolResults(body).join(' | ')}` } }] };
   };
+}
+
+const SANDBOX = '{sandbox}';
+
+/**
+ * The scenario whose task this is. A task stored with `{sandbox}` reads with the rollout's sandbox directory in its
+ * place, which is returned too, so that the oracle's calls use it.
+ */
+function findScenario(scenarios: ScenarioLike[], byTask: Map<string, ScenarioLike>, task: string): { scenario: ScenarioLike; sandbox?: string } | undefined {
+  const exact = byTask.get(task);
+  if (exact) return { scenario: exact };
+  for (const scenario of scenarios) {
+    if (!scenario.task.includes(SANDBOX)) continue;
+    const pattern = scenario.task.split(SANDBOX).map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('(.+?)');
+    const m = new RegExp(`^${pattern}$`, 's').exec(task);
+    if (m && m.slice(1).every((d) => d === m[1])) return { scenario, sandbox: m[1] };
+  }
+  return undefined;
 }
 
 /** A policy that does not try: one irrelevant lookup, then gives up. */
