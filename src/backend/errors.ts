@@ -24,7 +24,7 @@ export type BackendErrorCode =
   | 'BACKEND_STATE'
   /** More rollouts failed than `maxFailures` allows; the error keeps the groups completed so far. */
   | 'GATHER_FAILED'
-  /** The recorder saw no completion to build a trajectory from, or one it cannot record (a stream). */
+  /** The recorder saw no completion to build a trajectory from. */
   | 'RECORDER';
 
 export class BackendError extends McprlError<BackendErrorCode> {
