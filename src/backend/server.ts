@@ -2,8 +2,8 @@
  * `mcprl backend`: one process owns the engine (a LocalBackend under its folder) and serves, over HTTP,
  *
  *   POST /backend/register            {settings}                 → ModelEndpoint
- *   POST /backend/train               {model, groups, config?}   → TrainResult
- *   POST /backend/sft                 {model, trajectories, config?} → TrainResult
+ *   POST /backend/train               {model, groups, config?}   → TrainResult (or NDJSON progress, then it)
+ *   POST /backend/sft                 {model, trajectories, config?} → TrainResult (or NDJSON progress, then it)
  *   POST /backend/checkpoints         {model}                    → {checkpoints: Checkpoint[]}
  *   POST /backend/delete-checkpoints  {model, options?}          → {deleted: number[]}
  *   POST /backend/export              {model, options?}          → ExportResult (written under the folder)
