@@ -142,7 +142,7 @@ export { RemoteBackend } from './backend/remote-backend.js';
 export { startBackendServer } from './backend/server.js';
 export type { BackendServerOptions, RunningBackendServer } from './backend/server.js';
 export type { LocalBackendOptions } from './backend/local-backend.js';
-export type { Backend, ModelKey } from './backend/backend.js';
+export type { Backend, ModelKey, StepCallOptions } from './backend/backend.js';
 export { BackendError } from './backend/errors.js';
 export type { BackendErrorCode } from './backend/errors.js';
 export { TrajectoryRecorder } from './backend/recorder.js';
@@ -162,6 +162,7 @@ export {
   ModelEndpointSchema,
   ExportOptionsSchema,
   ExportResultSchema,
+  StepStreamLineSchema,
 } from './backend/schemas.js';
 export type {
   TrainableModelSettings,
@@ -180,4 +181,5 @@ export type {
   ModelEndpoint,
   ExportOptionsInput,
   ExportResult,
+  StepStreamLine,
 } from './backend/schemas.js';

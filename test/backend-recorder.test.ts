@@ -68,14 +68,34 @@ describe('TrajectoryRecorder', () => {
     expect(r.retokenizedTurns).toBe(0);
   });
 
-  it('refuses streams and an empty recording with RECORDER', async () => {
+  it('records a streamed tool-calling turn with its sampled ids, and refuses an empty recording with RECORDER', async () => {
     const recorder = new TrajectoryRecorder();
     expect(() => recorder.trajectory({ reward: 0 })).toThrow(BackendError);
     const client = model.openai({ fetch: recorder.fetch, maxRetries: 0 });
-    const err = await client.chat.completions
-      .create({ model: model.inferenceName, messages: [{ role: 'user', content: 'hi' }], stream: true })
-      .catch((e: unknown) => e);
-    expect((err as { cause?: unknown }).cause ?? err).toBeInstanceOf(BackendError);
-    expect(recorder.calls).toHaveLength(0);
+    const stream = await client.chat.completions.create({
+      model: model.inferenceName,
+      messages: [{ role: 'user', content: 'Find q.' }],
+      tools,
+      temperature: 0,
+      max_tokens: 64,
+      stream: true,
+    });
+    const streamedIds: number[] = [];
+    let callId = '';
+    for await (const chunk of stream) {
+      const c = chunk.choices[0] as (typeof chunk.choices)[0] & { mcprl_token_ids?: number[] };
+      streamedIds.push(...(c?.mcprl_token_ids ?? []));
+      callId = c?.delta.tool_calls?.[0]?.id ?? callId;
+    }
+    expect(streamedIds).toEqual(replyIds);
+    expect(recorder.calls).toHaveLength(1);
+    const t = recorder.trajectory({ reward: 1 });
+    expect(t.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    const turn = t.messages[1];
+    expect(turn.tool_calls).toHaveLength(1);
+    expect(turn.tool_calls![0]).toMatchObject({ id: callId, type: 'function', function: { name: 'lookup' } });
+    expect(JSON.parse(turn.tool_calls![0].function.arguments)).toEqual({ q: 1 });
+    expect(turn.mcprl!.token_ids).toEqual(replyIds);
+    expect(turn.mcprl!.logprobs).toHaveLength(replyIds.length);
   });
 });

@@ -15,11 +15,16 @@ export type BackendErrorCode =
   | 'BACKEND_HTTP'
   /** A remote backend could not be reached. */
   | 'BACKEND_UNREACHABLE'
+  /**
+   * The caller's signal aborted a request to a remote backend. A step the server had begun still completes there
+   * (its checkpoint is written whole); register again to learn the model's step.
+   */
+  | 'BACKEND_ABORTED'
   /** The model was used before `register()`, or after `delete()`, or the backend is closed. */
   | 'BACKEND_STATE'
   /** More rollouts failed than `maxFailures` allows; the error keeps the groups completed so far. */
   | 'GATHER_FAILED'
-  /** The recorder saw no completion to build a trajectory from, or one it cannot record (a stream). */
+  /** The recorder saw no completion to build a trajectory from. */
   | 'RECORDER';
 
 export class BackendError extends McprlError<BackendErrorCode> {
@@ -40,6 +45,7 @@ const STATUS: Record<BackendErrorCode, number> = {
   BACKEND_CONFLICT: 409,
   BACKEND_HTTP: 502,
   BACKEND_UNREACHABLE: 502,
+  BACKEND_ABORTED: 499,
   BACKEND_STATE: 409,
   GATHER_FAILED: 500,
   RECORDER: 400,

@@ -30,7 +30,8 @@ import { advantagesFor } from '../train/advantages.js';
 import { RunDir } from '../train/run-dir.js';
 import { trajectoryToSequences } from '../train/tokenize.js';
 import { writeJsonAtomic } from '../util/atomic.js';
-import type { Backend, ModelKey } from './backend.js';
+import type { ProgressListener } from '../util/progress.js';
+import type { Backend, ModelKey, StepCallOptions } from './backend.js';
 import { BackendError, parseInput } from './errors.js';
 import {
   DeleteCheckpointsSchema,
@@ -125,6 +126,8 @@ export class LocalBackend implements Backend {
     const loaded = this.models.get(key);
     if (loaded) {
       sameSettings(loaded.settings, settings, `${key} is registered`);
+      // A step in flight has already counted itself in trainer.step; the step reported must have its checkpoint.
+      await loaded.queue;
       return this.endpointOf(loaded);
     }
     for (const m of this.models.values()) {
@@ -163,14 +166,14 @@ export class LocalBackend implements Backend {
     return this.endpointOf(model);
   }
 
-  train(key: ModelKey, groupsIn: readonly TrajectoryGroupInput[], configIn: TrainStepConfigInput = {}): Promise<TrainResult> {
+  train(key: ModelKey, groupsIn: readonly TrajectoryGroupInput[], configIn: TrainStepConfigInput = {}, opts: StepCallOptions = {}): Promise<TrainResult> {
     return this.enqueue(
       key,
       () => ({
         groups: parseInput(z.array(TrajectoryGroupSchema).min(1), groupsIn, 'groups'),
         config: parseInput(TrainStepConfigSchema, configIn, 'config'),
       }),
-      (model, { groups, config }) => this.step(model, groups, config),
+      (model, { groups, config }) => this.step(model, groups, config, progressOf(model, opts.onProgress)),
     );
   }
 
@@ -178,7 +181,7 @@ export class LocalBackend implements Backend {
    * One supervised step (cross-entropy on the assistant turns) on `trajectories`, for warm-up or to distil a
    * stronger model's trajectories. Held inference and checkpoints as for train(); rewards are not used.
    */
-  sft(key: ModelKey, trajectoriesIn: readonly SftTrajectoryInput[], configIn: SftConfigInput = {}): Promise<TrainResult> {
+  sft(key: ModelKey, trajectoriesIn: readonly SftTrajectoryInput[], configIn: SftConfigInput = {}, opts: StepCallOptions = {}): Promise<TrainResult> {
     return this.enqueue(
       key,
       () => ({
@@ -191,7 +194,7 @@ export class LocalBackend implements Backend {
           groups: 0, droppedGroups: 0, trajectories: trajectories.length, sequences: sequences.length, retokenizedTurns, reward: 0,
           metrics: meanMetrics(trajectories.map((t) => t.metrics)),
         };
-        return this.optimizerStep(model, sequences, { kind: 'sft' }, config, summary);
+        return this.optimizerStep(model, sequences, { kind: 'sft' }, config, summary, progressOf(model, opts.onProgress));
       },
     );
   }
@@ -277,10 +280,12 @@ export class LocalBackend implements Backend {
 
   // -------------------------------------------------------------------------------------------------------
 
-  private async step(model: LoadedModel, groups: TrajectoryGroup[], config: z.output<typeof TrainStepConfigSchema>): Promise<TrainResult> {
+  private async step(model: LoadedModel, groups: TrajectoryGroup[], config: z.output<typeof TrainStepConfigSchema>, progress: StepProgress): Promise<TrainResult> {
     const trajectories = groups.flatMap((g) => g.trajectories);
     // advantages: compare each attempt with the others of its group; groups without signal are dropped
+    progress('score', 0, groups.length);
     const adv = advantagesFor(config.loss, groups.map((g) => g.trajectories.map((t) => t.reward)));
+    progress('score', groups.length, groups.length);
     // sequences: from the recorded token ids (the chat template renders the prompts, as generation did)
     const { sequences, retokenizedTurns } = this.sequences(
       model,
@@ -296,7 +301,7 @@ export class LocalBackend implements Backend {
       metrics: meanMetrics(trajectories.map((t) => t.metrics)),
     };
     const loss = { kind: config.loss, beta: config.beta, ...(config.clipEpsilon !== undefined ? { clipEpsilon: config.clipEpsilon } : {}) };
-    return this.optimizerStep(model, sequences, loss, config, summary);
+    return this.optimizerStep(model, sequences, loss, config, summary, progress);
   }
 
   /** Training sequences of trajectories, each with its advantage; counts the assistant turns tokenised from text. */
@@ -319,13 +324,17 @@ export class LocalBackend implements Backend {
     loss: LossConfig,
     config: { lr: number; microBatchTokens?: number },
     summary: Omit<TrainResult, 'step' | 'trained'>,
+    progress: StepProgress,
   ): Promise<TrainResult> {
     if (sequences.length === 0) return { step: model.trainer.step, trained: false, ...summary };
     // step: one optimiser step at this call's learning rate
     const trainer = model.trainer;
     trainer.optimizer = { ...trainer.optimizer, lr: config.lr };
+    progress('train', 0, sequences.length);
     const m = await trainer.trainStep(sequences, loss, config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {});
+    progress('train', sequences.length, sequences.length);
     // checkpoint: the adapter and optimiser state, whole or not at all; then its numbers
+    progress('checkpoint', 0, 1);
     const checkpoint = model.run.checkpoint(trainer.step);
     await trainer.save(checkpoint);
     const result: TrainResult = {
@@ -345,6 +354,7 @@ export class LocalBackend implements Backend {
     await model.run.writeMetrics([...rows, result]);
     // serve: the saved adapter replaces the served one (requests in flight keep theirs)
     await this.serveCheckpoint(model, trainer.step);
+    progress('checkpoint', 1, 1);
     return result;
   }
 
@@ -392,6 +402,26 @@ export class LocalBackend implements Backend {
   private checkOpen(): void {
     if (this.closed) throw new BackendError('BACKEND_STATE', 'the backend is closed');
   }
+}
+
+/** Reports one phase of the step in flight (the step it will be once done). */
+type StepProgress = (phase: 'score' | 'train' | 'checkpoint', done: number, total: number) => void;
+
+/**
+ * The step's progress reporter, made when the step's work begins (so the trainer's step is the one before it). A
+ * listener that throws is the caller's bug, not the step's: it must not leave a step half done, so its error is
+ * dropped.
+ */
+function progressOf(model: LoadedModel, listener: ProgressListener | undefined): StepProgress {
+  if (!listener) return () => {};
+  const step = model.trainer.step + 1;
+  return (phase, done, total) => {
+    try {
+      listener({ phase, step, done, total, time: Date.now() });
+    } catch {
+      // see above
+    }
+  };
 }
 
 function keyOf(k: ModelKey): string {

@@ -11,6 +11,7 @@ import { ChatMessageSchema } from '../agent/trajectory.js';
 import { toolSchema } from '../serve/openai-chat.js';
 import { ExportFormatSchema, ExportRequestSchema } from '../export/export-model.js';
 import { TrainSettingsSchema } from '../train/config.js';
+import { ProgressEventSchema } from '../util/progress.js';
 
 const defaults = TrainSettingsSchema.shape;
 
@@ -133,6 +134,21 @@ export const TrainResultSchema = z.object({
   checkpoint: z.string().optional(),
 });
 export type TrainResult = z.infer<typeof TrainResultSchema>;
+
+/**
+ * One line of a streamed `POST /backend/train` (or `/backend/sft`) answer, sent as NDJSON when the request asks
+ * for `application/x-ndjson`: progress events while the step runs (score: groups, train: sequences, checkpoint),
+ * then exactly one `result` or one `error` line.
+ */
+export const StepStreamLineSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('progress'), event: ProgressEventSchema }),
+  z.object({ type: z.literal('result'), result: TrainResultSchema }),
+  z.object({
+    type: z.literal('error'),
+    error: z.object({ message: z.string(), code: z.string(), field: z.string().nullable() }),
+  }),
+]);
+export type StepStreamLine = z.infer<typeof StepStreamLineSchema>;
 
 /** A saved step of a model: a PEFT adapter folder (plus optimiser state). */
 export const CheckpointSchema = z.object({

@@ -2,8 +2,8 @@
  * `mcprl backend`: one process owns the engine (a LocalBackend under its folder) and serves, over HTTP,
  *
  *   POST /backend/register            {settings}                 → ModelEndpoint
- *   POST /backend/train               {model, groups, config?}   → TrainResult
- *   POST /backend/sft                 {model, trajectories, config?} → TrainResult
+ *   POST /backend/train               {model, groups, config?}   → TrainResult (or NDJSON progress, then it)
+ *   POST /backend/sft                 {model, trajectories, config?} → TrainResult (or NDJSON progress, then it)
  *   POST /backend/checkpoints         {model}                    → {checkpoints: Checkpoint[]}
  *   POST /backend/delete-checkpoints  {model, options?}          → {deleted: number[]}
  *   POST /backend/export              {model, options?}          → ExportResult (written under the folder)
@@ -13,8 +13,15 @@
  *
  * where `model` is `{project, name}`. Bodies are JSON, checked by the library's schemas (errors name the field),
  * and bounded in size. With a token, every route but /health wants `Authorization: Bearer <token>`; a server
- * bound beyond loopback refuses to start without one. A client that goes away during a train step does not stop
- * it: the step completes and its checkpoint is written, so the run stays whole.
+ * bound beyond loopback refuses to start without one.
+ *
+ * train and sft stream when the request accepts `application/x-ndjson`: one StepStreamLine per line, progress
+ * events while the step runs, then its result (or its error). A request refused before the step begins (a bad
+ * body, an unknown model) is answered as plain JSON with its status either way.
+ *
+ * A client that goes away during a step does not stop it: the step completes, its checkpoint is written whole and
+ * served, and the lines meant for the client are dropped. The next call for the model (register included) waits
+ * for that step, so it sees the model at a step with a complete checkpoint.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -24,7 +31,8 @@ import { ChatRequestError } from '../serve/openai-chat.js';
 import { chatRequestListener, readJson } from '../serve/server.js';
 import { BackendError, parseInput } from './errors.js';
 import { LocalBackend } from './local-backend.js';
-import type { DeleteCheckpointsInput, ExportOptionsInput, SftConfigInput, SftTrajectoryInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
+import type { StepCallOptions } from './backend.js';
+import type { StepStreamLine, DeleteCheckpointsInput, ExportOptionsInput, SftConfigInput, SftTrajectoryInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
 
 export interface BackendServerOptions {
   /** Folder everything is written under. */
@@ -79,9 +87,10 @@ export async function startBackendServer(opts: BackendServerOptions): Promise<Ru
     }
     if (!path.startsWith('/backend/')) return chat(req, res);
     if (!backend) return sendJson(res, 503, { error: { message: 'starting', code: 'starting', field: null } });
-    route(backend, path, req, maxBody).then(
-      (body) => sendJson(res, 200, body),
-      (err: unknown) => sendError(res, err),
+    const stream = /application\/x-ndjson/.test(req.headers.accept ?? '') ? new StepStream(res, opts.log) : null;
+    route(backend, path, req, maxBody, stream ? { onProgress: (event) => stream.write({ type: 'progress', event }) } : {}).then(
+      (body) => (stream?.started ? stream.end({ type: 'result', result: body as never }) : sendJson(res, 200, body)),
+      (err: unknown) => (stream?.started ? stream.end({ type: 'error', error: errorOf(err).body.error }) : sendError(res, err)),
     );
   });
   await new Promise<void>((resolve, reject) => {
@@ -113,7 +122,7 @@ export async function startBackendServer(opts: BackendServerOptions): Promise<Ru
   };
 }
 
-async function route(backend: LocalBackend, path: string, req: IncomingMessage, maxBody: number): Promise<unknown> {
+async function route(backend: LocalBackend, path: string, req: IncomingMessage, maxBody: number, step: StepCallOptions): Promise<unknown> {
   if (req.method !== 'POST') throw new BackendError('BACKEND_INVALID', `${req.method} ${path}: use POST`, { status: 405 });
   const body = await readJson(req, maxBody);
   // Only the envelope is checked here: LocalBackend checks settings, groups and options with the library's schemas.
@@ -124,11 +133,11 @@ async function route(backend: LocalBackend, path: string, req: IncomingMessage, 
     }
     case '/backend/train': {
       const b = parseInput(TrainBodySchema, body, 'body');
-      return backend.train(b.model, b.groups as TrajectoryGroupInput[], (b.config ?? {}) as TrainStepConfigInput);
+      return backend.train(b.model, b.groups as TrajectoryGroupInput[], (b.config ?? {}) as TrainStepConfigInput, step);
     }
     case '/backend/sft': {
       const b = parseInput(SftBodySchema, body, 'body');
-      return backend.sft(b.model, b.trajectories as SftTrajectoryInput[], (b.config ?? {}) as SftConfigInput);
+      return backend.sft(b.model, b.trajectories as SftTrajectoryInput[], (b.config ?? {}) as SftConfigInput, step);
     }
     case '/backend/checkpoints': {
       const b = parseInput(ModelBodySchema, body, 'body');
@@ -160,11 +169,49 @@ function authorized(req: IncomingMessage, token: string | undefined): boolean {
   return timingSafeEqual(h(given), h(token));
 }
 
-function sendError(res: ServerResponse, err: unknown): void {
-  if (err instanceof BackendError) return sendJson(res, err.status, { error: { message: err.message, code: err.code, field: err.field } });
-  if (err instanceof ChatRequestError) return sendJson(res, err.status, { error: { message: err.message, code: 'BACKEND_INVALID', field: err.param } });
+/**
+ * A step's answer as NDJSON lines. The headers go out with the first line, so a request refused before its step
+ * begins is still answered with its status. Once the client has gone, lines are dropped: the step runs on.
+ */
+class StepStream {
+  started = false;
+  private gone = false;
+
+  constructor(private readonly res: ServerResponse, private readonly log?: (line: string) => void) {
+    // A write racing the client's disconnect reports an error on the response; the step must not see it.
+    res.on('error', () => undefined);
+    res.on('close', () => {
+      if (!res.writableFinished) {
+        this.gone = true;
+        this.log?.('client went away during a step; the step completes and its checkpoint is written');
+      }
+    });
+  }
+
+  write(line: StepStreamLine): void {
+    if (!this.started) {
+      this.started = true;
+      this.res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-cache' });
+    }
+    if (!this.gone && !this.res.destroyed) this.res.write(JSON.stringify(line) + '\n');
+  }
+
+  end(line: StepStreamLine): void {
+    this.write(line);
+    if (!this.res.destroyed) this.res.end();
+  }
+}
+
+function errorOf(err: unknown): { status: number; body: { error: { message: string; code: string; field: string | null } } } {
+  if (err instanceof BackendError) return { status: err.status, body: { error: { message: err.message, code: err.code, field: err.field } } };
+  if (err instanceof ChatRequestError) return { status: err.status, body: { error: { message: err.message, code: 'BACKEND_INVALID', field: err.param ?? null } } };
   const code = typeof (err as { code?: unknown }).code === 'string' ? (err as { code: string }).code : 'INTERNAL';
-  sendJson(res, 500, { error: { message: err instanceof Error ? err.message : String(err), code, field: null } });
+  return { status: 500, body: { error: { message: err instanceof Error ? err.message : String(err), code, field: null } } };
+}
+
+function sendError(res: ServerResponse, err: unknown): void {
+  const { status, body } = errorOf(err);
+  sendJson(res, status, body);
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {

@@ -9,7 +9,7 @@
  *   const result = await model.train(groups, { lr: 1e-4 });
  */
 import OpenAI, { type ClientOptions } from 'openai';
-import type { Backend } from './backend.js';
+import type { Backend, StepCallOptions } from './backend.js';
 import { BackendError, parseInput } from './errors.js';
 import {
   TrainableModelSettingsSchema,
@@ -77,11 +77,12 @@ export class TrainableModel {
 
   /**
    * One training step on `groups` (each: attempts at one task, with rewards). Inference for this model is held
-   * from this call until the new adapter serves.
+   * from this call until the new adapter serves. `opts.onProgress` receives the step's progress events (score,
+   * train, checkpoint) as it runs, locally or on a server; `opts.signal` stops waiting (a server finishes the step).
    */
-  async train(groups: readonly TrajectoryGroupInput[], config: TrainStepConfigInput = {}): Promise<TrainResult> {
+  async train(groups: readonly TrajectoryGroupInput[], config: TrainStepConfigInput = {}, opts: StepCallOptions = {}): Promise<TrainResult> {
     const { backend, endpoint } = this.registered();
-    const result = await backend.train(this.key(), groups, config);
+    const result = await backend.train(this.key(), groups, config, opts);
     endpoint.step = result.step;
     return result;
   }
@@ -90,9 +91,9 @@ export class TrainableModel {
    * One supervised step: cross-entropy on the assistant turns of `trajectories` (rewards, if any, are not used),
    * for warm-up or to distil a stronger model's conversations. Counts as a step, with its checkpoint.
    */
-  async sft(trajectories: readonly SftTrajectoryInput[], config: SftConfigInput = {}): Promise<TrainResult> {
+  async sft(trajectories: readonly SftTrajectoryInput[], config: SftConfigInput = {}, opts: StepCallOptions = {}): Promise<TrainResult> {
     const { backend, endpoint } = this.registered();
-    const result = await backend.sft(this.key(), trajectories, config);
+    const result = await backend.sft(this.key(), trajectories, config, opts);
     endpoint.step = result.step;
     return result;
   }
