@@ -34,7 +34,8 @@ const evalGames = Number(values['eval-games']);
 const GAMES = { 'tic-tac-toe': playTicTacToe, 'higher-lower': playHigherLower };
 if (!(values.game in GAMES)) throw new Error(`--game: one of ${Object.keys(GAMES).join(', ')}`);
 const playGame = GAMES[values.game as keyof typeof GAMES];
-const MODEL = join(import.meta.dirname, '..', 'fixtures', 'models', 'tiny-bookshop');
+// The first bundled tiny model, the one the games' figures in docs/library.md were measured on (test/backend-helpers.ts).
+const MODEL = join(import.meta.dirname, '..', 'fixtures', 'models', 'tiny-bookshop-v1');
 
 async function evaluate(model: TrainableModel, seed: number): Promise<number> {
   // Evaluation games use seeds no training game uses (training: 1 … 10^5; evaluation: 10^6 + i).

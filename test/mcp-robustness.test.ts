@@ -143,12 +143,15 @@ describe('misbehaving server', () => {
     // Outside isolation any tool that may write is refused first; in isolation, one that may destroy still is.
     const r = await s.callTool('wipe', {});
     expect(r.isError).toBe(true);
-    expect(r.text).toContain('--isolate');
+    // The model reads what was refused and why; how to enable it is for the operator, apart.
+    expect(r.text).toContain("refused tool 'wipe'");
+    expect(r.text).not.toContain('--isolate');
+    expect(r.refused?.remedy).toContain('--isolate');
     const isolated = await connect(misbehavingStdioTarget(), { isolated: true });
     try {
       const again = await isolated.callTool('wipe', {});
       expect(again.isError).toBe(true);
-      expect(again.text).toContain('--allow wipe');
+      expect(again.refused?.remedy).toContain('--allow wipe');
     } finally {
       await isolated.close();
     }
@@ -168,7 +171,8 @@ describe('safety policy given at connect', () => {
       expect(await s.callTool('wipe', {})).toMatchObject({ isError: false, text: 'wiped' });
       const peek = await s.callTool('peek', {});
       expect(peek.isError).toBe(true);
-      expect(peek.text).toContain('deny list');
+      expect(peek.text).toContain('the operator denied it');
+      expect(peek.refused?.remedy).toContain('deny list');
     } finally {
       await s.close();
     }

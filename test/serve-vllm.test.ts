@@ -108,7 +108,7 @@ async function modelIds(): Promise<string[]> {
 describe('top_logprobs', () => {
   it('returns five alternatives matching an independent full softmax (ONNX Runtime) within 1e-4', async () => {
     // Sampled at temperature 0.7: the logprobs are still the model's own at temperature 1, as vLLM's are.
-    const r = await chat({ seed: 3, n: 3, temperature: 0.7, max_tokens: 16, logprobs: true, top_logprobs: 5, return_tokens_as_token_ids: true, return_token_ids: true });
+    const r = await chat({ seed: 3, n: 6, temperature: 0.7, max_tokens: 16, logprobs: true, top_logprobs: 5, return_tokens_as_token_ids: true, return_token_ids: true });
     const P = r.prompt_token_ids!.length;
     let worst = 0;
     let tokens = 0;
