@@ -11,7 +11,6 @@
  * 2. A pool of two `mcprl serve` processes, one killed (SIGKILL) right after it answered its first training
  *    request, observed through the pool's answer hook (no sleeps): the run completes on the other, with a warning.
  */
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -22,12 +21,11 @@ import { writeScenarioSet, type Scenario } from '../src/scenarios/scenario.js';
 import { trainConfigFrom } from '../src/train/config.js';
 import { RunDir } from '../src/train/run-dir.js';
 import { train } from '../src/train/train.js';
-import { bookshopTrainSignalFirst } from './faults/cli.js';
+import { bookshopTrainSignalFirst, mcprl } from './faults/cli.js';
 import { listeningUrl, runCli } from './helpers/cli.js';
 import { FIXTURE_SERVER_MAIN, fixtureStdioTarget, REPO_ROOT } from './helpers/servers.js';
 
 const MODEL = process.env.MCPRL_TEST_TINY_MODEL ?? join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
-const ENTRY = join(REPO_ROOT, 'src', 'cli', 'entry.ts');
 const SMALL = ['--groups-per-step', '2', '--rollouts-per-group', '2', '--max-turns', '3', '--max-tokens', '48', '--concurrency', '4', '--seed', '1'];
 
 let work: string;
@@ -54,16 +52,10 @@ async function serve(): Promise<{ child: ChildProcessWithoutNullStreams; url: st
   return { child, url: await listeningUrl(child) };
 }
 
-/** `mcprl train …` as a child process; resolves with its exit code and output. */
-function trainCli(run: string, extra: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const args = ['--import', 'tsx', ENTRY, 'train', '--model', MODEL, '--scenarios', scenarios, '--run', run, '--runs-dir', join(work, 'runs'),
-    '--max-steps', '3', '--eval-every', '3', '--patience', '10', ...SMALL, '--quiet', '--json', ...extra, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN];
-  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
+/** `mcprl train …` as a child process (test/faults/cli.ts); resolves with its exit code and output. */
+function trainCli(run: string, extra: string[]) {
+  return mcprl(['train', '--model', MODEL, '--scenarios', scenarios, '--run', run, '--runs-dir', join(work, 'runs'),
+    '--max-steps', '3', '--eval-every', '3', '--patience', '10', ...SMALL, '--quiet', '--json', ...extra, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN]);
 }
 
 const readJsonl = async (file: string) => (await readFile(file, 'utf8')).split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
