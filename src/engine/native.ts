@@ -39,10 +39,15 @@ export interface SampledTokens {
   topLogprobs: Float32Array;
 }
 
+/** How the engine keeps the base model's matrices in memory (src/engine/model.ts: WeightDtypeSchema). */
+export type WeightDtype = 'auto' | 'f32' | 'bf16';
+
 /** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
 export interface NativeEngine {
   /** Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts). */
-  load(dir: string, spec: ModelSpec, threads: number): Promise<void>;
+  load(dir: string, spec: ModelSpec, threads: number, weightDtype: WeightDtype): Promise<void>;
+  /** Bytes of base weights held in memory per dtype (after load). */
+  weightBytes(): { f32: number; bf16: number; f16: number };
   /** Reads adapter_model.safetensors of `dir` for the adapter that `config` (adapter_config.json, read in TypeScript) describes. */
   loadAdapter(name: string, dir: string, config: { r: number; alpha: number; rslora: boolean; targets: string[] }): Promise<{ r: number; alpha: number; scale: number; targets: string[] }>;
   unloadAdapter(name: string): void;
