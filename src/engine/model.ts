@@ -13,7 +13,7 @@
 import { basename, join, resolve } from 'node:path';
 import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
 import { readAdapterSettings } from '../hf/peft.js';
-import { z } from 'zod';
+import { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
 
 export { EngineError };
@@ -148,15 +148,7 @@ export function nativeAddon(): NativeAddon {
   return loadNative();
 }
 
-/**
- * How the base model's big matrices (projections, embedding, untied LM head) are kept in memory on CPU.
- * `auto` (default): as the checkpoint stores them — BF16 and F16 stay 16-bit (half the memory, widened to f32
- * inside the matrix products, so the arithmetic is f32 and batch-invariant), F32 stays f32. `f32`: every matrix
- * widened to f32 at load (the oracle). `bf16`: every matrix kept as bf16, F32 checkpoints rounded to nearest even.
- * Norm weights, biases and LoRA adapters are always f32.
- */
-export const WeightDtypeSchema = z.enum(['auto', 'f32', 'bf16']).default('auto');
-export type WeightDtype = z.infer<typeof WeightDtypeSchema>;
+export { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 
 export class Model {
   private engine: NativeEngine | null;

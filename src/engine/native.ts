@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../hf/config.js';
+import type { WeightDtype } from './weight-dtype.js';
 import { McprlError } from '../util/errors.js';
 
 export type EngineErrorCode =
@@ -38,9 +39,6 @@ export interface SampledTokens {
   /** (rows, topWidth): their log-probabilities, computed exactly as `logprobs` is. */
   topLogprobs: Float32Array;
 }
-
-/** How the engine keeps the base model's matrices in memory (src/engine/model.ts: WeightDtypeSchema). */
-export type WeightDtype = 'auto' | 'f32' | 'bf16';
 
 /** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
 export interface NativeEngine {
