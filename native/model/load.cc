@@ -1,6 +1,7 @@
 // Weights: the base model's safetensors (single file or sharded with model.safetensors.index.json) into
 // ModelWeights, and LoRA adapters (new zero ones, or adapter_model.safetensors of a PEFT folder) into
 // LoraAdapter. Every mismatch with the architecture fails naming the file and the tensor.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -176,14 +177,27 @@ void Model::load(const std::string& dir, const ModelConfig& config, WeightMode m
       const Expected& e = *it->second;
       if (kv.second.shape != e.shape)
         FAIL(f.path() + ": tensor '" + n + "' has shape " + shape_str(kv.second.shape) + ", expected " + shape_str(e.shape));
-      if (e.dtype == WDtype::F32) {
-        f.read_f32(kv.second, e.dst);
-        check_finite(f.path(), n, e.dst, numel(e.shape));
-      } else {
-        f.read_16(kv.second, e.hdst, e.dtype == WDtype::BF16);
-        check_finite16(f.path(), n, e.hdst, numel(e.shape), e.dtype);
+      // In slices of 32 MiB of file, each slice's pages dropped once copied: the load's peak memory is the weights
+      // plus one slice, not plus the largest tensor (the embedding).
+      const StTensor& t = kv.second;
+      const int64_t total_n = numel(e.shape);
+      const int64_t esize = t.dtype == "F32" ? 4 : (t.dtype == "BF16" || t.dtype == "F16") ? 2 : 0;
+      const int64_t slice = esize ? ((int64_t)32 << 20) / esize : total_n;
+      for (int64_t i0 = 0; i0 < total_n || i0 == 0; i0 += slice) {
+        const int64_t m = std::min(slice, total_n - i0);
+        StTensor part = t;
+        if (esize) {
+          part.shape = {m};
+          part.begin = t.begin + (size_t)(i0 * esize);
+          part.end = part.begin + (size_t)(m * esize);
+        }
+        if (e.dtype == WDtype::F32) f.read_f32(part, e.dst + i0);
+        else f.read_16(part, e.hdst + i0, e.dtype == WDtype::BF16);
+        f.release(part);
+        if (!esize || m <= 0) break;
       }
-      f.release(kv.second);
+      if (e.dtype == WDtype::F32) check_finite(f.path(), n, e.dst, total_n);
+      else check_finite16(f.path(), n, e.hdst, total_n, e.dtype);
       seen.insert(n);
     }
   }
