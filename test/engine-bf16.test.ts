@@ -8,7 +8,10 @@
  *     exact, so only the order of the additions differs), ≤ 1e-4 against PyTorch;
  *   - decoding with bf16 weights is batch-invariant: bit-identical tokens and logprobs alone and in a batch;
  *   - LoRA training on the bf16 base: loss within 1e-4 and every LoRA gradient tensor within 1e-3 (relative to
- *     its largest entry) of PyTorch's.
+ *     its largest entry) of PyTorch's;
+ *   - with the real 151,936-token vocabulary, where the LM head is widened in several blocks (x Wᵀ by output
+ *     columns, pᵀW accumulated over vocabulary blocks): scores within 1e-5 and LoRA gradients within 1e-5
+ *     (relative) of the f32-widened load.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -140,5 +143,32 @@ describe('bf16 weights kept as bf16 on CPU', () => {
     const { worst, key } = tensorRelErrors(grads, await readF32Tensors(gradsOut));
     expect(worst, `worst tensor ${key}`).toBeLessThanOrEqual(1e-3);
     expect(metrics.kl).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('with the real vocabulary (the LM head in several widened blocks): scores and LoRA gradients match f32', async () => {
+    const big = join(dir, 'model-big');
+    await makeRandomModel(big, { ...opts, vocabSize: undefined, seed: 71 });
+    const [b16, b32] = [await Model.load(big, { threads: 2 }), await Model.load(big, { threads: 2, weightDtype: 'f32' })];
+    try {
+      expect(b16.weightBytes().bf16).toBeGreaterThan(151936 * 64 * 2 - 1);
+      const rng = makeRng(13);
+      const seqs = [30, 12].map((n) => Array.from({ length: n }, () => Math.floor(rng.uniform() * 151936)));
+      expect(maxDiff(await b16.score(seqs, { adapter: null }), await b32.score(seqs, { adapter: null }))).toBeLessThanOrEqual(SAME_TOL);
+      const batch = randomSequences(5, 151936, [20, 14], { advantages: [1, -1] });
+      // A random adapter (B non-zero, so A has a gradient too).
+      const bigAdapter = join(dir, 'adapter-big');
+      await makeRandomAdapter(bigAdapter, { ...opts, vocabSize: undefined }, { rank: 4, alpha: 8, seed: 72 });
+      const grads = [];
+      for (const m of [b16, b32]) {
+        const t = await Trainer.resume(m, bigAdapter, { adapterName: 'p', optimizer: { lr: 1e-3 } });
+        grads.push(await t.computeGradients(batch, { kind: 'grpo' }));
+        t.close();
+      }
+      const { worst, key } = tensorRelErrors(grads[0], grads[1]);
+      expect(worst, `worst tensor ${key}`).toBeLessThanOrEqual(1e-5);
+    } finally {
+      b16.close();
+      b32.close();
+    }
   }, 120_000);
 });
