@@ -12,6 +12,8 @@
         "native/napi_util.cc",
         "native/common.cc",
         "native/gemm.cc",
+        "native/gemm_half.cc",
+        "native/weight.cc",
         "native/backend_cpu.cc",
         "native/gradcheck.cc",
         "native/json.cc",

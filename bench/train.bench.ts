@@ -17,10 +17,16 @@
  *   LM head on M loss tokens (native/ops/lm_head.h): logits and pᵀW in the forward = 2 · 2·M·V·C; its
  *     backward is O(M·C)
  * The same run measures OpenBLAS sgemm at n = 2048 (the machine's practical GEMM peak) for the fraction.
+ *
+ * The peer, when /usr/bin/python3 has torch: bench/torch_lora_step.py, the plain PyTorch f32 autograd step on
+ * the same shape, rank, targets, tokens and GRPO loss, run in the same sitting right after the engine's figures at
+ * each length; `train.speedup_over_torch.*` is engine tokens/s ÷ PyTorch tokens/s from this run.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { BENCH_50M, makeRandomModel, makeRng, resolveShape } from '../scripts/random-model.js';
 import { Model } from '../src/engine/model.js';
 import { loadNative } from '../src/engine/native.js';
@@ -44,6 +50,21 @@ export function stepFlops(shape: ReturnType<typeof resolveShape>, seqLens: numbe
   return L * perLayer + 4 * lossTokens * V * C;
 }
 
+const PYTHON = '/usr/bin/python3';
+const hasTorch = (): boolean => spawnSync(PYTHON, ['-c', 'import torch'], { stdio: 'ignore' }).status === 0;
+
+/** tokens/s of the PyTorch peer step (bench/torch_lora_step.py) for the same shape, rank and batch. */
+function torchStep(shape: ReturnType<typeof resolveShape>, seq: number, threads: number): number {
+  const req = {
+    hidden: shape.hiddenSize, layers: shape.numLayers, heads: shape.numHeads, kv_heads: shape.numKvHeads, head_dim: shape.headDim,
+    inter: shape.intermediateSize, vocab: shape.vocabSize, rank: RANK, seq, step_tokens: STEP_TOKENS, threads,
+  };
+  const script = join(dirname(fileURLToPath(import.meta.url)), 'torch_lora_step.py');
+  const r = spawnSync(PYTHON, [script], { input: JSON.stringify(req), encoding: 'utf8', maxBuffer: 1 << 20 });
+  if (r.status !== 0) throw new Error(`${script} failed: ${r.stderr}`);
+  return (JSON.parse(r.stdout.trim().split('\n').pop()!) as { tokens_per_s: number }).tokens_per_s;
+}
+
 export default async function trainBench(emit: Emit): Promise<void> {
   const addon = loadNative();
   const threads = addon.info().maxThreads;
@@ -59,6 +80,7 @@ export default async function trainBench(emit: Emit): Promise<void> {
     try {
       const trainer = await Trainer.create(model, { adapterName: 'bench', rank: RANK, alpha: 2 * RANK, targets: TARGETS, seed: 1, optimizer: { lr: 1e-5 } });
       const rng = makeRng(3);
+      const torch = hasTorch();
       for (const seq of [512, 2048]) {
         const batch: TrainSequence[] = Array.from({ length: STEP_TOKENS / seq }, (_, i) => {
           const tokenIds = Array.from({ length: seq }, () => Math.floor(rng.uniform() * shape.vocabSize));
@@ -85,6 +107,11 @@ export default async function trainBench(emit: Emit): Promise<void> {
         emit(`train.step_seconds.bench50m.seq${seq}`, seconds, 's');
         emit(`train.gflops.bench50m.seq${seq}`, gflops, 'GFLOP/s');
         emit(`train.fraction_of_gemm_peak.bench50m.seq${seq}`, gflops / peak, 'ratio');
+        if (torch) {
+          const peer = torchStep(shape, seq, threads);
+          emit(`train.torch_peer.step_tokens_per_s.bench50m.seq${seq}`, peer, 'tokens/s');
+          emit(`train.speedup_over_torch.bench50m.seq${seq}`, STEP_TOKENS / seconds / peer, 'ratio');
+        }
       }
       trainer.close();
     } finally {

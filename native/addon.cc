@@ -144,7 +144,8 @@ class Engine : public Napi::ObjectWrap<Engine> {
                         InstanceMethod("slotCreate", &Engine::SlotCreate), InstanceMethod("slotFree", &Engine::SlotFree),
                         InstanceMethod("slotSeed", &Engine::SlotSeed), InstanceMethod("fork", &Engine::Fork),
                         InstanceMethod("prefill", &Engine::Prefill), InstanceMethod("sample", &Engine::Sample),
-                        InstanceMethod("step", &Engine::Step), InstanceMethod("close", &Engine::Close)});
+                        InstanceMethod("step", &Engine::Step), InstanceMethod("close", &Engine::Close),
+                        InstanceMethod("weightBytes", &Engine::WeightBytes)});
   }
   explicit Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info), st_(std::make_shared<EngineState>()) {}
   // Shared with the training bindings (train/train_napi.cc) so they use the same model, adapters and mutex.
@@ -153,19 +154,24 @@ class Engine : public Napi::ObjectWrap<Engine> {
  private:
   std::shared_ptr<EngineState> st_;
 
-  // load(dir: string, spec: ModelSpec (src/hf/config.ts), threads: number (0: all cores)): Promise<void>
+  // load(dir: string, spec: ModelSpec (src/hf/config.ts), threads: number (0: all cores),
+  //      weightDtype: 'auto' | 'f32' | 'bf16' (WeightMode, model.h; the default is src/engine/model.ts's)): Promise<void>
   Napi::Value Load(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::string dir = str_arg(info[0], "dir");
       ModelConfig cfg = model_config_from_js(obj_arg(info[1], "spec"));
       int threads = (int)int_arg(info[2], "threads", 0, kMaxThreads);
+      const std::string wd = str_arg(info[3], "weightDtype");
+      if (wd != "auto" && wd != "f32" && wd != "bf16")
+        throw Napi::RangeError::New(info.Env(), "weightDtype must be 'auto', 'f32' or 'bf16', got '" + wd + "'");
+      const WeightMode mode = wd == "f32" ? WeightMode::F32 : wd == "bf16" ? WeightMode::BF16 : WeightMode::Auto;
       auto st = st_;
-      return run_async(info.Env(), [st, dir, cfg, threads] {
+      return run_async(info.Env(), [st, dir, cfg, threads, mode] {
         std::lock_guard<std::mutex> g(st->mu);
         if (st->loaded) FAIL("engine already loaded");
         st->threads = threads;
         st->begin();
-        st->model.load(dir, cfg);
+        st->model.load(dir, cfg, mode);
         st->loaded = true;
       });
     });
@@ -211,6 +217,20 @@ class Engine : public Napi::ObjectWrap<Engine> {
             st->adapters[name] = std::move(*a);
             return o;
           });
+    });
+  }
+
+  // weightBytes(): { f32, bf16, f16 } bytes of base weights held in each dtype (after load).
+  Napi::Value WeightBytes(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      std::lock_guard<std::mutex> g(st_->mu);
+      CHECK(st_->loaded, "model not loaded");
+      const ModelWeights& w = st_->model.w;
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("f32", (double)w.memory.size * 4);
+      o.Set("bf16", (double)w.elems_bf16 * 2);
+      o.Set("f16", (double)w.elems_f16 * 2);
+      return o;
     });
   }
 

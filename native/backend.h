@@ -8,6 +8,7 @@
 #include "ops/attention.h"
 #include "ops/linear.h"
 #include "ops/rope.h"
+#include "weight.h"
 
 namespace mcprl {
 
@@ -15,7 +16,10 @@ struct Backend {
   const char* name;
   void (*gemm)(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                int ldb, float beta, float* C, int ldc);
-  void (*embedding_forward)(float* out, const int32_t* ids, const float* wte, int T, int C);
+  // C = alpha A op(W) + beta C with a frozen weight kept as f32 or 16-bit (gemm.h).
+  void (*gemm_w)(bool transW, int M, int N, int K, float alpha, const float* A, int lda, WeightRef W, int ldw,
+                 float beta, float* C, int ldc);
+  void (*embedding_forward)(float* out, const int32_t* ids, WeightRef wte, int T, int C);
   void (*rmsnorm_forward)(float* out, float* rstd, const float* x, const float* w, int N, int C, float eps);
   void (*rmsnorm_backward)(float* dx, float* dw, const float* dout, const float* x, const float* w,
                            const float* rstd, int N, int C);
@@ -28,17 +32,17 @@ struct Backend {
                              int H, int Hkv, int D, float* scratch, int max_keys);
   void (*swiglu_forward)(float* out, const float* gate, const float* up, long N);
   void (*swiglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long N);
-  void (*linear_forward)(float* y, const float* x, const float* W, const float* b, int N, int in, int out);
-  void (*linear_backward)(float* dx, const float* dy, const float* W, int N, int in, int out);
+  void (*linear_forward)(float* y, const float* x, WeightRef W, const float* b, int N, int in, int out);
+  void (*linear_backward)(float* dx, const float* dy, WeightRef W, int N, int in, int out);
   void (*lora_forward)(float* y, float* xa, const float* x, const LoraView& l, int N, int in, int out);
   void (*lora_backward)(float* dx, float* dA, float* dB, float* dh, const float* dy, const float* x,
                         const float* xa, const LoraView& l, int N, int in, int out);
-  void (*lm_head_forward)(float* logp, float* lse, float* entropy, float* g, const float* h, const float* W,
+  void (*lm_head_forward)(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
                           const int32_t* targets, int N, int C, int V, float* scratch, int chunk, const float* inv_temp,
                           const int32_t* mask_idx, const uint32_t* masks);
-  void (*lm_head_backward)(float* dh, const float* dlogp, const float* g, const float* W, const int32_t* targets,
+  void (*lm_head_backward)(float* dh, const float* dlogp, const float* g, WeightRef W, const int32_t* targets,
                            int N, int C, const float* inv_temp);
-  void (*logits_forward)(float* z, const float* h, const float* W, int N, int C, int V);
+  void (*logits_forward)(float* z, const float* h, WeightRef W, int N, int C, int V);
 };
 
 const Backend& cpu_backend();

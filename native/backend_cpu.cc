@@ -11,6 +11,7 @@ const Backend& cpu_backend() {
   static const Backend be = {
       "cpu",
       gemm,
+      gemm_w,
       embedding_forward,
       rmsnorm_forward,
       rmsnorm_backward,

@@ -42,6 +42,24 @@ struct FloatBuffer {
   void allocate(size_t n);
 };
 
+// The same for 16-bit elements (bf16 / f16 weights kept as stored).
+struct HalfBuffer {
+  uint16_t* data = nullptr;
+  size_t size = 0;  // elements
+  HalfBuffer() = default;
+  HalfBuffer(const HalfBuffer&) = delete;
+  HalfBuffer& operator=(const HalfBuffer&) = delete;
+  HalfBuffer(HalfBuffer&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; o.size = 0; }
+  HalfBuffer& operator=(HalfBuffer&& o) noexcept {
+    if (this != &o) { release(); data = o.data; size = o.size; o.data = nullptr; o.size = 0; }
+    return *this;
+  }
+  ~HalfBuffer() { release(); }
+  void release() { std::free(data); data = nullptr; size = 0; }
+  // Allocates n elements, zero-filled. Throws EngineError when memory is exhausted.
+  void allocate(size_t n);
+};
+
 }  // namespace mcprl
 
 #define FAIL(msg) ::mcprl::fail_at(__FILE__, __LINE__, (msg))

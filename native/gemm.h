@@ -6,6 +6,8 @@
 // or gemm_set_portable(true) forces the portable kernel so tests cover both paths.
 #pragma once
 
+#include "weight.h"
+
 namespace mcprl {
 
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
@@ -32,6 +34,15 @@ struct RowwiseGemm {
   RowwiseGemm(const RowwiseGemm&) = delete;
   RowwiseGemm& operator=(const RowwiseGemm&) = delete;
 };
+
+// C(M,N) = alpha * A(M,K) * op(W)(K,N) + beta * C with a frozen weight W in memory as f32 or 16-bit:
+// op(W) = W^T (W stored (N,K), the x W^T of a projection or the LM head) when transW, else W (stored (K,N), the
+// dy W of a projection's backward). f32 weights go to gemm() unchanged. 16-bit weights are widened to f32 in
+// blocks (of W's rows) that then go through gemm(), or, on the row-wise/small-M path of x W^T, one row of W at a
+// time into a per-thread buffer and the same fixed-order dot product per output as gemm_portable: one row's
+// result never depends on which other rows share the call (decode stays batch-invariant).
+void gemm_w(bool transW, int M, int N, int K, float alpha, const float* A, int lda, WeightRef W, int ldw, float beta,
+            float* C, int ldc);
 
 bool gemm_have_blas();
 bool gemm_portable_forced();

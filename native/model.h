@@ -1,6 +1,7 @@
 // The transformer (Qwen3 / Qwen2 / Llama) as three kinds of state, after llm.c:
 //   ModelConfig  - the blueprint (config.json)
-//   ModelWeights - frozen base weights, ONE flat f32 allocation with named views per layer
+//   ModelWeights - frozen base weights, ONE flat f32 allocation (plus one 16-bit one for matrices kept as bf16/f16)
+//                  with named views per layer
 //   LoraAdapter  - one adapter's A/B matrices, ONE flat f32 allocation per adapter with named views
 //   RunState     - activations of one forward (optionally every layer's, for backward), ONE flat allocation
 //   KVSlot       - one sequence's KV cache for generation
@@ -37,17 +38,24 @@ void module_dims(const ModelConfig& c, int m, int* in, int* out);
 
 struct LayerWeights {
   float* ln1;            // (C) input_layernorm
-  float* w[NUM_MODULES]; // q (H*D, C), k (Hkv*D, C), v (Hkv*D, C), o (C, H*D), gate (I, C), up (I, C), down (C, I)
+  WeightRef w[NUM_MODULES]; // q (H*D, C), k (Hkv*D, C), v (Hkv*D, C), o (C, H*D), gate (I, C), up (I, C), down (C, I)
   float* b[NUM_MODULES]; // biases (out) or null: q/k/v for qwen2 or attention_bias, o for attention_bias
   float* q_norm;         // (D) qwen3 only
   float* k_norm;         // (D) qwen3 only
   float* ln2;            // (C) post_attention_layernorm
 };
 
+// How the load keeps the big matrices (projections, embedding, untied head): Auto as the checkpoint stores each
+// (BF16 and F16 stay 16-bit, F32 stays f32), F32 widens every one (the oracle), BF16 keeps every one as bf16
+// (rounding F32/F16 tensors to nearest even). Norm weights and biases are always f32.
+enum class WeightMode { Auto, F32, BF16 };
+
 struct ModelWeights {
-  FloatBuffer memory;  // every float below lives here
-  float* wte = nullptr;      // (V, C)
-  float* lm_head = nullptr;  // (V, C); == wte when tied
+  FloatBuffer memory;  // every f32 tensor lives here
+  HalfBuffer half;     // every matrix kept as 16 bits lives here
+  size_t elems_bf16 = 0, elems_f16 = 0;  // of half, by dtype
+  WeightRef wte;       // (V, C)
+  WeightRef lm_head;   // (V, C); == wte when tied
   float* norm = nullptr;     // (C)
   std::vector<LayerWeights> layers;
 };
@@ -137,7 +145,7 @@ class Model {
   const Backend* be = &cpu_backend();
 
   // Reads the safetensors weights of an HF folder for the architecture `config`.
-  void load(const std::string& dir, const ModelConfig& config);
+  void load(const std::string& dir, const ModelConfig& config, WeightMode mode);
   // Forward over the segments' tokens (concatenated in `tokens`, T rows). Leaves rs.hf (T, C) = final
   // normed hidden. Cache segments append their keys/values to their slot and set slot->last_h.
   // save_all keeps every layer's activations in rs for a backward pass. layer_inputs (L, T, C), when not

@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "json.h"
+#include "weight.h"
 
 namespace mcprl {
 
@@ -155,6 +156,36 @@ void StFile::read_f32(const StTensor& t, float* dst) const {
   } else {
     FAIL(path_ + ": tensor '" + t.name + "' has unsupported dtype " + t.dtype + " (supported: F32, F16, BF16)");
   }
+}
+
+void StFile::read_16(const StTensor& t, uint16_t* dst, bool bf16) const {
+  const uint8_t* src = map_ + data_off_ + t.begin;
+  const long n = (long)numel(t.shape);
+  if (t.dtype == (bf16 ? "BF16" : "F16")) {
+    std::memcpy(dst, src, (size_t)n * 2);
+  } else if (bf16 && (t.dtype == "F32" || t.dtype == "F16")) {
+    const bool f32 = t.dtype == "F32";
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (long i = 0; i < n; ++i) {
+      float x;
+      if (f32) {
+        std::memcpy(&x, src + 4 * i, 4);
+      } else {
+        x = f16_to_f32((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
+      }
+      dst[i] = f32_to_bf16(x);
+    }
+  } else if (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16") {
+    FAIL(path_ + ": tensor '" + t.name + "' (" + t.dtype + ") cannot be kept as " + (bf16 ? "bf16" : "f16"));
+  } else {
+    FAIL(path_ + ": tensor '" + t.name + "' has unsupported dtype " + t.dtype + " (supported: F32, F16, BF16)");
+  }
+}
+
+void StFile::release(const StTensor& t) const {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const size_t b = (data_off_ + t.begin + page - 1) / page * page, e = (data_off_ + t.end) / page * page;
+  if (e > b) madvise(const_cast<uint8_t*>(map_) + b, e - b, MADV_DONTNEED);
 }
 
 }  // namespace mcprl

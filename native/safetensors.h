@@ -29,6 +29,13 @@ class StFile {
   const std::map<std::string, StTensor>& tensors() const { return tensors_; }
   // Widens the tensor to f32 into dst (numel floats). Throws for dtypes other than F32/F16/BF16.
   void read_f32(const StTensor& t, float* dst) const;
+  // Reads the tensor as 16-bit `bf16` (true) or f16 (false) elements into dst (numel): a copy when the file
+  // stores that dtype, else through f32 (rounded to nearest even for bf16). Only BF16 -> bf16, F16 -> f16 and
+  // F32/F16 -> bf16 are asked for. Throws for dtypes other than F32/F16/BF16.
+  void read_16(const StTensor& t, uint16_t* dst, bool bf16) const;
+  // Drops the file pages of the tensor's bytes from this process's memory (they were copied; the mapping
+  // stays valid and would read them again), so a load's peak memory is the weights, not weights + file.
+  void release(const StTensor& t) const;
 
  private:
   std::string path_;

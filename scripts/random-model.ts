@@ -256,3 +256,8 @@ export async function makeRandomAdapter(dir: string, model: RandomModelOptions, 
 export const BENCH_50M: Omit<RandomModelOptions, 'arch'> = {
   hiddenSize: 256, numLayers: 4, numHeads: 8, numKvHeads: 4, headDim: 32, intermediateSize: 768,
 };
+
+/** Preset for a Qwen3-0.6B-shaped model (its config.json's sizes; ~0.6B parameters, tied embeddings). */
+export const QWEN3_0_6B: Omit<RandomModelOptions, 'arch'> = {
+  hiddenSize: 1024, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, intermediateSize: 3072, vocabSize: 151936,
+};

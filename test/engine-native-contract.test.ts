@@ -39,15 +39,17 @@ describe('the native readers require every value and range-check integers', () =
   it('Engine.load: a missing spec field, a wrong type, an integer out of range', () => {
     const e = new addon.Engine();
     const { rmsNormEps: _, ...noEps } = spec;
-    expect(() => e.load(dir, noEps as ModelSpec, 1)).toThrow(TypeError);
-    expect(() => e.load(dir, noEps as ModelSpec, 1)).toThrow('spec.rmsNormEps is required (a number)');
-    expect(() => e.load(dir, { ...spec, qkNorm: 1 } as unknown as ModelSpec, 1)).toThrow('spec.qkNorm must be a boolean, got a number');
-    expect(() => e.load(dir, { ...spec, numLayers: 1e12 }, 1)).toThrow(RangeError);
-    expect(() => e.load(dir, { ...spec, numLayers: 1e12 }, 1)).toThrow('spec.numLayers must be an integer in [1, 2147483647], got 1000000000000');
-    expect(() => e.load(dir, { ...spec, headDim: 2.5 }, 1)).toThrow('spec.headDim must be an integer');
-    expect(() => e.load(dir, { ...spec, ropeScaling: { type: 'llama3', factor: 8 } } as ModelSpec, 1)).toThrow('spec.ropeScaling.lowFreqFactor is required (a number)');
-    expect(() => e.load(dir, spec, 1e12)).toThrow('threads must be an integer in [0, 65536], got 1000000000000');
-    expect(() => e.load(dir, spec, undefined as unknown as number)).toThrow('threads is required (an integer)');
+    expect(() => e.load(dir, noEps as ModelSpec, 1, 'auto')).toThrow(TypeError);
+    expect(() => e.load(dir, noEps as ModelSpec, 1, 'auto')).toThrow('spec.rmsNormEps is required (a number)');
+    expect(() => e.load(dir, { ...spec, qkNorm: 1 } as unknown as ModelSpec, 1, 'auto')).toThrow('spec.qkNorm must be a boolean, got a number');
+    expect(() => e.load(dir, { ...spec, numLayers: 1e12 }, 1, 'auto')).toThrow(RangeError);
+    expect(() => e.load(dir, { ...spec, numLayers: 1e12 }, 1, 'auto')).toThrow('spec.numLayers must be an integer in [1, 2147483647], got 1000000000000');
+    expect(() => e.load(dir, { ...spec, headDim: 2.5 }, 1, 'auto')).toThrow('spec.headDim must be an integer');
+    expect(() => e.load(dir, { ...spec, ropeScaling: { type: 'llama3', factor: 8 } } as ModelSpec, 1, 'auto')).toThrow('spec.ropeScaling.lowFreqFactor is required (a number)');
+    expect(() => e.load(dir, spec, 1e12, 'auto')).toThrow('threads must be an integer in [0, 65536], got 1000000000000');
+    expect(() => e.load(dir, spec, undefined as unknown as number, 'auto')).toThrow('threads is required (an integer)');
+    expect(() => e.load(dir, spec, 1, 'f16' as 'auto')).toThrow("weightDtype must be 'auto', 'f32' or 'bf16', got 'f16'");
+    expect(() => e.load(dir, spec, 1, undefined as unknown as 'auto')).toThrow('weightDtype is required');
   });
 
   it('Engine: KV slots and seeds', () => {

@@ -1,9 +1,11 @@
 // Weights: the base model's safetensors (single file or sharded with model.safetensors.index.json) into
 // ModelWeights, and LoRA adapters (new zero ones, or adapter_model.safetensors of a PEFT folder) into
 // LoraAdapter. Every mismatch with the architecture fails naming the file and the tensor.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -33,27 +35,37 @@ static void check_finite(const std::string& path, const std::string& name, const
       FAIL(path + ": tensor '" + name + "' holds " + (std::isnan(x[i]) ? "NaN" : "Inf") + " at element " + std::to_string(i));
 }
 
+// The same for a matrix kept as 16 bits: all exponent bits set is Inf (zero mantissa) or NaN.
+static void check_finite16(const std::string& path, const std::string& name, const uint16_t* x, int64_t n, WDtype t) {
+  const uint16_t exp = t == WDtype::BF16 ? 0x7f80 : 0x7c00, man = t == WDtype::BF16 ? 0x007f : 0x03ff;
+  for (int64_t i = 0; i < n; ++i)
+    if ((x[i] & exp) == exp)
+      FAIL(path + ": tensor '" + name + "' holds " + ((x[i] & man) ? "NaN" : "Inf") + " at element " + std::to_string(i));
+}
+
 namespace {
 struct Expected {
   std::string name;
   std::vector<int64_t> shape;
-  float* dst;
+  bool matrix;                 // a projection, the embedding or the untied head: may be kept as 16 bits
+  WDtype dtype = WDtype::F32;  // as kept in memory
+  float* dst = nullptr;        // when f32
+  uint16_t* hdst = nullptr;    // when 16-bit
+  WeightRef ref() const { return dtype == WDtype::F32 ? WeightRef(dst) : WeightRef(hdst, dtype); }
 };
 }  // namespace
 
-void Model::load(const std::string& dir, const ModelConfig& config) {
+void Model::load(const std::string& dir, const ModelConfig& config, WeightMode mode) {
   validate_config(config);
   cfg = config;
   const ModelConfig& c = cfg;
   const int64_t C = c.hidden, V = c.vocab, D = c.head_dim, L = c.layers;
   // Layout of the flat weight buffer, in HF tensor order.
   std::vector<Expected> ex;
-  size_t total = 0;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
-    ex.push_back({name, shape, nullptr});
-    total += (size_t)numel(shape);
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool matrix = false) {
+    ex.push_back({name, shape, matrix});
   };
-  add("model.embed_tokens.weight", {V, C});
+  add("model.embed_tokens.weight", {V, C}, true);
   for (int l = 0; l < L; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     add(p + "input_layernorm.weight", {C});
@@ -61,7 +73,7 @@ void Model::load(const std::string& dir, const ModelConfig& config) {
       int in, out;
       module_dims(c, m, &in, &out);
       std::string base = p + module_parent(m) + "." + module_name(m);
-      add(base + ".weight", {out, in});
+      add(base + ".weight", {out, in}, true);
       if (((m == Q || m == K || m == Module::V) && c.qkv_bias) || (m == O && c.o_bias)) add(base + ".bias", {out});
     }
     if (c.qk_norm) {
@@ -71,32 +83,9 @@ void Model::load(const std::string& dir, const ModelConfig& config) {
     add(p + "post_attention_layernorm.weight", {C});
   }
   add("model.norm.weight", {C});
-  if (!c.tie) add("lm_head.weight", {V, C});
-  w.memory.allocate(total);
+  if (!c.tie) add("lm_head.weight", {V, C}, true);
   std::map<std::string, Expected*> by_name;
-  {
-    float* p = w.memory.data;
-    for (auto& e : ex) { e.dst = p; p += numel(e.shape); by_name[e.name] = &e; }
-  }
-  // Named views.
-  w.wte = by_name["model.embed_tokens.weight"]->dst;
-  w.norm = by_name["model.norm.weight"]->dst;
-  w.lm_head = c.tie ? w.wte : by_name["lm_head.weight"]->dst;
-  w.layers.assign(L, LayerWeights{});
-  for (int l = 0; l < L; ++l) {
-    std::string p = "model.layers." + std::to_string(l) + ".";
-    LayerWeights& lw = w.layers[l];
-    lw.ln1 = by_name[p + "input_layernorm.weight"]->dst;
-    lw.ln2 = by_name[p + "post_attention_layernorm.weight"]->dst;
-    for (int m = 0; m < NUM_MODULES; ++m) {
-      std::string base = p + module_parent(m) + "." + module_name(m);
-      lw.w[m] = by_name[base + ".weight"]->dst;
-      auto it = by_name.find(base + ".bias");
-      lw.b[m] = it == by_name.end() ? nullptr : it->second->dst;
-    }
-    lw.q_norm = c.qk_norm ? by_name[p + "self_attn.q_norm.weight"]->dst : nullptr;
-    lw.k_norm = c.qk_norm ? by_name[p + "self_attn.k_norm.weight"]->dst : nullptr;
-  }
+  for (auto& e : ex) by_name[e.name] = &e;
   // Which file holds which tensor: the index for sharded checkpoints, else model.safetensors.
   std::map<std::string, std::string> where;  // tensor -> file name
   std::vector<std::string> files;
@@ -120,9 +109,58 @@ void Model::load(const std::string& dir, const ModelConfig& config) {
   auto ignorable = [&](const std::string& n) {
     return (n.size() > 20 && n.compare(n.size() - 20, 20, "rotary_emb.inv_freq") == 0) || (c.tie && n == "lm_head.weight");
   };
-  std::set<std::string> seen;
+  // Open every file first: the dtypes they store decide which matrices stay 16-bit, hence the layout.
+  std::vector<std::unique_ptr<StFile>> opened;
+  std::map<std::string, std::string> stored;  // tensor -> dtype in its file
   for (const std::string& fname : files) {
-    StFile f(dir + "/" + fname);
+    opened.push_back(std::make_unique<StFile>(dir + "/" + fname));
+    for (auto& kv : opened.back()->tensors()) stored.emplace(kv.first, kv.second.dtype);
+  }
+  size_t total = 0, total16 = 0;
+  w.elems_bf16 = w.elems_f16 = 0;
+  for (auto& e : ex) {
+    auto st = stored.find(e.name);
+    const std::string dt = st == stored.end() ? "" : st->second;
+    if (e.matrix && mode == WeightMode::BF16 && (dt == "F32" || dt == "F16" || dt == "BF16")) e.dtype = WDtype::BF16;
+    else if (e.matrix && mode == WeightMode::Auto && dt == "BF16") e.dtype = WDtype::BF16;
+    else if (e.matrix && mode == WeightMode::Auto && dt == "F16") e.dtype = WDtype::F16;
+    (e.dtype == WDtype::F32 ? total : total16) += (size_t)numel(e.shape);
+    if (e.dtype == WDtype::BF16) w.elems_bf16 += (size_t)numel(e.shape);
+    if (e.dtype == WDtype::F16) w.elems_f16 += (size_t)numel(e.shape);
+  }
+  w.memory.allocate(total);
+  w.half.allocate(total16);
+  {
+    float* p = w.memory.data;
+    uint16_t* h = w.half.data;
+    for (auto& e : ex) {
+      if (e.dtype == WDtype::F32) { e.dst = p; p += numel(e.shape); }
+      else { e.hdst = h; h += numel(e.shape); }
+    }
+  }
+  // Named views.
+  w.wte = by_name["model.embed_tokens.weight"]->ref();
+  w.norm = by_name["model.norm.weight"]->dst;
+  w.lm_head = c.tie ? w.wte : by_name["lm_head.weight"]->ref();
+  w.layers.assign(L, LayerWeights{});
+  for (int l = 0; l < L; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights& lw = w.layers[l];
+    lw.ln1 = by_name[p + "input_layernorm.weight"]->dst;
+    lw.ln2 = by_name[p + "post_attention_layernorm.weight"]->dst;
+    for (int m = 0; m < NUM_MODULES; ++m) {
+      std::string base = p + module_parent(m) + "." + module_name(m);
+      lw.w[m] = by_name[base + ".weight"]->ref();
+      auto it = by_name.find(base + ".bias");
+      lw.b[m] = it == by_name.end() ? nullptr : it->second->dst;
+    }
+    lw.q_norm = c.qk_norm ? by_name[p + "self_attn.q_norm.weight"]->dst : nullptr;
+    lw.k_norm = c.qk_norm ? by_name[p + "self_attn.k_norm.weight"]->dst : nullptr;
+  }
+  std::set<std::string> seen;
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    const std::string& fname = files[fi];
+    const StFile& f = *opened[fi];
     for (auto& kv : f.tensors()) {
       const std::string& n = kv.first;
       auto it = by_name.find(n);
@@ -139,8 +177,27 @@ void Model::load(const std::string& dir, const ModelConfig& config) {
       const Expected& e = *it->second;
       if (kv.second.shape != e.shape)
         FAIL(f.path() + ": tensor '" + n + "' has shape " + shape_str(kv.second.shape) + ", expected " + shape_str(e.shape));
-      f.read_f32(kv.second, e.dst);
-      check_finite(f.path(), n, e.dst, numel(e.shape));
+      // In slices of 32 MiB of file, each slice's pages dropped once copied: the load's peak memory is the weights
+      // plus one slice, not plus the largest tensor (the embedding).
+      const StTensor& t = kv.second;
+      const int64_t total_n = numel(e.shape);
+      const int64_t esize = t.dtype == "F32" ? 4 : (t.dtype == "BF16" || t.dtype == "F16") ? 2 : 0;
+      const int64_t slice = esize ? ((int64_t)32 << 20) / esize : total_n;
+      for (int64_t i0 = 0; i0 < total_n || i0 == 0; i0 += slice) {
+        const int64_t m = std::min(slice, total_n - i0);
+        StTensor part = t;
+        if (esize) {
+          part.shape = {m};
+          part.begin = t.begin + (size_t)(i0 * esize);
+          part.end = part.begin + (size_t)(m * esize);
+        }
+        if (e.dtype == WDtype::F32) f.read_f32(part, e.dst + i0);
+        else f.read_16(part, e.hdst + i0, e.dtype == WDtype::BF16);
+        f.release(part);
+        if (!esize || m <= 0) break;
+      }
+      if (e.dtype == WDtype::F32) check_finite(f.path(), n, e.dst, total_n);
+      else check_finite16(f.path(), n, e.hdst, total_n, e.dtype);
       seen.insert(n);
     }
   }

@@ -5,9 +5,9 @@
 
 namespace mcprl {
 
-void embedding_forward(float* out, const int32_t* ids, const float* wte, int T, int C) {
+void embedding_forward(float* out, const int32_t* ids, WeightRef wte, int T, int C) {
 #pragma omp parallel for schedule(static)
-  for (int t = 0; t < T; ++t) std::memcpy(out + (size_t)t * C, wte + (size_t)ids[t] * C, sizeof(float) * C);
+  for (int t = 0; t < T; ++t) widen(out + (size_t)t * C, wte, (size_t)ids[t] * C, (size_t)C);
 }
 
 }  // namespace mcprl

@@ -8,17 +8,17 @@
 
 namespace mcprl {
 
-void linear_forward(float* y, const float* x, const float* W, const float* b, int N, int in, int out) {
+void linear_forward(float* y, const float* x, WeightRef W, const float* b, int N, int in, int out) {
   if (b) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; ++n)
       for (int o = 0; o < out; ++o) y[(size_t)n * out + o] = b[o];
   }
-  gemm(false, true, N, out, in, 1.0f, x, in, W, in, b ? 1.0f : 0.0f, y, out);
+  gemm_w(true, N, out, in, 1.0f, x, in, W, in, b ? 1.0f : 0.0f, y, out);
 }
 
-void linear_backward(float* dx, const float* dy, const float* W, int N, int in, int out) {
-  gemm(false, false, N, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
+void linear_backward(float* dx, const float* dy, WeightRef W, int N, int in, int out) {
+  gemm_w(false, N, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
 }
 
 void lora_forward(float* y, float* xa, const float* x, const LoraView& l, int N, int in, int out) {

@@ -1,4 +1,6 @@
 #pragma once
+#include "../weight.h"
+
 namespace mcprl {
 // A LoRA pair for one projection: A (r, in), B (out, r), applied as scale * (x A^T) B^T.
 struct LoraView {
@@ -8,10 +10,11 @@ struct LoraView {
   float scale = 0.0f;
 };
 
-// Frozen base projection: y (N, out) = x (N, in) W^T + b. W (out, in) as stored by HF; b (out) or null.
-void linear_forward(float* y, const float* x, const float* W, const float* b, int N, int in, int out);
+// Frozen base projection: y (N, out) = x (N, in) W^T + b. W (out, in) as stored by HF, f32 or 16-bit (widened in
+// the product, gemm_w); b (out) or null.
+void linear_forward(float* y, const float* x, WeightRef W, const float* b, int N, int in, int out);
 // dx (N, in) = dy W (activation grad, overwritten). W and b are frozen: no weight gradient.
-void linear_backward(float* dx, const float* dy, const float* W, int N, int in, int out);
+void linear_backward(float* dx, const float* dy, WeightRef W, int N, int in, int out);
 
 // LoRA term added onto y: xa (N, r) = x A^T (saved for backward); y (N, out) += scale * xa B^T.
 void lora_forward(float* y, float* xa, const float* x, const LoraView& l, int N, int in, int out);

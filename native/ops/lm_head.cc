@@ -9,8 +9,8 @@
 
 namespace mcprl {
 
-void logits_forward(float* z, const float* h, const float* W, int N, int C, int V) {
-  gemm(false, true, N, V, C, 1.0f, h, C, W, C, 0.0f, z, V);
+void logits_forward(float* z, const float* h, WeightRef W, int N, int C, int V) {
+  gemm_w(true, N, V, C, 1.0f, h, C, W, C, 0.0f, z, V);
 }
 
 // exp(x) for x <= 0 in a form the compiler vectorises (Cephes expf: x = k ln2 + r, degree-6 polynomial on
@@ -33,7 +33,7 @@ static inline float exp_nonpos(float x) {
   return p * scale;
 }
 
-void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, const float* W,
+void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
                      const int32_t* targets, int N, int C, int V, float* scratch, int chunk, const float* inv_temp,
                      const int32_t* mask_idx, const uint32_t* masks) {
   const size_t words = ((size_t)V + 31) / 32;
@@ -99,19 +99,31 @@ void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const fl
       }
     }
     // g (m, C) = P (m, V) W (V, C)
-    if (g) gemm(false, false, m, C, V, 1.0f, scratch, V, W, C, 0.0f, g + (size_t)n0 * C, C);
+    if (g) gemm_w(false, m, C, V, 1.0f, scratch, V, W, C, 0.0f, g + (size_t)n0 * C, C);
   }
 }
 
-void lm_head_backward(float* dh, const float* dlogp, const float* g, const float* W, const int32_t* targets, int N,
+void lm_head_backward(float* dh, const float* dlogp, const float* g, WeightRef W, const int32_t* targets, int N,
                       int C, const float* inv_temp) {
+  if (W.is_f32()) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; ++n) {
+      const float d = inv_temp ? dlogp[n] * inv_temp[n] : dlogp[n];
+      const float* wt = W.f32() + (size_t)targets[n] * C;
+      const float* gn = g + (size_t)n * C;
+      float* o = dh + (size_t)n * C;
+      for (int c = 0; c < C; ++c) o[c] = d * (wt[c] - gn[c]);
+    }
+    return;
+  }
+  // 16-bit head: the target's row is widened into dh first, then the same arithmetic in place.
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const float d = inv_temp ? dlogp[n] * inv_temp[n] : dlogp[n];
-    const float* wt = W + (size_t)targets[n] * C;
     const float* gn = g + (size_t)n * C;
     float* o = dh + (size_t)n * C;
-    for (int c = 0; c < C; ++c) o[c] = d * (wt[c] - gn[c]);
+    widen(o, W, (size_t)targets[n] * C, (size_t)C);
+    for (int c = 0; c < C; ++c) o[c] = d * (o[c] - gn[c]);
   }
 }
 

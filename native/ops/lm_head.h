@@ -20,22 +20,24 @@
 #pragma once
 #include <cstdint>
 
+#include "../weight.h"
+
 namespace mcprl {
 
 // logp (N), lse (N), entropy (N, may be null), g (N, C) = p^T W per row (may be null: no backward follows).
-// h (N, C), W (V, C) (the embedding when tied), targets (N) in [0, V). scratch: chunk * V floats.
+// h (N, C), W (V, C) (the embedding when tied; f32 or 16-bit, widened in the products), targets (N) in [0, V). scratch: chunk * V floats.
 // inv_temp (N) 1 / T_n, or null (T = 1 everywhere). mask_idx (N) index of row n's allowed set in masks
 // (nmasks, ceil(V / 32) words, bitsets), −1 for none; null for no sets. lse is of the tempered, masked logits.
 // Saves for backward: g.
-void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, const float* W,
+void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
                      const int32_t* targets, int N, int C, int V, float* scratch, int chunk, const float* inv_temp,
                      const int32_t* mask_idx, const uint32_t* masks);
 
 // dh (N, C) = dlogp[n] / T_n * (W[targets[n]] − g[n]), overwritten. Needs g from forward. inv_temp as above.
-void lm_head_backward(float* dh, const float* dlogp, const float* g, const float* W, const int32_t* targets, int N,
+void lm_head_backward(float* dh, const float* dlogp, const float* g, WeightRef W, const int32_t* targets, int N,
                       int C, const float* inv_temp);
 
 // Full logits for a few rows (sampling): z (N, V) = h (N, C) W^T.
-void logits_forward(float* z, const float* h, const float* W, int N, int C, int V);
+void logits_forward(float* z, const float* h, WeightRef W, int N, int C, int V);
 
 }  // namespace mcprl

@@ -136,8 +136,8 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   auto G = [&](const float* view) { return grad + (view - a->memory.data); };
   // Base projection backward (dx = dy W, overwritten) plus the LoRA term (dx +=, dA/dB +=).
   auto proj_backward = [&](int l, int mod, float* dx, const float* dy, const float* x, int in, int out, bool accumulate) {
-    const float* W = m.w.layers[l].w[mod];
-    if (accumulate) B.gemm(false, false, T, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
+    const WeightRef W = m.w.layers[l].w[mod];
+    if (accumulate) B.gemm_w(false, T, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
     else B.linear_backward(dx, dy, W, T, in, out);
     if (!a->targets[mod]) return;
     const LoraView& v = a->views[l][mod];

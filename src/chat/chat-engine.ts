@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
 import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
-import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
+import { EngineError, Model, type WeightDtype, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 import { McprlError } from '../util/errors.js';
@@ -191,6 +191,8 @@ export interface LoadChatEngineOptions extends ChatEngineOptions {
   adapters?: { name: string; dir: string }[];
   /** Engine threads. Default: the engine's. */
   threads?: number;
+  /** How the base weights are kept in memory (src/engine/weight-dtype.ts). Default auto. */
+  weightDtype?: WeightDtype;
 }
 
 /** Name an adapter folder is served under when none is given: the folder's own name. */
@@ -246,7 +248,7 @@ export class ChatEngine {
       names.add(a.name);
     }
     const tokenizer = await HfTokenizer.load(modelDir);
-    const model = await Model.load(modelDir, opts.threads !== undefined ? { threads: opts.threads } : {});
+    const model = await Model.load(modelDir, { ...(opts.threads !== undefined ? { threads: opts.threads } : {}), ...(opts.weightDtype ? { weightDtype: opts.weightDtype } : {}) });
     try {
       const engine = new ChatEngine(model, tokenizer, opts);
       if (names.has(engine.modelName)) throw new Error(`an adapter may not share the base model's name ${engine.modelName}`);

@@ -2,8 +2,9 @@
  * `mcprl serve --model DIR [--adapter [NAME=]DIR]... [--host 127.0.0.1] [--port 8000]`: an OpenAI-compatible
  * chat-completions endpoint for a model folder and its LoRA adapters, on mcprl's own engine.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { ChatEngine } from '../chat/chat-engine.js';
+import { WeightDtypeSchema, type WeightDtype } from '../engine/weight-dtype.js';
 import { parseAdapterSpec } from '../serve/adapter-spec.js';
 import { startServer } from '../serve/server.js';
 import { numberParser } from './parse-number.js';
@@ -16,6 +17,7 @@ interface ServeCliOptions {
   port: number;
   servedModelName?: string;
   threads?: number;
+  weightDtype?: WeightDtype;
   maxTokens: number;
   chatTemplateKwargs?: string;
   constrainToolCalls: boolean;
@@ -38,6 +40,11 @@ export function registerServe(program: Command): Command {
     .option('--port <port>', 'port to listen on (0: any free port)', numberParser({ integer: true, min: 0, max: 65535 }), 8000)
     .option('--served-model-name <name>', 'name of the base model in /v1/models (default: the folder name)')
     .option('--threads <n>', 'engine threads (default: the engine default)', numberParser({ integer: true, above: 0 }))
+    .addOption(
+      new Option('--weight-dtype <dtype>', 'how base weights are kept in memory: auto (as stored: bf16/f16 stay 16-bit), f32 (widened), bf16 (default: auto)').choices(
+        WeightDtypeSchema.unwrap().options,
+      ),
+    )
     .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', numberParser({ integer: true, above: 0 }), 1024)
     .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
     .option('--no-constrain-tool-calls', "decode tool calls freely (by default they are constrained to the tools' schemas; a request may set constrain_tool_calls)")
@@ -63,6 +70,7 @@ Examples:
       const engine = await ChatEngine.load(opts.model, {
         adapters: opts.adapter.map(parseAdapterSpec),
         ...(threads !== undefined ? { threads } : {}),
+        ...(opts.weightDtype ? { weightDtype: opts.weightDtype } : {}),
         defaultMaxTokens: maxTokens,
         ...(kwargs ? { chatTemplateKwargs: kwargs } : {}),
         ...(opts.servedModelName ? { modelName: opts.servedModelName } : {}),

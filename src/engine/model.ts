@@ -13,6 +13,7 @@
 import { basename, join, resolve } from 'node:path';
 import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
 import { readAdapterSettings } from '../hf/peft.js';
+import { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
 
 export { EngineError };
@@ -147,6 +148,8 @@ export function nativeAddon(): NativeAddon {
   return loadNative();
 }
 
+export { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
+
 export class Model {
   private engine: NativeEngine | null;
   private chain: Promise<unknown> = Promise.resolve();
@@ -165,14 +168,15 @@ export class Model {
   }
 
   /** Loads an HF folder (config.json + safetensors). threads: OpenMP threads, default all cores. */
-  static async load(dir: string, opts: { threads?: number } = {}): Promise<Model> {
+  static async load(dir: string, opts: { threads?: number; weightDtype?: WeightDtype } = {}): Promise<Model> {
+    const weightDtype = WeightDtypeSchema.parse(opts.weightDtype);
     const abs = resolve(dir);
     const config = await readModelConfig(abs);
     if (config.mlpBias) throw new EngineError('ENGINE_LOAD', `${join(abs, 'config.json')}: mlp_bias is not supported by the engine`);
     const addon = loadNative();
     const engine = new addon.Engine();
     try {
-      await engine.load(abs, nativeSpec(config), opts.threads ?? 0);
+      await engine.load(abs, nativeSpec(config), opts.threads ?? 0, weightDtype);
     } catch (e) {
       throw nativeError(e, 'ENGINE_LOAD');
     }
@@ -189,6 +193,11 @@ export class Model {
   private live(): NativeEngine {
     if (!this.engine) throw new EngineError('ENGINE_CLOSED', 'model is closed');
     return this.engine;
+  }
+
+  /** Bytes of base weights in memory per dtype (f32, bf16, f16). */
+  weightBytes(): { f32: number; bf16: number; f16: number } {
+    return this.live().weightBytes();
   }
 
   adapterNames(): string[] {

@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../hf/config.js';
+import type { WeightDtype } from './weight-dtype.js';
 import { McprlError } from '../util/errors.js';
 
 export type EngineErrorCode =
@@ -42,7 +43,9 @@ export interface SampledTokens {
 /** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
 export interface NativeEngine {
   /** Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts). */
-  load(dir: string, spec: ModelSpec, threads: number): Promise<void>;
+  load(dir: string, spec: ModelSpec, threads: number, weightDtype: WeightDtype): Promise<void>;
+  /** Bytes of base weights held in memory per dtype (after load). */
+  weightBytes(): { f32: number; bf16: number; f16: number };
   /** Reads adapter_model.safetensors of `dir` for the adapter that `config` (adapter_config.json, read in TypeScript) describes. */
   loadAdapter(name: string, dir: string, config: { r: number; alpha: number; rslora: boolean; targets: string[] }): Promise<{ r: number; alpha: number; scale: number; targets: string[] }>;
   unloadAdapter(name: string): void;

@@ -81,7 +81,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   const log = o.log ?? ((l: string) => process.stderr.write(l + '\n'));
   const events = o.progress ?? new ProgressLog(run.dir);
   // The run's chat template variables reach every prompt the engine renders: rollouts and tokenisation alike.
-  const engine = await ChatEngine.load(c.model, c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {});
+  const engine = await ChatEngine.load(c.model, { ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}) });
   const model = engine.model as Model;
   let pool: RolloutPool | null = null;
   try {
