@@ -24,41 +24,27 @@ struct EngineError : std::runtime_error {
   throw EngineError(msg + " (" + base + ":" + std::to_string(line) + ")");
 }
 
-// Owning 64-byte-aligned float buffer: the "one flat allocation" behind each struct of named views.
-struct FloatBuffer {
-  float* data = nullptr;
-  size_t size = 0;  // floats
-  FloatBuffer() = default;
-  FloatBuffer(const FloatBuffer&) = delete;
-  FloatBuffer& operator=(const FloatBuffer&) = delete;
-  FloatBuffer(FloatBuffer&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; o.size = 0; }
-  FloatBuffer& operator=(FloatBuffer&& o) noexcept {
-    if (this != &o) { release(); data = o.data; size = o.size; o.data = nullptr; o.size = 0; }
-    return *this;
-  }
-  ~FloatBuffer() { release(); }
-  void release() { std::free(data); data = nullptr; size = 0; }
-  // Allocates n floats, zero-filled. Throws EngineError when memory is exhausted.
-  void allocate(size_t n);
-};
-
-// The same for 16-bit elements (bf16 / f16 weights kept as stored).
-struct HalfBuffer {
-  uint16_t* data = nullptr;
+// Owning 64-byte-aligned buffer of T: the "one flat allocation" behind each struct of named views.
+template <typename T>
+struct AlignedBuffer {
+  T* data = nullptr;
   size_t size = 0;  // elements
-  HalfBuffer() = default;
-  HalfBuffer(const HalfBuffer&) = delete;
-  HalfBuffer& operator=(const HalfBuffer&) = delete;
-  HalfBuffer(HalfBuffer&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; o.size = 0; }
-  HalfBuffer& operator=(HalfBuffer&& o) noexcept {
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; o.size = 0; }
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     if (this != &o) { release(); data = o.data; size = o.size; o.data = nullptr; o.size = 0; }
     return *this;
   }
-  ~HalfBuffer() { release(); }
+  ~AlignedBuffer() { release(); }
   void release() { std::free(data); data = nullptr; size = 0; }
   // Allocates n elements, zero-filled. Throws EngineError when memory is exhausted.
   void allocate(size_t n);
 };
+
+using FloatBuffer = AlignedBuffer<float>;    // weights, activations, optimiser state
+using HalfBuffer = AlignedBuffer<uint16_t>;  // bf16 / f16 weights kept as stored
 
 }  // namespace mcprl
 
