@@ -15,6 +15,8 @@ export interface AgentSource {
   checkpoint?: 'best' | 'latest';
   model?: string;
   adapter?: string;
+  /** Chat template variables, over the run's own (those it trained with). */
+  chat_template_kwargs?: Record<string, unknown>;
 }
 
 export interface ResolvedAgent {
@@ -24,6 +26,11 @@ export interface ResolvedAgent {
   label: string;
   /** The run's config when the agent comes from a run (max turns and tokens are taken from it). */
   runConfig?: { maxTurns?: number; maxTokens?: number };
+  /**
+   * Chat template variables every turn is rendered with: the run's (so the agent is asked the way it was trained,
+   * e.g. Qwen3 with `enable_thinking: false`), overridden key by key by the call's. Absent when neither gives any.
+   */
+  chatTemplateKwargs?: Record<string, unknown>;
 }
 
 /** Resolves an AgentSource to folders, every one confined to the workspace or a model root. */
@@ -34,7 +41,7 @@ export async function resolveAgent(ws: Workspace, src: AgentSource): Promise<Res
     if (!run.exists()) throw new WorkspaceError(`no run named ${JSON.stringify(src.run)} in the workspace`);
     const state = await run.readState();
     if (!state) throw new WorkspaceError(`run ${src.run} has not completed its first evaluation yet; wait for training_status to show step 0`);
-    const config = await run.readConfig<{ model: string; maxTurns?: number; maxTokens?: number }>();
+    const config = await run.readConfig<{ model: string; maxTurns?: number; maxTokens?: number; chatTemplateKwargs?: Record<string, unknown> }>();
     const modelDir = ws.resolveModel(config.model, `the base model of run ${src.run}`);
     const which = src.checkpoint ?? 'best';
     const step = which === 'best' ? state.bestStep : state.step;
@@ -45,14 +52,18 @@ export async function resolveAgent(ws: Workspace, src: AgentSource): Promise<Res
       if (!existsSync(`${adapterDir}/adapter_config.json`)) throw new WorkspaceError(`run ${src.run}: the checkpoint of step ${step} is missing`);
     }
     const label = adapterDir ? `${src.run} (${which} checkpoint, step ${step})` : `${src.run} (step 0: no trained step beat the base model, so the base model answers)`;
-    return { modelDir, adapterDir, label, runConfig: config };
+    const kwargs = { ...config.chatTemplateKwargs, ...src.chat_template_kwargs };
+    return { modelDir, adapterDir, label, runConfig: config, ...(Object.keys(kwargs).length > 0 ? { chatTemplateKwargs: kwargs } : {}) };
   }
   if (src.model === undefined) throw new WorkspaceError('give run, or model (a Hugging Face folder) with an optional adapter');
   const modelDir = ws.resolveModel(src.model, 'model');
   if (!existsSync(`${modelDir}/config.json`)) throw new WorkspaceError(`model ${JSON.stringify(src.model)} is not a Hugging Face model folder (no config.json)`);
   const adapterDir = src.adapter !== undefined ? ws.resolve(src.adapter, 'adapter') : null;
   if (adapterDir && !existsSync(`${adapterDir}/adapter_config.json`)) throw new WorkspaceError(`adapter ${JSON.stringify(src.adapter)} is not a PEFT adapter folder (no adapter_config.json)`);
-  return { modelDir, adapterDir, label: adapterDir ? `${ws.display(modelDir)} + ${ws.display(adapterDir)}` : ws.display(modelDir) };
+  return {
+    modelDir, adapterDir, label: adapterDir ? `${ws.display(modelDir)} + ${ws.display(adapterDir)}` : ws.display(modelDir),
+    ...(src.chat_template_kwargs ? { chatTemplateKwargs: src.chat_template_kwargs } : {}),
+  };
 }
 
 interface Loaded {
@@ -75,6 +86,7 @@ export class AgentEngines {
         model: agent.adapterDir ? 'agent' : loaded.engine.modelName,
         maxTokens: opts.maxTokens,
         temperature: opts.temperature,
+        ...(agent.chatTemplateKwargs ? { chatTemplateKwargs: agent.chatTemplateKwargs } : {}),
       });
       return await fn(policy);
     } finally {

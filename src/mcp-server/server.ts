@@ -87,6 +87,10 @@ const AgentInput = {
   checkpoint: z.enum(['best', 'latest']).optional().describe("With run: which checkpoint answers (default 'best')"),
   model: z.string().optional().describe('Instead of run: a Hugging Face model folder (workspace or --models root)'),
   adapter: z.string().optional().describe('With model: a PEFT adapter folder in the workspace'),
+  // The training setting's own schema: the same values a run trains with are accepted here.
+  chat_template_kwargs: TrainSettingsSchema.shape.chatTemplateKwargs.describe(
+    'Chat template variables for every turn, e.g. {"enable_thinking": false}; over those the run trained with',
+  ),
 };
 
 const ToolSummary = z.object({ name: z.string(), access: z.enum(['read-only', 'write', 'destructive']), allowed: z.boolean(), description: z.string() });

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURE_SERVER_MAIN, freePort, REPO_ROOT } from '../helpers/servers.js';
+import { call, FIXTURE_TARGET, stdioClient } from '../mcp-server-helpers.js';
 import { bookshopScenarios, mcprl } from './cli.js';
 import { fault } from './fault-table.js';
 
@@ -63,6 +64,7 @@ describe('`mcprl train --chat-template-kwargs`', () => {
 
   it('renders every rollout and training prompt with the variables; without them the template refuses', async () => {
     const model = await modelNeedingKwarg();
+    // The runs folder is also `mcprl mcp`'s workspace below.
     const runs = path.join(work, 'kw-runs');
     const without = await mcprl(['train', '--model', model, '--scenarios', scenarios, '--run', 'without', '--runs-dir', runs, '--quiet', ...SMALL, ...FIXTURE]);
     expect(without.code).toBe(1);
@@ -78,6 +80,28 @@ describe('`mcprl train --chat-template-kwargs`', () => {
     const config = JSON.parse(await readFile(path.join(runs, 'with', 'config.json'), 'utf8')) as { chatTemplateKwargs?: unknown };
     expect(config.chatTemplateKwargs).toEqual({ mcprl_marker: true });
     fault('`mcprl train` on a chat template that needs a variable', 'fails without --chat-template-kwargs, trains with it', 'template refusal without; step 1 committed with');
+
+    // `mcprl mcp` asks a run's agent the way the run trained it (its config's variables); a model without a run
+    // takes them from the call.
+    const { client } = await stdioClient(['--workspace', runs, '--models', work]);
+    try {
+      const task = 'Can you check the book bk-030 and report its year?';
+      const fromRun = await call(client, 'run_agent', { target: FIXTURE_TARGET, run: 'with', checkpoint: 'latest', task, max_turns: 2, max_tokens: 16 });
+      expect(fromRun.text).not.toMatch(/rendered without mcprl_marker/);
+      expect(fromRun.isError).toBe(false);
+      const bare = await call(client, 'run_agent', { target: FIXTURE_TARGET, model: model, task, max_turns: 2, max_tokens: 16 });
+      expect(bare.isError || bare.data.error !== null).toBe(true);
+      expect(bare.text + JSON.stringify(bare.data)).toMatch(/rendered without mcprl_marker/);
+      const given = await call(client, 'run_agent', { target: FIXTURE_TARGET, model: model, task, max_turns: 2, max_tokens: 16, chat_template_kwargs: { mcprl_marker: true } });
+      expect(given.isError).toBe(false);
+      expect(given.data.error).toBeNull();
+      const evaluated = await call(client, 'evaluate', { target: FIXTURE_TARGET, run: 'with', checkpoint: 'latest', max_turns: 2, max_tokens: 16, name: 'kw' });
+      expect(evaluated.isError).toBe(false);
+      expect(evaluated.data.summary.rollout_errors).toBe(0);
+    } finally {
+      await client.close();
+    }
+    fault('`mcprl mcp` run_agent / evaluate on a run trained with template variables', "renders with the run's variables (or the call's)", 'run_agent and evaluate answer; a bare model refuses until given them');
   });
 
   it('refuses a value that is not a JSON object, saying what it expected', async () => {
