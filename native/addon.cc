@@ -81,13 +81,13 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
   slp.assign(B, 0.0f);
   top_ids.assign((size_t)B * width, -1);
   top_lps.assign((size_t)B * width, 0.0f);
-  std::vector<std::vector<int>> idx(B);
+  if ((int)sample_idx.size() < B) sample_idx.resize(B);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < B; ++i) {
     SampleParams p{temps[i], top_p[i], top_k[i], top_n[i]};
     const size_t row = (size_t)i * width;
     tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, allow[i], ss[i]->rng, &lp[i], &slp[i], top_ids.data() + row,
-                          top_lps.data() + row, idx[i]);
+                          top_lps.data() + row, sample_idx[i]);
   }
 }
 

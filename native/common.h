@@ -38,7 +38,7 @@ struct AlignedBuffer {
     return *this;
   }
   ~AlignedBuffer() { release(); }
-  void release() { std::free(data); data = nullptr; size = 0; }
+  void release();
   // Allocates n elements, zero-filled. Throws EngineError when memory is exhausted.
   void allocate(size_t n);
 };

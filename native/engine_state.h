@@ -27,6 +27,10 @@ struct EngineState {
   int next_slot = 1;
   RunState rs;
   std::vector<float> logits;  // (B, V) sampling scratch
+  // (B)(V) each row's candidate ids while sampling. Kept across calls: allocated afresh per token, these
+  // vocabulary-sized rows were made on OpenMP threads and freed on this one, and a serving process's resident
+  // memory crept up with the holes they left in glibc's per-thread arenas (issue 12 §3, bench/serve-rss.bench.ts).
+  std::vector<std::vector<int>> sample_idx;
 
   // Fails when closed; applies this engine's thread count. Call with mu held, before any work.
   void begin();
