@@ -92,6 +92,14 @@ describe('mcprl mcp: train, watch, run the agent, export', () => {
     const tools = new Map((r.data.tools as { name: string; access: string; allowed: boolean }[]).map((t) => [t.name, t]));
     expect(tools.get('get_book')).toMatchObject({ access: 'read-only', allowed: true });
     expect(tools.get('cancel_order')).toMatchObject({ access: 'destructive', allowed: false });
+    // What would let a refused tool run is said in this server's terms: a tool argument, or the operator's option;
+    // never a command line to rerun.
+    expect(tools.get('restock')).toMatchObject({ access: 'write', allowed: false, remedy: expect.stringMatching(/target\.isolate: true/) });
+    expect(tools.get('restock')).not.toMatchObject({ remedy: expect.stringMatching(/Rerun|--isolate/) });
+    expect(tools.get('get_book')).not.toHaveProperty('remedy');
+    const isolated = await call(first, 'inspect_server', { target: { ...target, isolate: true } });
+    const cancel = (isolated.data.tools as { name: string; allowed: boolean; remedy?: string }[]).find((t) => t.name === 'cancel_order');
+    expect(cancel).toMatchObject({ allowed: false, remedy: expect.stringMatching(/starting mcprl mcp with --allow cancel_order/) });
     expect((r.data.catalog.tools as unknown[]).length).toBe(tools.size);
     expect(r.text).not.toContain(SECRET);
   });

@@ -78,7 +78,7 @@ Over HTTP:
       const leaked = grants.find((g) => g.env === o.tokenEnv);
       if (leaked) throw new Error(`--allow-key-env ${leaked.env}: that variable holds this server's own bearer token`);
       const workspace = new Workspace(o.workspace, o.models ?? []);
-      const safety = new SafetyPolicy({ allowDestructive: o.allowDestructive, allow: o.allow, deny: o.deny, allowUnisolatedWrites: o.allowUnisolatedWrites });
+      const safety = new SafetyPolicy({ allowDestructive: o.allowDestructive, allow: o.allow, deny: o.deny, allowUnisolatedWrites: o.allowUnisolatedWrites, remedyFor: 'mcp' });
       // Over stdio the client is whoever started mcprl, who can run commands anyway; over HTTP it may be anyone with the token.
       const ctx = createContext(workspace, safety, { allowCommands: o.http === undefined || o.allowCommands === true, keyGrants: grants });
       if (o.http === undefined) {

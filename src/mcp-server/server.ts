@@ -93,7 +93,13 @@ const AgentInput = {
   ),
 };
 
-const ToolSummary = z.object({ name: z.string(), access: z.enum(['read-only', 'write', 'destructive']), allowed: z.boolean(), description: z.string() });
+const ToolSummary = z.object({
+  name: z.string(),
+  access: z.enum(['read-only', 'write', 'destructive']),
+  allowed: z.boolean(),
+  remedy: z.string().optional().describe('When not allowed: what would let it run (a target argument, or an option of this server)'),
+  description: z.string(),
+});
 
 const RunStatusOutput = {
   run: z.string(),
@@ -289,12 +295,16 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const t = targetFromInput(ws, target, ctx.allowCommands);
       const isolation = isolationFromInput(ws, target);
       const report = await withSession(ctx, t, isolation, (s) => inspectSession(s));
-      const tools = report.tools.map((tool) => ({
-        name: tool.name,
-        access: tool.annotations.readOnlyHint ? ('read-only' as const) : tool.annotations.destructiveHint ? ('destructive' as const) : ('write' as const),
-        allowed: ctx.safety.check(tool, { isolated: isolation.isolate && t.kind === 'stdio' }).allowed,
-        description: tool.description.split('\n')[0] ?? '',
-      }));
+      const tools = report.tools.map((tool) => {
+        const decision = ctx.safety.check(tool, { isolated: isolation.isolate && t.kind === 'stdio' });
+        return {
+          name: tool.name,
+          access: tool.annotations.readOnlyHint ? ('read-only' as const) : tool.annotations.destructiveHint ? ('destructive' as const) : ('write' as const),
+          allowed: decision.allowed,
+          ...(decision.allowed ? {} : { remedy: decision.remedy }),
+          description: tool.description.split('\n')[0] ?? '',
+        };
+      });
       return ok(
         { server: report.server, tools, catalog: report as unknown as Record<string, unknown> },
         `${report.server.name} ${report.server.version}: ${tools.length} tools, ${report.resources.length} resources, ${report.prompts.length} prompts`,

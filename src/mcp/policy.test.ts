@@ -61,7 +61,24 @@ describe('SafetyPolicy', () => {
     expect(optOut.check(additive)).toEqual({ allowed: true });
     expect(optOut.check(destructive).allowed).toBe(false);
     expect(new SafetyPolicy({ allowUnisolatedWrites: true, deny: ['add'] }).check(additive).allowed).toBe(false);
-    expect(optOut.settings()).toEqual({ allowDestructive: false, allow: [], deny: [], allowUnisolatedWrites: true });
+    expect(optOut.settings()).toEqual({ allowDestructive: false, allow: [], deny: [], allowUnisolatedWrites: true, remedyFor: 'cli' });
+  });
+
+  it("words remedies for whoever can act on them: a command's options, or mcprl mcp's tool arguments and operator", () => {
+    const cli = new SafetyPolicy({ deny: ['wipe'] });
+    const mcp = new SafetyPolicy({ deny: ['wipe'], remedyFor: 'mcp' });
+    const remedy = (p: SafetyPolicy, t: typeof additive, where = {}) => {
+      const d = p.check(t, where);
+      return d.allowed ? '' : d.remedy;
+    };
+    expect(remedy(mcp, additive)).toMatch(/target\.isolate: true.*target\.sandbox_from.*start.*mcprl mcp with --allow-unisolated-writes/);
+    expect(remedy(mcp, additive)).not.toMatch(/Rerun|--isolate|--sandbox-from/);
+    expect(remedy(cli, additive)).toMatch(/^Rerun with --isolate/);
+    expect(remedy(mcp, destructive, isolated)).toMatch(/starting mcprl mcp with --allow drop/);
+    expect(remedy(mcp, { ...readOnly, name: 'wipe' })).toMatch(/deny list of mcprl mcp/);
+    // The model's text is the same either way: it can act on neither.
+    expect(mcp.check(additive)).toMatchObject({ reason: (cli.check(additive) as { reason: string }).reason });
+    expect(mcp.settings().remedyFor).toBe('mcp');
   });
 
   it('fills the spec defaults for missing annotations', () => {

@@ -14,6 +14,12 @@ export const SafetyPolicySchema = z.object({
    * change the server's real state (the user's data). Default false: writes run only in isolation (see sandbox.ts).
    */
   allowUnisolatedWrites: z.boolean().default(false),
+  /**
+   * Who can act on a refusal, and so how its remedy is worded: `cli`, the user of a command (its options), or
+   * `mcp`, a client of `mcprl mcp` (the tools' `target.isolate` / `target.sandbox_from` arguments, and the options
+   * the server's operator starts it with). Default `cli`.
+   */
+  remedyFor: z.enum(['cli', 'mcp']).default('cli'),
 });
 export type SafetyPolicyOptions = z.input<typeof SafetyPolicySchema>;
 export type SafetyPolicySettings = z.output<typeof SafetyPolicySchema>;
@@ -33,22 +39,28 @@ export type PolicyDecision = { allowed: true } | { allowed: false; reason: strin
 /** What the model reads after a refusal, besides why: the tool is out of its reach, so it must do without. */
 const UNAVAILABLE = 'It is not available in this session: do the task with the other tools, or say what could not be done.';
 
+type RemedyFor = SafetyPolicySettings['remedyFor'];
+
 /** The refusal of a write outside isolation: why, for the model; how to enable it, for the operator. */
-export function unisolatedWriteRefusal(name: string): { allowed: false; reason: string; remedy: string } {
+export function unisolatedWriteRefusal(name: string, remedyFor: RemedyFor = 'cli'): { allowed: false; reason: string; remedy: string } {
   return {
     allowed: false,
     reason:
       `mcprl's safety policy refused tool '${name}': it may write (readOnlyHint is not true) and this server is not ` +
       `isolated, so the change would reach its real data. ${UNAVAILABLE}`,
     remedy:
-      `Rerun with --isolate (a fresh server per rollout; put {sandbox} in its command, args, env or cwd so its files ` +
-      `live in a throwaway copy, seeded with --sandbox-from DIR), or with --allow-unisolated-writes to let it change the real data.`,
+      remedyFor === 'mcp'
+        ? `Call again with target.isolate: true (a fresh server per rollout; put {sandbox} in the target's command, args, env ` +
+          `or cwd so its files live in a throwaway copy, seeded with target.sandbox_from), or ask the operator to start ` +
+          `mcprl mcp with --allow-unisolated-writes to let it change the real data.`
+        : `Rerun with --isolate (a fresh server per rollout; put {sandbox} in its command, args, env or cwd so its files ` +
+          `live in a throwaway copy, seeded with --sandbox-from DIR), or with --allow-unisolated-writes to let it change the real data.`,
   };
 }
 
 /** The one line that says why a write was refused outside isolation, and how to enable it (for the operator). */
-export function unisolatedWriteReason(name: string): string {
-  const r = unisolatedWriteRefusal(name);
+export function unisolatedWriteReason(name: string, remedyFor: RemedyFor = 'cli'): string {
+  const r = unisolatedWriteRefusal(name, remedyFor);
   return `${r.reason} ${r.remedy}`;
 }
 
@@ -80,11 +92,13 @@ export class SafetyPolicy {
   readonly allowPatterns: readonly string[];
   readonly denyPatterns: readonly string[];
   readonly allowUnisolatedWrites: boolean;
+  readonly remedyFor: RemedyFor;
 
   constructor(options: SafetyPolicyOptions = {}) {
     const o = SafetyPolicySchema.parse(options);
     this.allowDestructive = o.allowDestructive;
     this.allowUnisolatedWrites = o.allowUnisolatedWrites;
+    this.remedyFor = o.remedyFor;
     this.allowPatterns = [...o.allow];
     this.denyPatterns = [...o.deny];
     this.allow = this.allowPatterns.map(globToRegExp);
@@ -93,16 +107,16 @@ export class SafetyPolicy {
 
   /** The settings this policy was made from (for a job file, or a worker process). */
   settings(): SafetyPolicySettings {
-    return { allowDestructive: this.allowDestructive, allow: [...this.allowPatterns], deny: [...this.denyPatterns], allowUnisolatedWrites: this.allowUnisolatedWrites };
+    return { allowDestructive: this.allowDestructive, allow: [...this.allowPatterns], deny: [...this.denyPatterns], allowUnisolatedWrites: this.allowUnisolatedWrites, remedyFor: this.remedyFor };
   }
 
   /** Whether `tool` may run; `where.isolated` says the server is a fresh one that a single rollout alone uses. */
   check(tool: ToolInfo, where: CallSetting = {}): PolicyDecision {
     const { name, annotations: a } = tool;
     if (this.deny.some((r) => r.test(name))) {
-      return { allowed: false, reason: `mcprl's safety policy refused tool '${name}': the operator denied it. ${UNAVAILABLE}`, remedy: `It is on the deny list (--deny).` };
+      return { allowed: false, reason: `mcprl's safety policy refused tool '${name}': the operator denied it. ${UNAVAILABLE}`, remedy: this.remedyFor === 'mcp' ? 'The operator put it on the deny list of mcprl mcp (--deny).' : 'It is on the deny list (--deny).' };
     }
-    if (!a.readOnlyHint && !where.isolated && !this.allowUnisolatedWrites) return unisolatedWriteRefusal(name);
+    if (!a.readOnlyHint && !where.isolated && !this.allowUnisolatedWrites) return unisolatedWriteRefusal(name, this.remedyFor);
     if (this.allow.some((r) => r.test(name))) return { allowed: true };
     if (a.readOnlyHint) return { allowed: true };
     if (!a.destructiveHint) return { allowed: true };
@@ -113,7 +127,10 @@ export class SafetyPolicy {
         `mcprl's safety policy refused tool '${name}': it may be destructive (readOnlyHint is false and ` +
         `destructiveHint is ${tool.annotations.destructiveHint}, which is also the MCP default when a server ` +
         `says nothing), and destructive tools do not run by default. ${UNAVAILABLE}`,
-      remedy: `To allow it, rerun with --allow ${name} (this tool only) or --allow-destructive (every tool).`,
+      remedy:
+        this.remedyFor === 'mcp'
+          ? `The operator can allow it by starting mcprl mcp with --allow ${name} (this tool only) or --allow-destructive (every tool).`
+          : `To allow it, rerun with --allow ${name} (this tool only) or --allow-destructive (every tool).`,
     };
   }
 }
