@@ -16,6 +16,25 @@ export type ArgsCheck = { ok: true } | { ok: false; error: string };
  * server decides.
  */
 export class ArgsValidator {
+  /**
+   * The validator of a tool list, shared by every rollout that offers the same tools (keyed by their names and
+   * schemas). Compiling is the costly part — two ajv instances, their meta-schemas, one function per tool — and
+   * a training run's rollouts all offer one list. Checking holds no state between calls, so sharing is safe.
+   */
+  static for(tools: { name: string; inputSchema: Record<string, unknown> }[]): ArgsValidator {
+    const key = JSON.stringify(tools.map((t) => [t.name, t.inputSchema]));
+    let v = shared.get(key);
+    if (v) {
+      // Most recently used last, so the bound below drops the least recently used list.
+      shared.delete(key);
+    } else {
+      v = new ArgsValidator(tools);
+      if (shared.size >= SHARED_LIMIT) shared.delete(shared.keys().next().value!);
+    }
+    shared.set(key, v);
+    return v;
+  }
+
   private readonly validators = new Map<string, ValidateFunction | null>();
   private readonly draft07 = makeAjv(false);
   private readonly draft2020 = makeAjv(true);
@@ -46,6 +65,10 @@ export class ArgsValidator {
     return { ok: false, error: formatErrors(validate.errors ?? []) };
   }
 }
+
+/** Tool lists whose validators are kept (a process seldom meets more than a few servers). */
+const SHARED_LIMIT = 16;
+const shared = new Map<string, ArgsValidator>();
 
 function makeAjv(is2020: boolean): Ajv | Ajv2020 {
   const opts = { allErrors: true, strict: false, validateFormats: true } as const;
