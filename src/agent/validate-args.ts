@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import { LruCache } from '../util/lru.js';
 
 // ajv-formats is CommonJS; under NodeNext its default import is the module object on some resolutions.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (
@@ -24,14 +25,7 @@ export class ArgsValidator {
   static for(tools: { name: string; inputSchema: Record<string, unknown> }[]): ArgsValidator {
     const key = JSON.stringify(tools.map((t) => [t.name, t.inputSchema]));
     let v = shared.get(key);
-    if (v) {
-      // Most recently used last, so the bound below drops the least recently used list.
-      shared.delete(key);
-    } else {
-      v = new ArgsValidator(tools);
-      if (shared.size >= SHARED_LIMIT) shared.delete(shared.keys().next().value!);
-    }
-    shared.set(key, v);
+    if (!v) shared.set(key, (v = new ArgsValidator(tools)));
     return v;
   }
 
@@ -67,8 +61,7 @@ export class ArgsValidator {
 }
 
 /** Tool lists whose validators are kept (a process seldom meets more than a few servers). */
-const SHARED_LIMIT = 16;
-const shared = new Map<string, ArgsValidator>();
+const shared = new LruCache<string, ArgsValidator>({ maxEntries: 16 });
 
 function makeAjv(is2020: boolean): Ajv | Ajv2020 {
   const opts = { allErrors: true, strict: false, validateFormats: true } as const;
