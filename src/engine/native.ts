@@ -128,8 +128,8 @@ function addonPath(): string {
  * OpenBLAS's idle wait, in log2 CPU cycles, unless the environment sets one. After every sgemm its worker threads
  * spin (sched_yield) for 2^28 cycles, about 0.1 s, before they sleep. Prefill and training call sgemm every few
  * milliseconds between OpenMP regions, so on a machine with as many cores as threads a worker spun all the time
- * and took its core from the OpenMP team and the JavaScript thread: a third of the demo's CPU time went to
- * sched_yield (perf). 2^16 cycles (tens of microseconds) still covers back-to-back products. Only the waiting
+ * and took its core from the OpenMP team and the JavaScript thread: in a 3-step demo a quarter of the CPU
+ * samples were in sched_yield (perf). 2^16 cycles (tens of microseconds) still covers back-to-back products. Only the waiting
  * changes: which thread computes what, and so every result, stays the same. OpenBLAS reads it when it loads,
  * with the addon, so it is set before that.
  */
