@@ -7,6 +7,10 @@
  * prefill: one 512-token prompt, generate with maxTokens 1 (forward + first sample), best of 3.
  * decode: (time of maxTokens 65 - time of maxTokens 1) / 64 steps, with 1 or 16 concurrent requests
  * (16 requests share each decode step: continuous batching).
+ *
+ * The same two figures on the bundled tiny model (fixtures/models/tiny-bookshop: hidden 128, 4 layers, vocabulary
+ * 1024), at the demo's shapes: a 431-token prompt (a rollout's later turn), and 32 requests over ~300-token
+ * prompts decoding together. Its attention and small GEMMs are what `npm run demo` spends its time in.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -60,6 +64,18 @@ export default async function engineBench(emit: Emit): Promise<void> {
       emit(`engine.decode.batch${batch}`, (batch * 64) / Math.max(t65 - t1, 1e-9), 'tok/s');
     }
     model.close();
+
+    const tiny = await Model.load(join(import.meta.dirname, '..', 'fixtures', 'models', 'tiny-bookshop'), { threads });
+    const tprompt = (n: number) => Array.from({ length: n }, () => Math.floor(rng.uniform() * tiny.config.vocabSize));
+    const p431 = tprompt(431);
+    const tTiny = await time(() => tiny.generate({ promptIds: p431, sampling: { maxTokens: 1, temperature: 0 } }), 10);
+    emit('engine.tiny.prefill.431tok', 431 / tTiny, 'tok/s');
+    const tPrompts = Array.from({ length: 32 }, (_, i) => tprompt(300 + i));
+    const tRun = (maxTokens: number) => Promise.all(tPrompts.map((p, i) => tiny.generate({ promptIds: p, sampling: { maxTokens, seed: i, stopTokenIds: [] } })));
+    const u1 = await time(() => tRun(1), 3);
+    const u65 = await time(() => tRun(65), 3);
+    emit('engine.tiny.decode.batch32', (32 * 64) / Math.max(u65 - u1, 1e-9), 'tok/s');
+    tiny.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -139,7 +139,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
   });
   const toolByName = new Map(serverTools.map((t) => [t.name, t]));
   const modelTools = [...toOpenAITools(serverTools), COMPLETE_TASK_TOOL];
-  const validator = new ArgsValidator(serverTools);
+  const validator = ArgsValidator.for(serverTools);
   for (const [name, why] of validator.uncompilable) log(`input schema of ${name} not validated locally: ${why}`);
 
   const messages: ChatMessage[] = [

@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import { LruCache } from '../util/lru.js';
 
 // ajv-formats is CommonJS; under NodeNext its default import is the module object on some resolutions.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (
@@ -16,6 +17,18 @@ export type ArgsCheck = { ok: true } | { ok: false; error: string };
  * server decides.
  */
 export class ArgsValidator {
+  /**
+   * The validator of a tool list, shared by every rollout that offers the same tools (keyed by their names and
+   * schemas). Compiling is the costly part — two ajv instances, their meta-schemas, one function per tool — and
+   * a training run's rollouts all offer one list. Checking holds no state between calls, so sharing is safe.
+   */
+  static for(tools: { name: string; inputSchema: Record<string, unknown> }[]): ArgsValidator {
+    const key = JSON.stringify(tools.map((t) => [t.name, t.inputSchema]));
+    let v = shared.get(key);
+    if (!v) shared.set(key, (v = new ArgsValidator(tools)));
+    return v;
+  }
+
   private readonly validators = new Map<string, ValidateFunction | null>();
   private readonly draft07 = makeAjv(false);
   private readonly draft2020 = makeAjv(true);
@@ -46,6 +59,9 @@ export class ArgsValidator {
     return { ok: false, error: formatErrors(validate.errors ?? []) };
   }
 }
+
+/** Tool lists whose validators are kept (a process seldom meets more than a few servers). */
+const shared = new LruCache<string, ArgsValidator>({ maxEntries: 16 });
 
 function makeAjv(is2020: boolean): Ajv | Ajv2020 {
   const opts = { allErrors: true, strict: false, validateFormats: true } as const;

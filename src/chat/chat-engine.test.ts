@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { makeRandomAdapter, makeRandomModel } from '../../scripts/random-model.js';
 import { ChatEngine, ChatError, type ChatResult, type ChatStreamEvent, type ChatTurnMessage, type ChatTurnRequest } from './chat-engine.js';
 import type { Model } from '../engine/model.js';
@@ -43,6 +43,34 @@ describe('ChatEngine', () => {
     expect(engine.tokenizer.decode(ids).endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
     const thinking = engine.promptIds({ messages, chatTemplateKwargs: { enable_thinking: true } });
     expect(engine.tokenizer.decode(thinking).endsWith('<|im_start|>assistant\n')).toBe(true);
+  });
+
+  it('remembers prompt ids: each distinct input is rendered once, and a caller may change what it gets', () => {
+    const tools = [{ type: 'function' as const, function: { name: 'get_book', description: 'A book.', parameters: { type: 'object', properties: { id: { type: 'string' } } } } }];
+    const fresh = new ChatEngine(engine.model, engine.tokenizer, { chatTemplateKwargs: { enable_thinking: false } });
+    const render = vi.spyOn(fresh.template, 'render');
+    const turn: ChatTurnMessage[] = [...messages, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', function: { name: 'get_book', arguments: '{"id": "bk-1"}' } }] }, { role: 'tool', tool_call_id: 'c1', content: 'A novel.' }];
+    const first = fresh.promptIds({ messages: turn, tools });
+    first.push(-1);
+    // Equal input in other objects: not rendered again.
+    expect(fresh.promptIds(JSON.parse(JSON.stringify({ messages: turn, tools })))).toEqual(first.slice(0, -1));
+    expect(render).toHaveBeenCalledTimes(1);
+    expect(fresh.promptIds({ messages: turn, tools, chatTemplateKwargs: { enable_thinking: true } })).not.toEqual(first.slice(0, -1));
+    expect(fresh.promptIds({ messages: turn })).not.toEqual(first.slice(0, -1));
+    expect(render).toHaveBeenCalledTimes(3);
+    // The same ids as an engine that never saw these prompts.
+    expect(fresh.promptIds({ messages: turn, tools })).toEqual(engine.promptIds({ messages: turn, tools }));
+    expect(render).toHaveBeenCalledTimes(3);
+  });
+
+  it('renders every time with a template that reads the clock (strftime_now)', () => {
+    const tokenizer = Object.create(engine.tokenizer, { chatTemplate: { value: "{{ strftime_now('%Y') }}{% for m in messages %}{{ m.content }}{% endfor %}" } });
+    const dated = new ChatEngine(engine.model, tokenizer);
+    expect(dated.template.pure).toBe(false);
+    expect(engine.template.pure).toBe(true);
+    const render = vi.spyOn(dated.template, 'render');
+    expect(dated.promptIds({ messages })).toEqual(dated.promptIds({ messages }));
+    expect(render).toHaveBeenCalledTimes(2);
   });
 
   it('cuts the text at the first stop string and keeps ids up to the token that completed it', async () => {

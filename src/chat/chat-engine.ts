@@ -14,6 +14,7 @@ import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 import { McprlError } from '../util/errors.js';
 import { tokenTable, ToolCallConstrainer, type ToolCallConstraint } from './constrain.js';
 import { AdapterRoutes } from './adapter-routes.js';
+import { LruCache } from '../util/lru.js';
 
 /** The part of the engine's `Model` that chat uses (kept narrow so chat is clear about what it needs). */
 export interface ChatModel {
@@ -200,6 +201,9 @@ export function adapterNameFromDir(dir: string): string {
   return basename(resolve(dir));
 }
 
+/** Prompts whose ids a ChatEngine remembers: more than a training step renders; at most 8M key characters. */
+const PROMPT_CACHE = { maxEntries: 4096, maxWeight: 8 << 20, weigh: (key: string, ids: number[]) => key.length + ids.length };
+
 export class ChatEngine {
   readonly model: ChatModel;
   readonly tokenizer: HfTokenizer;
@@ -213,6 +217,12 @@ export class ChatEngine {
   private readonly opts: ChatEngineOptions;
   private readonly stopTokenIds: number[];
   private readonly constrainers = new Map<string, ToolCallConstrainer>();
+  /**
+   * Prompt ids by the template's whole input (messages, tools, variables as JSON; the template and tokenizer are
+   * fixed per engine). Rendering and tokenising are pure, and prompts repeat: a group's rollouts share their
+   * first prompt, and training tokenises again every prompt its rollouts were sampled from.
+   */
+  private readonly promptCache = new LruCache<string, number[]>(PROMPT_CACHE);
   /** Per served name, the last addAdapter/removeAdapter on it: operations on one name run one at a time. */
   private readonly adapterOps = new Map<string, Promise<unknown>>();
   /** Engine names of adapters addAdapter is loading now (so that two loads never pick the same one). */
@@ -390,23 +400,30 @@ export class ChatEngine {
     return context === undefined ? Infinity : 2 * this.tokenizer.maxTokenChars * context;
   }
 
-  /** Prompt token ids: the messages and tools rendered by the model's chat template, with a generation prompt. */
+  /**
+   * Prompt token ids: the messages and tools rendered by the model's chat template, with a generation prompt.
+   * Remembered by what the template is given (see promptCache), so a prompt met again is not rendered again
+   * (unless the template reads the clock: ChatTemplate.pure).
+   */
   promptIds(prompt: ChatPrompt): number[] {
     const messages = prompt.messages.map((m, i) => toTemplateMessage(m, i));
+    const tools = toolsEnabled(prompt) ? prompt.tools : undefined;
+    const kwargs = { ...this.opts.chatTemplateKwargs, ...prompt.chatTemplateKwargs };
+    const key = JSON.stringify([messages, tools ?? null, kwargs]);
+    const hit = this.template.pure ? this.promptCache.get(key) : undefined;
+    if (hit) return hit.slice();
     let text: string;
     try {
-      text = this.template.render(messages, {
-        tools: toolsEnabled(prompt) ? prompt.tools : undefined,
-        addGenerationPrompt: true,
-        kwargs: { ...this.opts.chatTemplateKwargs, ...prompt.chatTemplateKwargs },
-      });
+      text = this.template.render(messages, { tools, addGenerationPrompt: true, kwargs });
     } catch (err) {
       if (err instanceof ChatTemplateError && err.code === 'TEMPLATE_RENDER') {
         throw new ChatError('TEMPLATE_RENDER', err.message, { param: 'messages', cause: err });
       }
       throw err;
     }
-    return this.tokenizer.encode(text);
+    const ids = this.tokenizer.encode(text);
+    if (this.template.pure) this.promptCache.set(key, ids.slice());
+    return ids;
   }
 
   /** Runs a chat completion to the end. */

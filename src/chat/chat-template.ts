@@ -47,6 +47,11 @@ export class ChatTemplate {
   private readonly template: Template;
   private readonly toolTemplate: Template | null;
   private readonly specialTokens: Record<string, string | null>;
+  /**
+   * The text depends on the render's input alone: the template never reads the clock (`strftime_now`, which
+   * Llama 3's templates call for today's date), so a rendering may be remembered.
+   */
+  readonly pure: boolean;
 
   /**
    * @param source the Jinja source of the template.
@@ -64,6 +69,7 @@ export class ChatTemplate {
       });
     }
     this.specialTokens = specialTokens;
+    this.pure = ![source, toolUseSource ?? ''].some((t) => t.includes('strftime_now'));
   }
 
   /** The template of a model folder's tokenizer. */

@@ -124,10 +124,22 @@ function addonPath(): string {
   throw new EngineError('ENGINE_UNAVAILABLE', 'native addon build/Release/mcprl_native.node not found: run `npm install` (or `node native/build.cjs`)');
 }
 
+/**
+ * OpenBLAS's idle wait, in log2 CPU cycles, unless the environment sets one. After every sgemm its worker threads
+ * spin (sched_yield) for 2^28 cycles, about 0.1 s, before they sleep. Prefill and training call sgemm every few
+ * milliseconds between OpenMP regions, so on a machine with as many cores as threads a worker spun all the time
+ * and took its core from the OpenMP team and the JavaScript thread: in a 3-step demo a quarter of the CPU
+ * samples were in sched_yield (perf). 2^16 cycles (tens of microseconds) still covers back-to-back products. Only the waiting
+ * changes: which thread computes what, and so every result, stays the same. OpenBLAS reads it when it loads,
+ * with the addon, so it is set before that.
+ */
+const OPENBLAS_THREAD_TIMEOUT = '16';
+
 /** The loaded addon (loaded once per process). */
 export function loadNative(): NativeAddon {
   if (!cached) {
     const path = addonPath();
+    process.env.OPENBLAS_THREAD_TIMEOUT ??= OPENBLAS_THREAD_TIMEOUT;
     try {
       cached = createRequire(import.meta.url)(path) as NativeAddon;
     } catch (e) {
