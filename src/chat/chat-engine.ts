@@ -185,6 +185,12 @@ export interface ChatEngineOptions {
    * `none`) and does not say otherwise (`constrain_tool_calls`). Default false.
    */
   constrainToolCalls?: boolean;
+  /**
+   * Prompts of more characters than this (messages, tool calls and tools) are tokenised on the tokenizer's worker
+   * thread, so that a long one does not hold the event loop (tokenising is superlinear in a word's length).
+   * Default 32,768 characters.
+   */
+  offThreadPromptChars?: number;
 }
 
 export interface LoadChatEngineOptions extends ChatEngineOptions {
@@ -223,6 +229,8 @@ export class ChatEngine {
    * first prompt, and training tokenises again every prompt its rollouts were sampled from.
    */
   private readonly promptCache = new LruCache<string, number[]>(PROMPT_CACHE);
+  /** Ids of long prompts tokenised off the event loop (tokenizeOffThread), taken by start() for that request. */
+  private readonly pretokenized = new WeakMap<ChatPrompt, number[]>();
   /** Per served name, the last addAdapter/removeAdapter on it: operations on one name run one at a time. */
   private readonly adapterOps = new Map<string, Promise<unknown>>();
   /** Engine names of adapters addAdapter is loading now (so that two loads never pick the same one). */
@@ -406,29 +414,52 @@ export class ChatEngine {
    * (unless the template reads the clock: ChatTemplate.pure).
    */
   promptIds(prompt: ChatPrompt): number[] {
-    const messages = prompt.messages.map((m, i) => toTemplateMessage(m, i));
-    const tools = toolsEnabled(prompt) ? prompt.tools : undefined;
-    const kwargs = { ...this.opts.chatTemplateKwargs, ...prompt.chatTemplateKwargs };
-    const key = JSON.stringify([messages, tools ?? null, kwargs]);
+    const input = this.templateInput(prompt);
+    const key = JSON.stringify([input.messages, input.tools ?? null, input.kwargs]);
     const hit = this.template.pure ? this.promptCache.get(key) : undefined;
     if (hit) return hit.slice();
-    let text: string;
+    const ids = this.tokenizer.encode(this.renderPrompt(input));
+    if (this.template.pure) this.promptCache.set(key, ids.slice());
+    return ids;
+  }
+
+  /** What the chat template is given for a prompt (and what its ids are remembered by). */
+  private templateInput(prompt: ChatPrompt) {
+    return {
+      messages: prompt.messages.map((m, i) => toTemplateMessage(m, i)),
+      tools: toolsEnabled(prompt) ? prompt.tools : undefined,
+      kwargs: { ...this.opts.chatTemplateKwargs, ...prompt.chatTemplateKwargs },
+    };
+  }
+
+  /** The prompt's text: the messages and tools rendered by the model's chat template, with a generation prompt. */
+  private renderPrompt({ messages, tools, kwargs }: ReturnType<ChatEngine['templateInput']>): string {
     try {
-      text = this.template.render(messages, { tools, addGenerationPrompt: true, kwargs });
+      return this.template.render(messages, { tools, addGenerationPrompt: true, kwargs });
     } catch (err) {
       if (err instanceof ChatTemplateError && err.code === 'TEMPLATE_RENDER') {
         throw new ChatError('TEMPLATE_RENDER', err.message, { param: 'messages', cause: err });
       }
       throw err;
     }
-    const ids = this.tokenizer.encode(text);
-    if (this.template.pure) this.promptCache.set(key, ids.slice());
-    return ids;
+  }
+
+  /**
+   * A prompt longer than `offThreadPromptChars` is tokenised on the tokenizer's worker thread before start()
+   * (which is synchronous) takes its ids, so that one long prompt cannot stop the server answering the others.
+   * A prompt past the cheap length bound is left for start() to refuse without tokenising.
+   */
+  private async tokenizeOffThread(req: ChatTurnRequest): Promise<void> {
+    const chars = promptChars(req);
+    if (chars <= (this.opts.offThreadPromptChars ?? 32_768) || chars > this.maxPromptChars) return;
+    const ids = await this.tokenizer.encodeOffThread(this.renderPrompt(this.templateInput(req)), req.signal ? { signal: req.signal } : {});
+    this.pretokenized.set(req, ids);
   }
 
   /** Runs a chat completion to the end. */
   async complete(req: ChatTurnRequest): Promise<ChatResult> {
     await this.waitForRoute(req.model ?? this.modelName);
+    await this.tokenizeOffThread(req);
     const run = this.start(req, req.signal, null);
     return run.result;
   }
@@ -450,6 +481,7 @@ export class ChatEngine {
    */
   async *stream(req: ChatTurnRequest): AsyncGenerator<ChatStreamEvent, ChatResult> {
     await this.waitForRoute(req.model ?? this.modelName);
+    await this.tokenizeOffThread(req);
     const signal = req.signal;
     const controller = new AbortController();
     const queue: ChatStreamEvent[] = [];
@@ -512,7 +544,8 @@ export class ChatEngine {
         param: 'messages',
       });
     }
-    const promptIds = this.promptIds(req);
+    const promptIds = this.pretokenized.get(req) ?? this.promptIds(req);
+    this.pretokenized.delete(req);
     const s = req.sampling ?? {};
     const requested = s.maxTokens;
     if (context !== undefined && promptIds.length >= context) {

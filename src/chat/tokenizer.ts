@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { McprlError } from '../util/errors.js';
+import { OffThreadTokenizer, type OffThreadEncodeOptions, type TokenizerFiles } from './tokenize-off-thread.js';
 
 export type TokenizerErrorCode = 'TOKENIZER_NOT_FOUND' | 'TOKENIZER_INVALID';
 
@@ -61,8 +62,11 @@ export class HfTokenizer {
   /** Characters in the longest token: text of N characters takes at least N / maxTokenChars tokens. */
   readonly maxTokenChars: number;
   private byteDecoder: Map<string, number> | null = null;
+  private readonly files: TokenizerFiles;
+  private offThread: OffThreadTokenizer | null = null;
 
-  private constructor(tokenizerJson: Record<string, any>, config: Record<string, any>, template: string | null) {
+  private constructor(tokenizerJson: Record<string, any>, config: Record<string, any>, template: string | null, files: TokenizerFiles) {
+    this.files = files;
     this.tok = new Tokenizer(tokenizerJson, config);
     this.bosToken = tokenString(config.bos_token);
     this.eosToken = tokenString(config.eos_token);
@@ -101,11 +105,12 @@ export class HfTokenizer {
       }
     };
     const tokenizerJson = (await read('tokenizer.json', true))!;
-    const config = (await read('tokenizer_config.json', false)) ?? {};
+    const configJson = await read('tokenizer_config.json', false);
     const jinjaPath = join(dir, 'chat_template.jinja');
     const template = existsSync(jinjaPath) ? await readFile(jinjaPath, 'utf8') : null;
+    const files = { tokenizerJson: join(dir, 'tokenizer.json'), tokenizerConfig: configJson ? join(dir, 'tokenizer_config.json') : null };
     try {
-      return new HfTokenizer(tokenizerJson, config, template);
+      return new HfTokenizer(tokenizerJson, configJson ?? {}, template, files);
     } catch (err) {
       throw new TokenizerError('TOKENIZER_INVALID', `${join(dir, 'tokenizer.json')}: ${(err as Error).message}`, {
         cause: err,
@@ -119,6 +124,20 @@ export class HfTokenizer {
    */
   encode(text: string): number[] {
     return this.tok.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  /**
+   * `encode` on a worker thread (started on first use, one per tokenizer, see tokenize-off-thread.ts), for texts
+   * long enough to hold the caller's event loop. The same files and library, so the same ids.
+   */
+  encodeOffThread(text: string, opts: OffThreadEncodeOptions = {}): Promise<number[]> {
+    this.offThread ??= new OffThreadTokenizer(this.files);
+    return this.offThread.encode(text, opts);
+  }
+
+  /** The worker thread of encodeOffThread, once started (tests read it). */
+  get offThreadWorker(): OffThreadTokenizer | null {
+    return this.offThread;
   }
 
   decode(ids: readonly number[], opts: DecodeOptions = {}): string {
