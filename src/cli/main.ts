@@ -3,6 +3,7 @@ import { registerBackend } from './backend.js';
 import { registerEval } from './eval.js';
 import { registerExport } from './export.js';
 import { registerInspect } from './inspect.js';
+import { registerLogin, registerLogout } from './login.js';
 import { registerMcp } from './mcp.js';
 import { registerScenarios } from './scenarios.js';
 import { registerReport } from './report.js';
@@ -25,6 +26,8 @@ export function buildProgram(): Command {
   registerReport(program);
   registerMcp(program);
   registerBackend(program);
+  registerLogin(program);
+  registerLogout(program);
   return program;
 }
 
