@@ -5,7 +5,7 @@
  * CLI's JSON events and exits, never on time.
  */
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,7 +40,15 @@ function watch(child: ChildProcessWithoutNullStreams) {
     stdout += d.toString();
     const lines = stdout.split('\n');
     events.length = 0;
-    for (const line of lines.slice(0, -1)) if (line.startsWith('{')) events.push(JSON.parse(line) as Record<string, unknown>);
+    // Only complete lines; other commands' output (inspect --json is pretty-printed) is no event and skipped.
+    for (const line of lines.slice(0, -1)) {
+      try {
+        const e = JSON.parse(line) as unknown;
+        if (e && typeof e === 'object' && 'event' in e) events.push(e as Record<string, unknown>);
+      } catch {
+        // Not a JSON line.
+      }
+    }
     offer();
   });
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -107,19 +115,19 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
     expect(out.code, out.stderr).toBe(0);
     const events = out.stdout.trim().split('\n').map((l) => JSON.parse(l) as { event: string; name?: string });
     expect(events.map((e) => e.event)).toEqual(['listening', 'authorize', 'authorized', 'connected']);
-    expect(events[3].name).toBe('bookshop');
+    expect(events[3].name).toBe('mcprl-bookshop');
     expect(server.provider.counts).toMatchObject({ authorizations: 1, codeExchanges: 1 });
 
     const file = loginFile(server.url, env);
     expect((await stat(file)).mode & 0o777).toBe(0o600);
     expect((await stat(join(configDir, 'mcprl', 'oauth'))).mode & 0o777).toBe(0o700);
-    const login = await stored();
-    expect(login.server).toBe(server.url);
-    expect(server.provider.issued).toContain(login.tokens.access_token);
+    const saved = await stored();
+    expect(saved.server).toBe(server.url);
+    expect(server.provider.issued).toContain(saved.tokens.access_token);
 
     const inspect = await cli(['inspect', '--json', server.url]);
     expect(inspect.code, inspect.stderr).toBe(0);
-    expect((JSON.parse(inspect.stdout) as { server: { name: string } }).server.name).toBe('bookshop');
+    expect((JSON.parse(inspect.stdout) as { server: { name: string } }).server.name).toBe('mcprl-bookshop');
   }, 90_000);
 
   it('refreshes a token the server has expired (the 401 path) and keeps the rotated tokens', async () => {
@@ -136,8 +144,8 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
   }, 60_000);
 
   it('refreshes a token the login file says has expired before sending it, once for concurrent connections', async () => {
-    const login = await stored();
-    await writeFile(loginFile(server.url, env), JSON.stringify({ ...login, expiresAt: 0 }), { mode: 0o600 });
+    const saved = await stored();
+    await writeFile(loginFile(server.url, env), JSON.stringify({ ...saved, expiresAt: 0 }), { mode: 0o600 });
     const refreshes = server.provider.counts.refreshes;
     // In this process, so that several connections share one provider: the authorization server rotates refresh
     // tokens, so a second refresh with the same one would be refused.
@@ -145,7 +153,7 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
     process.env[CONFIG_DIR_ENV] = env[CONFIG_DIR_ENV];
     try {
       const sessions = await Promise.all([1, 2, 3].map(() => connect({ kind: 'http', url: server.url })));
-      expect(sessions.map((s) => s.server.name)).toEqual(['bookshop', 'bookshop', 'bookshop']);
+      expect(sessions.map((s) => s.server.name)).toEqual(['mcprl-bookshop', 'mcprl-bookshop', 'mcprl-bookshop']);
       await Promise.all(sessions.map((s) => s.close()));
     } finally {
       if (previous === undefined) delete process.env[CONFIG_DIR_ENV];
@@ -172,6 +180,16 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
     const again = await cli(['inspect', server.url]);
     expect(again.stderr).toBe(`mcprl inspect: AUTH_REQUIRED: ${server.url} requires OAuth: run \`mcprl login ${server.url}\`\n`);
   }, 120_000);
+
+  it('logout --all removes every stored login (and temporaries a killed write left)', async () => {
+    const dir = join(configDir, 'mcprl', 'oauth');
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'a.example-0000000000000000.json'), '{}', { mode: 0o600 });
+    await writeFile(join(dir, '.a.example-0000000000000000.json.1.0.tmp'), '{}', { mode: 0o600 });
+    const out = await cli(['logout', '--all']);
+    expect(out.code, out.stderr).toBe(0);
+    expect(await readdir(dir)).toEqual([]);
+  }, 60_000);
 
   it('never printed a token', () => {
     expect(server.provider.issued.length).toBeGreaterThanOrEqual(6);

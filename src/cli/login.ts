@@ -1,11 +1,10 @@
 /**
- * `mcprl login <url>` and `mcprl logout <url>`: an OAuth login to a remote MCP server, kept in the user's config
- * folder for every later command that connects to that URL.
+ * `mcprl login <url>`: an OAuth login to a remote MCP server, kept in the user's config folder for every later
+ * command that connects to that URL (`mcprl logout` removes it).
  */
 import type { Command } from 'commander';
 import { McpConnectError } from '../mcp/errors.js';
 import { DEFAULT_LOGIN_TIMEOUT_MS, login, type LoginEvent } from '../mcp/oauth-login.js';
-import { removeLogin, serverKey } from '../mcp/oauth-store.js';
 import { connect } from '../mcp/session.js';
 import { oneLineError } from './inspect.js';
 import { numberParser } from './parse-number.js';
@@ -33,7 +32,8 @@ function render(e: LoginCliEvent): string {
   }
 }
 
-function fail(command: string, err: unknown): void {
+/** The one stderr line of a failed login or logout, with the error's code. */
+export function fail(command: string, err: unknown): void {
   const kind = err instanceof McpConnectError ? `${err.code}: ` : '';
   process.stderr.write(`mcprl ${command}: ${kind}${oneLineError(err)}\n`);
   process.exitCode = 1;
@@ -74,19 +74,4 @@ Example:
     }
   });
   return cmd;
-}
-
-export function registerLogout(program: Command): Command {
-  return program
-    .command('logout')
-    .description('remove the OAuth login `mcprl login` stored for a server')
-    .argument('<url>', "the MCP server's http(s) URL")
-    .action((url: string) => {
-      try {
-        const file = removeLogin(url);
-        process.stdout.write(file ? `logged out of ${serverKey(url)} (removed ${file})\n` : `no login stored for ${serverKey(url)}\n`);
-      } catch (err) {
-        fail('logout', err);
-      }
-    });
 }

@@ -4,7 +4,7 @@
  * server gave mcprl and the tokens it issued; every command that connects to that URL uses it.
  */
 import { createHash } from 'node:crypto';
-import { chmodSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { OAuthClientInformationFullSchema, OAuthTokensSchema, type OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
@@ -122,6 +122,22 @@ export function removeLogin(url: string): string | undefined {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw new McpConnectError('CONFIG', `cannot remove the login file ${file}: ${(err as Error).message}`, { cause: err });
   }
+}
+
+/** Removes every stored login; returns the files it removed. */
+export function removeAllLogins(): string[] {
+  const dir = loginsDir();
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw new McpConnectError('CONFIG', `cannot read the logins folder ${dir}: ${(err as Error).message}`, { cause: err });
+  }
+  // The login files and the temporaries of writes a kill cut short (they hold tokens too).
+  const files = names.filter((n) => n.endsWith('.json') || n.endsWith('.tmp')).map((n) => join(dir, n));
+  for (const f of files) rmSync(f, { force: true });
+  return files.filter((f) => f.endsWith('.json'));
 }
 
 /** The secret values of a login's tokens and client registration, for redaction. */
