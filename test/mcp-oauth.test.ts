@@ -11,9 +11,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../src/mcp/session.js';
 import { McpConnectError } from '../src/mcp/errors.js';
-import { CONFIG_DIR_ENV, loginFile, StoredLoginSchema } from '../src/mcp/oauth-store.js';
+import { CONFIG_DIR_ENV, loginFile, saveLogin, StoredLoginSchema } from '../src/mcp/oauth-store.js';
 import { runCli } from './helpers/cli.js';
-import { startOAuthMcpServer, startPlain401Server, type OAuthMcpServer } from './helpers/oauth-server.js';
+import { startEchoingServer, startOAuthMcpServer, startPlain401Server, type OAuthMcpServer } from './helpers/oauth-server.js';
 
 interface Finished {
   code: number | null;
@@ -90,6 +90,18 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
     return out;
   };
 
+  /** Runs `fn` in this process with the test's config folder, for connections made here rather than by the CLI. */
+  const inConfigDir = async (fn: () => Promise<void>): Promise<void> => {
+    const previous = process.env[CONFIG_DIR_ENV];
+    process.env[CONFIG_DIR_ENV] = env[CONFIG_DIR_ENV];
+    try {
+      await fn();
+    } finally {
+      if (previous === undefined) delete process.env[CONFIG_DIR_ENV];
+      else process.env[CONFIG_DIR_ENV] = previous;
+    }
+  };
+
   const stored = async () => StoredLoginSchema.parse(JSON.parse(await readFile(loginFile(server.url, env), 'utf8')));
 
   beforeAll(async () => {
@@ -149,16 +161,11 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
     const refreshes = server.provider.counts.refreshes;
     // In this process, so that several connections share one provider: the authorization server rotates refresh
     // tokens, so a second refresh with the same one would be refused.
-    const previous = process.env[CONFIG_DIR_ENV];
-    process.env[CONFIG_DIR_ENV] = env[CONFIG_DIR_ENV];
-    try {
+    await inConfigDir(async () => {
       const sessions = await Promise.all([1, 2, 3].map(() => connect({ kind: 'http', url: server.url })));
       expect(sessions.map((s) => s.server.name)).toEqual(['mcprl-bookshop', 'mcprl-bookshop', 'mcprl-bookshop']);
       await Promise.all(sessions.map((s) => s.close()));
-    } finally {
-      if (previous === undefined) delete process.env[CONFIG_DIR_ENV];
-      else process.env[CONFIG_DIR_ENV] = previous;
-    }
+    });
     expect(server.provider.counts.refreshes).toBe(refreshes + 1);
     expect((await stored()).expiresAt).toBeGreaterThan(Date.now());
   }, 60_000);
@@ -206,5 +213,22 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
     } finally {
       await plain.close();
     }
+  }, 30_000);
+
+  it('redacts the stored tokens from an error that quotes them', async () => {
+    const echo = await startEchoingServer();
+    await inConfigDir(async () => {
+      const token = 'at-echoed-0123456789abcdef';
+      await saveLogin({
+        server: echo.url,
+        clientInformation: { client_id: 'c1', redirect_uris: ['http://127.0.0.1:1/callback'] },
+        tokens: { access_token: token, token_type: 'Bearer' },
+        updatedAt: new Date().toISOString(),
+      });
+      const err = await connect({ kind: 'http', url: echo.url }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(McpConnectError);
+      expect((err as Error).message).toContain('bad request with Bearer [redacted]');
+      expect((err as Error).message).not.toContain(token);
+    }).finally(() => echo.close());
   }, 30_000);
 });

@@ -7,7 +7,7 @@
  * the test's hooks can expire tokens and count what the client did.
  */
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type Response } from 'express';
 import type { OAuthRegisteredClientsStore } from '@modelcontextprotocol/sdk/server/auth/clients.js';
@@ -162,8 +162,17 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
 }
 
 /** A server that answers every request 401 and offers no OAuth metadata (a bearer-token API, say). */
-export async function startPlain401Server(): Promise<{ url: string; close(): Promise<void> }> {
-  const http = createServer((_req, res) => res.writeHead(401, { 'content-type': 'text/plain' }).end('unauthorized'));
+export function startPlain401Server(): Promise<{ url: string; close(): Promise<void> }> {
+  return startAnswering((_req, res) => res.writeHead(401, { 'content-type': 'text/plain' }).end('unauthorized'));
+}
+
+/** A server that answers every request 500 with the request's Authorization header in the body, as a careless proxy might. */
+export function startEchoingServer(): Promise<{ url: string; close(): Promise<void> }> {
+  return startAnswering((req, res) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`bad request with ${req.headers.authorization ?? 'no credentials'}`));
+}
+
+async function startAnswering(handler: RequestListener): Promise<{ url: string; close(): Promise<void> }> {
+  const http = createServer(handler);
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', () => resolve()));
   return {
     url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
