@@ -203,17 +203,20 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
     for (const token of server.provider.issued) expect(printed).not.toContain(token);
   });
 
-  it('a 401 from a server without OAuth metadata still asks for credentials by --header', async () => {
+  it('a 401 from a server without OAuth metadata still asks for credentials by --header, and login says why it cannot', async () => {
     const plain = await startPlain401Server();
     try {
       const err = await connect({ kind: 'http', url: plain.url }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(McpConnectError);
       expect((err as McpConnectError).code).toBe('HTTP_ERROR');
       expect((err as Error).message).toContain('--header');
+      const out = await cli(['login', plain.url]);
+      expect(out.code).toBe(1);
+      expect(out.stderr).toBe(`mcprl login: AUTH_FAILED: ${plain.url} does not offer OAuth (no protected-resource or authorization-server metadata)\n`);
     } finally {
       await plain.close();
     }
-  }, 30_000);
+  }, 60_000);
 
   it('redacts the stored tokens from an error that quotes them', async () => {
     const echo = await startEchoingServer();

@@ -12,6 +12,9 @@ import { expiryOf, loginSecrets, readLogin, saveLogin, serverKey, type StoredLog
 /** A token this close to its expiry is refreshed before use, in ms: it could expire on its way to the server. */
 const EXPIRY_MARGIN_MS = 30_000;
 
+/** A redirect URL for a stored registration that names none (no authorization is ever started here). */
+const UNUSED_REDIRECT = 'http://127.0.0.1/callback';
+
 /** The one-line error of a server whose login is missing or refused. */
 export function authRequired(url: string, why?: string): McpConnectError {
   return new McpConnectError('AUTH_REQUIRED', `${url} requires OAuth: run \`mcprl login ${url}\`${why ? ` (${why})` : ''}`);
@@ -53,7 +56,7 @@ export class StoredLoginProvider implements OAuthClientProvider {
   // The SDK treats a provider without a redirect URL as a machine-to-machine client (client_credentials), so the
   // one registered at login is returned; nothing ever listens there after login.
   get redirectUrl(): string {
-    return this.login.clientInformation.redirect_uris[0];
+    return this.login.clientInformation.redirect_uris[0] ?? UNUSED_REDIRECT;
   }
 
   get clientMetadata(): OAuthClientMetadata {
