@@ -81,6 +81,11 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
   const login = async (): Promise<Finished> => {
     const child = watch(runCli(['login', server.url, '--json'], env));
     const { url } = (await child.event('authorize')) as { url: string };
+    // PKCE with S256, a state, and the MCP server named as the resource (RFC 8707).
+    const asked = new URL(url).searchParams;
+    expect(asked.get('code_challenge_method')).toBe('S256');
+    expect(asked.get('state')).toBeTruthy();
+    expect(asked.get('resource')).toBe(server.url);
     const approved = await fetch(url, { redirect: 'manual' });
     expect(approved.status).toBe(302);
     const back = await fetch(approved.headers.get('location')!);
@@ -135,6 +140,7 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
     expect((await stat(join(configDir, 'mcprl', 'oauth'))).mode & 0o777).toBe(0o700);
     const saved = await stored();
     expect(saved.server).toBe(server.url);
+    expect(saved.resourceMetadataUrl).toBe(new URL('/.well-known/oauth-protected-resource/mcp', server.url).href);
     expect(server.provider.issued).toContain(saved.tokens.access_token);
 
     const inspect = await cli(['inspect', '--json', server.url]);

@@ -250,6 +250,7 @@ export async function login(url: string, opts: LoginOptions = {}): Promise<Login
       server,
       clientInformation: client,
       tokens: provider.received,
+      resourceMetadataUrl: hints.resourceMetadataUrl?.href,
       expiresAt: expiryOf(provider.received),
       updatedAt: new Date().toISOString(),
     });

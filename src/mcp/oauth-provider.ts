@@ -80,7 +80,8 @@ export class StoredLoginProvider implements OAuthClientProvider {
 
   async tokens(): Promise<OAuthTokens | undefined> {
     if (this.refused) return undefined;
-    if (this.expired() && this.login.tokens.refresh_token) await this.refresh();
+    // A refresh that fails here is left to the SDK's 401 path, which reads what the server's answer says.
+    if (this.expired() && this.login.tokens.refresh_token) await this.refresh().catch(() => undefined);
     return this.refused ? undefined : this.login.tokens;
   }
 
@@ -146,7 +147,8 @@ export class StoredLoginProvider implements OAuthClientProvider {
     if (onDisk) this.adopt(onDisk);
     if (!this.expired()) return;
     // auth() asks the provider for the refresh token, so it gets a view whose tokens() does not refresh again.
-    await auth(this.withoutRefresh(), { serverUrl: this.url });
+    const { resourceMetadataUrl } = this.login;
+    await auth(this.withoutRefresh(), { serverUrl: this.url, resourceMetadataUrl: resourceMetadataUrl ? new URL(resourceMetadataUrl) : undefined });
   }
 
   private withoutRefresh(): OAuthClientProvider {

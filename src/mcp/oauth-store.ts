@@ -60,6 +60,8 @@ export const StoredLoginSchema = z.object({
   clientInformation: OAuthClientInformationFullSchema,
   /** The latest tokens, as the authorization server sent them (plus the issuer the SDK stamps on them). */
   tokens: OAuthTokensSchema,
+  /** Where the server's 401 said its protected-resource metadata is (WWW-Authenticate), for refreshes; absent when it did not. */
+  resourceMetadataUrl: z.string().optional(),
   /** When the access token expires, in ms since the epoch; absent when the server did not say (no expires_in). */
   expiresAt: z.number().optional(),
   /** When this file was last written, ISO 8601. */
