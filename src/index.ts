@@ -12,6 +12,8 @@ export {
   toOpenAITools,
   targetFromConfigFile,
   inspectSession,
+  login,
+  removeLogin,
 } from './mcp/index.js';
 export type {
   Target,
@@ -26,6 +28,9 @@ export type {
   PolicyDecision,
   Isolation,
   InspectReport,
+  LoginEvent,
+  LoginOptions,
+  LoginResult,
 } from './mcp/index.js';
 export { OpenAIPolicy, PolicyError } from './agent/policy.js';
 export type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from './agent/policy.js';

@@ -3,6 +3,8 @@ import { registerBackend } from './backend.js';
 import { registerEval } from './eval.js';
 import { registerExport } from './export.js';
 import { registerInspect } from './inspect.js';
+import { registerLogin } from './login.js';
+import { registerLogout } from './logout.js';
 import { registerMcp } from './mcp.js';
 import { registerScenarios } from './scenarios.js';
 import { registerReport } from './report.js';
@@ -25,6 +27,8 @@ export function buildProgram(): Command {
   registerReport(program);
   registerMcp(program);
   registerBackend(program);
+  registerLogin(program);
+  registerLogout(program);
   return program;
 }
 

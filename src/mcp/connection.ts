@@ -3,6 +3,7 @@
  * environment, the connect timeout, and turning every way this can fail into an McpConnectError with a code.
  */
 import { existsSync, statSync } from 'node:fs';
+import { discoverOAuthServerInfo } from '@modelcontextprotocol/sdk/client/auth.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -10,7 +11,8 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { McpConnectError } from './errors.js';
-import { redact, secretsOf } from './redact.js';
+import { authRequired, storedLoginProvider, type StoredLoginProvider } from './oauth-provider.js';
+import { redact, secretsOf, secretValues } from './redact.js';
 import type { Target } from './types.js';
 
 export type TransportKind = 'stdio' | 'streamable-http' | 'sse';
@@ -209,7 +211,8 @@ function httpStatusOf(err: unknown): number | undefined {
   return undefined;
 }
 
-function httpFailure(url: string, err: unknown, timeoutMs: number): McpConnectError {
+/** Exported for `mcprl login`, whose first request to the server fails in the same ways. */
+export function httpFailure(url: string, err: unknown, timeoutMs: number): McpConnectError {
   if (err instanceof McpConnectError) return err;
   const code = errorCode(err);
   if (code && NETWORK_CODES[code]) {
@@ -233,7 +236,26 @@ function httpFailure(url: string, err: unknown, timeoutMs: number): McpConnectEr
   return new McpConnectError('PROTOCOL', `HTTP server ${url} failed to initialize: ${describe(err)}`, { cause: err });
 }
 
-async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOptions): Promise<Connection> {
+/** True when the target's own headers carry credentials: they take precedence over a stored OAuth login. */
+function hasAuthorizationHeader(headers: Record<string, string> | undefined): boolean {
+  return Object.keys(headers ?? {}).some((h) => h.toLowerCase() === 'authorization');
+}
+
+/**
+ * Whether the server at `url` advertises OAuth: protected-resource metadata (RFC 9728) or authorization-server
+ * metadata (RFC 8414) where the SDK's discovery looks. A 401 from a server that does not is about other credentials.
+ */
+async function offersOAuth(url: string, timeoutMs: number): Promise<boolean> {
+  const signal = AbortSignal.timeout(timeoutMs);
+  try {
+    const info = await discoverOAuthServerInfo(url, { fetchFn: (u, init) => fetch(u, { ...init, signal }) });
+    return info.resourceMetadata !== undefined || info.authorizationServerMetadata !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOptions, login: StoredLoginProvider | undefined): Promise<Connection> {
   let url: URL;
   try {
     url = new URL(target.url);
@@ -244,8 +266,11 @@ async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOpt
   const what = `HTTP server ${target.url}`;
 
   const attempt = async (kind: 'streamable-http' | 'sse'): Promise<Connection> => {
+    // With a stored login the SDK sends its access token, and on a 401 refreshes it and repeats the request.
     const transport =
-      kind === 'sse' ? new SSEClientTransport(url, { requestInit }) : new StreamableHTTPClientTransport(url, { requestInit });
+      kind === 'sse'
+        ? new SSEClientTransport(url, { requestInit, authProvider: login })
+        : new StreamableHTTPClientTransport(url, { requestInit, authProvider: login });
     const client = newClient(opts);
     try {
       const protocolVersion = await withTimeout(
@@ -265,6 +290,10 @@ async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOpt
     return await attempt('streamable-http');
   } catch (err) {
     const status = httpStatusOf(err);
+    if (status === 401 && login) throw authRequired(target.url, 'the server refused the stored login');
+    if (status === 401 && !hasAuthorizationHeader(target.headers) && (await offersOAuth(target.url, opts.timeoutMs))) {
+      throw authRequired(target.url);
+    }
     // Servers that only speak the older HTTP+SSE transport answer the initialize POST with a 4xx (usually
     // 404 or 405); the spec's backwards-compatibility rule is to retry with SSE on a new client.
     if (status === undefined || status < 400 || status >= 500) throw httpFailure(target.url, err, opts.timeoutMs);
@@ -283,14 +312,22 @@ async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOpt
 }
 
 /**
- * Opens and initializes one connection, or throws McpConnectError. Its message may quote the server (stderr, an
- * HTTP error body), so the target's header and environment values are redacted from it.
+ * Opens and initializes one connection, or throws McpConnectError. An HTTP target without an Authorization header
+ * uses the login `mcprl login` stored for its URL, if any. The error's message may quote the server (stderr, an
+ * HTTP error body), so the target's header and environment values and the login's tokens are redacted from it.
  */
 export async function openConnection(target: Target, opts: OpenOptions): Promise<Connection> {
+  let login: StoredLoginProvider | undefined;
   try {
-    return await (target.kind === 'stdio' ? openStdio(target, opts) : openHttp(target, opts));
+    if (target.kind === 'stdio') return await openStdio(target, opts);
+    login = hasAuthorizationHeader(target.headers) ? undefined : storedLoginProvider(target.url);
+    return await openHttp(target, opts, login);
   } catch (err) {
-    if (err instanceof Error) err.message = redact(err.message, secretsOf(target));
+    if (err instanceof Error) {
+      // Longest first, as redact wants, so that no part of a longer secret survives a shorter one's replacement.
+      const secrets = [...secretsOf(target), ...secretValues(login?.secrets() ?? [])].sort((a, b) => b.length - a.length);
+      err.message = redact(err.message, secrets);
+    }
     throw err;
   }
 }

@@ -21,7 +21,11 @@ export type McpConnectErrorCode =
   /** The server answered, but not with valid MCP (bad JSON-RPC, unsupported protocol version, ...). */
   | 'PROTOCOL'
   /** The target itself is invalid: a bad config file, an unknown server name, a malformed URL. */
-  | 'CONFIG';
+  | 'CONFIG'
+  /** The HTTP server wants an OAuth login that is not stored (or no longer accepted): run `mcprl login <url>`. */
+  | 'AUTH_REQUIRED'
+  /** `mcprl login` could not complete: the server offers no OAuth, the user or the authorization server refused. */
+  | 'AUTH_FAILED';
 
 export class McpConnectError extends McprlError<McpConnectErrorCode> {}
 

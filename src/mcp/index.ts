@@ -19,3 +19,7 @@ export { targetFromConfigFile, targetFromConfig, describeTarget, McpConfigFileSc
 export type { McpConfigFile } from './config.js';
 export { inspectSession } from './inspect.js';
 export type { InspectReport } from './inspect.js';
+export { login, DEFAULT_LOGIN_TIMEOUT_MS } from './oauth-login.js';
+export type { LoginEvent, LoginOptions, LoginResult } from './oauth-login.js';
+export { configDir, loginFile, readLogin, removeLogin, removeAllLogins, serverKey, StoredLoginSchema, CONFIG_DIR_ENV } from './oauth-store.js';
+export type { StoredLogin } from './oauth-store.js';

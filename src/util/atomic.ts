@@ -28,12 +28,21 @@ export class WriteError extends McprlError<'WRITE_FAILED'> {
   }
 }
 
+/** How writeFileAtomic creates its file. */
+export interface WriteOptions {
+  /**
+   * Permission bits of the new file (less the umask), e.g. 0o600 for secrets. The temporary is created with them,
+   * so the content is never readable by others, not even for a moment. Default 0o666.
+   */
+  mode?: number;
+}
+
 /** Writes `data` to `file` atomically (temp file + fsync + rename). Throws WriteError naming `file`. */
-export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
+export async function writeFileAtomic(file: string, data: string | Uint8Array, options: WriteOptions = {}): Promise<void> {
   const tmp = join(dirname(file), `.${basename(file)}.${process.pid}.${counter++}.tmp`);
   try {
     await mkdir(dirname(file), { recursive: true });
-    const handle = await open(tmp, 'w');
+    const handle = await open(tmp, 'w', options.mode ?? 0o666);
     try {
       await handle.writeFile(data);
       await handle.sync();
@@ -49,8 +58,8 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array): 
 }
 
 /** Writes a JSON value (pretty-printed, newline-terminated) atomically. */
-export async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
-  await writeFileAtomic(file, JSON.stringify(value, null, 2) + '\n');
+export async function writeJsonAtomic(file: string, value: unknown, options: WriteOptions = {}): Promise<void> {
+  await writeFileAtomic(file, JSON.stringify(value, null, 2) + '\n', options);
 }
 
 /** Writes one JSON object per line atomically. */

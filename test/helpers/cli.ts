@@ -8,9 +8,9 @@ import { REPO_ROOT } from './servers.js';
 
 const ENTRY = join(REPO_ROOT, 'src', 'cli', 'entry.ts');
 
-/** Starts `mcprl ARGS…`. */
-export function runCli(args: string[]): ChildProcessWithoutNullStreams {
-  return spawn(process.execPath, ['--import', 'tsx', ENTRY, ...args], { stdio: 'pipe' });
+/** Starts `mcprl ARGS…`, in this process's environment or in `env`. */
+export function runCli(args: string[], env?: NodeJS.ProcessEnv): ChildProcessWithoutNullStreams {
+  return spawn(process.execPath, ['--import', 'tsx', ENTRY, ...args], { stdio: 'pipe', env: env ?? process.env });
 }
 
 /** Resolves with the URL the server prints once it listens; rejects if it exits first. */
