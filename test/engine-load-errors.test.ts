@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomAdapter, makeRandomModel, type RandomModelOptions } from '../scripts/random-model.js';
 import { Model } from '../src/engine/model.js';
+import { fault } from './faults/fault-table.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcprl-bad-'));
 const good = join(root, 'good');
@@ -106,6 +107,7 @@ describe('model folder errors', () => {
     const err = await loadError(make());
     expect(err.code).toBe('ENGINE_LOAD');
     expect(err.message).toMatch(message);
+    fault(`corrupt model folder: ${_name}`, 'ENGINE_LOAD naming the file and what is wrong', err.message.slice(0, 70));
   });
 
   it('sharded: a tensor missing from its shard names the shard file', async () => {
@@ -165,5 +167,6 @@ describe('adapter folder errors', () => {
   ] as const)('%s', async (_name, edit, message) => {
     await expect(model.loadAdapter('bad', adapterVariant(edit))).rejects.toMatchObject({ code: 'ENGINE_LOAD', message: expect.stringMatching(message) });
     expect(model.adapterNames()).not.toContain('bad');
+    fault(`corrupt adapter: ${_name}`, 'ENGINE_LOAD naming the tensor or field; nothing loaded', 'refused; the model serves without it');
   });
 });

@@ -2,6 +2,9 @@
  * The client against servers that page, crash, hang, flood, break their own schemas, expire HTTP sessions or
  * speak only the legacy SSE transport. All servers are real processes (test/helpers).
  */
+import { readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, McpConnectError, McpListError, SafetyPolicy, type McpSession } from '../src/mcp/index.js';
 import {
@@ -12,6 +15,7 @@ import {
   startFixtureHttp,
   startSseOnlyServer,
 } from './helpers/servers.js';
+import { fault } from './faults/fault-table.js';
 
 describe('pagination', () => {
   it('follows nextCursor to the end for tools, resources, resource templates and prompts', async () => {
@@ -74,6 +78,7 @@ describe('misbehaving server', () => {
     const secondPid = Number(again.text);
     expect(secondPid).not.toBe(firstPid);
     expect(isAlive(firstPid)).toBe(false);
+    fault('MCP server crashes during a call', 'a tool error, then a new server process', 'tool error "connection to the server was lost"; next call on a new pid');
   });
 
   it('reconnects when the server process died between calls', async () => {
@@ -94,6 +99,7 @@ describe('misbehaving server', () => {
     expect(r.text).toBe("Tool 'hang' timed out after 300 ms; the call was cancelled.");
     // The session stays usable, and the server saw the notifications/cancelled.
     expect((await s.callTool('cancellations', {})).text).toBe('1');
+    fault('MCP tool hangs', 'a tool error after the call timeout; the request cancelled', 'timed out after 300 ms; server saw notifications/cancelled');
   });
 
   it('returns an aborted call as a tool error', async () => {
@@ -107,15 +113,16 @@ describe('misbehaving server', () => {
   });
 
   it('caps huge output with a visible marker instead of failing', async () => {
-    const r = await s.callTool('huge', { chars: 1_000_000 });
+    const r = await s.callTool('huge', { chars: 5_000_000 });
     expect(r.isError).toBe(false);
     expect(r.truncated).toBe(true);
     expect(r.text.startsWith('x'.repeat(20_000))).toBe(true);
-    expect(r.text).toContain('showing 20000 of 1000000 characters');
+    expect(r.text).toContain('showing 20000 of 5000000 characters');
     const small = await s.callTool('huge', { chars: 500 }, { maxChars: 100 });
     expect(small.truncated).toBe(true);
     expect(small.text).toContain('showing 100 of 500 characters');
     expect((await s.callTool('huge', { chars: 500 })).truncated).toBe(false);
+    fault('MCP tool returns 5 MB of text', 'capped with a visible marker', 'showing 20000 of 5000000 characters');
   });
 
   it("returns output that breaks the tool's own outputSchema as a tool error naming the tool", async () => {
@@ -197,6 +204,30 @@ describe('lifecycle', () => {
     expect(err).toBeInstanceOf(McpConnectError);
     expect((err as McpConnectError).code).toBe('SERVER_EXITED');
     expect((err as Error).message).toContain('fatal: missing API key');
+  });
+
+  it('a server that answers with garbage instead of JSON-RPC fails the connect with a clear error, and is stopped', async () => {
+    // Every line it reads is answered with a line that is not JSON-RPC (nor JSON); it writes its pid to a file.
+    const pidFile = join(tmpdir(), `mcprl-garbage-${process.pid}.pid`);
+    const script = "require('fs').writeFileSync(process.env.PID_FILE, String(process.pid)); process.stdin.on('data', () => process.stdout.write('<html>garbage</html>\\n{oops\\n')); setInterval(() => {}, 1000);";
+    const err = await connect({ kind: 'stdio', command: process.execPath, args: ['-e', script], env: { PID_FILE: pidFile } }, { timeoutMs: 1500 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(McpConnectError);
+    expect((err as McpConnectError).code).toBe('TIMEOUT');
+    expect((err as Error).message).toMatch(/initialize/);
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    rmSync(pidFile);
+    expect(pid).toBeGreaterThan(0);
+    // The teardown that follows the failure stops it (a polite close first, then signals): wait for it to go.
+    const running = () => {
+      try {
+        return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 200 && running(); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(running()).toBe(false);
+    fault('MCP server writes garbage instead of JSON-RPC', 'connect fails with a clear error; the process is stopped', `${(err as McpConnectError).code} after 1500 ms; the server process then stopped`);
   });
 
   it('passes PATH and the target env to a stdio server, but not other variables of ours', async () => {

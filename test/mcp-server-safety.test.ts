@@ -13,6 +13,7 @@ import { formatCoverage } from '../src/scenarios/coverage.js';
 import { ScenarioSummarySchema } from '../src/scenarios/scenario-set.js';
 import { REPO_ROOT, startFixtureHttp, type RunningHttpServer } from './helpers/servers.js';
 import { call, FIXTURE_TARGET, httpClient, mcpArgs, rawInitialize, startMcprlHttp, stdioClient } from './mcp-server-helpers.js';
+import { fault } from './faults/fault-table.js';
 
 const base = mkdtempSync(path.join(tmpdir(), 'mcprl-mcp-safety-'));
 const ws = path.join(base, 'ws');
@@ -64,6 +65,7 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     }
     await expect(client.readResource({ uri: 'mcprl://runs/linkrun/config.json' })).rejects.toThrow(/symbolic link/);
     await expect(client.readResource({ uri: 'mcprl://runs/..%2Foutside%2Frun/config.json' })).rejects.toThrow();
+    fault('path traversal in `mcprl mcp` arguments (.., absolute, symbolic link)', 'refused naming the argument', `${cases.length} arguments and 2 resources refused; nothing outside named`);
   });
 
   it('answers bad arguments with isError and keeps serving', async () => {
@@ -199,6 +201,7 @@ describe('mcprl mcp over HTTP: bearer token and DNS-rebinding protection', () =>
       await client.close();
     }
     expect(srv.stderr()).not.toContain(TOKEN);
+    fault('`mcprl mcp` over HTTP without / with a wrong bearer token', '401; the token never logged', '401 ×3; served with the right token');
   });
 
   it('refuses a foreign Host or Origin even with the right token', async () => {
@@ -206,6 +209,7 @@ describe('mcprl mcp over HTTP: bearer token and DNS-rebinding protection', () =>
     expect(await rawInitialize(srv.url, { ...auth, host: 'evil.example' })).toBe(403);
     expect(await rawInitialize(srv.url, { ...auth, origin: 'http://evil.example' })).toBe(403);
     expect(await rawInitialize(srv.url, { ...auth, host: `localhost:${srv.port}`, origin: `http://localhost:${srv.port}` })).toBe(200);
+    fault('foreign Host or Origin with the right token (DNS rebinding)', '403', '403 for both; own host and origin 200');
   });
 
   it('will not bind beyond loopback without a token', async () => {

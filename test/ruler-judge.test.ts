@@ -12,6 +12,7 @@ import { JudgeError } from '../src/ruler/judge.js';
 import { DEFAULT_RUBRIC, buildRulerPrompt, commonPrefixLength } from '../src/ruler/prompt.js';
 import { parseJudgeAnswer, rulerScoreGroup } from '../src/ruler/ruler.js';
 import { chatReply, httpError, startOpenAIDouble, type OpenAIDouble, type RecordedRequest, type ScriptedReply } from './doubles/openai-double.js';
+import { fault } from './faults/fault-table.js';
 
 const TASK = 'Find the price of "The Silent Garden" in euros.';
 const SYSTEM = 'You are an agent. Call complete_task(summary) when done.';
@@ -127,6 +128,7 @@ describe('rulerScoreGroup against a judge double', () => {
     const r = await rulerScoreGroup([good, bad, middling], judgeOpts(d));
     expect(r).toMatchObject({ scores: [0.8, 0.2, 0.5], attempts: 2 });
     expect(posts(d)).toHaveLength(2);
+    fault('judge answers the wrong number of scores', 'retried, then scored', `scored on attempt ${(r as { attempts: number }).attempts}`);
   });
 
   it('invalid JSON every time: the group is skipped after bounded retries, never thrown', async () => {
@@ -136,6 +138,7 @@ describe('rulerScoreGroup against a judge double', () => {
     expect(r).toMatchObject({ skipped: true, attempts: 3 });
     expect((r as { reason: string }).reason).toMatch(/JUDGE_INVALID_OUTPUT/);
     expect(posts(d)).toHaveLength(3);
+    fault('judge answers prose, not JSON, every time', 'group skipped after bounded retries, nothing thrown', `skipped after ${posts(d).length} requests: JUDGE_INVALID_OUTPUT`);
   });
 
   it('HTTP 500 then valid: retried; 429 then valid: retried', async () => {
@@ -154,6 +157,7 @@ describe('rulerScoreGroup against a judge double', () => {
     const r2 = await rulerScoreGroup([good, bad], judgeOpts(d2));
     expect(r2).toMatchObject({ skipped: true, attempts: 1 });
     expect(posts(d2)).toHaveLength(1);
+    fault('judge answers HTTP 500 every time (401 once)', 'group skipped with the reason (401: at once)', 'skipped: HTTP 500 after 2 attempts; 401 after 1');
   });
 
   it('an endpoint that rejects json_schema gets the same prompt without it', async () => {

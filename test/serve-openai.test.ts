@@ -13,6 +13,7 @@ import { makeRandomAdapter, makeRandomModel } from '../scripts/random-model.js';
 import { adapterNameFromDir, ChatEngine } from '../src/chat/chat-engine.js';
 import type { Model } from '../src/engine/model.js';
 import { startServer, type RunningServer } from '../src/serve/server.js';
+import { fault } from './faults/fault-table.js';
 
 type Choice = OpenAI.Chat.Completions.ChatCompletion.Choice & { mcprl_token_ids: number[] };
 type ChunkChoice = OpenAI.Chat.Completions.ChatCompletionChunk.Choice & { mcprl_token_ids?: number[] };
@@ -247,6 +248,7 @@ describe('mcprl serve errors', () => {
 
     const wrong = await fetch(`${server.url}/chat/completions`, { method: 'GET' });
     expect(wrong.status).toBe(405);
+    fault('malformed HTTP bodies and routes to `mcprl serve`', 'OpenAI error bodies: 400 / 404 / 405', `bad JSON ${bad.status}, non-object ${notJsonObject.status}, unknown route ${missing.status}, GET ${wrong.status}`);
 
     // The server is still up and serving after all of the above.
     const ok = await chat({ seed: 1, max_tokens: 2 });

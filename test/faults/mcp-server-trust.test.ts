@@ -15,6 +15,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT, type RunningHttpServer } from '../helpers/servers.js';
 import { call, FIXTURE_TARGET, httpClient, mcpArgs, rawInitialize, startMcprlHttp, stdioClient } from '../mcp-server-helpers.js';
+import { fault } from './fault-table.js';
 
 const base = realpathSync(mkdtempSync(path.join(tmpdir(), 'mcprl-mcp-trust-')));
 const ws = path.join(base, 'ws');
@@ -75,6 +76,7 @@ describe('mcprl mcp: LLM API keys only from granted variables, only to granted b
     expect(r.isError).toBe(true);
     expect(r.text).toMatch(/api_key_env MCPRL_TOKEN is not allowed.*--allow-key-env MCPRL_TOKEN=/);
     expect(stub.seen).toEqual([]);
+    fault('`mcprl mcp`: api_key_env names a variable not granted', 'refused; nothing sent', 'refused before any request');
   });
 
   it('refuses to send a granted key to another base URL, and sends nothing', async () => {
@@ -87,6 +89,7 @@ describe('mcprl mcp: LLM API keys only from granted variables, only to granted b
     const prefixTrick = await generate('d', { base_url: `${stub.url}/v1evil`, api_key_env: 'GRANTED_KEY' });
     expect(prefixTrick.isError).toBe(true);
     expect(stub.seen).toEqual([]);
+    fault('`mcprl mcp`: a granted key to another base_url', 'refused; nothing sent', 'refused; the stub received no request');
   });
 
   it('without api_key_env, sends no key to a base URL OPENAI_API_KEY is not granted for', async () => {
@@ -96,6 +99,7 @@ describe('mcprl mcp: LLM API keys only from granted variables, only to granted b
     for (const s of stub.seen) expect(s.authorization).not.toContain(OPENAI_KEY);
     expect(JSON.stringify(stub.seen)).not.toContain(SERVER_TOKEN);
     stub.seen.length = 0;
+    fault('`mcprl mcp`: OPENAI_API_KEY to an ungranted base_url', 'no key sent', 'no request carried the key or the server token');
   });
 
   it('sends a granted key to its granted base URL', async () => {
@@ -104,6 +108,7 @@ describe('mcprl mcp: LLM API keys only from granted variables, only to granted b
     expect(stub.seen.length).toBeGreaterThan(0);
     expect(stub.seen.every((s) => s.path.startsWith('/v1/') && s.authorization === `Bearer ${GRANTED_KEY}`)).toBe(true);
     stub.seen.length = 0;
+    fault('`mcprl mcp`: a granted key to its granted base_url', 'sent', 'Authorization carried the key');
   });
 
   it("refuses a judge key the operator did not grant before any run starts", async () => {
@@ -114,6 +119,7 @@ describe('mcprl mcp: LLM API keys only from granted variables, only to granted b
     expect(r.isError).toBe(true);
     expect(r.text).toMatch(/judge\.api_key_env MCPRL_TOKEN is not allowed/);
     expect(existsSync(path.join(ws, 'judged'))).toBe(false);
+    fault('`mcprl mcp`: start_training with an ungranted judge key', 'refused before any run starts', 'refused; no run folder');
   });
 });
 
@@ -131,6 +137,7 @@ describe('mcprl mcp: secrets of targets never reach error text; the cause does',
     expect(r.text).toMatch(/^SERVER_EXITED: .*exited during initialize: .*Error: cannot log in with \[redacted\]/);
     expect(r.text).not.toContain('pw-secret-8812');
     expect(r.text).not.toMatch(/Node\.js v\d/);
+    fault('target dies with secrets in its stderr', 'last lines kept, env values redacted', 'cause kept; values shown as [redacted]');
   });
 
   it('redacts header values an HTTP target echoes in its error body', async () => {
@@ -152,6 +159,7 @@ describe('mcprl mcp: secrets of targets never reach error text; the cause does',
     } finally {
       await new Promise<void>((r) => echo.close(() => r()));
     }
+    fault('HTTP target echoes its headers in an error', 'header values redacted', 'no header value in the message');
   });
 
   it('shows config.json with paths relative to the workspace, never absolute machine paths', async () => {
@@ -163,6 +171,7 @@ describe('mcprl mcp: secrets of targets never reach error text; the cause does',
     expect(text).not.toContain(base);
     expect(text).not.toContain(REPO_ROOT);
     expect(JSON.parse(text)).toEqual({ ...config, model: 'fake-model', target: `${path.basename(process.execPath)} --import tsx main.ts` });
+    fault('config.json resource of a run', 'workspace-relative paths', 'no absolute machine path');
   });
 });
 
@@ -210,6 +219,7 @@ describe('mcprl mcp over HTTP: what a remote client may do', () => {
     } finally {
       await permissive.stop();
     }
+    fault('stdio target from an HTTP client of `mcprl mcp`', 'refused unless the operator gives --allow-commands', 'refused; runs with --allow-commands');
   }, 120_000); // a second server start
 
   it('compares the Origin port too: a page on another local port is refused', async () => {
@@ -220,6 +230,7 @@ describe('mcprl mcp over HTTP: what a remote client may do', () => {
     expect(await rawInitialize(srv.url, { ...auth, host, origin: `http://localhost:${srv.port}` })).toBe(200);
     // The one origin the operator allowed.
     expect(await rawInitialize(srv.url, { ...auth, host, origin: 'http://localhost:6274' })).toBe(200);
+    fault('Origin on another local port', '403', '403; own port 200');
   });
 
   it('refuses a blank or whitespace-only bearer token', async () => {
@@ -233,5 +244,6 @@ describe('mcprl mcp over HTTP: what a remote client may do', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/empty or only whitespace|empty or unset/);
     }
+    fault("`mcprl mcp --http` with a blank or whitespace-only token", 'refused at start', 'exit 1 for --token "   ", --token "", a blank --token-env');
   }, 180_000); // three server starts in a row
 });
