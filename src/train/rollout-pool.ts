@@ -13,10 +13,11 @@
  * so the step) fail, with RolloutPoolError `ROLLOUT_POOL_EMPTY`. A request the server refuses as a bad request
  * (4xx other than a missing model) is the request's failure, not the server's, and is passed on as it is.
  */
-import { rm } from 'node:fs/promises';
+import { copyFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { OpenAIPolicy, PolicyError, type Policy, type PolicyRequest, type PolicyTurn } from '../agent/policy.js';
+import { writeDirAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
 
 /** The rollout servers of a run (not part of its config.json: a resumed run may use other servers). */
@@ -56,9 +57,18 @@ interface Server {
   retries: number;
 }
 
-/** Something the pool can write an adapter folder with: the trainer. */
+/** Something the pool can write an adapter folder with: a trainer, or a saved checkpoint (checkpointAdapter). */
 export interface AdapterWriter {
   saveAdapter(dir: string): Promise<void>;
+}
+
+/** The PEFT adapter of a saved checkpoint folder (adapter + optimiser state), copied without the optimiser state. */
+export function checkpointAdapter(checkpoint: string): AdapterWriter {
+  return {
+    saveAdapter: (dir) => writeDirAtomic(dir, async (tmp) => {
+      for (const file of ['adapter_config.json', 'adapter_model.safetensors']) await copyFile(path.join(checkpoint, file), path.join(tmp, file));
+    }),
+  };
 }
 
 export class RolloutPool implements Policy {
