@@ -13,9 +13,10 @@
  * so the step) fail, with RolloutPoolError `ROLLOUT_POOL_EMPTY`. A request the server refuses as a bad request
  * (4xx other than a missing model) is the request's failure, not the server's, and is passed on as it is.
  */
-import { copyFile, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { copyPeftAdapter } from '../hf/peft.js';
 import { OpenAIPolicy, PolicyError, type Policy, type PolicyRequest, type PolicyTurn } from '../agent/policy.js';
 import { writeDirAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
@@ -65,9 +66,7 @@ export interface AdapterWriter {
 /** The PEFT adapter of a saved checkpoint folder (adapter + optimiser state), copied without the optimiser state. */
 export function checkpointAdapter(checkpoint: string): AdapterWriter {
   return {
-    saveAdapter: (dir) => writeDirAtomic(dir, async (tmp) => {
-      for (const file of ['adapter_config.json', 'adapter_model.safetensors']) await copyFile(path.join(checkpoint, file), path.join(tmp, file));
-    }),
+    saveAdapter: (dir) => writeDirAtomic(dir, (tmp) => copyPeftAdapter(checkpoint, tmp)),
   };
 }
 
