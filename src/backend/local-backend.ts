@@ -375,13 +375,15 @@ export class LocalBackend implements Backend {
       // alwaysStep with nothing to train: the optimiser's count moves on as if it had (see TrainStepConfig).
       trainer.step += config.updates;
     }
-    model.step += 1;
-    // checkpoint: the adapter and optimiser state, whole or not at all; then its numbers
+    // checkpoint: the adapter and optimiser state, whole or not at all; then its numbers. The model's step is this
+    // one only once its checkpoint exists.
     progress('checkpoint', 0, 1);
-    const checkpoint = model.run.checkpoint(model.step);
+    const step = model.step + 1;
+    const checkpoint = model.run.checkpoint(step);
     await trainer.save(checkpoint);
+    model.step = step;
     const result: TrainResult = {
-      step: model.step,
+      step,
       trained: m !== null,
       ...summary,
       ...(m
