@@ -117,12 +117,12 @@ export type { TrainSequence, LossConfig, OptimizerConfig, StepMetrics, CreateTra
 export { readPeftAdapter, writePeftAdapter, readOptimizerState, loraKey, loraScale, AdapterError, LORA_TARGETS } from './hf/peft.js';
 export type { PeftAdapter, AdapterConfig, LoraMatrix, LoraTarget } from './hf/peft.js';
 
-export { train, pickScenarios } from './train/train.js';
-export type { TrainRunOptions, TrainRunResult } from './train/train.js';
+export { train, pickScenarios } from './mcp-rl/train.js';
+export type { TrainRunOptions, TrainRunResult } from './mcp-rl/train.js';
 export { TrainSettingsSchema, TrainConfigSchema, PolicyLossSchema, trainConfigFrom, parseTrainConfig } from './train/config.js';
 export type { TrainSettings, TrainConfig, PolicyLoss } from './train/config.js';
-export { runTrainJob, TrainJobSchema } from './train/job.js';
-export type { TrainJob, TrainJobOptions, TrainJobResult } from './train/job.js';
+export { runTrainJob, TrainJobSchema } from './mcp-rl/job.js';
+export type { TrainJob, TrainJobOptions, TrainJobResult } from './mcp-rl/job.js';
 export { ProgressLog, readLatestProgress } from './train/progress-log.js';
 export { ProgressEventSchema, terminalBars } from './util/progress.js';
 export type { ProgressEvent, ProgressPhase, ProgressListener } from './util/progress.js';

@@ -148,7 +148,7 @@ describe('train through mcprl backend, streamed', () => {
     expect(existsSync(join(latest.dir, 'optimizer.safetensors'))).toBe(true);
     const entries = await readdir(join(dir, 'store', 'stream', 'picker', 'checkpoints'));
     expect(entries.sort()).toEqual(checkpoints.map((c) => `step-${String(c.step).padStart(4, '0')}`));
-    const rows = (await readFile(join(dir, 'store', 'stream', 'picker', 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { step: number });
+    const rows = (await readFile(join(dir, 'store', 'stream', 'picker', 'train-results.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { step: number });
     expect(rows.map((r) => r.step)).toEqual(Array.from({ length: before + 1 }, (_, i) => i + 1));
 
     // The server serves that step's adapter and trains on from it.

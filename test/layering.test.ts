@@ -24,6 +24,7 @@ import { REPO_ROOT } from './helpers/servers.js';
  *   export      merged models, ONNX
  *   serve       the OpenAI-compatible HTTP server
  *   backend     the library: TrainableModel, Local/RemoteBackend, trajectories and groups, the training server
+ *   mcp-rl      the MCP·RL training job (`mcprl train`): its loop, a client of the library
  *   mcp-server  mcprl itself as an MCP server
  *   cli         one file per command
  */
@@ -41,6 +42,7 @@ export const LAYERS = [
   'export',
   'serve',
   'backend',
+  'mcp-rl',
   'mcp-server',
   'cli',
 ] as const;

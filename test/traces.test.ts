@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadScenarioSet } from '../src/scenarios/scenario.js';
 import { trainConfigFrom } from '../src/train/config.js';
 import { RunDir } from '../src/train/run-dir.js';
-import { train } from '../src/train/train.js';
+import { train } from '../src/mcp-rl/train.js';
 import { startOtlpTracing, startSpan, tracingOn } from '../src/util/tracing.js';
 import { fixtureStdioTarget, REPO_ROOT } from './helpers/servers.js';
 

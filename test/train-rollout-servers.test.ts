@@ -20,7 +20,7 @@ import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { writeScenarioSet, type Scenario } from '../src/scenarios/scenario.js';
 import { trainConfigFrom } from '../src/train/config.js';
 import { RunDir } from '../src/train/run-dir.js';
-import { train } from '../src/train/train.js';
+import { train } from '../src/mcp-rl/train.js';
 import { bookshopTrainSignalFirst, mcprl } from './faults/cli.js';
 import { listeningUrl, runCli } from './helpers/cli.js';
 import { FIXTURE_SERVER_MAIN, fixtureStdioTarget, REPO_ROOT } from './helpers/servers.js';

@@ -2,11 +2,11 @@
  * The engine in this process: each registered model's adapter is trained by a Trainer on its base model and
  * served by the OpenAI-compatible server (src/serve) on loopback, one server for every model of the backend.
  *
- * Everything is kept under the backend's folder, one folder per model (a RunDir):
+ * Everything is kept under the backend's folder, one folder per model (a RunDir; `modelDir` may place it elsewhere):
  *
  *   <dir>/<project>/<name>/model.json                  the model's settings
  *   <dir>/<project>/<name>/checkpoints/step-NNNN/      PEFT adapter + optimiser state after step N (0: fresh)
- *   <dir>/<project>/<name>/metrics.jsonl               one TrainResult per step
+ *   <dir>/<project>/<name>/train-results.jsonl         one TrainResult per step
  *
  * A checkpoint folder appears whole or not at all (written beside and renamed), so a backend killed at any
  * moment resumes from the newest complete step when the model is registered again.
@@ -24,12 +24,15 @@ import { HfTokenizer } from '../chat/tokenizer.js';
 import { exportModel } from '../export/export-model.js';
 import { Model } from '../engine/model.js';
 import { Trainer } from '../engine/trainer.js';
-import type { LossConfig, TrainSequence } from '../engine/train-types.js';
+import type { LossConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
+import type { WeightDtype } from '../engine/weight-dtype.js';
 import { startServer, type RunningServer } from '../serve/server.js';
 import { advantagesFor } from '../train/advantages.js';
+import { meanStepMetrics, minibatches } from '../train/minibatches.js';
+import { applyTruncatedIs } from '../train/off-policy.js';
 import { RunDir } from '../train/run-dir.js';
 import { trajectoryToSequences } from '../train/tokenize.js';
-import { writeJsonAtomic } from '../util/atomic.js';
+import { writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
 import type { ProgressListener } from '../util/progress.js';
 import type { Backend, ModelKey, StepCallOptions } from './backend.js';
 import { BackendError, parseInput } from './errors.js';
@@ -52,6 +55,7 @@ import {
   type TrainableModelSettings,
   type TrainableModelSettingsInput,
   type TrainResult,
+  type TrainStepConfig,
   type TrainStepConfigInput,
   type TrajectoryGroup,
   type TrajectoryGroupInput,
@@ -64,6 +68,13 @@ export interface LocalBackendOptions {
   threads?: number;
   /** Chat template variables for every request served (e.g. `{ enable_thinking: false }`). Default none. */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** How the base models' weights are kept in memory on CPU (src/engine/weight-dtype.ts). Default: the engine's (auto). */
+  weightDtype?: WeightDtype;
+  /**
+   * The folder a model is kept in. Default `<dir>/<project>/<name>`. `mcprl train` keeps its one model in the run's
+   * own folder, so that the run's checkpoints are the model's.
+   */
+  modelDir?: (key: ModelKey) => string;
   /**
    * The endpoint to report for every model instead of starting a loopback server: for a server that fronts
    * `chatEngines()` itself (`mcprl backend`). Default: a loopback server on a free port.
@@ -73,6 +84,9 @@ export interface LocalBackendOptions {
 
 /** The key a loopback LocalBackend's endpoint accepts (it checks none; OpenAI's client wants one). */
 const LOCAL_API_KEY = 'mcprl-local';
+
+/** One TrainResult per step, in the model's folder. */
+const RESULTS_FILE = 'train-results.jsonl';
 
 interface BaseModel {
   model: Model;
@@ -84,6 +98,11 @@ interface LoadedModel {
   base: BaseModel;
   trainer: Trainer;
   run: RunDir;
+  /**
+   * Steps taken: the newest checkpoint's number. Not the trainer's step, which counts optimiser steps (several per
+   * step with `updates`).
+   */
+  step: number;
   /** Steps of this model run one after another: each train() call chains onto the last. */
   queue: Promise<unknown>;
 }
@@ -101,6 +120,14 @@ export class LocalBackend implements Backend {
   constructor(opts: LocalBackendOptions) {
     this.opts = opts;
     this.dir = resolve(opts.dir);
+  }
+
+  /**
+   * The engine serving a registered model, for rollouts in this process without HTTP (as `mcprl train` runs them):
+   * the model's name is routed to its newest adapter, and held while a step runs, as on the endpoint.
+   */
+  chatEngine(key: ModelKey): ChatEngine {
+    return this.loaded(key).base.engine;
   }
 
   /** The engines serving the registered models, one per base model (for a server that fronts them). */
@@ -139,7 +166,7 @@ export class LocalBackend implements Backend {
     if (settings.name === base.engine.modelName) {
       throw new BackendError('BACKEND_CONFLICT', `the name ${settings.name} is the base model's own served name: choose another`, { field: 'settings.name' });
     }
-    const run = new RunDir(join(this.dir, settings.project, settings.name));
+    const run = new RunDir(this.opts.modelDir ? resolve(this.opts.modelDir(settings)) : join(this.dir, settings.project, settings.name));
     const settingsFile = run.path('model.json');
     if (existsSync(settingsFile)) {
       const saved = parseInput(TrainableModelSettingsSchema, JSON.parse(await readFile(settingsFile, 'utf8')), 'model.json');
@@ -151,8 +178,9 @@ export class LocalBackend implements Backend {
     const trainName = `${settings.name}@train`;
     const steps = await savedSteps(run);
     let trainer: Trainer;
+    const step = steps.length > 0 ? steps[steps.length - 1] : 0;
     if (steps.length > 0) {
-      trainer = await Trainer.resume(base.model, run.checkpoint(steps[steps.length - 1]), { adapterName: trainName });
+      trainer = await Trainer.resume(base.model, run.checkpoint(step), { adapterName: trainName });
     } else {
       const l = settings.lora;
       // The learning rate is set by each step (TrainStepConfig); this one is only the optimiser's placeholder.
@@ -160,8 +188,8 @@ export class LocalBackend implements Backend {
       await trainer.save(run.checkpoint(0));
     }
     base.engine.routes.hide(trainName);
-    const model: LoadedModel = { settings, base, trainer, run, queue: Promise.resolve() };
-    await this.serveCheckpoint(model, trainer.step);
+    const model: LoadedModel = { settings, base, trainer, run, step, queue: Promise.resolve() };
+    await this.serveCheckpoint(model, step);
     this.models.set(key, model);
     return this.endpointOf(model);
   }
@@ -170,7 +198,7 @@ export class LocalBackend implements Backend {
     return this.enqueue(
       key,
       () => ({
-        groups: parseInput(z.array(TrajectoryGroupSchema).min(1), groupsIn, 'groups'),
+        groups: parseInput(z.array(TrajectoryGroupSchema), groupsIn, 'groups'),
         config: parseInput(TrainStepConfigSchema, configIn, 'config'),
       }),
       (model, { groups, config }) => this.step(model, groups, config, progressOf(model, opts.onProgress)),
@@ -192,9 +220,9 @@ export class LocalBackend implements Backend {
         const { sequences, retokenizedTurns } = this.sequences(model, trajectories.map((t) => ({ t, advantage: 0 })));
         const summary = {
           groups: 0, droppedGroups: 0, trajectories: trajectories.length, sequences: sequences.length, retokenizedTurns, reward: 0,
-          metrics: meanMetrics(trajectories.map((t) => t.metrics)),
+          metrics: meanMetrics(trajectories.map((t) => t.metrics)), advantages: [],
         };
-        return this.optimizerStep(model, sequences, { kind: 'sft' }, config, summary, progressOf(model, opts.onProgress));
+        return this.optimizerStep(model, [sequences], { kind: 'sft' }, { ...config, updates: 1, alwaysStep: false }, summary, progressOf(model, opts.onProgress));
       },
     );
   }
@@ -222,19 +250,19 @@ export class LocalBackend implements Backend {
 
   async checkpoints(key: ModelKey): Promise<Checkpoint[]> {
     const model = this.loaded(key);
-    const metrics = new Map((await model.run.readMetrics()).map((m) => [m.step as number, numbersOf(m)]));
+    const metrics = new Map((await model.run.readRows(RESULTS_FILE, 'a step\'s TrainResult')).map((m) => [m.step as number, numbersOf(m)]));
     return (await savedSteps(model.run)).map((step) => ({ step, dir: model.run.checkpoint(step), metrics: metrics.get(step) ?? {} }));
   }
 
   async deleteCheckpoints(key: ModelKey, opts: DeleteCheckpointsInput = {}): Promise<number[]> {
-    const { metric } = parseInput(DeleteCheckpointsSchema, opts, 'options');
+    const { metric, best: chosen } = parseInput(DeleteCheckpointsSchema, opts, 'options');
     const model = this.loaded(key);
     await model.queue;
     const all = await this.checkpoints(key);
     if (all.length === 0) return [];
     const latest = all[all.length - 1].step;
     const scored = all.filter((c) => Number.isFinite(c.metrics[metric]));
-    const best = scored.length > 0 ? scored.reduce((a, b) => (b.metrics[metric] > a.metrics[metric] ? b : a)).step : latest;
+    const best = chosen ?? (scored.length > 0 ? scored.reduce((a, b) => (b.metrics[metric] > a.metrics[metric] ? b : a)).step : latest);
     await model.run.pruneCheckpoints([latest, best]);
     return all.map((c) => c.step).filter((s) => s !== latest && s !== best);
   }
@@ -286,22 +314,24 @@ export class LocalBackend implements Backend {
     progress('score', 0, groups.length);
     const adv = advantagesFor(config.loss, groups.map((g) => g.trajectories.map((t) => t.reward)));
     progress('score', groups.length, groups.length);
-    // sequences: from the recorded token ids (the chat template renders the prompts, as generation did)
-    const { sequences, retokenizedTurns } = this.sequences(
-      model,
-      adv.kept.flatMap((g, k) => groups[g].trajectories.map((t, i) => ({ t, advantage: adv.advantages[k][i] }))),
-    );
+    // sequences, group by group: from the recorded token ids (the chat template renders the prompts, as generation did)
+    const perGroup = adv.kept.map((g, k) => this.sequences(model, groups[g].trajectories.map((t, i) => ({ t, advantage: adv.advantages[k][i] }))));
+    const sequences = perGroup.flatMap((p) => p.sequences);
+    // off-policy correction: another engine's logprobs, weighed against this model's own (truncated IS)
+    const offPolicy = config.tisCap !== undefined && sequences.length > 0 ? await applyTruncatedIs(model.base.model, model.trainer.adapterName, sequences, config.tisCap) : undefined;
     const summary = {
       groups: groups.length,
       droppedGroups: adv.droppedZeroVariance,
       trajectories: trajectories.length,
       sequences: sequences.length,
-      retokenizedTurns,
+      retokenizedTurns: perGroup.reduce((a, p) => a + p.retokenizedTurns, 0),
       reward: mean(trajectories.map((t) => t.reward)),
       metrics: meanMetrics(trajectories.map((t) => t.metrics)),
+      advantages: groups.map((_, g) => (adv.kept.includes(g) ? adv.advantages[adv.kept.indexOf(g)] : null)),
+      ...(offPolicy ? { offPolicy } : {}),
     };
     const loss = { kind: config.loss, beta: config.beta, ...(config.clipEpsilon !== undefined ? { clipEpsilon: config.clipEpsilon } : {}) };
-    return this.optimizerStep(model, sequences, loss, config, summary, progress);
+    return this.optimizerStep(model, minibatches(perGroup.map((p) => p.sequences), config.updates), loss, config, summary, progress);
   }
 
   /** Training sequences of trajectories, each with its advantage; counts the assistant turns tokenised from text. */
@@ -317,43 +347,65 @@ export class LocalBackend implements Backend {
     return { sequences, retokenizedTurns };
   }
 
-  /** step → checkpoint → serve: one optimiser step on the sequences, saved, and its adapter served. */
+  /** step → checkpoint → serve: one optimiser step per minibatch, saved, and its adapter served. */
   private async optimizerStep(
     model: LoadedModel,
-    sequences: TrainSequence[],
+    batches: TrainSequence[][],
     loss: LossConfig,
-    config: { lr: number; microBatchTokens?: number },
+    config: { lr: number; microBatchTokens?: number; lrSchedule?: TrainStepConfig['lrSchedule']; updates: number; alwaysStep: boolean },
     summary: Omit<TrainResult, 'step' | 'trained'>,
     progress: StepProgress,
   ): Promise<TrainResult> {
-    if (sequences.length === 0) return { step: model.trainer.step, trained: false, ...summary };
-    // step: one optimiser step at this call's learning rate
+    const total = batches.reduce((a, b) => a + b.length, 0);
+    if (total === 0 && !config.alwaysStep) return { step: model.step, trained: false, ...summary };
+    // step: one optimiser step per minibatch at this call's learning rate (and schedule)
     const trainer = model.trainer;
-    trainer.optimizer = { ...trainer.optimizer, lr: config.lr };
-    progress('train', 0, sequences.length);
-    const m = await trainer.trainStep(sequences, loss, config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {});
-    progress('train', sequences.length, sequences.length);
-    // checkpoint: the adapter and optimiser state, whole or not at all; then its numbers
+    trainer.optimizer = { ...trainer.optimizer, lr: config.lr, ...(config.lrSchedule ? { schedule: config.lrSchedule } : {}) };
+    let m: StepMetrics | null = null;
+    if (total > 0) {
+      progress('train', 0, total);
+      const all: StepMetrics[] = [];
+      let done = 0;
+      for (const b of batches) {
+        all.push(await trainer.trainStep(b, loss, config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {}));
+        progress('train', (done += b.length), total);
+      }
+      m = meanStepMetrics(all);
+    } else {
+      // alwaysStep with nothing to train: the optimiser's count moves on as if it had (see TrainStepConfig).
+      trainer.step += config.updates;
+    }
+    // checkpoint: the adapter and optimiser state, whole or not at all; then its numbers. The model's step is this
+    // one only once its checkpoint exists.
     progress('checkpoint', 0, 1);
-    const checkpoint = model.run.checkpoint(trainer.step);
+    const step = model.step + 1;
+    const checkpoint = model.run.checkpoint(step);
     await trainer.save(checkpoint);
+    model.step = step;
     const result: TrainResult = {
-      step: trainer.step,
-      trained: true,
+      step,
+      trained: m !== null,
       ...summary,
-      loss: m.loss,
-      policyLoss: m.policyLoss,
-      kl: m.kl,
-      clipFraction: m.clipFraction,
-      gradNorm: m.gradNorm,
-      ...(m.entropy !== undefined ? { entropy: m.entropy } : {}),
-      trainedTokens: m.trainedTokens,
+      ...(m
+        ? {
+            loss: m.loss,
+            policyLoss: m.policyLoss,
+            kl: m.kl,
+            clipFraction: m.clipFraction,
+            gradNorm: m.gradNorm,
+            ...(m.entropy !== undefined ? { entropy: m.entropy } : {}),
+            trainedTokens: m.trainedTokens,
+            meanRatio: m.meanRatio,
+            tokensPerSecond: m.tokensPerSecond,
+            ...(m.lr !== undefined ? { lr: m.lr } : {}),
+          }
+        : {}),
       checkpoint,
     };
-    const rows = (await model.run.readMetrics()).filter((r) => (r.step as number) < result.step);
-    await model.run.writeMetrics([...rows, result]);
+    const rows = (await model.run.readRows(RESULTS_FILE, 'a step\'s TrainResult')).filter((r) => (r.step as number) < result.step);
+    await writeJsonlAtomic(model.run.path(RESULTS_FILE), [...rows, result]);
     // serve: the saved adapter replaces the served one (requests in flight keep theirs)
-    await this.serveCheckpoint(model, trainer.step);
+    await this.serveCheckpoint(model, model.step);
     progress('checkpoint', 1, 1);
     return result;
   }
@@ -374,7 +426,7 @@ export class LocalBackend implements Backend {
     if (!b) {
       b = (async () => {
         const tokenizer = await HfTokenizer.load(abs);
-        const model = await Model.load(abs, this.opts.threads !== undefined ? { threads: this.opts.threads } : {});
+        const model = await Model.load(abs, { ...(this.opts.threads !== undefined ? { threads: this.opts.threads } : {}), ...(this.opts.weightDtype ? { weightDtype: this.opts.weightDtype } : {}) });
         const engine = new ChatEngine(model, tokenizer, this.opts.chatTemplateKwargs ? { chatTemplateKwargs: this.opts.chatTemplateKwargs } : {});
         return { model, engine };
       })();
@@ -390,7 +442,7 @@ export class LocalBackend implements Backend {
       this.server ??= startServer(() => this.chatEngines(), { host: '127.0.0.1', port: 0 });
       endpoint = { baseURL: (await this.server).url, apiKey: LOCAL_API_KEY };
     }
-    return { ...endpoint, inferenceName: model.settings.name, step: model.trainer.step };
+    return { ...endpoint, inferenceName: model.settings.name, step: model.step };
   }
 
   private loaded(key: ModelKey): LoadedModel {
@@ -414,7 +466,7 @@ type StepProgress = (phase: 'score' | 'train' | 'checkpoint', done: number, tota
  */
 function progressOf(model: LoadedModel, listener: ProgressListener | undefined): StepProgress {
   if (!listener) return () => {};
-  const step = model.trainer.step + 1;
+  const step = model.step + 1;
   return (phase, done, total) => {
     try {
       listener({ phase, step, done, total, time: Date.now() });

@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { ChatMessageSchema } from '../agent/trajectory.js';
 import { toolSchema } from '../serve/openai-chat.js';
 import { ExportFormatSchema, ExportRequestSchema } from '../export/export-model.js';
+import { OptimizerConfigSchema } from '../engine/train-types.js';
 import { TrainSettingsSchema } from '../train/config.js';
 import { ProgressEventSchema } from '../util/progress.js';
 
@@ -95,6 +96,30 @@ export const TrainStepConfigSchema = z.object({
   clipEpsilon: z.number().nonnegative().optional(),
   /** Token budget per packed micro-batch. Default: the trainer's (4096). */
   microBatchTokens: z.number().int().positive().optional(),
+  /**
+   * Optimiser steps this call takes: the groups (each kept whole) are dealt round robin into this many
+   * minibatches, one step on each (never more than the groups with signal). Default: the training job's (1).
+   */
+  updates: defaults.updatesPerStep,
+  /**
+   * How the learning rate moves over the model's optimiser steps, `lr` being its peak: constant, linear warm-up,
+   * or warm-up then cosine decay to 0 at `totalSteps`. Default constant.
+   */
+  lrSchedule: OptimizerConfigSchema.shape.schedule,
+  /**
+   * For trajectories another engine sampled (e.g. a vLLM server): the ratio's old log π is this model's own on the
+   * same tokens (before the step), and each token's term is weighted by min(π_model / π_sampler, tisCap), truncated
+   * importance sampling (0: every weight 1, the mismatch only measured; see src/train/off-policy.ts). Default
+   * unset: the recorded logprobs are the old log π (on-policy, as the backend's own endpoint records them).
+   */
+  tisCap: z.number().nonnegative().optional(),
+  /**
+   * Take the step even when no group carries signal: the weights stay, but the step and the optimiser's step count
+   * (which the schedule and AdamW's bias correction follow) move on by `updates` and a checkpoint is written, so
+   * that the caller's step numbers stay the model's (mcprl train counts every step it gathered). Default false:
+   * such a call keeps the step.
+   */
+  alwaysStep: z.boolean().default(false),
 });
 export type TrainStepConfigInput = z.input<typeof TrainStepConfigSchema>;
 export type TrainStepConfig = z.output<typeof TrainStepConfigSchema>;
@@ -122,6 +147,8 @@ export const TrainResultSchema = z.object({
   reward: z.number(),
   /** The trajectories' own metrics, averaged (over the trajectories that have each). */
   metrics: z.record(z.string(), z.number()),
+  /** Each group's advantages, aligned with its trajectories; null for a group dropped (equal rewards). Empty for SFT. */
+  advantages: z.array(z.array(z.number()).nullable()),
   /** The optimiser step's numbers (absent when nothing was trained). */
   loss: z.number().optional(),
   policyLoss: z.number().optional(),
@@ -130,7 +157,24 @@ export const TrainResultSchema = z.object({
   gradNorm: z.number().optional(),
   entropy: z.number().optional(),
   trainedTokens: z.number().int().nonnegative().optional(),
-  /** The checkpoint written by this step (absent when nothing was trained). */
+  /** Mean importance ratio per loss token. */
+  meanRatio: z.number().optional(),
+  /** Tokens forwarded per second of the trainer's work. */
+  tokensPerSecond: z.number().optional(),
+  /** The learning rate of the call's last optimiser step. */
+  lr: z.number().optional(),
+  /** With `tisCap`: how far the sampler's logprobs were from the model's (src/train/off-policy.ts). */
+  offPolicy: z.object({
+    /** Mean |log π_model − log π_sampler| over the loss tokens whose sampler logprob is known. */
+    logprobMismatch: z.number(),
+    /** The largest such difference. */
+    logprobMismatchMax: z.number(),
+    /** Fraction of those tokens whose weight was truncated at the cap. */
+    tisTruncated: z.number(),
+    /** Loss tokens without a sampler logprob (re-tokenised turns): weight 1. */
+    tokensWithoutSamplerLogprob: z.number().int().nonnegative(),
+  }).optional(),
+  /** The checkpoint written by this step (absent when nothing was trained, unless `alwaysStep`). */
   checkpoint: z.string().optional(),
 });
 export type TrainResult = z.infer<typeof TrainResultSchema>;
@@ -160,10 +204,12 @@ export const CheckpointSchema = z.object({
 });
 export type Checkpoint = z.infer<typeof CheckpointSchema>;
 
-/** Which checkpoints `deleteCheckpoints` keeps: always the latest, and the best by `metric`. */
+/** Which checkpoints `deleteCheckpoints` keeps: always the latest, and the best (`best`, else by `metric`). */
 export const DeleteCheckpointsSchema = z.object({
   /** A TrainResult number recorded with each step; the highest is the best. Default `reward`. */
   metric: z.string().min(1).default('reward'),
+  /** The best step, when the application judges it itself (e.g. by validation); `metric` is then not used. Default unset. */
+  best: z.number().int().nonnegative().optional(),
 });
 export type DeleteCheckpointsInput = z.input<typeof DeleteCheckpointsSchema>;
 

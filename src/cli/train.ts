@@ -1,5 +1,5 @@
 /**
- * `mcprl train <target> --model DIR`: GRPO on a LoRA adapter with the in-process engine (see src/train/train.ts).
+ * `mcprl train <target> --model DIR`: GRPO on a LoRA adapter with the in-process engine (see src/mcp-rl/train.ts).
  */
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
@@ -11,7 +11,7 @@ import { DEFAULT_JUDGE_TIMEOUT_MS } from '../ruler/judge.js';
 import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
 import { DEFAULT_GENERATOR_TIMEOUT_MS } from '../scenarios/llm.js';
 import { parseTrainConfig, trainConfigFrom, TrainSettingsSchema, type TrainConfig } from '../train/config.js';
-import { runTrainJob, type TrainJob } from '../train/job.js';
+import { runTrainJob, type TrainJob } from '../mcp-rl/job.js';
 import { ProgressLog } from '../train/progress-log.js';
 import { RolloutPoolSettingsSchema, type RolloutPoolSettings } from '../train/rollout-pool.js';
 import { RunDir } from '../train/run-dir.js';

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ModelConfigError } from '../hf/config.js';
-import { AdapterError, LORA_TARGETS, loraParent, loraScale, readAdapterConfig as readHfAdapterConfig, type AdapterConfig, type LoraTarget } from '../hf/peft.js';
+import { AdapterError, LORA_TARGETS, loraParent, loraScale, PEFT_ADAPTER_FILES, readAdapterConfig as readHfAdapterConfig, type AdapterConfig, type LoraTarget } from '../hf/peft.js';
 import { toFloat32 } from '../hf/safetensors.js';
 import { ExportError } from './errors.js';
 import { expectedTensors, readSafetensorsOrThrow, type FloatTensor, type ModelSpec } from './hf-folder.js';
@@ -113,7 +113,7 @@ export async function readAdapter(dir: string, spec: ModelSpec): Promise<Adapter
  */
 export async function exportPeft(opts: { adapterDir: string; spec: ModelSpec; out: string; overwrite?: boolean }): Promise<{ files: string[]; pairs: number }> {
   const adapter = await readAdapter(opts.adapterDir, opts.spec);
-  const files = ['adapter_config.json', 'adapter_model.safetensors'];
+  const files: string[] = [...PEFT_ADAPTER_FILES];
   if (existsSync(join(opts.adapterDir, 'README.md'))) files.push('README.md');
   await writeOutputFolder(opts.out, opts.overwrite ?? false, async (tmp) => {
     for (const f of files) await copyFile(join(opts.adapterDir, f), join(tmp, f));

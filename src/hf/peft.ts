@@ -14,7 +14,7 @@
  *                              RNG state, so a resumed run continues bit-for-bit
  * Only the first two are needed to use the adapter; the last two only to continue training.
  */
-import { mkdir, readFile, stat } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { readJson, type ModelSpec } from './config.js';
@@ -293,4 +293,12 @@ export async function readOptimizerState(dir: string): Promise<{ state: TrainerS
     target.set(m[1], { shape: [t.shape[0], t.shape[1]], data: toFloat32(t, k) });
   }
   return { state: parsed.data, moments };
+}
+
+/** The files of a PEFT adapter folder (a trainer's checkpoint keeps its optimiser state beside them). */
+export const PEFT_ADAPTER_FILES = ['adapter_config.json', 'adapter_model.safetensors'] as const;
+
+/** Copies the PEFT adapter of folder `from` (its two files, byte for byte) into the existing folder `to`. */
+export async function copyPeftAdapter(from: string, to: string): Promise<void> {
+  for (const f of PEFT_ADAPTER_FILES) await copyFile(join(from, f), join(to, f));
 }

@@ -26,7 +26,7 @@ import { generateScenarioSet, ScenarioSummarySchema } from '../scenarios/scenari
 import { formatCoverage } from '../scenarios/coverage.js';
 import { trainConfigFrom, TrainSettingsSchema } from '../train/config.js';
 import { RunDir } from '../train/run-dir.js';
-import { checkHeldOut } from '../train/job.js';
+import { checkHeldOut } from '../mcp-rl/job.js';
 import { AgentEngines, compactTrace, resolveAgent } from './agent.js';
 import { ApiKeyPolicy, type KeyGrant } from './api-keys.js';
 import { settingsFromInput, TrainOptionsInput } from './train-input.js';

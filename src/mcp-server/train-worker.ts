@@ -12,7 +12,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { targetFromConfig } from '../mcp/config.js';
-import { runTrainJob, TrainJobSchema } from '../train/job.js';
+import { runTrainJob, TrainJobSchema } from '../mcp-rl/job.js';
 import { ProgressLog } from '../train/progress-log.js';
 import { RunDir } from '../train/run-dir.js';
 import type { DirLock } from '../util/dir-lock.js';

@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { describeTarget, type SafetyPolicy, type Target } from '../mcp/index.js';
 import type { TrainConfig } from '../train/config.js';
-import { TrainJobSchema, type TrainJob } from '../train/job.js';
+import { TrainJobSchema, type TrainJob } from '../mcp-rl/job.js';
 import { readLatestProgress } from '../train/progress-log.js';
 import { RunDir, type RunState } from '../train/run-dir.js';
 import { writeRunReport } from '../train/write-report.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { minibatches } from './train.js';
+import { minibatches } from './minibatches.js';
 
 describe('minibatches', () => {
   it('keeps each group whole and deals groups round-robin', () => {

@@ -12,13 +12,13 @@ import type { TrainSequence } from '../engine/train-types.js';
 
 export interface OffPolicyMetrics {
   /** Mean |log π_trainer − log π_sampler| over the loss tokens whose sampler logprob is known. */
-  logprob_mismatch: number;
+  logprobMismatch: number;
   /** The largest such difference. */
-  logprob_mismatch_max: number;
+  logprobMismatchMax: number;
   /** Fraction of those tokens whose importance weight was truncated at the cap. */
-  tis_truncated: number;
+  tisTruncated: number;
   /** Loss tokens with no sampler logprob (re-tokenised turns): weight 1, old = the trainer's. */
-  tokens_without_sampler_logprob: number;
+  tokensWithoutSamplerLogprob: number;
 }
 
 /**
@@ -52,5 +52,5 @@ export async function applyTruncatedIs(model: Model, adapter: string, batch: Tra
     s.oldLogprobs = Array.from(lp);
     s.isWeights = weights;
   });
-  return { logprob_mismatch: n ? sum / n : 0, logprob_mismatch_max: max, tis_truncated: n ? truncated / n : 0, tokens_without_sampler_logprob: without };
+  return { logprobMismatch: n ? sum / n : 0, logprobMismatchMax: max, tisTruncated: n ? truncated / n : 0, tokensWithoutSamplerLogprob: without };
 }

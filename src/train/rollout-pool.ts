@@ -16,7 +16,9 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { copyPeftAdapter } from '../hf/peft.js';
 import { OpenAIPolicy, PolicyError, type Policy, type PolicyRequest, type PolicyTurn } from '../agent/policy.js';
+import { writeDirAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
 
 /** The rollout servers of a run (not part of its config.json: a resumed run may use other servers). */
@@ -56,9 +58,16 @@ interface Server {
   retries: number;
 }
 
-/** Something the pool can write an adapter folder with: the trainer. */
+/** Something the pool can write an adapter folder with: a trainer, or a saved checkpoint (checkpointAdapter). */
 export interface AdapterWriter {
   saveAdapter(dir: string): Promise<void>;
+}
+
+/** The PEFT adapter of a saved checkpoint folder (adapter + optimiser state), copied without the optimiser state. */
+export function checkpointAdapter(checkpoint: string): AdapterWriter {
+  return {
+    saveAdapter: (dir) => writeDirAtomic(dir, (tmp) => copyPeftAdapter(checkpoint, tmp)),
+  };
 }
 
 export class RolloutPool implements Policy {

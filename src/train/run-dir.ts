@@ -7,6 +7,7 @@
  *   trajectories/val-NNNN.jsonl   the validation rollouts of step N (step 0: the untrained model)
  *   trajectories/test-NNNN.jsonl  the test rollouts of step N (step 0, the best step and the last step)
  *   checkpoints/step-NNNN/        PEFT adapter + optimiser state after step N (the latest and the best are kept)
+ *   model.json, train-results.jsonl  the library's records of the policy (the run folder is its model folder)
  *   metrics.jsonl                 one line per step
  *   state.json                    the commit point: the last complete step, the best step, patience
  *   adapter/                      the best adapter, exported at the end (PEFT)
@@ -100,18 +101,23 @@ export class RunDir {
 
   /** The metrics of complete steps (lines beyond `upTo` belong to a step that never completed). */
   async readMetrics(upTo = Infinity): Promise<Record<string, unknown>[]> {
-    const file = this.path('metrics.jsonl');
+    return this.readRows('metrics.jsonl', "a line of the run's metrics", upTo);
+  }
+
+  async writeMetrics(rows: Record<string, unknown>[]): Promise<void> {
+    await writeJsonlAtomic(this.path('metrics.jsonl'), rows);
+  }
+
+  /** The rows of a JSON Lines file of the folder whose `step` is at most `upTo` (none when the file is missing). */
+  async readRows(name: string, what: string, upTo = Infinity): Promise<Record<string, unknown>[]> {
+    const file = this.path(name);
     if (!existsSync(file)) return [];
     return (await readFile(file, 'utf8'))
       .split('\n')
       .map((l, i) => [l, i + 1] as const)
       .filter(([l]) => l.trim() !== '')
-      .map(([l, line]) => parseJson(l, `${file}:${line}`, 'a line of the run\'s metrics') as Record<string, unknown>)
+      .map(([l, line]) => parseJson(l, `${file}:${line}`, what) as Record<string, unknown>)
       .filter((m) => (m.step as number) <= upTo);
-  }
-
-  async writeMetrics(rows: Record<string, unknown>[]): Promise<void> {
-    await writeJsonlAtomic(this.path('metrics.jsonl'), rows);
   }
 
   async commit(state: RunState): Promise<void> {

@@ -3,9 +3,9 @@
  * alone, so `mcprl report <run>` can regenerate it at any time, also for a run that was interrupted.
  */
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { isSuccess } from '../eval/evaluate.js';
+import { copyPeftAdapter } from '../hf/peft.js';
 import type { Trajectory } from '../agent/trajectory.js';
 import { readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { writeFileAtomic } from '../util/atomic.js';
@@ -49,7 +49,7 @@ export async function exportBestAdapter(run: RunDir, bestStep: number): Promise<
   const to = run.path('adapter');
   await rm(to, { recursive: true, force: true });
   await mkdir(to, { recursive: true });
-  for (const f of ['adapter_config.json', 'adapter_model.safetensors']) await copyFile(join(from, f), join(to, f));
+  await copyPeftAdapter(from, to);
   return to;
 }
 

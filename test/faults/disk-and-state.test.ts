@@ -58,7 +58,9 @@ function mountTmpfs(dir: string, size: string): boolean {
 
 describe('a full disk', () => {
   const disk = path.join(tmpdir(), `mcprl-full-${process.pid}`);
-  const mounted = mountTmpfs(disk, '1m');
+  // Room for the fresh adapter's checkpoint (step 0, about 1.9 MB on the tiny model, written when the library
+  // registers the policy) but not for step 1's beside it.
+  const mounted = mountTmpfs(disk, '3m');
   afterAll(() => {
     if (mounted) execFileSync('umount', [disk]);
   });
@@ -72,6 +74,6 @@ describe('a full disk', () => {
     expect(JSON.parse(await readFile(path.join(disk, 'full', 'state.json'), 'utf8'))).toMatchObject({ step: 0 });
     const names = (await readdir(path.join(disk, 'full'), { recursive: true })).map(String);
     expect(names.filter((n) => /\.(tmp|old)$/.test(path.basename(n)))).toEqual([]);
-    fault('disk full while writing a checkpoint (1 MiB tmpfs)', 'an error naming the file; the last commit kept', 'WRITE_FAILED naming checkpoints/step-0001/…safetensors; state.json at step 0; no temporaries');
+    fault('disk full while writing a checkpoint (3 MiB tmpfs)', 'an error naming the file; the last commit kept', 'WRITE_FAILED naming checkpoints/step-0001/…safetensors; state.json at step 0; no temporaries');
   }, 300_000);
 });

@@ -78,12 +78,13 @@ describe('kill -9 mid-step and around the checkpoint commit', () => {
     expect(reference.metrics[2].sequences).toBeGreaterThan(0);
   }, 300_000);
 
-  // Step 2's writes, in order: its trajectories, its checkpoint folder (filled aside, then swapped in), validation,
-  // metrics.jsonl, and state.json, the commit point (written at steps 0, 1 and 2: the 3rd is step 2's).
+  // Step 2's writes, in order: its checkpoint folder (filled aside, then swapped in, by the library), its
+  // trajectories, validation, metrics.jsonl, and state.json, the commit point (written at steps 0, 1 and 2: the 3rd
+  // is step 2's).
   const points: [string, string, string][] = [
-    ['mid-step: step 2 gathered and trained, nothing written', 'before:trajectories/step-0002.jsonl', 'resumes from step 1; step 2 redone'],
-    ['checkpoint folder filled, not swapped in', 'before:checkpoints/step-0002', 'resumes from step 1; the half checkpoint removed'],
+    ['mid-step: step 2 trained, its checkpoint filled but not swapped in', 'before:checkpoints/step-0002', 'resumes from step 1; step 2 redone, the half checkpoint removed'],
     ['checkpoint swapped in, not committed', 'after:checkpoints/step-0002', 'resumes from step 1; the uncommitted checkpoint replaced'],
+    ['trajectories written, not committed', 'after:trajectories/step-0002.jsonl', 'resumes from step 1; step 2 redone'],
     ['metrics written, state.json not committed', 'before:state.json#3', "resumes from step 1; step 2's metrics row dropped and redone"],
     ['state.json committed, report and export not written', 'after:state.json#3', 'resumes at step 2: only the report and the adapter written'],
   ];

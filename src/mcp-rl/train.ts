@@ -1,18 +1,23 @@
 /**
  * `mcprl train`: GRPO on a LoRA adapter until validation success stops improving.
  *
- * Every step: gather K rollouts of G training scenarios with the in-process engine (drawn in a seeded shuffle,
- * or by their recent pass rate with `curriculum: 'pass_rate'`) → score them (checks, RULER or both) → with
+ * The policy is the library's TrainableModel on a LocalBackend whose model folder is the run folder
+ * (src/backend/local-backend.ts): the same code that trains, checkpoints and serves an application's model does so
+ * here, and this loop is its client, as an application's would be.
+ *
+ * Every step: gather K rollouts of G training scenarios on the model's engine, in-process (drawn in a seeded
+ * shuffle, or by their recent pass rate with `curriculum: 'pass_rate'`) → score them (checks, RULER or both) → with
  * `resampleRounds`, replace groups whose rewards are all alike by groups of other scenarios (DAPO's dynamic
- * sampling) → group-relative advantages (groups with one reward value carry no signal and are dropped) →
- * training sequences with assistant masks from the exact sampled token ids → one GRPO step → an atomic
- * checkpoint → every `evalEvery` steps, validation → stop when validation success has not improved for
- * `patience` evaluations, or at `maxSteps`. Step 0 evaluates the untrained model.
+ * sampling) → `model.train(groups)`: group-relative advantages (groups with one reward value carry no signal and
+ * are dropped), training sequences with assistant masks from the exact sampled token ids, `updatesPerStep`
+ * optimiser steps, an atomic checkpoint, the new adapter served → the step's trajectories → every `evalEvery`
+ * steps, validation → stop when validation success has not improved for `patience` evaluations, or at `maxSteps`.
+ * Step 0 evaluates the untrained model. The run's commit point is state.json, written last.
  *
  * With rollout servers (`rollout`, `mcprl train --rollout-url`), rollouts (and validation) run there instead
  * (src/train/rollout-pool.ts): each step's adapter is published to them after the checkpoint, training uses the
  * token ids and logprobs they returned, and their logprobs are corrected towards the trainer's by truncated
- * importance sampling (src/train/off-policy.ts).
+ * importance sampling (the step's `tisCap`, src/train/off-policy.ts).
  *
  * With a test set, the untrained model (step 0), the last step and the selected checkpoint (the best step by
  * validation) are also measured on it. Test success is only reported, never used for a decision, so unlike
@@ -22,12 +27,13 @@ import { performance } from 'node:perf_hooks';
 import { isSuccess, runEval, summarizeEval, type EvalSummary } from '../eval/evaluate.js';
 import type { Policy } from '../agent/policy.js';
 import type { Trajectory } from '../agent/trajectory.js';
-import { ChatEngine } from '../chat/chat-engine.js';
+import type { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
 import { checkTargetTools } from '../agent/rollout.js';
+import { LocalBackend } from '../backend/local-backend.js';
+import type { TrainResult, TrainStepConfigInput, TrajectoryGroupInput } from '../backend/schemas.js';
+import { TrainableModel } from '../backend/trainable-model.js';
 import type { Model } from '../engine/model.js';
-import { Trainer } from '../engine/trainer.js';
-import type { LossConfig, OptimizerConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
 import type { Isolation, SafetyPolicy, Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../util/rng.js';
@@ -35,14 +41,13 @@ import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
 import { inSpan, startSpan, withinSpan } from '../util/tracing.js';
-import { advantagesFor, type GroupAdvantages } from './advantages.js';
-import type { TrainConfig } from './config.js';
-import { Curriculum } from './curriculum.js';
-import { ProgressLog, type PhaseProgress } from './progress-log.js';
-import { RunDir, type RunState } from './run-dir.js';
-import { applyTruncatedIs } from './off-policy.js';
-import { RolloutPool, type RolloutPoolEvents, type RolloutPoolSettings } from './rollout-pool.js';
-import { tokenizationReport, trajectoryToSequences } from './tokenize.js';
+import { advantagesFor } from '../train/advantages.js';
+import type { TrainConfig } from '../train/config.js';
+import { Curriculum } from '../train/curriculum.js';
+import { ProgressLog, type PhaseProgress } from '../train/progress-log.js';
+import type { RunDir, RunState } from '../train/run-dir.js';
+import { checkpointAdapter, RolloutPool, type RolloutPoolEvents, type RolloutPoolSettings } from '../train/rollout-pool.js';
+import { tokenizationReport } from '../train/tokenize.js';
 
 export interface TrainRunOptions {
   run: RunDir;
@@ -80,21 +85,28 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   const { run, config: c } = o;
   const log = o.log ?? ((l: string) => process.stderr.write(l + '\n'));
   const events = o.progress ?? new ProgressLog(run.dir);
-  // The run's chat template variables reach every prompt the engine renders: rollouts and tokenisation alike.
-  const engine = await ChatEngine.load(c.model, { ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}) });
-  const model = engine.model as Model;
+  let state = o.resume ? await run.readState() : null;
+  // The run's commit point is state.json: a checkpoint newer than it is of a step that never completed (and before
+  // step 0 completed, none is the run's), so it goes before the library resumes the model from its newest checkpoint.
+  await run.pruneCheckpoints(state ? [state.step, state.bestStep] : []);
+  // The policy is the library's model, kept in the run's own folder: its checkpoints are the run's. The run's chat
+  // template variables reach every prompt the engine renders: rollouts and tokenisation alike.
+  const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}) });
+  const policyModel = new TrainableModel({ project: 'mcprl', name: 'policy', baseModel: c.model, lora: { rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed } });
   let pool: RolloutPool | null = null;
   try {
-    let state = o.resume ? await run.readState() : null;
-    const trainer = state && state.step > 0
-      ? await Trainer.resume(model, run.checkpoint(state.step), { adapterName: 'policy' })
-      : await Trainer.create(model, { adapterName: 'policy', rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed, optimizer: optimizerConfig(c) });
-    const local = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
+    await policyModel.register(backend);
+    if (policyModel.step !== (state?.step ?? 0)) {
+      throw new McprlError('RUN_DIR', `${run.path('state.json')} names step ${state?.step ?? 0}, but the newest checkpoint is ${run.checkpoint(policyModel.step)}: restore ${run.checkpoint(state?.step ?? 0)}, or start a new run`);
+    }
+    const engine = backend.chatEngine(policyModel);
+    const model = engine.model as Model;
+    const local = new EnginePolicy(engine, { model: policyModel.inferenceName, maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
     // Rollouts on the servers (each serving the current adapter under its own name), or in-process.
     if (o.rollout) {
       pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody: { constrain_tool_calls: c.constrainToolCalls }, log, events: o.rolloutEvents });
       if (c.trainAtSamplingTemperature) log('warning: trainAtSamplingTemperature is not used with rollout servers: their logprobs are at temperature 1');
-      await pool.publish(state?.step ?? 0, trainer);
+      await pool.publish(policyModel.step, checkpointAdapter(run.checkpoint(policyModel.step)));
     }
     const policy: Policy = pool ?? local;
     const metrics = await run.readMetrics(state?.step ?? -1);
@@ -106,6 +118,12 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       if (t.lost !== null) log(`step ${step}: test not counted: ${t.lost}`);
       return t.lost === null ? t.success_rate : null;
     };
+    // Every step is a step of the model, trained or not (alwaysStep), so the run's step numbers are the model's.
+    const stepConfig: TrainStepConfigInput = {
+      lr: c.lr, loss: c.loss, beta: c.beta, updates: c.updatesPerStep, lrSchedule: lrScheduleOf(c), alwaysStep: true,
+      // The servers' logprobs are another engine's: weighed against the trainer's own log π (truncated IS).
+      ...(pool ? { tisCap: c.tisCap } : {}),
+    };
 
     // Scenarios whose checks name tools the server lacks are refused before any step (not scored as failures).
     await checkTargetTools(o.target, [...o.scenarios.train, ...o.scenarios.val, ...testSet], { policy: o.safety, timeoutMs: o.connectTimeoutMs });
@@ -116,7 +134,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       // The baseline every later step is compared with: one that measured the infrastructure is no baseline.
       if (v.lost !== null) throw new McprlError('TRAIN_VALIDATION_INFRA', `validation of the untrained model (step 0): ${v.lost}; nothing was recorded`);
       const row: Record<string, unknown> = { step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } };
-      if (testSet.length > 0) row.test_success = await test(0, 'policy');
+      if (testSet.length > 0) row.test_success = await test(0, policyModel.inferenceName);
       metrics.push(row);
       await run.writeMetrics(metrics);
       state = { step: 0, bestStep: 0, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0 };
@@ -144,40 +162,34 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       // gather + score (+ replace groups without signal)
       const gathered = await phase('gather', () => gatherStep(o, policy, curriculum, step, events));
       pool?.ensureAlive(`step ${step}`);
-      // advantages
       const groups = gathered.groups.map(trainable);
-      const adv = advantagesFor(c.loss, groups.map((g) => g.map((t) => t.reward)));
-      // tokenise
-      const perGroup = adv.kept.map((gi, k) => groups[gi].flatMap((t, j) => trajectoryToSequences(engine, t, adv.advantages[k][j])));
-      const batch = perGroup.flat();
       const rollouts = gathered.groups.flat();
       const lost = rollouts.filter((t) => !trainableOne(t));
-      // off-policy correction: the servers' tokens, weighed against the trainer's own log π (truncated IS)
-      const offPolicy = pool && batch.length > 0 ? await phase('off_policy', () => applyTruncatedIs(model, trainer.adapterName, batch, c.tisCap)) : null;
-      // step
-      let m: StepMetrics | null = null;
-      if (batch.length > 0) m = await phase('train', () => optimise(trainer, minibatches(perGroup, c.updatesPerStep), { kind: c.loss, beta: c.beta }, events.phase('train', step, batch.length)));
-      else trainer.step += c.updatesPerStep;
-      // checkpoint
-      await phase('checkpoint', async () => {
-        events.emit('checkpoint', step);
-        await writeJsonlAtomic(run.trajectories(step), gathered.groups.flat().map((t) => withAdvantage(t, groups, adv)));
-        await trainer.save(run.checkpoint(step));
-      });
+      // step, in the library: advantages → sequences from the exact sampled token ids → minibatches → optimiser
+      // steps → checkpoint → the new adapter serves
+      const trainGroups = groups.filter((g) => g.length > 0);
+      const r = await phase('train', () => policyModel.train(trainGroups.map(libraryGroup), stepConfig, {
+        onProgress: (e) => {
+          if (e.phase === 'train') events.emit('train', step, e.done, e.total);
+          if (e.phase === 'checkpoint' && e.done === 0) events.emit('checkpoint', step);
+        },
+      }));
+      // checkpoint: the step's rollouts, with their advantages
+      await phase('checkpoint', () => writeJsonlAtomic(run.trajectories(step), withAdvantages(rollouts, trainGroups, r.advantages)));
       // publish: the servers load this step's adapter and later rollouts use it
-      if (pool) await phase('publish', () => pool!.publish(step, trainer));
+      if (pool) await phase('publish', () => pool!.publish(step, checkpointAdapter(run.checkpoint(step))));
       // evaluate
       const row: Record<string, unknown> = {
         step, train_reward: gathered.summary.mean_reward, reward_std: rewardStd(groups), train_success: gathered.summary.success_rate,
-        tool_call_validity: gathered.summary.tool_call_validity_rate, groups: groups.length, groups_dropped_zero_variance: adv.droppedZeroVariance,
-        unscored: gathered.summary.unscored_trajectories, judge_failures: gathered.summary.judge_failures, sequences: batch.length,
+        tool_call_validity: gathered.summary.tool_call_validity_rate, groups: groups.length, groups_dropped_zero_variance: r.droppedGroups,
+        unscored: gathered.summary.unscored_trajectories, judge_failures: gathered.summary.judge_failures, sequences: r.sequences,
         // Infrastructure failures (unscored or errored rollouts) apart from task failures (scored, not a success).
         infra_failures: lost.length, rollout_errors: rollouts.filter((t) => t.error !== undefined).length,
         task_failures: rollouts.filter((t) => trainableOne(t) && !isSuccess(t)).length,
-        ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: adv.kept.length } : {}),
+        ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: r.advantages.filter((a) => a !== null).length } : {}),
         ...(c.constrainToolCalls ? constrainMetrics(engine, gathered.groups, step === 1 ? log : null) : {}),
-        ...(pool ? rolloutServerMetrics(engine, pool, rollouts, offPolicy) : {}),
-        ...(m ? { loss: m.loss, policy_loss: m.policyLoss, kl: m.kl, clip_fraction: m.clipFraction, mean_ratio: m.meanRatio, entropy: m.entropy, grad_norm: m.gradNorm, trained_tokens: m.trainedTokens, tokens_per_s: m.tokensPerSecond, lr: m.lr } : {}),
+        ...(pool ? rolloutServerMetrics(engine, pool, rollouts, r.offPolicy) : {}),
+        ...(r.trained ? { loss: r.loss, policy_loss: r.policyLoss, kl: r.kl, clip_fraction: r.clipFraction, mean_ratio: r.meanRatio, entropy: r.entropy, grad_norm: r.gradNorm, trained_tokens: r.trainedTokens, tokens_per_s: r.tokensPerSecond, lr: r.lr } : {}),
       };
       const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };
       if (step % c.evalEvery === 0 || step === c.maxSteps) {
@@ -197,7 +209,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       // test (the run's last step only): this step's adapter, and the checkpoint validation selected
       if (next.stopped && testSet.length > 0) {
         await phase('test', async () => {
-          row.test_success = await test(step, 'policy');
+          row.test_success = await test(step, policyModel.inferenceName);
           row.test_success_best = await selectedOnTest(next.bestStep);
         });
         row.best_step = next.bestStep;
@@ -208,23 +220,22 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       metrics.push(row);
       await run.writeMetrics(metrics);
       await run.commit(next);
-      await run.pruneCheckpoints([step, next.bestStep]);
+      // keep the latest checkpoint and the best by validation
+      await policyModel.deleteCheckpoints({ best: next.bestStep });
       state = next;
-      log(`step ${step}: reward ${fmt(row.train_reward)} ± ${fmt(row.reward_std)}, loss ${fmt(row.loss)}, kl ${fmt(row.kl)}, dropped ${adv.droppedZeroVariance}/${groups.length} groups` +
+      log(`step ${step}: reward ${fmt(row.train_reward)} ± ${fmt(row.reward_std)}, loss ${fmt(row.loss)}, kl ${fmt(row.kl)}, dropped ${r.droppedGroups}/${groups.length} groups` +
         (c.resampleRounds > 0 ? ` (${gathered.replaced} gathered to replace them)` : '') +
         (row.val_success !== undefined ? `, validation success ${pct(row.val_success as number)}` : '') +
         (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)} (step ${step}), ${pct(row.test_success_best as number | null)} (best step ${next.bestStep})` : '') +
         ` (${Object.entries(wall).map(([k, s]) => `${k} ${s.toFixed(1)}s`).join(', ')})`);
       // Nothing trained because nothing could be scored: after maxUntrainedSteps such steps, stop loudly.
-      untrained = batch.length === 0 && lost.length === rollouts.length ? untrained + 1 : 0;
+      untrained = r.sequences === 0 && lost.length === rollouts.length ? untrained + 1 : 0;
       if (untrained >= c.maxUntrainedSteps) {
-        trainer.close();
         const why = lost[0]?.error ?? lost[0]?.unscored ?? 'no rollout';
         throw new McprlError('TRAIN_NOTHING_TRAINED', `steps ${step - untrained + 1}-${step} trained nothing: every rollout was lost to an infrastructure failure (first: ${why}); ` +
           `the run is kept at step ${step}: fix the cause, then continue it with --resume`);
       }
     }
-    trainer.close();
     await pool?.close();
     pool = null;
     return { state, valBefore, valBest: state.bestValSuccess, bestStep: state.bestStep, test: testResult(metrics, state) };
@@ -243,17 +254,32 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     }
   } finally {
     await pool?.close().catch(() => undefined);
-    model.close();
+    await backend.close();
   }
+}
+
+/** A group of the step as the library takes it: each attempt's conversation, its tools and its reward. */
+function libraryGroup(g: Trajectory[]): TrajectoryGroupInput {
+  return { trajectories: g.map((t) => ({ messages: t.messages, tools: t.tools, reward: t.reward })), metadata: { scenario_id: g[0].scenario_id } };
+}
+
+/** The step's rollouts, each with the advantage it was trained with (null: not trained on). */
+function withAdvantages(rollouts: Trajectory[], trainGroups: Trajectory[][], advantages: TrainResult['advantages']) {
+  const of = new Map<Trajectory, number>();
+  trainGroups.forEach((g, k) => advantages[k]?.forEach((a, i) => of.set(g[i], a)));
+  return rollouts.map((t) => ({ ...t, advantage: of.get(t) ?? null }));
 }
 
 /**
  * A step's figures from the rollout servers: the pool's counters, how the servers' token ids met the trainer's
  * tokenisation (re-tokenised turns, and those whose ids differ), and the off-policy mismatch.
  */
-function rolloutServerMetrics(engine: ChatEngine, pool: RolloutPool, rollouts: Trajectory[], off: Awaited<ReturnType<typeof applyTruncatedIs>> | null): Record<string, number> {
+function rolloutServerMetrics(engine: ChatEngine, pool: RolloutPool, rollouts: Trajectory[], off: TrainResult['offPolicy']): Record<string, number> {
   const tok = tokenizationReport(engine, rollouts);
-  return { ...pool.takeStats(), rollout_turns: tok.turns, retokenized_turns: tok.retokenized, token_ids_differ: tok.differs, ...(off ?? {}) };
+  return {
+    ...pool.takeStats(), rollout_turns: tok.turns, retokenized_turns: tok.retokenized, token_ids_differ: tok.differs,
+    ...(off ? { logprob_mismatch: off.logprobMismatch, logprob_mismatch_max: off.logprobMismatchMax, tis_truncated: off.tisTruncated, tokens_without_sampler_logprob: off.tokensWithoutSamplerLogprob } : {}),
+  };
 }
 
 /** The scenarios of one step: a fresh seeded shuffle of the training set per epoch, so a resumed run picks the same ones. */
@@ -282,13 +308,10 @@ function constrainMetrics(engine: ChatEngine, groups: Trajectory[][], log: ((lin
   return { constrain_unsupported_tools: r.unsupported.length, constrain_relaxed_tools: r.relaxed.length, constrain_dead_ends: engine.constraintDeadEnds };
 }
 
-/** The optimiser settings of a run: its learning rate and schedule over all its optimiser steps. */
-export function optimizerConfig(c: TrainConfig): OptimizerConfig {
-  if (c.lrSchedule === 'constant' && c.warmupSteps === 0) return { lr: c.lr };
-  return {
-    lr: c.lr,
-    schedule: { kind: c.lrSchedule === 'cosine' ? 'cosine' : 'warmup', warmupSteps: c.warmupSteps, totalSteps: c.maxSteps * c.updatesPerStep },
-  };
+/** The learning-rate schedule of a run over all its optimiser steps (maxSteps × updatesPerStep). */
+export function lrScheduleOf(c: TrainConfig): NonNullable<TrainStepConfigInput['lrSchedule']> {
+  if (c.lrSchedule === 'constant' && c.warmupSteps === 0) return { kind: 'constant', warmupSteps: 0 };
+  return { kind: c.lrSchedule === 'cosine' ? 'cosine' : 'warmup', warmupSteps: c.warmupSteps, totalSteps: c.maxSteps * c.updatesPerStep };
 }
 
 /** What one step gathered: every group (replaced ones included), their summary, and the dynamic-sampling counts. */
@@ -394,36 +417,6 @@ export function testResult(metrics: Record<string, unknown>[], state: RunState):
   const last = metrics.find((m) => m.step === state.step);
   if (typeof before !== 'number' || typeof last?.test_success !== 'number' || typeof last.test_success_best !== 'number') return null;
   return { before, best: last.test_success_best, last: last.test_success, lastStep: state.step };
-}
-
-/** Splits the step's groups (each kept whole) round-robin into at most `n` non-empty minibatches. */
-export function minibatches<T>(perGroup: T[][], n: number): T[][] {
-  const out: T[][] = Array.from({ length: Math.min(n, perGroup.length) }, () => []);
-  perGroup.forEach((g, i) => out[i % out.length].push(...g));
-  return out.filter((b) => b.length > 0);
-}
-
-/** One optimiser step per minibatch; the step's metrics are their token-weighted means (tokens summed). */
-async function optimise(trainer: Trainer, batches: TrainSequence[][], loss: LossConfig, bar: PhaseProgress): Promise<StepMetrics> {
-  const all: StepMetrics[] = [];
-  let done = 0;
-  for (const b of batches) {
-    all.push(await trainer.trainStep(b, loss));
-    bar.update((done += b.length));
-  }
-  const tokens = all.reduce((a, m) => a + m.trainedTokens, 0);
-  const avg = (f: (m: StepMetrics) => number) => all.reduce((a, m) => a + f(m) * m.trainedTokens, 0) / Math.max(1, tokens);
-  return {
-    loss: avg((m) => m.loss), policyLoss: avg((m) => m.policyLoss), kl: avg((m) => m.kl), clipFraction: avg((m) => m.clipFraction),
-    meanRatio: avg((m) => m.meanRatio), entropy: avg((m) => m.entropy ?? 0), gradNorm: avg((m) => m.gradNorm), trainedTokens: tokens,
-    tokensPerSecond: avg((m) => m.tokensPerSecond), lr: all[all.length - 1].lr, step: all[all.length - 1].step,
-  };
-}
-
-function withAdvantage(t: Trajectory, groups: Trajectory[][], adv: GroupAdvantages) {
-  const gi = groups.findIndex((g) => g.includes(t));
-  const k = adv.kept.indexOf(gi);
-  return { ...t, advantage: k >= 0 ? adv.advantages[k][groups[gi].indexOf(t)] : null };
 }
 
 function rewardStd(groups: Trajectory[][]): number {

@@ -18,12 +18,12 @@ import { OpenAIJudge } from '../ruler/judge.js';
 import { assertDisjoint, type Overlap } from '../scenarios/disjoint.js';
 import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
 import { writeJsonAtomic } from '../util/atomic.js';
-import { TrainConfigSchema } from './config.js';
-import { ProgressLog } from './progress-log.js';
-import type { RunDir } from './run-dir.js';
+import { TrainConfigSchema } from '../train/config.js';
+import { ProgressLog } from '../train/progress-log.js';
+import type { RunDir } from '../train/run-dir.js';
 import { train, type TrainRunResult } from './train.js';
-import { RolloutPoolSettingsSchema } from './rollout-pool.js';
-import { writeRunReport } from './write-report.js';
+import { RolloutPoolSettingsSchema } from '../train/rollout-pool.js';
+import { writeRunReport } from '../train/write-report.js';
 
 export const TrainJobSchema = z.object({
   config: TrainConfigSchema,
