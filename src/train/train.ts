@@ -12,7 +12,8 @@
  * With rollout servers (`rollout`, `mcprl train --rollout-url`), rollouts (and validation) run there instead
  * (src/train/rollout-pool.ts): each step's adapter is published to them after the checkpoint, training uses the
  * token ids and logprobs they returned, and their logprobs are corrected towards the trainer's by truncated
- * importance sampling (src/train/off-policy.ts).
+ * importance sampling (src/train/off-policy.ts). With `trainAtSamplingTemperature` the servers are asked for
+ * their sampler's logprobs (mcprl's extension), so a split run trains on the same distribution as an in-process one.
  *
  * With a test set, the untrained model (step 0), the last step and the selected checkpoint (the best step by
  * validation) are also measured on it. Test success is only reported, never used for a decision, so unlike
@@ -92,8 +93,11 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     const local = new EnginePolicy(engine, { model: 'policy', maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
     // Rollouts on the servers (each serving the current adapter under its own name), or in-process.
     if (o.rollout) {
-      pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody: { constrain_tool_calls: c.constrainToolCalls }, log, events: o.rolloutEvents });
-      if (c.trainAtSamplingTemperature) log('warning: trainAtSamplingTemperature is not used with rollout servers: their logprobs are at temperature 1');
+      // Training at the sampling temperature needs the sampler's own logprobs: mcprl's servers return them on
+      // request (mcprl_sampler_logprobs); turns from servers that do not train at temperature 1 (metric
+      // sampler_logprob_turns counts those that did).
+      const extraBody = { constrain_tool_calls: c.constrainToolCalls, ...(c.trainAtSamplingTemperature ? { mcprl_sampler_logprobs: true } : {}) };
+      pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody, log, events: o.rolloutEvents });
       await pool.publish(state?.step ?? 0, trainer);
     }
     const policy: Policy = pool ?? local;
@@ -253,7 +257,11 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
  */
 function rolloutServerMetrics(engine: ChatEngine, pool: RolloutPool, rollouts: Trajectory[], off: Awaited<ReturnType<typeof applyTruncatedIs>> | null): Record<string, number> {
   const tok = tokenizationReport(engine, rollouts);
-  return { ...pool.takeStats(), rollout_turns: tok.turns, retokenized_turns: tok.retokenized, token_ids_differ: tok.differs, ...(off ?? {}) };
+  const samplerTurns = rollouts.reduce((n, t) => n + t.messages.filter((m) => m.mcprl?.temperature !== undefined).length, 0);
+  return {
+    ...pool.takeStats(), rollout_turns: tok.turns, retokenized_turns: tok.retokenized, token_ids_differ: tok.differs,
+    sampler_logprob_turns: samplerTurns, ...(off ?? {}),
+  };
 }
 
 /** The scenarios of one step: a fresh seeded shuffle of the training set per epoch, so a resumed run picks the same ones. */
