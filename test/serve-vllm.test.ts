@@ -184,6 +184,34 @@ describe('token ids', () => {
     for (const ch of chunks) for (const c of ch.choices as (typeof ch.choices[number] & { token_ids?: number[] })[]) ids[c.index].push(...(c.token_ids ?? []));
     expect(ids).toEqual(whole.choices.map((c) => c.token_ids));
   });
+
+  it('streams prompt_token_ids without tokenising the prompt a second time', async () => {
+    // Counts the tokenizer's encode calls through the instance (a structural hook: no timing involved).
+    const tok = engine.tokenizer;
+    const encode = tok.encode;
+    let calls = 0;
+    tok.encode = function (this: typeof tok, ...args: Parameters<typeof encode>) {
+      calls++;
+      return encode.apply(this, args);
+    };
+    const encodes = async (extra: Record<string, unknown>) => {
+      calls = 0;
+      const stream = await client.chat.completions.create({ model: base, messages, seed: 9, max_tokens: 4, ...extra, stream: true } as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming);
+      const chunks: (OpenAI.Chat.Completions.ChatCompletionChunk & { prompt_token_ids?: number[] })[] = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      return { calls, prompt: chunks[0].prompt_token_ids };
+    };
+    try {
+      const plain = await encodes({});
+      const withIds = await encodes({ return_token_ids: true });
+      expect(plain.prompt).toBeUndefined();
+      expect(withIds.prompt).toEqual(engine.promptIds({ messages: messages as never }));
+      expect(plain.calls).toBeGreaterThan(0);
+      expect(withIds.calls).toBe(plain.calls);
+    } finally {
+      tok.encode = encode;
+    }
+  });
 });
 
 describe('/v1/load_lora_adapter and /v1/unload_lora_adapter', () => {

@@ -285,18 +285,23 @@ async function streamCompletion(
   wire: WireFormat,
 ): Promise<void> {
   const events = engine.stream(turn);
-  // The first step checks the request; a bad one is answered as plain JSON with its status code.
-  let first = await events.next().catch((err: unknown) => {
+  // The first step checks the request (a bad one is answered as plain JSON with its status code) and gives the
+  // prompt's ids; the second is awaited too, so that a failure before the first token is still plain JSON.
+  const step = () => events.next().catch((err: unknown) => {
     throw toRequestError(err);
   });
+  const started = await step();
+  if (started.done || started.value.type !== 'start') throw internalError(new Error('the engine\'s stream did not begin with its prompt'));
+  const prompt = started.value.promptTokenIds;
+  let first = await step();
   const id = `chatcmpl-${randomUUID()}`;
   const created = Math.floor(Date.now() / 1000);
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
     `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: r.model, system_fingerprint: null, choices, ...extra })}\n\n`;
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
   const n = r.n ?? 1;
-  // vLLM sends the prompt's ids once, in the first chunk (the same render and tokenisation the engine ran).
-  const promptIds = wire.tokenIds ? { prompt_token_ids: engine.promptIds(turn) } : {};
+  // vLLM sends the prompt's ids once, in the first chunk: the ids the engine rendered and tokenised.
+  const promptIds = wire.tokenIds ? { prompt_token_ids: prompt } : {};
   for (let i = 0; i < n; i++) {
     res.write(chunk([{ index: i, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], i === 0 ? promptIds : {}));
   }
@@ -319,7 +324,7 @@ async function streamCompletion(
             },
           ]),
         );
-      } else {
+      } else if (e.type === 'finish') {
         const c = e.choice;
         // As in a whole answer (wireContent): the raw text of unreadable calls, when it continues what was sent.
         const raw = wireContent(c);
