@@ -18,13 +18,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bookshopScenarios } from './faults/cli.js';
 import { REPO_ROOT } from './helpers/servers.js';
 
-const SMALL = ['--groups-per-step', '2', '--rollouts-per-group', '2', '--max-turns', '3', '--max-tokens', '48', '--eval-every', '1', '--val-rollouts', '1'];
+const SMALL = ['--groups-per-step', '2', '--rollouts-per-group', '4', '--max-turns', '3', '--max-tokens', '48', '--eval-every', '1', '--val-rollouts', '1'];
 
 let work: string;
 let scenarios: string;
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'mcprl-demo-split-'));
-  scenarios = await bookshopScenarios(join(work, 'scenarios'), 4, 2);
+  scenarios = await bookshopScenarios(join(work, 'scenarios'), 6, 2);
 });
 afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });

@@ -28,7 +28,7 @@ import type { LossConfig, TrainSequence } from '../engine/train-types.js';
 import { startServer, type RunningServer } from '../serve/server.js';
 import { advantagesFor } from '../train/advantages.js';
 import { RunDir } from '../train/run-dir.js';
-import { trajectoryToSequences } from '../train/tokenize.js';
+import { emptyTokenizationReport, trajectoryToSequences } from '../train/tokenize.js';
 import { writeJsonAtomic } from '../util/atomic.js';
 import type { ProgressListener } from '../util/progress.js';
 import type { Backend, ModelKey, StepCallOptions } from './backend.js';
@@ -307,14 +307,14 @@ export class LocalBackend implements Backend {
   /** Training sequences of trajectories, each with its advantage; counts the assistant turns tokenised from text. */
   private sequences(model: LoadedModel, items: { t: SftTrajectory; advantage: number }[]): { sequences: TrainSequence[]; retokenizedTurns: number } {
     const sequences: TrainSequence[] = [];
-    let retokenizedTurns = 0;
+    // The tokenisation counts the turns it had to re-tokenise (the same count `mcprl train` reports).
+    const report = emptyTokenizationReport();
     for (const { t, advantage } of items) {
       const messages = t.messages as ChatMessage[];
-      retokenizedTurns += messages.filter((m) => m.role === 'assistant' && !(m.mcprl && m.mcprl.token_ids.length > 0)).length;
       // The tools are passed to the chat template as they were offered (OpenAI's shape, description optional).
-      sequences.push(...trajectoryToSequences(model.base.engine, { messages, tools: t.tools as OpenAITool[] }, advantage));
+      sequences.push(...trajectoryToSequences(model.base.engine, { messages, tools: t.tools as OpenAITool[] }, advantage, { report }));
     }
-    return { sequences, retokenizedTurns };
+    return { sequences, retokenizedTurns: report.retokenized };
   }
 
   /** step → checkpoint → serve: one optimiser step on the sequences, saved, and its adapter served. */

@@ -43,7 +43,7 @@ import { ProgressLog, type PhaseProgress } from './progress-log.js';
 import { RunDir, type RunState } from './run-dir.js';
 import { applyTruncatedIs } from './off-policy.js';
 import { RolloutPool, type RolloutPoolEvents, type RolloutPoolSettings } from './rollout-pool.js';
-import { tokenizationReport, trajectoryToSequences } from './tokenize.js';
+import { emptyTokenizationReport, hasSampledIds, trajectoryToSequences, type TokenizationReport } from './tokenize.js';
 
 export interface TrainRunOptions {
   run: RunDir;
@@ -152,7 +152,9 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       const groups = gathered.groups.map(trainable);
       const adv = advantagesFor(c.loss, groups.map((g) => g.map((t) => t.reward)));
       // tokenise
-      const perGroup = adv.kept.map((gi, k) => groups[gi].flatMap((t, j) => trajectoryToSequences(engine, t, adv.advantages[k][j])));
+      // With rollout servers the tokenisation also measures how their ids meet the trainer's (no extra pass).
+      const tokenReport = pool ? emptyTokenizationReport() : undefined;
+      const perGroup = adv.kept.map((gi, k) => groups[gi].flatMap((t, j) => trajectoryToSequences(engine, t, adv.advantages[k][j], { report: tokenReport })));
       const batch = perGroup.flat();
       const rollouts = gathered.groups.flat();
       const lost = rollouts.filter((t) => !trainableOne(t));
@@ -180,7 +182,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         task_failures: rollouts.filter((t) => trainableOne(t) && !isSuccess(t)).length,
         ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: adv.kept.length } : {}),
         ...(c.constrainToolCalls ? constrainMetrics(engine, gathered.groups, step === 1 ? log : null) : {}),
-        ...(pool ? rolloutServerMetrics(engine, pool, rollouts, offPolicy) : {}),
+        ...(pool ? rolloutServerMetrics(pool, rollouts, tokenReport!, offPolicy) : {}),
         ...(m ? { loss: m.loss, policy_loss: m.policyLoss, kl: m.kl, clip_fraction: m.clipFraction, mean_ratio: m.meanRatio, entropy: m.entropy, grad_norm: m.gradNorm, trained_tokens: m.trainedTokens, tokens_per_s: m.tokensPerSecond, lr: m.lr } : {}),
       };
       const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };
@@ -252,15 +254,15 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
 }
 
 /**
- * A step's figures from the rollout servers: the pool's counters, how the servers' token ids met the trainer's
- * tokenisation (re-tokenised turns, and those whose ids differ), and the off-policy mismatch.
+ * A step's figures from the rollout servers: the pool's counters, the turns served and those without ids
+ * (re-tokenised) or with the sampler's own logprobs, over every rollout; the turns whose ids the trainer's
+ * tokenisation would not give, over the rollouts trained (measured while tokenising them); the off-policy mismatch.
  */
-function rolloutServerMetrics(engine: ChatEngine, pool: RolloutPool, rollouts: Trajectory[], off: Awaited<ReturnType<typeof applyTruncatedIs>> | null): Record<string, number> {
-  const tok = tokenizationReport(engine, rollouts);
-  const samplerTurns = rollouts.reduce((n, t) => n + t.messages.filter((m) => m.mcprl?.temperature !== undefined).length, 0);
+function rolloutServerMetrics(pool: RolloutPool, rollouts: Trajectory[], trained: TokenizationReport, off: Awaited<ReturnType<typeof applyTruncatedIs>> | null): Record<string, number> {
+  const turns = rollouts.flatMap((t) => t.messages.filter((m) => m.role === 'assistant'));
   return {
-    ...pool.takeStats(), rollout_turns: tok.turns, retokenized_turns: tok.retokenized, token_ids_differ: tok.differs,
-    sampler_logprob_turns: samplerTurns, ...(off ?? {}),
+    ...pool.takeStats(), rollout_turns: turns.length, retokenized_turns: turns.filter((m) => !hasSampledIds(m)).length,
+    token_ids_differ: trained.differs, sampler_logprob_turns: turns.filter((m) => m.mcprl?.temperature !== undefined).length, ...(off ?? {}),
   };
 }
 
