@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { makeRandomModel } from '../../scripts/random-model.js';
 import type { ChatMessage, OpenAITool } from '../agent/policy.js';
 import { ChatEngine } from '../chat/chat-engine.js';
@@ -149,29 +149,23 @@ describe('tokenizationReport', () => {
   });
 
   it('costs a tokenisation two template renders per trajectory, whatever its number of turns, when nothing drifts', () => {
-    // Counts the chat template's renders through the engine's template (a structural hook).
-    const template = engine.template;
-    const render = template.render;
-    let renders = 0;
-    template.render = function (this: typeof template, ...args: Parameters<typeof render>) {
-      renders++;
-      return render.apply(this, args);
-    };
+    // Counts the chat template's renders on the engine's template (a structural hook).
+    const renders = vi.spyOn(engine.template, 'render');
     try {
       const extra = (n: number) => {
         const t = { messages: transcript(n), tools };
         expect(tokenizationReport(engine, [t])).toEqual({ turns: n + 1, retokenized: 0, differs: 0 });
-        renders = 0;
+        renders.mockClear();
         trajectoryToSequences(engine, t, 0);
-        const plain = renders;
-        renders = 0;
+        const plain = renders.mock.calls.length;
+        renders.mockClear();
         trajectoryToSequences(engine, t, 0, { report: { turns: 0, retokenized: 0, differs: 0 } });
-        return renders - plain;
+        return renders.mock.calls.length - plain;
       };
       expect(extra(1)).toBe(2);
       expect(extra(6)).toBe(2);
     } finally {
-      template.render = render;
+      renders.mockRestore();
     }
   });
 });
