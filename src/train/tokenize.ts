@@ -144,7 +144,8 @@ export function trajectoryToSequences(
 
 /**
  * How the assistant turns of some trajectories met the trainer's own tokenisation: filled by trajectoryToSequences
- * (`opts.report`) as it tokenises, at the cost of one extra rendering per trajectory, or by tokenizationReport.
+ * (`opts.report`) as it tokenises, at the cost of two extra template renders per trajectory (its last turn's, and
+ * a turn's own where the next prompt shows drift), or by tokenizationReport.
  */
 export interface TokenizationReport {
   /** Assistant turns seen. */

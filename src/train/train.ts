@@ -94,8 +94,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     // Rollouts on the servers (each serving the current adapter under its own name), or in-process.
     if (o.rollout) {
       // Training at the sampling temperature needs the sampler's own logprobs: mcprl's servers return them on
-      // request (mcprl_sampler_logprobs); turns from servers that do not train at temperature 1 (metric
-      // sampler_logprob_turns counts those that did).
+      // request (mcprl_sampler_logprobs); turns from servers that do not return them train at temperature 1
+      // (the metric sampler_logprob_turns counts the turns that had them).
       const extraBody = { constrain_tool_calls: c.constrainToolCalls, ...(c.trainAtSamplingTemperature ? { mcprl_sampler_logprobs: true } : {}) };
       pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody, log, events: o.rolloutEvents });
       await pool.publish(state?.step ?? 0, trainer);
