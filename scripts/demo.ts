@@ -8,7 +8,16 @@
  *   npm run demo [-- --seed 2 --max-steps 12 --run NAME] [--model DIR --scenarios DIR]
  *   npm run demo -- --seeds 1,2,3
  *   npm run demo -- --seeds 1,2,3 -- --lr 1e-3     (options after a second -- go to mcprl train; a later option wins)
+ *   npm run demo -- --split
+ *
+ * With `--split` the rollouts run on `mcprl serve` as a process of its own (the bundled model on a free port of
+ * 127.0.0.1), and training drives it with `mcprl train --rollout-url … --adapter-dir …` (a temporary folder both
+ * read), as a deployment with vLLM would; the server is stopped and the folder removed at the end. Each seed
+ * prints its wall time, so the two ways can be compared.
  */
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -27,6 +36,7 @@ const { values } = parseArgs({
     seeds: { type: 'string' },
     'max-steps': { type: 'string', default: '30' },
     run: { type: 'string' },
+    split: { type: 'boolean', default: false },
     'runs-dir': { type: 'string', default: join(ROOT, 'runs') },
     // A rebuilt tiny model and its scenario sets, to measure them before they replace the bundled ones.
     model: { type: 'string', default: join(ROOT, 'fixtures', 'models', 'tiny-bookshop') },
@@ -53,13 +63,48 @@ for (const seed of seeds) {
   const run = values.run ?? `demo-seed${seed}-${new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19)}`;
   console.error(`mcprl demo: training ${model} on the bookshop fixture server (seed ${seed}, run ${run}); this takes a while on two cores (30 steps, 48 validation and 48 test tasks)`);
   const t0 = performance.now();
-  await demo(seed, run);
+  if (values.split) await split((rollout) => demo(seed, run, rollout));
+  else await demo(seed, run, []);
   if (process.exitCode) process.exit(process.exitCode);
-  rows.push(await seedRow(join(values['runs-dir']!, run), (performance.now() - t0) / 1000));
+  const wallS = (performance.now() - t0) / 1000;
+  console.error(`mcprl demo: seed ${seed} took ${wallS.toFixed(1)} s${values.split ? ' (serve + train as two processes)' : ''}`);
+  rows.push(await seedRow(join(values['runs-dir']!, run), wallS));
 }
 if (seeds.length > 1) console.log(`\n${formatSeedTable(rows)}`);
 
-async function demo(seed: string, run: string): Promise<void> {
+/**
+ * Runs `f` with the options that send its rollouts to a `mcprl serve` process started here (the demo's model, a
+ * free port), then stops that process and removes the adapter folder, whether `f` succeeded or not.
+ */
+async function split(f: (rollout: string[]) => Promise<void>): Promise<void> {
+  const adapters = await mkdtemp(join(tmpdir(), 'mcprl-demo-adapters-'));
+  // Through an IPC channel the server reports the URL it bound as data; it also stops if this process dies.
+  const child = fork(join(ROOT, 'src', 'cli', 'entry.ts'), ['serve', '--model', model, '--port', '0', '--quiet'], {
+    execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  try {
+    const url = await listening(child);
+    console.error(`mcprl demo: rollouts on mcprl serve at ${url} (pid ${child.pid}), adapters in ${adapters}`);
+    await f(['--rollout-url', url, '--adapter-dir', adapters]);
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await exited;
+    await rm(adapters, { recursive: true, force: true });
+  }
+}
+
+/** The URL a forked `mcprl serve` sends once it listens; rejects if it exits first. */
+function listening(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    child.on('message', (m: { type?: string; url?: string }) => {
+      if (m?.type === 'listening' && typeof m.url === 'string') resolve(m.url);
+    });
+    child.once('exit', (code, signal) => reject(new Error(`mcprl serve exited (${signal ?? code}) before it listened`)));
+  });
+}
+
+async function demo(seed: string, run: string, rollout: string[]): Promise<void> {
   await main([
     process.argv[0], 'mcprl', 'train',
     '--model', model,
@@ -85,6 +130,7 @@ async function demo(seed: string, run: string): Promise<void> {
     '--train-at-sampling-temperature',
     '--curriculum', 'pass_rate',
     '--resample-rounds', '2',
+    ...rollout,
     ...trainExtra,
     '--', ...server,
   ]);

@@ -128,7 +128,7 @@ export { ProgressEventSchema, terminalBars } from './util/progress.js';
 export type { ProgressEvent, ProgressPhase, ProgressListener } from './util/progress.js';
 export { RunDir, RunStateSchema } from './train/run-dir.js';
 export type { RunState } from './train/run-dir.js';
-export { trajectoryToSequences, tokenizationReport, TokenizeError } from './train/tokenize.js';
+export { trajectoryToSequences, tokenizationReport, emptyTokenizationReport, TokenizeError } from './train/tokenize.js';
 export type { TokenizationReport } from './train/tokenize.js';
 export { RolloutPool, RolloutPoolSettingsSchema, RolloutPoolError } from './train/rollout-pool.js';
 export type { RolloutPoolSettings, RolloutPoolEvents, AdapterWriter } from './train/rollout-pool.js';

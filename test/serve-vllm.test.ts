@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import * as ort from 'onnxruntime-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { makeRandomAdapter, type RandomModelOptions } from '../scripts/random-model.js';
 import { ChatEngine } from '../src/chat/chat-engine.js';
 import type { Model } from '../src/engine/model.js';
@@ -183,6 +183,28 @@ describe('token ids', () => {
     const ids: number[][] = [[], []];
     for (const ch of chunks) for (const c of ch.choices as (typeof ch.choices[number] & { token_ids?: number[] })[]) ids[c.index].push(...(c.token_ids ?? []));
     expect(ids).toEqual(whole.choices.map((c) => c.token_ids));
+  });
+
+  it('streams prompt_token_ids without tokenising the prompt a second time', async () => {
+    // Counts the tokenizer's encode calls on the engine's tokenizer (a structural hook: no timing involved).
+    const encode = vi.spyOn(engine.tokenizer, 'encode');
+    const encodes = async (extra: Record<string, unknown>) => {
+      encode.mockClear();
+      const stream = await client.chat.completions.create({ model: base, messages, seed: 9, max_tokens: 4, ...extra, stream: true } as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming);
+      const chunks: (OpenAI.Chat.Completions.ChatCompletionChunk & { prompt_token_ids?: number[] })[] = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      return { calls: encode.mock.calls.length, prompt: chunks[0].prompt_token_ids };
+    };
+    try {
+      const plain = await encodes({});
+      const withIds = await encodes({ return_token_ids: true });
+      expect(plain.prompt).toBeUndefined();
+      expect(withIds.prompt).toEqual(engine.promptIds({ messages: messages as never }));
+      expect(plain.calls).toBeGreaterThan(0);
+      expect(withIds.calls).toBe(plain.calls);
+    } finally {
+      encode.mockRestore();
+    }
   });
 });
 

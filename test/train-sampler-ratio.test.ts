@@ -10,6 +10,7 @@
  *   - every token's |log π_trainer − log π_sampler| ≤ 2e-4 nats (decode with a KV cache and the packed training
  *     forward sum in different orders; measured about 1e-5);
  * and the test is not vacuous: ignoring the masks or the temperature moves the mean |Δ| above 0.05 nats.
+ * Model.score given the same temperatures and masks reproduces them within the same 2e-4 nats.
  *
  * Then the same with the real constraint (src/chat/constrain.ts) on the bundled tiny model: eight completions
  * at temperature 0.7 with constrained tool calls, tokenised as training does (the constraint replayed over the
@@ -114,6 +115,18 @@ describe('the sampler and the trainer score the same distribution', () => {
     };
     expect(await meanDiff(batch.map(({ tokenMasks: _m, ...s }) => s))).toBeGreaterThan(0.05);
     expect(await meanDiff(batch.map(({ temperature: _t, ...s }) => s))).toBeGreaterThan(0.05);
+
+    // Model.score, given the same temperatures and masks, scores that distribution too (what truncated importance
+    // sampling compares a rollout server's sampler logprobs with, src/train/off-policy.ts); without them it is
+    // the temperature-1, whole-vocabulary log π.
+    const score = async (o: { temperatures?: number[]; tokenMasks?: TrainSequence['tokenMasks'][] }) => {
+      const lp = await model.score(batch.map((s) => s.tokenIds), { adapter: 'policy', ...o });
+      return batch.flatMap((s, i) => Array.from(lp[i]).filter((_, t) => s.mask[t])).map((x, j) => Math.abs(x - old[j]));
+    };
+    const scored = await score({ temperatures: batch.map(() => TEMPERATURE), tokenMasks: batch.map((s) => s.tokenMasks) });
+    expect(Math.max(...scored)).toBeLessThanOrEqual(TOKEN_TOL);
+    const plain = await score({});
+    expect(plain.reduce((a, d) => a + d, 0) / plain.length).toBeGreaterThan(0.05);
   });
 });
 

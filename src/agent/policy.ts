@@ -189,7 +189,7 @@ function toPolicyError(err: unknown): PolicyError {
 /** Turns a chat completion into a PolicyTurn; exported for tests and for other OpenAI-shaped sources. */
 export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompletion): PolicyTurn {
   const choice = completion.choices?.[0] as
-    | (OpenAI.Chat.Completions.ChatCompletion.Choice & { token_ids?: unknown; mcprl_token_ids?: unknown; mcprl_invalid_tool_calls?: unknown })
+    | (OpenAI.Chat.Completions.ChatCompletion.Choice & { token_ids?: unknown; mcprl_token_ids?: unknown; mcprl_invalid_tool_calls?: unknown; mcprl_sampler?: unknown })
     | undefined;
   if (!choice || !choice.message) {
     throw new PolicyError('POLICY_BAD_RESPONSE', 'policy endpoint returned no choices');
@@ -241,6 +241,15 @@ export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompleti
   const ids = [choice.token_ids, choice.mcprl_token_ids, Array.isArray(lp) ? lp.map((t) => idOfToken(t.token)) : undefined]
     .find((x) => Array.isArray(x) && x.length > 0 && x.every((v) => Number.isInteger(v)));
   if (ids) turn.tokenIds = ids as number[];
+  // mcprl's server, asked for them (sampler logprobs), names the distribution each token was drawn from; the turn
+  // then trains as the in-process policy's sampler turns do (ChatMessage.mcprl.temperature, constrained).
+  const sampler = choice.mcprl_sampler as { logprobs?: unknown; temperature?: unknown; constrained?: unknown } | undefined;
+  if (sampler && turn.tokenIds && Array.isArray(sampler.logprobs) && sampler.logprobs.length === turn.tokenIds.length
+    && sampler.logprobs.every((v) => typeof v === 'number') && typeof sampler.temperature === 'number' && sampler.temperature > 0) {
+    turn.logprobs = sampler.logprobs as number[];
+    turn.logprobTemperature = sampler.temperature;
+    if (sampler.constrained === true) turn.constrained = true;
+  }
   return turn;
 }
 

@@ -31,7 +31,7 @@ import { advantagesFor } from '../train/advantages.js';
 import { meanStepMetrics, minibatches } from '../train/minibatches.js';
 import { applyTruncatedIs } from '../train/off-policy.js';
 import { RunDir } from '../train/run-dir.js';
-import { trajectoryToSequences } from '../train/tokenize.js';
+import { emptyTokenizationReport, trajectoryToSequences } from '../train/tokenize.js';
 import { writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
 import type { ProgressListener } from '../util/progress.js';
 import type { Backend, ModelKey, StepCallOptions } from './backend.js';
@@ -217,9 +217,9 @@ export class LocalBackend implements Backend {
         config: parseInput(SftConfigSchema, configIn, 'config'),
       }),
       async (model, { trajectories, config }) => {
-        const { sequences, retokenizedTurns } = this.sequences(model, trajectories.map((t) => ({ t, advantage: 0 })));
+        const { sequences, retokenizedTurns, tokenIdsDiffer } = this.sequences(model, trajectories.map((t) => ({ t, advantage: 0 })));
         const summary = {
-          groups: 0, droppedGroups: 0, trajectories: trajectories.length, sequences: sequences.length, retokenizedTurns, reward: 0,
+          groups: 0, droppedGroups: 0, trajectories: trajectories.length, sequences: sequences.length, retokenizedTurns, tokenIdsDiffer, reward: 0,
           metrics: meanMetrics(trajectories.map((t) => t.metrics)), advantages: [],
         };
         return this.optimizerStep(model, [sequences], { kind: 'sft' }, { ...config, updates: 1, alwaysStep: false }, summary, progressOf(model, opts.onProgress));
@@ -325,6 +325,7 @@ export class LocalBackend implements Backend {
       trajectories: trajectories.length,
       sequences: sequences.length,
       retokenizedTurns: perGroup.reduce((a, p) => a + p.retokenizedTurns, 0),
+      tokenIdsDiffer: perGroup.reduce((a, p) => a + p.tokenIdsDiffer, 0),
       reward: mean(trajectories.map((t) => t.reward)),
       metrics: meanMetrics(trajectories.map((t) => t.metrics)),
       advantages: groups.map((_, g) => (adv.kept.includes(g) ? adv.advantages[adv.kept.indexOf(g)] : null)),
@@ -335,16 +336,16 @@ export class LocalBackend implements Backend {
   }
 
   /** Training sequences of trajectories, each with its advantage; counts the assistant turns tokenised from text. */
-  private sequences(model: LoadedModel, items: { t: SftTrajectory; advantage: number }[]): { sequences: TrainSequence[]; retokenizedTurns: number } {
+  private sequences(model: LoadedModel, items: { t: SftTrajectory; advantage: number }[]): { sequences: TrainSequence[]; retokenizedTurns: number; tokenIdsDiffer: number } {
     const sequences: TrainSequence[] = [];
-    let retokenizedTurns = 0;
+    // The tokenisation counts the turns it had to re-tokenise (the same count `mcprl train` reports).
+    const report = emptyTokenizationReport();
     for (const { t, advantage } of items) {
       const messages = t.messages as ChatMessage[];
-      retokenizedTurns += messages.filter((m) => m.role === 'assistant' && !(m.mcprl && m.mcprl.token_ids.length > 0)).length;
       // The tools are passed to the chat template as they were offered (OpenAI's shape, description optional).
-      sequences.push(...trajectoryToSequences(model.base.engine, { messages, tools: t.tools as OpenAITool[] }, advantage));
+      sequences.push(...trajectoryToSequences(model.base.engine, { messages, tools: t.tools as OpenAITool[] }, advantage, { report }));
     }
-    return { sequences, retokenizedTurns };
+    return { sequences, retokenizedTurns: report.retokenized, tokenIdsDiffer: report.differs };
   }
 
   /** step → checkpoint → serve: one optimiser step per minibatch, saved, and its adapter served. */

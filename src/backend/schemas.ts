@@ -143,6 +143,8 @@ export const TrainResultSchema = z.object({
   sequences: z.number().int().nonnegative(),
   /** Assistant turns without recorded token ids, tokenised from their text instead. */
   retokenizedTurns: z.number().int().nonnegative(),
+  /** Assistant turns whose recorded token ids the trainer's own template and tokenizer would not give (drift, counted). */
+  tokenIdsDiffer: z.number().int().nonnegative(),
   /** Mean reward over all trajectories of the call (0 for SFT). */
   reward: z.number(),
   /** The trajectories' own metrics, averaged (over the trajectories that have each). */

@@ -135,8 +135,12 @@ export interface ChatResult {
   choices: ChatChoice[];
 }
 
-/** One step of a streamed completion. */
+/**
+ * One step of a streamed completion. The first is `start`, once the request has been checked, with the prompt's
+ * token ids (what the engine rendered and tokenised, so a server need not do it again for vLLM's prompt_token_ids).
+ */
 export type ChatStreamEvent =
+  | { type: 'start'; promptTokenIds: number[] }
   | { type: 'delta'; index: number; content: string; tokenIds: number[]; logprobs: number[]; topLogprobs?: TokenAlternative[][] }
   | { type: 'finish'; index: number; choice: ChatChoice };
 
@@ -475,9 +479,9 @@ export class ChatEngine {
   }
 
   /**
-   * Runs a chat completion as a stream of events: content deltas (with the tokens sampled since the last
-   * one) and, per choice, a finish event holding the complete choice. Validation errors throw before the
-   * first event. Leaving the loop early aborts generation.
+   * Runs a chat completion as a stream of events: a start event with the prompt's ids, content deltas (with the
+   * tokens sampled since the last one) and, per choice, a finish event holding the complete choice. Validation
+   * errors throw before the first event. Leaving the loop early aborts generation.
    */
   async *stream(req: ChatTurnRequest): AsyncGenerator<ChatStreamEvent, ChatResult> {
     await this.waitForRoute(req.model ?? this.modelName);
@@ -498,6 +502,7 @@ export class ChatEngine {
     let done = false;
     let failure: unknown = null;
     let result: ChatResult | null = null;
+    queue.push({ type: 'start', promptTokenIds: run.promptIds });
     run.result.then(
       (r) => {
         result = r;
@@ -533,7 +538,7 @@ export class ChatEngine {
    * Checks and starts a completion. Checks happen synchronously, so that `stream()` callers learn of a bad
    * request before they write anything. `emit` receives stream events when given.
    */
-  private start(req: ChatTurnRequest, signal: AbortSignal | undefined, emit: ((e: ChatStreamEvent) => void) | null): { result: Promise<ChatResult> } {
+  private start(req: ChatTurnRequest, signal: AbortSignal | undefined, emit: ((e: ChatStreamEvent) => void) | null): { promptIds: number[]; result: Promise<ChatResult> } {
     const model = req.model ?? this.modelName;
     const adapter = this.resolveAdapter(model);
     const context = this.model.config.maxPositionEmbeddings;
@@ -584,7 +589,7 @@ export class ChatEngine {
       throw err;
     }).finally(() => this.routes.release(adapter));
     const result = generated.then((choices) => ({ model, adapter, promptTokenIds: promptIds, choices }));
-    return { result };
+    return { promptIds, result };
   }
 
   private async generateChoices(

@@ -84,6 +84,8 @@ Examples:
       });
       const names = engine.modelNames().map((m) => m.id).join(', ');
       process.stdout.write(`mcprl serve: listening on ${running.url} (models: ${names})\n`);
+      // A parent that started this process with an IPC channel (scripts/demo.ts --split) gets the URL as data.
+      process.send?.({ type: 'listening', url: running.url });
       closeOnSignal(async () => {
         await running.close();
         engine.model.close();

@@ -3,13 +3,20 @@
  * and a failure to start told on one line with its code.
  */
 
-/** On SIGINT or SIGTERM: runs `close`, then exits 0. */
+/**
+ * On SIGINT or SIGTERM — or, for a process started with an IPC channel, when its parent goes away — runs
+ * `close`, then exits 0 (a parent that crashes leaves no server behind).
+ */
 export function closeOnSignal(close: () => Promise<void>): void {
+  let closing = false;
   const shutdown = () => {
+    if (closing) return;
+    closing = true;
     void close().then(() => process.exit(0));
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
+  if (process.connected) process.once('disconnect', shutdown);
 }
 
 /** Writes `mcprl COMMAND: CODE: message` on one line of stderr and sets exit code 1. */

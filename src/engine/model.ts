@@ -234,8 +234,13 @@ export class Model {
     return { waiting: this.pending.length, running: new Set(this.active.map((x) => x.request)).size };
   }
 
-  /** Per-token logprobs: out[i][t] = log p(seqs[i][t] | seqs[i][<t]), out[i][0] = 0. */
-  async score(seqs: number[][], opts: { adapter?: string | null } = {}): Promise<Float32Array[]> {
+  /**
+   * Per-token logprobs: out[i][t] = log p(seqs[i][t] | seqs[i][<t]), out[i][0] = 0 — at temperature 1 over the
+   * whole vocabulary unless `temperatures` (one per sequence) or `tokenMasks` (per sequence, aligned with its
+   * tokens: the bitset token t was drawn from, or null) say otherwise, the way the trainer computes log π of a
+   * TrainSequence (softmax of logits ÷ temperature, renormalised over the allowed set).
+   */
+  async score(seqs: number[][], opts: { adapter?: string | null; temperatures?: number[]; tokenMasks?: ((Uint32Array | null)[] | undefined)[] } = {}): Promise<Float32Array[]> {
     const adapter = opts.adapter ?? null;
     this.checkAdapter(adapter);
     const lens = Int32Array.from(seqs, (s) => s.length);
@@ -246,9 +251,15 @@ export class Model {
       flat.set(s, o);
       o += s.length;
     }
+    const temps = opts.temperatures;
+    if (temps && (temps.length !== seqs.length || temps.some((t) => !(t > 0 && Number.isFinite(t))))) {
+      throw new EngineError('ENGINE_REQUEST', `score: temperatures must be one positive number per sequence (${seqs.length})`);
+    }
+    const invTemp = temps && temps.some((t) => t !== 1) ? Float32Array.from(seqs.flatMap((s, i) => s.map(() => 1 / temps[i]))) : null;
+    const masked = this.scoreMasks(seqs, opts.tokenMasks);
     let out: Float32Array;
     try {
-      out = await this.run((e) => e.score(flat, lens, adapter));
+      out = await this.run((e) => e.score(flat, lens, adapter, invTemp, masked?.idx ?? null, masked?.bits ?? null));
     } catch (e) {
       throw nativeError(e);
     }
@@ -259,6 +270,31 @@ export class Model {
       o += n;
     }
     return res;
+  }
+
+  /** The per-token index into one array of distinct bitsets that native score reads (null: nothing masked). */
+  private scoreMasks(seqs: number[][], tokenMasks: ((Uint32Array | null)[] | undefined)[] | undefined): { idx: Int32Array; bits: Uint32Array } | null {
+    if (!tokenMasks || !tokenMasks.some((m) => m?.some((x) => x))) return null;
+    if (tokenMasks.length !== seqs.length) throw new EngineError('ENGINE_REQUEST', `score: tokenMasks must have one entry per sequence (${seqs.length})`);
+    const words = Math.ceil(this.config.vocabSize / 32);
+    const index = new Map<Uint32Array, number>();
+    const idx = new Int32Array(seqs.reduce((a, s) => a + s.length, 0)).fill(-1);
+    let o = 0;
+    seqs.forEach((s, i) => {
+      const ms = tokenMasks[i];
+      if (ms && ms.length !== s.length) throw new EngineError('ENGINE_REQUEST', `score: sequence ${i} has ${s.length} tokens but ${ms.length} token masks`);
+      ms?.forEach((m, t) => {
+        if (!m) return;
+        if (m.length !== words) throw new EngineError('ENGINE_REQUEST', `score: sequence ${i}, token ${t}: a mask has ${m.length} words, the vocabulary needs ${words}`);
+        let k = index.get(m);
+        if (k === undefined) index.set(m, (k = index.size));
+        idx[o + t] = k;
+      });
+      o += s.length;
+    });
+    const bits = new Uint32Array(index.size * words);
+    for (const [m, k] of index) bits.set(m, k * words);
+    return { idx, bits };
   }
 
   /** Samples n continuations of the prompt; joins the decode steps of any other running generation. */

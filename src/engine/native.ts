@@ -50,7 +50,7 @@ export interface NativeEngine {
   loadAdapter(name: string, dir: string, config: { r: number; alpha: number; rslora: boolean; targets: string[] }): Promise<{ r: number; alpha: number; scale: number; targets: string[] }>;
   unloadAdapter(name: string): void;
   /** Flat output aligned with tokens: 0 at each sequence start, then log p(tok[t] | tok[<t]). */
-  score(tokens: Int32Array, lens: Int32Array, adapter: string | null): Promise<Float32Array>;
+  score(tokens: Int32Array, lens: Int32Array, adapter: string | null, invTemp?: Float32Array | null, maskIdx?: Int32Array | null, masks?: Uint32Array | null): Promise<Float32Array>;
   /** A KV-cache slot for up to `capacity` tokens (allocated by the first task that uses it). */
   slotCreate(capacity: number): number;
   slotFree(id: number): void;

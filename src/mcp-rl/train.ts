@@ -17,7 +17,9 @@
  * With rollout servers (`rollout`, `mcprl train --rollout-url`), rollouts (and validation) run there instead
  * (src/train/rollout-pool.ts): each step's adapter is published to them after the checkpoint, training uses the
  * token ids and logprobs they returned, and their logprobs are corrected towards the trainer's by truncated
- * importance sampling (the step's `tisCap`, src/train/off-policy.ts).
+ * importance sampling (the step's `tisCap`, src/train/off-policy.ts). With `trainAtSamplingTemperature` the servers
+ * are asked for their sampler's logprobs (mcprl's extension), so a split run trains on the same distribution as an
+ * in-process one.
  *
  * With a test set, the untrained model (step 0), the last step and the selected checkpoint (the best step by
  * validation) are also measured on it. Test success is only reported, never used for a decision, so unlike
@@ -47,7 +49,7 @@ import { Curriculum } from '../train/curriculum.js';
 import { ProgressLog, type PhaseProgress } from '../train/progress-log.js';
 import type { RunDir, RunState } from '../train/run-dir.js';
 import { checkpointAdapter, RolloutPool, type RolloutPoolEvents, type RolloutPoolSettings } from '../train/rollout-pool.js';
-import { tokenizationReport } from '../train/tokenize.js';
+import { hasSampledIds } from '../train/tokenize.js';
 
 export interface TrainRunOptions {
   run: RunDir;
@@ -104,8 +106,11 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     const local = new EnginePolicy(engine, { model: policyModel.inferenceName, maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
     // Rollouts on the servers (each serving the current adapter under its own name), or in-process.
     if (o.rollout) {
-      pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody: { constrain_tool_calls: c.constrainToolCalls }, log, events: o.rolloutEvents });
-      if (c.trainAtSamplingTemperature) log('warning: trainAtSamplingTemperature is not used with rollout servers: their logprobs are at temperature 1');
+      // Training at the sampling temperature needs the sampler's own logprobs: mcprl's servers return them on
+      // request (mcprl_sampler_logprobs); turns from servers that do not return them train at temperature 1
+      // (the metric sampler_logprob_turns counts the turns that had them).
+      const extraBody = { constrain_tool_calls: c.constrainToolCalls, ...(c.trainAtSamplingTemperature ? { mcprl_sampler_logprobs: true } : {}) };
+      pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody, log, events: o.rolloutEvents });
       await pool.publish(policyModel.step, checkpointAdapter(run.checkpoint(policyModel.step)));
     }
     const policy: Policy = pool ?? local;
@@ -188,7 +193,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         task_failures: rollouts.filter((t) => trainableOne(t) && !isSuccess(t)).length,
         ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: r.advantages.filter((a) => a !== null).length } : {}),
         ...(c.constrainToolCalls ? constrainMetrics(engine, gathered.groups, step === 1 ? log : null) : {}),
-        ...(pool ? rolloutServerMetrics(engine, pool, rollouts, r.offPolicy) : {}),
+        ...(pool ? rolloutServerMetrics(pool, rollouts, r.tokenIdsDiffer, r.offPolicy) : {}),
         ...(r.trained ? { loss: r.loss, policy_loss: r.policyLoss, kl: r.kl, clip_fraction: r.clipFraction, mean_ratio: r.meanRatio, entropy: r.entropy, grad_norm: r.gradNorm, trained_tokens: r.trainedTokens, tokens_per_s: r.tokensPerSecond, lr: r.lr } : {}),
       };
       const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };
@@ -271,13 +276,15 @@ function withAdvantages(rollouts: Trajectory[], trainGroups: Trajectory[][], adv
 }
 
 /**
- * A step's figures from the rollout servers: the pool's counters, how the servers' token ids met the trainer's
- * tokenisation (re-tokenised turns, and those whose ids differ), and the off-policy mismatch.
+ * A step's figures from the rollout servers: the pool's counters, the turns served and those without ids
+ * (re-tokenised) or with the sampler's own logprobs, over every rollout; the turns whose ids the trainer's
+ * tokenisation would not give, over the rollouts trained (measured while tokenising them); the off-policy mismatch.
  */
-function rolloutServerMetrics(engine: ChatEngine, pool: RolloutPool, rollouts: Trajectory[], off: TrainResult['offPolicy']): Record<string, number> {
-  const tok = tokenizationReport(engine, rollouts);
+function rolloutServerMetrics(pool: RolloutPool, rollouts: Trajectory[], tokenIdsDiffer: number, off: TrainResult['offPolicy']): Record<string, number> {
+  const turns = rollouts.flatMap((t) => t.messages.filter((m) => m.role === 'assistant'));
   return {
-    ...pool.takeStats(), rollout_turns: tok.turns, retokenized_turns: tok.retokenized, token_ids_differ: tok.differs,
+    ...pool.takeStats(), rollout_turns: turns.length, retokenized_turns: turns.filter((m) => !hasSampledIds(m)).length,
+    token_ids_differ: tokenIdsDiffer, sampler_logprob_turns: turns.filter((m) => m.mcprl?.temperature !== undefined).length,
     ...(off ? { logprob_mismatch: off.logprobMismatch, logprob_mismatch_max: off.logprobMismatchMax, tis_truncated: off.tisTruncated, tokens_without_sampler_logprob: off.tokensWithoutSamplerLogprob } : {}),
   };
 }

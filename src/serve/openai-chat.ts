@@ -88,6 +88,14 @@ export const chatRequestSchema = z.object({
    * are given and tool_choice is not `none`. Default: the server's setting (`mcprl serve`: on).
    */
   constrain_tool_calls: z.boolean().nullish(),
+  /**
+   * mcprl extension: each choice also carries `mcprl_sampler` = `{logprobs, temperature, constrained}`, the
+   * log-probability of each sampled token under the distribution it was drawn from (softmax of logits ÷
+   * temperature, over the tokens the tool-call constraint allowed when `constrained`; temperature 1 when greedy),
+   * which a trainer that trains at the sampling temperature needs (`mcprl train --rollout-url`
+   * `--train-at-sampling-temperature`). Default false.
+   */
+  mcprl_sampler_logprobs: z.boolean().nullish(),
 });
 
 export type ChatRequest = z.input<typeof chatRequestSchema>;

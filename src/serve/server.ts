@@ -8,7 +8,8 @@
  * `{"error": {message, type, param, code}}` shape. Every choice carries `mcprl_token_ids`, the exact sampled
  * ids, so training can use a served turn without re-tokenising, and a completion names the adapter that
  * generated it in `mcprl_adapter` (null: the base model). vLLM's `return_token_ids` adds `prompt_token_ids` and
- * per-choice `token_ids`; `return_tokens_as_token_ids` names logprob tokens `token_id:N`.
+ * per-choice `token_ids`; `return_tokens_as_token_ids` names logprob tokens `token_id:N`; mcprl's
+ * `mcprl_sampler_logprobs` adds per-choice `mcprl_sampler` (the sampler's own logprobs, see openai-chat.ts).
  *
  * A tool call the model wrote but that cannot be read leaves its whole raw text in `content` when no call
  * could be read (as vLLM's tool parsers do, so standard clients see what the model said), and is listed in
@@ -193,6 +194,7 @@ async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): 
       logprobs: parsed.logprobs === true,
       tokensAsIds: parsed.return_tokens_as_token_ids === true,
       tokenIds: parsed.return_token_ids === true,
+      sampler: parsed.mcprl_sampler_logprobs === true,
     };
     const turn = toTurnRequest(parsed, controller.signal);
     if (parsed.stream !== true) {
@@ -214,6 +216,13 @@ interface WireFormat extends LogprobFormat {
   logprobs: boolean;
   /** vLLM's return_token_ids: `prompt_token_ids` and per-choice `token_ids`. */
   tokenIds: boolean;
+  /** mcprl_sampler_logprobs: per-choice `mcprl_sampler` (see openai-chat.ts). */
+  sampler: boolean;
+}
+
+/** A choice's sampler logprobs, when the request asked for them (mcprl_sampler_logprobs). */
+function samplerField(c: ChatChoice, wire: WireFormat): Record<string, unknown> {
+  return wire.sampler ? { mcprl_sampler: { logprobs: c.samplerLogprobs, temperature: c.samplerTemperature, constrained: c.constrained } } : {};
 }
 
 function completionJson(engine: ChatEngine, r: ChatResult, wire: WireFormat): Record<string, unknown> {
@@ -237,6 +246,7 @@ function completionJson(engine: ChatEngine, r: ChatResult, wire: WireFormat): Re
       finish_reason: c.finishReason,
       ...(wire.tokenIds ? { token_ids: c.tokenIds } : {}),
       mcprl_token_ids: c.tokenIds,
+      ...samplerField(c, wire),
       ...(c.invalidToolCalls.length > 0 ? { mcprl_invalid_tool_calls: c.invalidToolCalls } : {}),
     })),
     usage: usage(r),
@@ -275,18 +285,23 @@ async function streamCompletion(
   wire: WireFormat,
 ): Promise<void> {
   const events = engine.stream(turn);
-  // The first step checks the request; a bad one is answered as plain JSON with its status code.
-  let first = await events.next().catch((err: unknown) => {
+  // The first step checks the request (a bad one is answered as plain JSON with its status code) and gives the
+  // prompt's ids; the second is awaited too, so that a failure before the first token is still plain JSON.
+  const step = () => events.next().catch((err: unknown) => {
     throw toRequestError(err);
   });
+  const started = await step();
+  if (started.done || started.value.type !== 'start') throw internalError(new Error('the engine\'s stream did not begin with its prompt'));
+  const prompt = started.value.promptTokenIds;
+  let first = await step();
   const id = `chatcmpl-${randomUUID()}`;
   const created = Math.floor(Date.now() / 1000);
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
     `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: r.model, system_fingerprint: null, choices, ...extra })}\n\n`;
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
   const n = r.n ?? 1;
-  // vLLM sends the prompt's ids once, in the first chunk (the same render and tokenisation the engine ran).
-  const promptIds = wire.tokenIds ? { prompt_token_ids: engine.promptIds(turn) } : {};
+  // vLLM sends the prompt's ids once, in the first chunk: the ids the engine rendered and tokenised.
+  const promptIds = wire.tokenIds ? { prompt_token_ids: prompt } : {};
   for (let i = 0; i < n; i++) {
     res.write(chunk([{ index: i, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], i === 0 ? promptIds : {}));
   }
@@ -309,7 +324,7 @@ async function streamCompletion(
             },
           ]),
         );
-      } else {
+      } else if (e.type === 'finish') {
         const c = e.choice;
         // As in a whole answer (wireContent): the raw text of unreadable calls, when it continues what was sent.
         const raw = wireContent(c);
@@ -335,6 +350,8 @@ async function streamCompletion(
               finish_reason: c.finishReason,
               ...(wire.tokenIds ? { token_ids: [] } : {}),
               mcprl_token_ids: [],
+              // The whole choice's sampler logprobs, once, with its finish (the deltas carry the model's).
+              ...samplerField(c, wire),
               ...(c.invalidToolCalls.length > 0 ? { mcprl_invalid_tool_calls: c.invalidToolCalls } : {}),
             },
           ]),

@@ -23,11 +23,15 @@ export interface OffPolicyMetrics {
 
 /**
  * Rewrites `batch` in place for truncated importance sampling: oldLogprobs become the trainer's log π on the same
- * tokens (under `adapter`, before this step's update) and isWeights the truncated ratios (cap 0: every weight 1,
+ * tokens (under `adapter`, before this step's update, at each sequence's temperature and over its token masks) and isWeights the truncated ratios (cap 0: every weight 1,
  * only the mismatch is measured). A sequence without oldLogprobs (a turn was re-tokenised) keeps weight 1.
  */
 export async function applyTruncatedIs(model: Model, adapter: string, batch: TrainSequence[], cap: number): Promise<OffPolicyMetrics> {
-  const trainer = await model.score(batch.map((s) => s.tokenIds), { adapter });
+  // The trainer's log π_old of each sequence is of the distribution its loss will use: at the sequence's
+  // temperature, over each token's allowed set (a sampler's tempered, constrained logprobs are compared with that).
+  const trainer = await model.score(batch.map((s) => s.tokenIds), {
+    adapter, temperatures: batch.map((s) => s.temperature ?? 1), tokenMasks: batch.map((s) => s.tokenMasks),
+  });
   let n = 0, sum = 0, max = 0, truncated = 0, without = 0;
   batch.forEach((s, i) => {
     const lp = trainer[i];

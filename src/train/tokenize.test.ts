@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { makeRandomModel } from '../../scripts/random-model.js';
 import type { ChatMessage, OpenAITool } from '../agent/policy.js';
 import { ChatEngine } from '../chat/chat-engine.js';
@@ -116,5 +116,56 @@ describe('tokenizationReport', () => {
       { messages: [...base, withIds([...rendered.slice(0, -1), rendered.at(-1)! === 0 ? 1 : 0])], tools }, // sampled otherwise
     ]);
     expect(report).toEqual({ turns: 3, retokenized: 1, differs: 1 });
+  });
+
+  /**
+   * A transcript of `n` tool-calling turns and a final answer, each turn with ids as a model that does not think
+   * samples them (Qwen3's template renders such history turns without a think block, the last turn with an empty one).
+   */
+  const transcript = (n: number): ChatMessage[] => {
+    const callIds = engine.tokenizer.encode('<tool_call>\n{"name": "get_book", "arguments": {"book_id": "bk-001"}}\n</tool_call><|im_end|>');
+    const messages: ChatMessage[] = [...base];
+    for (let k = 0; k < n; k++) {
+      messages.push({ role: 'assistant', content: null, tool_calls: [{ ...call, id: `c${k}` }], mcprl: { token_ids: callIds, logprobs: callIds.map(() => -1) } });
+      messages.push({ role: 'tool', tool_call_id: `c${k}`, content: `{"price_usd": ${k}}` });
+    }
+    const answer: ChatMessage = { role: 'assistant', content: 'It costs 12.99 USD.' };
+    // The last turn's ids as the template renders it last (what re-tokenising would train on).
+    const last = spans(trajectoryToSequences(engine, { messages: [...messages, answer], tools }).at(-1)!).at(-1)!;
+    return [...messages, { ...answer, mcprl: { token_ids: last, logprobs: last.map(() => -1) } }];
+  };
+
+  it('finds drift in any turn of a multi-turn transcript: in the history the next prompt renders, or in the last turn', () => {
+    const messages = transcript(3);
+    expect(tokenizationReport(engine, [{ messages, tools }])).toEqual({ turns: 4, retokenized: 0, differs: 0 });
+    const off = (i: number): ChatMessage[] => messages.map((m, k) => {
+      if (k !== i) return m;
+      const ids = [...m.mcprl!.token_ids];
+      ids[2] = ids[2] === 0 ? 1 : 0;
+      return { ...m, mcprl: { ...m.mcprl!, token_ids: ids } };
+    });
+    const assistants = messages.flatMap((m, k) => (m.role === 'assistant' ? [k] : []));
+    for (const i of assistants) expect(tokenizationReport(engine, [{ messages: off(i), tools }]), `turn at ${i}`).toEqual({ turns: 4, retokenized: 0, differs: 1 });
+  });
+
+  it('costs a tokenisation two template renders per trajectory, whatever its number of turns, when nothing drifts', () => {
+    // Counts the chat template's renders on the engine's template (a structural hook).
+    const renders = vi.spyOn(engine.template, 'render');
+    try {
+      const extra = (n: number) => {
+        const t = { messages: transcript(n), tools };
+        expect(tokenizationReport(engine, [t])).toEqual({ turns: n + 1, retokenized: 0, differs: 0 });
+        renders.mockClear();
+        trajectoryToSequences(engine, t, 0);
+        const plain = renders.mock.calls.length;
+        renders.mockClear();
+        trajectoryToSequences(engine, t, 0, { report: { turns: 0, retokenized: 0, differs: 0 } });
+        return renders.mock.calls.length - plain;
+      };
+      expect(extra(1)).toBe(2);
+      expect(extra(6)).toBe(2);
+    } finally {
+      renders.mockRestore();
+    }
   });
 });

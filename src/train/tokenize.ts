@@ -28,6 +28,8 @@ import { McprlError } from '../util/errors.js';
 export interface TokenizeOptions {
   /** Chat template variables used when the trajectory was generated (e.g. `{ enable_thinking: false }`). */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** Counts of how the trajectory's assistant turns met the trainer's tokenisation, added to (see TokenizationReport). */
+  report?: TokenizationReport;
 }
 
 export class TokenizeError extends McprlError<'TOKENIZE'> {
@@ -75,13 +77,30 @@ export function trajectoryToSequences(
     temperature = undefined;
   };
 
+  const report = opts.report;
+  // A sampled turn differs when the template's rendering of it as the conversation's last turn does not give its ids.
+  const checkTurn = (i: number) => {
+    try {
+      if (!sameIds(renderedTurn(engine, messages, i, tools, kwargs, stopIds), messages[i].mcprl!.token_ids)) report!.differs++;
+    } catch {
+      report!.differs++;
+    }
+  };
+  // The last turn with sampled ids whose drift the next prompt has not yet shown (see TokenizationReport.differs).
+  // The sequence it ended (only ever appended to) and its length then, so nothing is copied.
+  let unchecked = null as { seq: number[]; len: number; i: number } | null;
   messages.forEach((m, i) => {
     if (m.role !== 'assistant') return;
     const prompt = promptFor(i);
+    if (report && unchecked) {
+      // The history as this prompt renders it reproduces the sampled ids: no drift, and nothing more to render.
+      if (!startsWith(prompt, unchecked.seq, unchecked.len)) checkTurn(unchecked.i);
+      unchecked = null;
+    }
     let completion: number[];
     let completionLps: number[] | undefined;
     let completionMasks: (Uint32Array | null)[] | undefined;
-    if (m.mcprl && m.mcprl.token_ids.length > 0) {
+    if (hasSampledIds(m)) {
       completion = m.mcprl.token_ids;
       completionLps = m.mcprl.logprobs;
       if (completionLps.length !== completion.length) {
@@ -91,7 +110,12 @@ export function trajectoryToSequences(
       if (m.mcprl.constrained && m.mcprl.temperature !== undefined) completionMasks = replayMasks(engine.toolCallConstrainer(tools), completion);
     } else {
       completion = renderedTurn(engine, messages, i, tools, kwargs, stopIds);
+      if (report) {
+        report.retokenized++;
+        if (m.mcprl && m.mcprl.logprobs.length > 0 && m.mcprl.logprobs.length !== completion.length) report.differs++;
+      }
     }
+    if (report) report.turns++;
     const turnTemperature = m.mcprl && m.mcprl.token_ids.length > 0 ? m.mcprl.temperature : undefined;
     if (!(ids.length > 0 && startsWith(prompt, ids) && turnTemperature === temperature)) {
       flush();
@@ -110,51 +134,55 @@ export function trajectoryToSequences(
       masks.push(completionMasks ? completionMasks[k] : null);
     });
     if (!completionLps) sampled = false;
+    if (report && hasSampledIds(m)) unchecked = { seq: ids, len: ids.length, i };
   });
+  // The last sampled turn has no later prompt to show its drift: its own rendering is compared (once per trajectory).
+  if (report && unchecked) checkTurn(unchecked.i);
   flush();
   return out;
 }
 
-/** How the assistant turns of some trajectories met the trainer's own tokenisation (see tokenizationReport). */
+/**
+ * How the assistant turns of some trajectories met the trainer's own tokenisation: filled by trajectoryToSequences
+ * (`opts.report`) as it tokenises, at the cost of two extra template renders per trajectory (its last turn's, and
+ * a turn's own where the next prompt shows drift), or by tokenizationReport.
+ */
 export interface TokenizationReport {
   /** Assistant turns seen. */
   turns: number;
   /** Turns without sampled token ids (the policy could not return them): trained from their re-tokenised text. */
   retokenized: number;
   /**
-   * Turns whose re-tokenised text differs from the sampled ids: for turns with ids, the drift re-tokenising would
-   * have brought; for re-tokenised turns, those whose length differs from the sampler's logprob count.
+   * Turns whose re-tokenised text differs from the sampled ids: for a turn with ids, the drift re-tokenising would
+   * have brought — neither the next assistant turn's prompt (the template's rendering of the history, which
+   * training renders anyway) extends the sampled ids, nor does the template's rendering of the turn as the last
+   * one give them (rendered only when the first check fails, and for the last turn); for re-tokenised turns,
+   * those whose length differs from the sampler's logprob count.
    */
   differs: number;
 }
 
+/** An empty report to add to. */
+export function emptyTokenizationReport(): TokenizationReport {
+  return { turns: 0, retokenized: 0, differs: 0 };
+}
+
 /**
  * Compares each assistant turn's sampled token ids (when the policy returned them) with the ids the trainer's
- * template and tokenizer give its text, so that drift is a figure rather than silent.
+ * template and tokenizer give its text, so that drift is a figure rather than silent. The same walk as
+ * trajectoryToSequences (whose sequences are dropped here): pass `opts.report` there instead when tokenising anyway.
  */
 export function tokenizationReport(engine: ChatEngine, trajectories: { messages: ChatMessage[]; tools: OpenAITool[] }[], opts: TokenizeOptions = {}): TokenizationReport {
-  const stopIds = stopIdsOf(engine);
-  const r: TokenizationReport = { turns: 0, retokenized: 0, differs: 0 };
-  for (const { messages, tools } of trajectories) {
-    messages.forEach((m, i) => {
-      if (m.role !== 'assistant') return;
-      r.turns++;
-      let ids: number[];
-      try {
-        ids = renderedTurn(engine, messages, i, tools, opts.chatTemplateKwargs, stopIds);
-      } catch {
-        r.differs++;
-        return;
-      }
-      if (m.mcprl && m.mcprl.token_ids.length > 0) {
-        if (!sameIds(ids, m.mcprl.token_ids)) r.differs++;
-      } else {
-        r.retokenized++;
-        if (m.mcprl && m.mcprl.logprobs.length > 0 && m.mcprl.logprobs.length !== ids.length) r.differs++;
-      }
-    });
+  const report = emptyTokenizationReport();
+  for (const t of trajectories) {
+    try {
+      trajectoryToSequences(engine, t, 0, { ...opts, report });
+    } catch {
+      // A trajectory the trainer cannot tokenise at all drifts by definition (counted once).
+      report.differs++;
+    }
   }
-  return r;
+  return report;
 }
 
 function sameIds(a: readonly number[], b: readonly number[]): boolean {
@@ -196,10 +224,16 @@ function renderedTurn(
   return end >= 0 ? ids.slice(0, end + 1) : ids;
 }
 
-function startsWith(a: readonly number[], prefix: readonly number[]): boolean {
-  if (prefix.length > a.length) return false;
-  for (let k = 0; k < prefix.length; k++) if (a[k] !== prefix[k]) return false;
+/** Whether `a` starts with the first `n` entries of `prefix` (all of them by default). */
+function startsWith(a: readonly number[], prefix: readonly number[], n = prefix.length): boolean {
+  if (n > a.length) return false;
+  for (let k = 0; k < n; k++) if (a[k] !== prefix[k]) return false;
   return true;
+}
+
+/** Whether an assistant turn carries the ids its policy sampled (else training re-tokenises its text). */
+export function hasSampledIds(m: ChatMessage): m is ChatMessage & { mcprl: NonNullable<ChatMessage['mcprl']> } {
+  return m.mcprl !== undefined && m.mcprl.token_ids.length > 0;
 }
 
 /** The message without mcprl's private fields, as an OpenAI client would send it. */
