@@ -186,20 +186,24 @@ describe('token ids', () => {
   });
 
   it('streams prompt_token_ids without tokenising the prompt a second time', async () => {
-    // Counts the tokenizer's encode calls on the engine's tokenizer (a structural hook: no timing involved).
-    const encode = vi.spyOn(engine.tokenizer, 'encode');
-    const encodes = async (extra: Record<string, unknown>) => {
+    // Counts the engine's prompt tokenisations (a structural hook: no timing involved). promptIds, not the
+    // tokenizer's encode: promptIds remembers a prompt's ids, so a second call would not reach encode.
+    const encode = vi.spyOn(engine, 'promptIds');
+    // Each request asks about a prompt of its own: the engine remembers a prompt's ids, so a repeated one is not
+    // tokenised at all.
+    const encodes = async (asked: typeof messages, extra: Record<string, unknown>) => {
       encode.mockClear();
-      const stream = await client.chat.completions.create({ model: base, messages, seed: 9, max_tokens: 4, ...extra, stream: true } as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming);
+      const stream = await client.chat.completions.create({ model: base, messages: asked, seed: 9, max_tokens: 4, ...extra, stream: true } as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming);
       const chunks: (OpenAI.Chat.Completions.ChatCompletionChunk & { prompt_token_ids?: number[] })[] = [];
       for await (const chunk of stream) chunks.push(chunk);
       return { calls: encode.mock.calls.length, prompt: chunks[0].prompt_token_ids };
     };
+    const other = (tag: string) => messages.map((m, i) => (i === messages.length - 1 ? { ...m, content: `${String(m.content)} (${tag})` } : m)) as typeof messages;
     try {
-      const plain = await encodes({});
-      const withIds = await encodes({ return_token_ids: true });
+      const plain = await encodes(other('plain'), {});
+      const withIds = await encodes(other('ids'), { return_token_ids: true });
       expect(plain.prompt).toBeUndefined();
-      expect(withIds.prompt).toEqual(engine.promptIds({ messages: messages as never }));
+      expect(withIds.prompt).toEqual(engine.promptIds({ messages: other('ids') as never }));
       expect(plain.calls).toBeGreaterThan(0);
       expect(withIds.calls).toBe(plain.calls);
     } finally {
