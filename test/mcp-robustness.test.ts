@@ -158,6 +158,7 @@ describe('misbehaving server', () => {
     try {
       const again = await isolated.callTool('wipe', {});
       expect(again.isError).toBe(true);
+      expect(again.text).not.toMatch(/--|rerun/i);
       expect(again.refused?.remedy).toContain('--allow wipe');
     } finally {
       await isolated.close();
@@ -168,6 +169,7 @@ describe('misbehaving server', () => {
       idempotentHint: false,
       openWorldHint: true,
     });
+    fault('a refused tool call, as the model reads it', 'why, and that it is unavailable; no command line to rerun', "the model's text names no option; the remedy goes to the operator's log");
   });
 });
 
