@@ -407,6 +407,12 @@ export class ChatEngine {
    * Characters a prompt may hold and still fit the context: text of N characters takes at least
    * N / maxTokenChars tokens, halved for normalisation that may merge characters. Infinity without a context.
    */
+  /** Closes the model and stops the tokenizer's worker thread, if a long prompt ever started it. */
+  close(): void {
+    this.tokenizer.closeOffThread();
+    this.model.close();
+  }
+
   get maxPromptChars(): number {
     const context = this.model.config.maxPositionEmbeddings;
     return context === undefined ? Infinity : 2 * this.tokenizer.maxTokenChars * context;

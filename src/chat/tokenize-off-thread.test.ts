@@ -11,7 +11,7 @@ let tok: HfTokenizer;
 beforeAll(async () => {
   tok = await HfTokenizer.load(qwen3TokenizerDir());
 });
-afterAll(() => tok.offThreadWorker?.close());
+afterAll(() => tok.closeOffThread());
 
 const TEXT =
   '<|im_start|>user\nGrüße aus Köln — 你好，世界! 😀 bk-0042, 12345.<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{"name": "add", "arguments": {"a": 2}}\n</tool_call><|im_end|>  \n\n\t tabs ';
@@ -42,5 +42,17 @@ describe('HfTokenizer.encodeOffThread', () => {
     release(flag);
     // An already aborted signal is refused at once.
     await expect(tok.encodeOffThread(TEXT, { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'TOKENIZE_ABORTED' });
+  });
+
+  it('closeOffThread stops the worker and rejects its jobs; the next call starts a new one', async () => {
+    const flag = held();
+    const worker = (await tok.encodeOffThread('warm'), tok.offThreadWorker!);
+    const pending = tok.encodeOffThread(TEXT, { hold: flag });
+    tok.closeOffThread();
+    await expect(pending).rejects.toMatchObject({ code: 'TOKENIZE_ABORTED' });
+    expect(tok.offThreadWorker).toBeNull();
+    release(flag);
+    expect(await tok.encodeOffThread(TEXT)).toEqual(tok.encode(TEXT));
+    expect(tok.offThreadWorker).not.toBe(worker);
   });
 });

@@ -135,6 +135,12 @@ export class HfTokenizer {
     return this.offThread.encode(text, opts);
   }
 
+  /** Stops encodeOffThread's worker thread (a later call starts a new one). */
+  closeOffThread(): void {
+    this.offThread?.close();
+    this.offThread = null;
+  }
+
   /** The worker thread of encodeOffThread, once started (tests read it). */
   get offThreadWorker(): OffThreadTokenizer | null {
     return this.offThread;

@@ -88,7 +88,7 @@ Examples:
       process.send?.({ type: 'listening', url: running.url });
       closeOnSignal(async () => {
         await running.close();
-        engine.model.close();
+        engine.close();
       });
     } catch (err) {
       reportFailure('serve', err);

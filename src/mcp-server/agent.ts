@@ -111,7 +111,7 @@ export class AgentEngines {
         this.current = { key, engine, users: 0, evicted: false };
         if (old) {
           old.evicted = true;
-          if (old.users === 0) old.engine.model.close();
+          if (old.users === 0) old.engine.close();
         }
         return this.current;
       })().finally(() => {
@@ -123,11 +123,11 @@ export class AgentEngines {
 
   private release(l: Loaded): void {
     l.users--;
-    if (l.evicted && l.users === 0) l.engine.model.close();
+    if (l.evicted && l.users === 0) l.engine.close();
   }
 
   close(): void {
-    if (this.current && this.current.users === 0) this.current.engine.model.close();
+    if (this.current && this.current.users === 0) this.current.engine.close();
     this.current = undefined;
   }
 }
