@@ -403,16 +403,16 @@ export class ChatEngine {
     return hit.adapter;
   }
 
-  /**
-   * Characters a prompt may hold and still fit the context: text of N characters takes at least
-   * N / maxTokenChars tokens, halved for normalisation that may merge characters. Infinity without a context.
-   */
   /** Closes the model and stops the tokenizer's worker thread, if a long prompt ever started it. */
   close(): void {
     this.tokenizer.closeOffThread();
     this.model.close();
   }
 
+  /**
+   * Characters a prompt may hold and still fit the context: text of N characters takes at least
+   * N / maxTokenChars tokens, halved for normalisation that may merge characters. Infinity without a context.
+   */
   get maxPromptChars(): number {
     const context = this.model.config.maxPositionEmbeddings;
     return context === undefined ? Infinity : 2 * this.tokenizer.maxTokenChars * context;
@@ -425,12 +425,16 @@ export class ChatEngine {
    */
   promptIds(prompt: ChatPrompt): number[] {
     const input = this.templateInput(prompt);
-    const key = JSON.stringify([input.messages, input.tools ?? null, input.kwargs]);
-    const hit = this.template.pure ? this.promptCache.get(key) : undefined;
+    const hit = this.template.pure ? this.promptCache.get(promptKey(input)) : undefined;
     if (hit) return hit.slice();
     const ids = this.tokenizer.encode(this.renderPrompt(input));
-    if (this.template.pure) this.promptCache.set(key, ids.slice());
+    this.remember(input, ids);
     return ids;
+  }
+
+  /** Keeps a prompt's ids in promptCache (unless the template reads the clock). */
+  private remember(input: ReturnType<ChatEngine['templateInput']>, ids: number[]): void {
+    if (this.template.pure) this.promptCache.set(promptKey(input), ids.slice());
   }
 
   /** What the chat template is given for a prompt (and what its ids are remembered by). */
@@ -462,8 +466,11 @@ export class ChatEngine {
   private async tokenizeOffThread(req: ChatTurnRequest): Promise<void> {
     const chars = promptChars(req);
     if (chars <= (this.opts.offThreadPromptChars ?? 32_768) || chars > this.maxPromptChars) return;
-    const ids = await this.tokenizer.encodeOffThread(this.renderPrompt(this.templateInput(req)), req.signal ? { signal: req.signal } : {});
+    const input = this.templateInput(req);
+    const ids = await this.tokenizer.encodeOffThread(this.renderPrompt(input), req.signal ? { signal: req.signal } : {});
     this.pretokenized.set(req, ids);
+    // Training tokenises the prompts its rollouts were sampled from again: they find these ids.
+    this.remember(input, ids);
   }
 
   /** Runs a chat completion to the end. */
@@ -682,6 +689,11 @@ function toolsEnabled(prompt: ChatPrompt): prompt is ChatPrompt & { tools: Templ
 
 /** The message as the template receives it: only the fields its role has. */
 /** Characters of a request's messages, tool calls and tools: what the prompt holds besides the template's own text. */
+/** What a prompt's ids are remembered by: the chat template's whole input. */
+function promptKey(input: { messages: TemplateMessage[]; tools?: TemplateTool[]; kwargs: Record<string, unknown> }): string {
+  return JSON.stringify([input.messages, input.tools ?? null, input.kwargs]);
+}
+
 function promptChars(prompt: ChatPrompt): number {
   let n = prompt.tools ? JSON.stringify(prompt.tools).length : 0;
   for (const m of prompt.messages) {

@@ -4,7 +4,7 @@
  * that tokenised such a prompt on its own thread would stop answering everything else, `/health` included, until it
  * was done (issue 12 §3). The worker loads the same tokenizer files with the same library, so its ids are the ones
  * the caller's thread would have produced. Jobs run one at a time; aborting one terminates the worker (the library's
- * encode cannot be interrupted), and the jobs behind it move to a fresh worker.
+ * encode cannot be interrupted), and the other jobs, the one it was running among them, start again on a fresh one.
  */
 import { Worker } from 'node:worker_threads';
 import { McprlError } from '../util/errors.js';
@@ -124,7 +124,10 @@ export class OffThreadTokenizer {
     for (const job of [...this.jobs.values()]) this.settle(job, new OffThreadTokenizeError('TOKENIZE_FAILED', `tokenising failed: ${err.message}`, { cause: err }));
   }
 
-  /** One job's caller gave up: the worker is terminated and the other jobs are sent to a fresh one. */
+  /**
+   * One job's caller gave up: the worker is terminated and the other jobs are sent to a fresh one. Terminating
+   * even when the abandoned job is still queued keeps this simple; the job it was running starts again.
+   */
   private abort(job: Job): void {
     if (!this.jobs.has(job.id)) return;
     this.settle(job, aborted());

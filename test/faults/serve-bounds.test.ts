@@ -79,6 +79,10 @@ describe('mcprl serve and huge prompts', () => {
       expect(r.status).toBe(400);
       expect((await r.json()).error.message).toMatch(/^The prompt is \d+ tokens/);
       expect(onThisThread.mock.calls.filter(([text]) => text.length > 32_768)).toEqual([]);
+      // The worker's ids are remembered: tokenising the same prompt again (as training does) needs no encode here.
+      const again = engine.promptIds({ messages: [{ role: 'user', content }] });
+      expect(again.length).toBeGreaterThan(2048);
+      expect(onThisThread.mock.calls.filter(([text]) => text.length > 32_768)).toEqual([]);
       fault('long prompt under the length bound to `mcprl serve`', 'tokenised on a worker thread; /health answers meanwhile', `health ${health.status} while tokenising; then ${r.status}`);
     } finally {
       Atomics.store(flag, 0, 1);
