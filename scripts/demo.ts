@@ -15,7 +15,6 @@
  * read), as a deployment with vLLM would; the server is stopped and the folder removed at the end. Each seed
  * prints its wall time, so the two ways can be compared.
  */
-import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { existsSync } from 'node:fs';
@@ -24,6 +23,7 @@ import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { main } from '../src/cli/main.js';
 import { formatSeedTable, seedRow, type SeedRow } from './demo-table.js';
+import { forkServer } from './fork-cli.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 // Options after a `--` are mcprl train's own, appended to the demo's settings (a later option wins).
@@ -78,30 +78,17 @@ if (seeds.length > 1) console.log(`\n${formatSeedTable(rows)}`);
  */
 async function split(f: (rollout: string[]) => Promise<void>): Promise<void> {
   const adapters = await mkdtemp(join(tmpdir(), 'mcprl-demo-adapters-'));
-  // Through an IPC channel the server reports the URL it bound as data; it also stops if this process dies.
-  const child = fork(join(ROOT, 'src', 'cli', 'entry.ts'), ['serve', '--model', model, '--port', '0', '--quiet'], {
-    execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   try {
-    const url = await listening(child);
-    console.error(`mcprl demo: rollouts on mcprl serve at ${url} (pid ${child.pid}), adapters in ${adapters}`);
-    await f(['--rollout-url', url, '--adapter-dir', adapters]);
+    const server = await forkServer(['serve', '--model', model, '--port', '0', '--quiet']);
+    try {
+      console.error(`mcprl demo: rollouts on mcprl serve at ${server.url} (pid ${server.child.pid}), adapters in ${adapters}`);
+      await f(['--rollout-url', server.url, '--adapter-dir', adapters]);
+    } finally {
+      await server.stop();
+    }
   } finally {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    await exited;
     await rm(adapters, { recursive: true, force: true });
   }
-}
-
-/** The URL a forked `mcprl serve` sends once it listens; rejects if it exits first. */
-function listening(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    child.on('message', (m: { type?: string; url?: string }) => {
-      if (m?.type === 'listening' && typeof m.url === 'string') resolve(m.url);
-    });
-    child.once('exit', (code, signal) => reject(new Error(`mcprl serve exited (${signal ?? code}) before it listened`)));
-  });
 }
 
 async function demo(seed: string, run: string, rollout: string[]): Promise<void> {

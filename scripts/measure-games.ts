@@ -4,6 +4,12 @@
  * training and after N steps, for each seed (the seed sets the adapter's initial weights and every sampling seed).
  *
  *   node --import tsx scripts/measure-games.ts [--game tic-tac-toe|higher-lower] [--steps 8] [--seeds 1,2,3] [--lr 2e-3]
+ *     [--backend local|remote]
+ *
+ * `--backend remote` trains through `mcprl backend`, a process of its own started here (a free port of 127.0.0.1, a
+ * temporary folder), with a RemoteBackend over HTTP, as an application on another machine would; `local` (the
+ * default) through a LocalBackend in this process. Decoding is batch-invariant and every sampling seed is fixed, so
+ * both give the same figures.
  *
  * Prints one JSON line per seed and a summary line. Not a test: it takes minutes, and its figures are reported.
  */
@@ -13,7 +19,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { playHigherLower } from '../examples/higher-lower.js';
 import { playGame as playTicTacToe } from '../examples/tic-tac-toe.js';
-import { gatherTrajectoryGroups, LocalBackend, TrainableModel } from '../src/index.js';
+import { gatherTrajectoryGroups, LocalBackend, RemoteBackend, TrainableModel, type Backend } from '../src/index.js';
+import { forkServer, type ForkedServer } from './fork-cli.js';
 
 const { values } = parseArgs({
   options: {
@@ -24,6 +31,7 @@ const { values } = parseArgs({
     groups: { type: 'string', default: '8' },
     'per-group': { type: 'string', default: '8' },
     'eval-games': { type: 'string', default: '64' },
+    backend: { type: 'string', default: 'local' },
   },
 });
 const steps = Number(values.steps);
@@ -34,6 +42,7 @@ const evalGames = Number(values['eval-games']);
 const GAMES = { 'tic-tac-toe': playTicTacToe, 'higher-lower': playHigherLower };
 if (!(values.game in GAMES)) throw new Error(`--game: one of ${Object.keys(GAMES).join(', ')}`);
 const playGame = GAMES[values.game as keyof typeof GAMES];
+if (values.backend !== 'local' && values.backend !== 'remote') throw new Error('--backend: local or remote');
 // The first bundled tiny model, the one the games' figures in docs/library.md were measured on (test/backend-helpers.ts).
 const MODEL = join(import.meta.dirname, '..', 'fixtures', 'models', 'tiny-bookshop-v1');
 
@@ -48,7 +57,12 @@ async function evaluate(model: TrainableModel, seed: number): Promise<number> {
 const rows: { seed: number; before: number; after: number; steps: number }[] = [];
 for (const seed of values.seeds.split(',').map(Number)) {
   const dir = await mkdtemp(join(tmpdir(), 'mcprl-measure-'));
-  const backend = new LocalBackend({ dir });
+  let server: ForkedServer | null = null;
+  let backend: Backend;
+  if (values.backend === 'remote') {
+    server = await forkServer(['backend', '--dir', dir, '--port', '0', '--quiet']);
+    backend = new RemoteBackend(server.url);
+  } else backend = new LocalBackend({ dir });
   try {
     const model = new TrainableModel({ project: 'measure', name: `${values.game}-${seed}`, baseModel: MODEL, lora: { rank: 8, alpha: 16, seed } });
     await model.register(backend);
@@ -65,11 +79,12 @@ for (const seed of values.seeds.split(',').map(Number)) {
     }
     const after = await evaluate(model, seed);
     rows.push({ seed, before, after, steps });
-    console.log(JSON.stringify({ game: values.game, seed, steps, before, after }));
+    console.log(JSON.stringify({ game: values.game, backend: values.backend, seed, steps, before, after }));
   } finally {
     await backend.close();
+    await server?.stop();
     await rm(dir, { recursive: true, force: true });
   }
 }
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-console.log(JSON.stringify({ summary: true, game: values.game, steps, lr, meanBefore: mean(rows.map((r) => r.before)), meanAfter: mean(rows.map((r) => r.after)) }));
+console.log(JSON.stringify({ summary: true, game: values.game, backend: values.backend, steps, lr, meanBefore: mean(rows.map((r) => r.before)), meanAfter: mean(rows.map((r) => r.after)) }));

@@ -46,6 +46,8 @@ Examples:
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl backend: ${line}\n`) }),
       });
       process.stdout.write(`mcprl backend: listening on ${running.url} (folder ${running.backend.dir})\n`);
+      // A parent that started this process with an IPC channel (scripts/measure-games.ts) gets the URL as data.
+      process.send?.({ type: 'listening', url: running.url });
       closeOnSignal(() => running.close());
     } catch (err) {
       reportFailure('backend', err);
