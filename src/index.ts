@@ -156,6 +156,7 @@ export { ruler } from './backend/ruler.js';
 export type { GatherOptions, RolloutContext, RolloutFailure } from './backend/gather.js';
 export {
   TrainableModelSettingsSchema,
+  ModelKeySchema,
   LoraSettingsSchema,
   TrajectorySchema as LibraryTrajectorySchema,
   TrajectoryGroupSchema,

@@ -9,6 +9,7 @@ import type {
   ExportOptionsInput,
   ExportResult,
   ModelEndpoint,
+  ModelKey,
   SftConfigInput,
   SftTrajectoryInput,
   TrainableModelSettingsInput,
@@ -33,10 +34,7 @@ export interface StepCallOptions {
 }
 
 /** Names a registered model. */
-export interface ModelKey {
-  project: string;
-  name: string;
-}
+export type { ModelKey };
 
 export interface Backend {
   /**

@@ -44,6 +44,10 @@ export const TrainableModelSettingsSchema = z.object({
   /** The LoRA adapter trained on top. Default: every field's own default. */
   lora: LoraSettingsSchema.default(LoraSettingsSchema.parse({})),
 });
+/** Which registered model a call is about: its project and name (also the folder it lives in). */
+export const ModelKeySchema = TrainableModelSettingsSchema.pick({ project: true, name: true });
+export type ModelKey = z.infer<typeof ModelKeySchema>;
+
 /** Settings as callers write them (defaults may be left out). */
 export type TrainableModelSettingsInput = z.input<typeof TrainableModelSettingsSchema>;
 export type TrainableModelSettings = z.output<typeof TrainableModelSettingsSchema>;

@@ -33,6 +33,7 @@ import { BackendError, parseInput } from './errors.js';
 import { LocalBackend } from './local-backend.js';
 import type { StepCallOptions } from './backend.js';
 import type { StepStreamLine, DeleteCheckpointsInput, ExportOptionsInput, SftConfigInput, SftTrajectoryInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
+import { ModelKeySchema } from './schemas.js';
 
 export interface BackendServerOptions {
   /** Folder everything is written under. */
@@ -59,7 +60,6 @@ export interface RunningBackendServer {
   close(): Promise<void>;
 }
 
-const ModelKeySchema = z.object({ project: z.string().min(1), name: z.string().min(1) });
 const RegisterBodySchema = z.object({ settings: z.unknown() });
 const TrainBodySchema = z.object({ model: ModelKeySchema, groups: z.unknown(), config: z.unknown().optional() });
 const SftBodySchema = z.object({ model: ModelKeySchema, trajectories: z.unknown(), config: z.unknown().optional() });
