@@ -16,6 +16,8 @@
 // --dump DIR writes the inputs and both outputs of the cases marked for it (raw little-endian .bin files and
 // a meta.json per case) for scripts/device-check.py, which recomputes them with PyTorch on the GPU.
 // --quick: small shapes only (a smoke run).
+// --cpu-dump DIR: no GPU needed: only the CPU side of the dumped cases (quick shapes), so the PyTorch oracle's
+// formulas can be checked against the CPU ops on a machine without a GPU (scripts/device-check.sh's dry mode).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -58,6 +60,7 @@ using std::vector;
 namespace {
 
 bool g_quick = false;
+bool g_cpu_only = false;  // --cpu-dump
 std::string g_dump;  // empty: no dump
 int g_failed = 0;
 
@@ -181,7 +184,8 @@ double time_ms(const std::function<void()>& fn, int reps = 5) {
 struct Dump {
   std::string dir, meta;
   bool on;
-  Dump(const std::string& name, const std::string& op) : on(!g_dump.empty()) {
+  // An empty name: this case is not dumped.
+  Dump(const std::string& name, const std::string& op) : on(!g_dump.empty() && !name.empty()) {
     if (!on) return;
     dir = g_dump + "/" + name;
     mkdir(g_dump.c_str(), 0755);
@@ -242,6 +246,10 @@ void check_rmsnorm(const char* name, int N, int C) {
   vector<float> out((size_t)N * C), rstd(N), dx((size_t)N * C), dw = dw0;
   rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
   rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+  Dump d(std::string("rmsnorm_") + name, "rmsnorm");
+  d.f32("x", x, {N, C}); d.f32("w", w, {C}); d.f32("dout", dout, {N, C}); d.f32("dw0", dw0, {C});
+  d.f32("cpu.out", out, {N, C}); d.f32("cpu.dx", dx, {N, C}); d.f32("cpu.dw", dw, {C});
+  if (g_cpu_only) return d.finish("\"eps\":1e-6");
   Dev<float> gx(x), gw(w), gd(dout), gdw(dw0), gout((size_t)N * C), grstd(N), gdx((size_t)N * C);
   cuda::rmsnorm_forward(gout.p, grstd.p, gx.p, gw.p, N, C, 1e-6f);
   cuda::rmsnorm_backward(gdx.p, gdw.p, gd.p, gx.p, gw.p, grstd.p, N, C);
@@ -251,10 +259,7 @@ void check_rmsnorm(const char* name, int N, int C) {
   rep.add("dx", dx, gdx.get());
   rep.add("dw", dw, gdw.get());
   rep.print();
-  Dump d(std::string("rmsnorm_") + name, "rmsnorm");
-  d.f32("x", x, {N, C}); d.f32("w", w, {C}); d.f32("dout", dout, {N, C}); d.f32("dw0", dw0, {C});
   d.f32("cuda.out", gout.get(), {N, C}); d.f32("cuda.dx", gdx.get(), {N, C}); d.f32("cuda.dw", gdw.get(), {C});
-  d.f32("cpu.out", out, {N, C}); d.f32("cpu.dx", dx, {N, C}); d.f32("cpu.dw", dw, {C});
   d.finish("\"eps\":1e-6");
 }
 
@@ -270,6 +275,10 @@ void check_rope() {
   vector<float> y = x, dx = g;
   rope_forward(y.data(), pos.data(), inv.data(), T, H, D);
   rope_backward(dx.data(), pos.data(), inv.data(), T, H, D);
+  Dump d("rope", "rope");
+  d.f32("x", x, {T, H, D}); d.f32("dout", g, {T, H, D}); d.i32("pos", pos, {T}); d.f32("inv_freq", inv, {D / 2});
+  d.f32("cpu.out", y, {T, H, D}); d.f32("cpu.dx", dx, {T, H, D});
+  if (g_cpu_only) return d.finish("");
   Dev<float> gy(x), gdx(g), ginv(inv);
   Dev<int32_t> gpos(pos);
   cuda::rope_forward(gy.p, gpos.p, ginv.p, T, H, D);
@@ -278,10 +287,7 @@ void check_rope() {
   rep.add("out", y, gy.get());
   rep.add("dx", dx, gdx.get());
   rep.print();
-  Dump d("rope", "rope");
-  d.f32("x", x, {T, H, D}); d.f32("dout", g, {T, H, D}); d.i32("pos", pos, {T}); d.f32("inv_freq", inv, {D / 2});
   d.f32("cuda.out", gy.get(), {T, H, D}); d.f32("cuda.dx", gdx.get(), {T, H, D});
-  d.f32("cpu.out", y, {T, H, D}); d.f32("cpu.dx", dx, {T, H, D});
   d.finish("");
 }
 
@@ -320,6 +326,12 @@ void check_linear_lora() {
   linear_backward(dx.data(), dy.data(), Wh, N, in, out);
   vector<float> dx_base = dx;
   lora_backward(dx.data(), dA.data(), dB.data(), dh.data(), dy.data(), x.data(), xa.data(), lv, N, in, out);
+  Dump d("linear_lora", "linear_lora");
+  d.bf16("W", W, {out, in}); d.f32("b", b, {out}); d.f32("x", x, {N, in}); d.f32("dy", dy, {N, out});
+  d.f32("A", A, {rank, in}); d.f32("B", B, {out, rank}); d.f32("dA0", dA0, {rank, in}); d.f32("dB0", dB0, {out, rank});
+  d.f32("cpu.y", y, {N, out}); d.f32("cpu.dx", dx, {N, in}); d.f32("cpu.dA", dA, {rank, in}); d.f32("cpu.dB", dB, {out, rank});
+  const std::string params = "\"scale\":" + fmt("%.9g", scale);
+  if (g_cpu_only) return d.finish(params);
   // CUDA
   Dev<uint16_t> gW(W);
   Dev<float> gb(b), gx(x), gdy(dy), gA(A), gB(B), gdA(dA0), gdB(dB0), gy((size_t)N * out), gxa((size_t)N * rank),
@@ -346,11 +358,6 @@ void check_linear_lora() {
   lo.add("dB", dB, gdB.get());
   lo.add("dh", dh, gdh.get());
   lo.print();
-  Dump d("linear_lora", "linear_lora");
-  d.bf16("W", W, {out, in}); d.f32("b", b, {out}); d.f32("x", x, {N, in}); d.f32("dy", dy, {N, out});
-  d.f32("A", A, {rank, in}); d.f32("B", B, {out, rank});
-  d.f32("cpu.y", y, {N, out}); d.f32("cpu.dx", dx, {N, in}); d.f32("cpu.dA", dA, {rank, in}); d.f32("cpu.dB", dB, {out, rank});
-  d.f32("dA0", dA0, {rank, in}); d.f32("dB0", dB0, {out, rank});
   // The whole CUDA chain (base + LoRA on the CUDA base results) for the torch comparison.
   Dev<float> gy3((size_t)N * out), gdx3((size_t)N * in), gdA3(dA0), gdB3(dB0);
   cuda::linear_forward(gy3.p, gx.p, gWh, gb.p, N, in, out);
@@ -359,7 +366,7 @@ void check_linear_lora() {
   cuda::lora_backward(gdx3.p, gdA3.p, gdB3.p, gdh.p, gdy.p, gx.p, gxa.p, glv, N, in, out);
   d.f32("cuda.y", gy3.get(), {N, out}); d.f32("cuda.dx", gdx3.get(), {N, in});
   d.f32("cuda.dA", gdA3.get(), {rank, in}); d.f32("cuda.dB", gdB3.get(), {out, rank});
-  d.finish("\"scale\":" + fmt("%.9g", scale));
+  d.finish(params);
 }
 
 // Packed sequences of the given lengths: forward and backward, CPU vs CUDA, timed on the device.
@@ -381,6 +388,13 @@ void check_attention(const std::string& name, const vector<int>& lens, int H, in
   attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(), lse.data(),
                      cu.data(), nseq, H, Hkv, D, scratch.data(), max_keys);
   const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Dump d(dump ? "attention_" + name : std::string(), "attention");
+  d.f32("q", q, {T, H, D}); d.f32("k", k, {T, Hkv, D}); d.f32("v", v, {T, Hkv, D}); d.f32("dout", dout, {T, H, D});
+  d.i32("cu_seqlens", vector<int32_t>(cu.begin(), cu.end()), {nseq + 1});
+  d.f32("cpu.out", out, {T, H, D}); d.f32("cpu.lse", lse, {T, H}); d.f32("cpu.dq", dq, {T, H, D});
+  d.f32("cpu.dk", dk, {T, Hkv, D}); d.f32("cpu.dv", dv, {T, Hkv, D});
+  const std::string params = "\"H\":" + std::to_string(H) + ",\"Hkv\":" + std::to_string(Hkv) + ",\"D\":" + std::to_string(D);
+  if (g_cpu_only) return d.finish(params);
   Dev<float> gq(q), gk(k), gv(v), gd(dout), go(nq), gl((size_t)T * H), gdq(nq), gdk(nk), gdv(nk);
   vector<AttnSegment> dsegs;
   for (int s = 0; s < nseq; ++s) dsegs.push_back({cu[s], lens[s], 0, gk.p + (size_t)cu[s] * Hkv * D, gv.p + (size_t)cu[s] * Hkv * D});
@@ -408,14 +422,9 @@ void check_attention(const std::string& name, const vector<int>& lens, int H, in
               ",\"bwd_ms\":" + fmt("%.3f", bms) + ",\"fwd_tflops\":" + fmt("%.2f", fflop / fms * 1e-9) +
               ",\"cpu_s\":" + fmt("%.2f", cpu_s);
   rep.print();
-  if (!dump) return;
-  Dump d("attention_" + name, "attention");
-  d.f32("q", q, {T, H, D}); d.f32("k", k, {T, Hkv, D}); d.f32("v", v, {T, Hkv, D}); d.f32("dout", dout, {T, H, D});
-  d.i32("cu_seqlens", vector<int32_t>(cu.begin(), cu.end()), {nseq + 1});
   d.f32("cuda.out", go.get(), {T, H, D}); d.f32("cuda.lse", gl.get(), {T, H});
   d.f32("cuda.dq", gdq.get(), {T, H, D}); d.f32("cuda.dk", gdk.get(), {T, Hkv, D}); d.f32("cuda.dv", gdv.get(), {T, Hkv, D});
-  d.f32("cpu.out", out, {T, H, D}); d.f32("cpu.dq", dq, {T, H, D});
-  d.finish("\"H\":" + std::to_string(H) + ",\"Hkv\":" + std::to_string(Hkv) + ",\"D\":" + std::to_string(D));
+  d.finish(params);
 }
 
 // Generation segments: queries continue a KV cache (npast > 0): a decode step (nq = 1), a prefill continuation,
@@ -481,6 +490,13 @@ void check_lm_head(const std::string& name, int N, int C, int V, int chunk, bool
                   chunk, inv_temp.data(), mask_idx.data(), masks.data());
   lm_head_backward(dh.data(), dlogp.data(), g.data(), Wh, targets.data(), N, C, inv_temp.data());
   const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Dump d(dump ? "lm_head_" + name : std::string(), "lm_head");
+  if (bf16) d.bf16("W", Wb, {V, C}); else d.f32("W", Wf, {V, C});
+  d.f32("h", h, {N, C}); d.f32("dlogp", dlogp, {N}); d.i32("targets", targets, {N}); d.f32("inv_temp", inv_temp, {N});
+  d.i32("mask_idx", mask_idx, {N});
+  d.tensor("masks", "u32", masks, {2, (long)words});
+  d.f32("cpu.logp", logp, {N}); d.f32("cpu.lse", lse, {N}); d.f32("cpu.entropy", ent, {N}); d.f32("cpu.dh", dh, {N, C});
+  if (g_cpu_only) return d.finish("");
   Dev<uint16_t> gWb(bf16 ? Wb : vector<uint16_t>());
   Dev<float> gWf(bf16 ? vector<float>() : Wf);
   const WeightRef gW = bf16 ? WeightRef(gWb.p, WDtype::BF16) : WeightRef(gWf.p);
@@ -503,14 +519,8 @@ void check_lm_head(const std::string& name, int N, int C, int V, int chunk, bool
               ",\"fwd_ms\":" + fmt("%.3f", ms) + ",\"fwd_tflops\":" + fmt("%.2f", 4.0 * N * C * (double)V / ms * 1e-9) +
               ",\"cpu_s\":" + fmt("%.2f", cpu_s);
   rep.print();
-  if (!dump) return;
-  Dump d("lm_head_" + name, "lm_head");
-  if (bf16) d.bf16("W", Wb, {V, C}); else d.f32("W", Wf, {V, C});
-  d.f32("h", h, {N, C}); d.f32("dlogp", dlogp, {N}); d.i32("targets", targets, {N}); d.f32("inv_temp", inv_temp, {N});
-  d.i32("mask_idx", mask_idx, {N});
-  d.tensor("masks", "u32", masks, {2, (long)words});
-  d.f32("cuda.logp", glogp.get(), {N}); d.f32("cuda.entropy", gent.get(), {N}); d.f32("cuda.dh", gdh.get(), {N, C});
-  d.f32("cpu.logp", logp, {N}); d.f32("cpu.entropy", ent, {N}); d.f32("cpu.dh", dh, {N, C});
+  d.f32("cuda.logp", glogp.get(), {N}); d.f32("cuda.lse", glse.get(), {N}); d.f32("cuda.entropy", gent.get(), {N});
+  d.f32("cuda.dh", gdh.get(), {N, C});
   d.finish("");
 }
 
@@ -593,10 +603,27 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--quick") g_quick = true;
     else if (a == "--dump" && i + 1 < argc) g_dump = argv[++i];
+    else if (a == "--cpu-dump" && i + 1 < argc) { g_dump = argv[++i]; g_cpu_only = g_quick = true; }
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--dump DIR]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--dump DIR] | --cpu-dump DIR\n", argv[0]);
       return 64;
     }
+  }
+  if (g_cpu_only) {
+    try {
+      check_rmsnorm("hidden", 513, 1024);
+      check_rmsnorm("per_head", 256, 128);
+      check_rope();
+      check_linear_lora();
+      check_attention("quick_d40_gqa2", {77, 1, 50}, 4, 2, 40, true);
+      check_attention("quick_d128_gqa4", {40, 97}, 8, 2, 128, true);
+      check_lm_head("bf16_V5000", 40, 256, 5000, 16, true, 1e-2, true);
+    } catch (const std::exception& ex) {
+      std::printf("{\"figure\":\"cuda.check.error\",\"ok\":false,\"error\":\"%s\"}\n", ex.what());
+      return 1;
+    }
+    std::printf("{\"figure\":\"cuda.check.cpu_dump\",\"ok\":true,\"dir\":\"%s\"}\n", g_dump.c_str());
+    return 0;
   }
   int ndev = 0;
   const cudaError_t e = cudaGetDeviceCount(&ndev);
