@@ -38,7 +38,7 @@ py=${MCPRL_PYTHON:-python3}
 if [ -z "${MCPRL_CUBLAS_DIR:-}" ] && command -v "$py" >/dev/null; then
   d=$("$py" "$root/scripts/device-check.py" --cublas-dir 2>/dev/null) && [ -n "$d" ] && export MCPRL_CUBLAS_DIR=$d
 fi
-if ! "$root/native/cuda/build.sh" "$build" >"$logs/build.log" 2>&1; then
+if ! bash "$root/native/cuda/build.sh" "$build" >"$logs/build.log" 2>&1; then
   echo "{\"figure\":\"device-check.build\",\"ok\":false,\"seconds\":$(elapsed),\"log\":\"$logs/build.log\"}"
   tail -n 40 "$logs/build.log" >&2
   exit 1
