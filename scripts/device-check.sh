@@ -69,11 +69,13 @@ fi
 dump="$build/dump"
 rm -rf "$dump"
 # shellcheck disable=SC2086  # MCPRL_CHECK_ARGS is a list of words
-"$build/mcprl-cuda-check" --dump "$dump" ${MCPRL_CHECK_ARGS:-} | tee "$logs/check.jsonl"
+# Time limits inside the device call's own (480 s): a kernel that hangs still leaves the oracle and the logs.
+timeout 300 "$build/mcprl-cuda-check" --dump "$dump" ${MCPRL_CHECK_ARGS:-} | tee "$logs/check.jsonl"
 rc_check=${PIPESTATUS[0]}
+[ "$rc_check" = 124 ] && echo "{\"figure\":\"cuda.check\",\"ok\":false,\"error\":\"timed out after 300 s (a kernel may hang)\"}"
 rc_torch=0
 if have_torch; then
-  PYTHONUNBUFFERED=1 "$py" "$root/scripts/device-check.py" --dump "$dump" | tee "$logs/torch.jsonl"
+  PYTHONUNBUFFERED=1 timeout 120 "$py" "$root/scripts/device-check.py" --dump "$dump" | tee "$logs/torch.jsonl"
   rc_torch=${PIPESTATUS[0]}
 else
   echo "{\"figure\":\"torch\",\"ok\":false,\"error\":\"$py cannot import torch and numpy: the PyTorch oracle did not run\"}"

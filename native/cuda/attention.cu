@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(NT) attn_fwd_kernel(float* __restrict__ out, f
     tmax = group4_max(tmax);
     const float mnew = fmaxf(m, tmax);
     // A row with no visible key yet (only rows past the segment's end) keeps m = -inf: guard exp(-inf + inf).
-    const float alpha = mnew == -INFINITY ? 1.0f : __expf(m - mnew);
+    const float alpha = mnew == -INFINITY ? 1.0f : expf(m - mnew);
     float psum = 0.0f;
 #pragma unroll
     for (int jj = 0; jj < BK / 4; ++jj) {

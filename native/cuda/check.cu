@@ -151,6 +151,17 @@ struct Report {
   }
 };
 
+// A string as a JSON string's contents (error messages may quote code).
+std::string json_escape(const std::string& in) {
+  std::string o;
+  for (char ch : in) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if ((unsigned char)ch < 0x20) { o += ' '; continue; }
+    o += ch;
+  }
+  return o;
+}
+
 std::string fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
@@ -619,7 +630,7 @@ int main(int argc, char** argv) {
       check_attention("quick_d128_gqa4", {40, 97}, 8, 2, 128, true);
       check_lm_head("bf16_V5000", 40, 256, 5000, 16, true, 1e-2, true);
     } catch (const std::exception& ex) {
-      std::printf("{\"figure\":\"cuda.check.error\",\"ok\":false,\"error\":\"%s\"}\n", ex.what());
+      std::printf("{\"figure\":\"cuda.check.error\",\"ok\":false,\"error\":\"%s\"}\n", json_escape(ex.what()).c_str());
       return 1;
     }
     std::printf("{\"figure\":\"cuda.check.cpu_dump\",\"ok\":true,\"dir\":\"%s\"}\n", g_dump.c_str());
@@ -633,40 +644,56 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  try {
+  // Each case runs on its own: an exception (a failed CHECK, a launch error) fails that case with one line and
+  // the next case runs, so one device run reports on every op. Only an error that sticks to the CUDA context
+  // (an illegal address inside a kernel) ends the run, since no later result could be trusted.
+  bool context_lost = false;
+  auto run = [&](const char* name, const std::function<void()>& fn) {
+    if (context_lost) return;
+    try {
+      fn();
+      CUDA_CHECK(cudaDeviceSynchronize());
+    } catch (const std::exception& ex) {
+      ++g_failed;
+      std::printf("{\"figure\":\"cuda.case.%s\",\"ok\":false,\"error\":\"%s\"}\n", name, json_escape(ex.what()).c_str());
+      std::fflush(stdout);
+      cudaGetLastError();  // clears a non-sticky error; a sticky one is returned again below
+      if (cudaDeviceSynchronize() != cudaSuccess) {
+        context_lost = true;
+        std::printf("{\"figure\":\"cuda.check.aborted\",\"ok\":false,\"after\":\"%s\"}\n", name);
+      }
+    }
+  };
+  run("device", [] {
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("{\"figure\":\"cuda.device\",\"name\":\"%s\",\"sm\":\"%d.%d\",\"multiprocessors\":%d,\"cublas\":%s,"
                 "\"cublas_path\":\"%s\",\"cpu_threads\":%d}\n",
-                prop.name, prop.major, prop.minor, prop.multiProcessorCount, cuda::gemm_have_cublas() ? "true" : "false",
-                cuda::gemm_cublas_path(), cpu_threads());
+                json_escape(prop.name).c_str(), prop.major, prop.minor, prop.multiProcessorCount,
+                cuda::gemm_have_cublas() ? "true" : "false", json_escape(cuda::gemm_cublas_path()).c_str(), cpu_threads());
     std::fflush(stdout);
-    check_gemm_paths();
-    check_embedding();
-    check_rmsnorm("hidden", 513, 1024);
-    check_rmsnorm("per_head", g_quick ? 256 : 2048 * 8, 128);
-    check_rope();
-    check_swiglu();
-    check_linear_lora();
-    if (g_quick) {
-      check_attention("quick_d40_gqa2", {77, 1, 50}, 4, 2, 40, true);
-    } else {
-      check_attention("T2048_gqa1_d128_packed4", {700, 1, 333, 1014}, 16, 16, 128, true);
-      check_attention("T2048_gqa2_d64_single", {2048}, 16, 8, 64, false);
-      check_attention("T2048_gqa4_d128_packed2", {1000, 1048}, 16, 4, 128, false);
-      check_attention("d40_gqa2_odd", {77, 1, 50, 129}, 4, 2, 40, false);
-    }
-    check_attention_generation();
-    check_lm_head("f32_V40000", 70, 128, 40000, 32, false, 1e-4, false);
-    if (g_quick) check_lm_head("bf16_V5000", 40, 256, 5000, 16, true, 1e-2, true);
-    else check_lm_head("bf16_qwen3_V151936", 200, 1024, 151936, 64, true, 1e-2, true);
-    check_adamw();
-    if (!g_quick) bench_gemm(4096);
-    CUDA_CHECK(cudaDeviceSynchronize());
-  } catch (const std::exception& ex) {
-    std::printf("{\"figure\":\"cuda.check.error\",\"ok\":false,\"error\":\"%s\"}\n", ex.what());
-    return 1;
+  });
+  run("gemm_paths", check_gemm_paths);
+  run("embedding", check_embedding);
+  run("rmsnorm_hidden", [] { check_rmsnorm("hidden", 513, 1024); });
+  run("rmsnorm_per_head", [] { check_rmsnorm("per_head", g_quick ? 256 : 2048 * 8, 128); });
+  run("rope", check_rope);
+  run("swiglu", check_swiglu);
+  run("linear_lora", check_linear_lora);
+  if (g_quick) {
+    run("attention_quick", [] { check_attention("quick_d40_gqa2", {77, 1, 50}, 4, 2, 40, true); });
+  } else {
+    run("attention_gqa1", [] { check_attention("T2048_gqa1_d128_packed4", {700, 1, 333, 1014}, 16, 16, 128, true); });
+    run("attention_gqa2", [] { check_attention("T2048_gqa2_d64_single", {2048}, 16, 8, 64, false); });
+    run("attention_gqa4", [] { check_attention("T2048_gqa4_d128_packed2", {1000, 1048}, 16, 4, 128, false); });
+    run("attention_odd", [] { check_attention("d40_gqa2_odd", {77, 1, 50, 129}, 4, 2, 40, false); });
   }
+  run("attention_generation", check_attention_generation);
+  run("lm_head_f32", [] { check_lm_head("f32_V40000", 70, 128, 40000, 32, false, 1e-4, false); });
+  if (g_quick) run("lm_head_bf16", [] { check_lm_head("bf16_V5000", 40, 256, 5000, 16, true, 1e-2, true); });
+  else run("lm_head_bf16", [] { check_lm_head("bf16_qwen3_V151936", 200, 1024, 151936, 64, true, 1e-2, true); });
+  run("adamw", check_adamw);
+  if (!g_quick) run("bench_gemm", [] { bench_gemm(4096); });
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("{\"figure\":\"cuda.check.summary\",\"ok\":%s,\"failed\":%d,\"seconds\":%.1f}\n", g_failed ? "false" : "true",
               g_failed, s);

@@ -85,7 +85,7 @@ Cublas& cublas() {
     dlopen((dirs[i] + "libcublasLt.so.13").c_str(), RTLD_NOW | RTLD_GLOBAL);
     const std::string path = dirs[i] + "libcublas.so.13";
     lib = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (lib) cb.where = path.empty() ? "libcublas.so.13" : path;
+    if (lib) cb.where = path;
     else tried += (tried.empty() ? "" : ", ") + (dirs[i].empty() ? std::string("the loader's search path") : dirs[i]);
   }
   if (!lib) {
