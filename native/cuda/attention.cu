@@ -145,6 +145,20 @@ __global__ void attn_delta_kernel(float* __restrict__ delta, const float* __rest
   if (lane == 0) delta[w] = s;
 }
 
+// The backward's two dot products for one (query row, key row) pair: s = q . k (unscaled) and g = dout . v.
+template <int DM>
+__device__ __forceinline__ void score_and_dp(const float* q, const float* k, const float* g, const float* v, float& s,
+                                             float& gv) {
+  float a = 0.0f, b = 0.0f;
+#pragma unroll 16
+  for (int e = 0; e < DM; ++e) {
+    a = fmaf(q[e], k[e], a);
+    b = fmaf(g[e], v[e], b);
+  }
+  s = a;
+  gv = b;
+}
+
 template <int DM>
 __global__ void __launch_bounds__(NT) attn_bwd_dkdv_kernel(float* __restrict__ dk, float* __restrict__ dv,
                                                           const float* __restrict__ dout, const float* __restrict__ q,
@@ -188,12 +202,8 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkdv_kernel(float* __restrict__ d
 #pragma unroll
       for (int ii = 0; ii < BQ / 4; ++ii) {
         const int rr = sub + 4 * ii;
-        float sdot = 0.0f, gdot = 0.0f;
-#pragma unroll 16
-        for (int e = 0; e < DM; ++e) {
-          sdot = fmaf(Qs[rr * LD + e], Ks[c * LD + e], sdot);
-          gdot = fmaf(Gs[rr * LD + e], Vs[c * LD + e], gdot);
-        }
+        float sdot, gdot;
+        score_and_dp<DM>(Qs + rr * LD, Ks + c * LD, Gs + rr * LD, Vs + c * LD, sdot, gdot);
         const bool valid = rr < nq && c < nkt && my_key <= q0 + rr;
         const float p = valid ? expf(sdot * scale - Ls[rr]) : 0.0f;
         Ps[rr * PLD + c] = p;
@@ -260,12 +270,8 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq_kernel(float* __restrict__ dq,
 #pragma unroll
     for (int jj = 0; jj < BK / 4; ++jj) {
       const int j = sub + 4 * jj;
-      float sdot = 0.0f, gdot = 0.0f;
-#pragma unroll 16
-      for (int e = 0; e < DM; ++e) {
-        sdot = fmaf(Qs[r * LD + e], Ks[j * LD + e], sdot);
-        gdot = fmaf(Gs[r * LD + e], Vs[j * LD + e], gdot);
-      }
+      float sdot, gdot;
+      score_and_dp<DM>(Qs + r * LD, Ks + j * LD, Gs + r * LD, Vs + j * LD, sdot, gdot);
       const bool valid = r < nqt && j0 + j <= my_q;
       const float p = valid ? expf(sdot * scale - L) : 0.0f;
       Ss[r * PLD + j] = p * (gdot - Dl) * scale;
