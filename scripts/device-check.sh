@@ -12,7 +12,7 @@
 # meets the PyTorch oracle (on the CPU) with the CPU ops on small dumped cases when torch can be imported, and
 # prints one line saying so; exit 0 when all that succeeded. Exit status otherwise: 0 every check ok.
 # Environment: MCPRL_CUDA_BUILD (build folder, default a temp dir), MCPRL_CHECK_ARGS (extra check arguments,
-# e.g. --quick), MCPRL_PYTHON (the interpreter with torch; default python3), OUT (where logs go; default: the
+# e.g. --quick), MCPRL_COMMIT (the commit to print), MCPRL_PYTHON (the interpreter with torch; default python3), OUT (where logs go; default: the
 # build folder).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,7 +28,9 @@ build=${MCPRL_CUDA_BUILD:-$(mktemp -d /tmp/mcprl-cuda.XXXXXX)}
 logs=${OUT:-$build}
 mkdir -p "$build" "$logs"
 elapsed() { echo "$(date +%s.%N) $t0" | awk '{printf "%.1f", $1 - $2}'; }
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The commit the lines belong to: MCPRL_COMMIT from the caller (the device machine's copy of the tree may carry
+# no .git), else git's answer here.
+commit=${MCPRL_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
 if ! command -v "${NVCC:-nvcc}" >/dev/null; then
   echo "{\"figure\":\"device-check\",\"ok\":false,\"error\":\"nvcc not found: the CUDA check needs CUDA's compiler on the PATH\"}"
