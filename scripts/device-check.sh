@@ -12,8 +12,8 @@
 # meets the PyTorch oracle (on the CPU) with the CPU ops on small dumped cases when torch can be imported, and
 # prints one line saying so; exit 0 when all that succeeded. Exit status otherwise: 0 every check ok.
 # Environment: MCPRL_CUDA_BUILD (build folder, default a temp dir), MCPRL_CHECK_ARGS (extra check arguments,
-# e.g. --quick), MCPRL_COMMIT (the commit to print), MCPRL_PYTHON (the interpreter with torch; default python3), OUT (where logs go; default: the
-# build folder).
+# e.g. --quick), MCPRL_COMMIT (the commit to print), MCPRL_PYTHON (the interpreter with torch; default
+# python3), OUT (where logs go; default: the build folder).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 t0=$(date +%s.%N)
