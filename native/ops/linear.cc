@@ -22,20 +22,12 @@ void linear_backward(float* dx, const float* dy, WeightRef W, int N, int in, int
 }
 
 void lora_forward(float* y, float* xa, const float* x, const LoraView& l, int N, int in, int out) {
-  gemm(false, true, N, l.r, in, 1.0f, x, in, l.A, in, 0.0f, xa, l.r);
-  gemm(false, true, N, out, l.r, l.scale, xa, l.r, l.B, l.r, 1.0f, y, out);
+  lora_forward_with(gemm, y, xa, x, l, N, in, out);
 }
 
 void lora_backward(float* dx, float* dA, float* dB, float* dh, const float* dy, const float* x, const float* xa,
                    const LoraView& l, int N, int in, int out) {
-  // dh (N, r) = scale * dy B
-  gemm(false, false, N, l.r, out, l.scale, dy, out, l.B, l.r, 0.0f, dh, l.r);
-  // dB (out, r) += scale * dy^T xa
-  if (dB) gemm(true, false, out, l.r, N, l.scale, dy, out, xa, l.r, 1.0f, dB, l.r);
-  // dA (r, in) += dh^T x
-  if (dA) gemm(true, false, l.r, in, N, 1.0f, dh, l.r, x, in, 1.0f, dA, in);
-  // dx (N, in) += dh A
-  if (dx) gemm(false, false, N, in, l.r, 1.0f, dh, l.r, l.A, in, 1.0f, dx, in);
+  lora_backward_with(gemm, dx, dA, dB, dh, dy, x, xa, l, N, in, out);
 }
 
 }  // namespace mcprl

@@ -1,0 +1,32 @@
+// The backend seam filled with the CUDA ops (native/backend.h): the same table, device pointers (see ops.h for
+// the few arguments that differ in meaning: attention's host-side segment metadata, unused scratch buffers).
+#include "ops.h"
+
+namespace mcprl {
+
+const Backend& cuda_backend() {
+  static const Backend b = {
+      "cuda",
+      cuda::gemm,
+      cuda::gemm_w,
+      cuda::embedding_forward,
+      cuda::rmsnorm_forward,
+      cuda::rmsnorm_backward,
+      cuda::rope_forward,
+      cuda::rope_backward,
+      cuda::attention_forward,
+      cuda::attention_backward,
+      cuda::swiglu_forward,
+      cuda::swiglu_backward,
+      cuda::linear_forward,
+      cuda::linear_backward,
+      cuda::lora_forward,
+      cuda::lora_backward,
+      cuda::lm_head_forward,
+      cuda::lm_head_backward,
+      cuda::logits_forward,
+  };
+  return b;
+}
+
+}  // namespace mcprl
