@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 namespace mcprl {
 
@@ -153,7 +154,12 @@ int PrefixCache::insert(const Model& m, const AdapterKey& key, int parent, const
   }
   blk->last_h.assign(last_h, last_h + C);
   blk->bytes = bytes;
-  const int id = next_id_++;
+  // Ids are reused once they wrap (a server inserting for weeks): skip those still held.
+  int id;
+  do {
+    id = next_id_;
+    next_id_ = next_id_ == std::numeric_limits<int>::max() ? 0 : next_id_ + 1;
+  } while (blocks_.count(id));
   blk->lru = lru_.insert(lru_.end(), id);
   if (parent >= 0) blocks_.at(parent)->children += 1;
   index_.emplace(h, id);
