@@ -22,6 +22,7 @@
         "native/model/load.cc",
         "native/model/forward.cc",
         "native/sample.cc",
+        "native/prefix_cache.cc",
         "native/ops/embedding.cc",
         "native/ops/rmsnorm.cc",
         "native/ops/rope.cc",

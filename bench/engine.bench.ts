@@ -11,6 +11,11 @@
  * The same two figures on the bundled tiny model (fixtures/models/tiny-bookshop: hidden 128, 4 layers, vocabulary
  * 1024), at the demo's shapes: a 431-token prompt (a rollout's later turn), and 32 requests over ~300-token
  * prompts decoding together. Its attention and small GEMMs are what `npm run demo` spends its time in.
+ * These figures measure computing: the prefix cache is off for them (a repeated prompt would hit it).
+ *
+ * prefix cache (src/engine/prefix-cache.ts), on both models: a GRPO group — 8 concurrent requests with the same
+ * 400-token prompt, maxTokens 1 — in prompt tokens per second, with the cache off, on but empty (the group's first
+ * request prefills, the other seven copy its blocks) and warm (the prompt cached before: all eight copy).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,6 +35,22 @@ async function time(fn: () => Promise<unknown>, reps = 1): Promise<number> {
   return best;
 }
 
+/** A group of 8 requests sharing `prompt` (maxTokens 1): prompt tokens/s with the prefix cache off, empty, warm. */
+async function groupBench(emit: Emit, model: Model, prefix: string, prompt: number[]): Promise<void> {
+  const group = () => Promise.all(Array.from({ length: 8 }, (_, i) => model.generate({ promptIds: prompt, sampling: { maxTokens: 1, seed: i } })));
+  const tokens = 8 * prompt.length;
+  await model.setPrefixCache(0);
+  emit(`${prefix}.group8x${prompt.length}tok.cache_off`, tokens / (await time(group, 3)), 'tok/s');
+  const empty = await time(async () => {
+    await model.setPrefixCache(0);
+    await model.setPrefixCache(64);
+    await group();
+  }, 3);
+  emit(`${prefix}.group8x${prompt.length}tok.cache_empty`, tokens / empty, 'tok/s');
+  emit(`${prefix}.group8x${prompt.length}tok.cache_warm`, tokens / (await time(group, 3)), 'tok/s');
+  await model.setPrefixCache(0);
+}
+
 export default async function engineBench(emit: Emit): Promise<void> {
   const addon = loadNative();
   const threads = addon.info().maxThreads;
@@ -41,7 +62,7 @@ export default async function engineBench(emit: Emit): Promise<void> {
   try {
     const modelOpts = { ...BENCH_50M, arch: 'qwen3' as const, seed: 1, tokenizer: false };
     await makeRandomModel(dir, modelOpts);
-    const model = await Model.load(dir, { threads });
+    const model = await Model.load(dir, { threads, prefixCacheMib: 0 });
     const c = model.config;
     const params = c.vocabSize * c.hiddenSize + c.numLayers * (c.hiddenSize * c.headDim * (2 * c.numHeads + 2 * c.numKvHeads) + 3 * c.hiddenSize * c.intermediateSize);
     emit('engine.model.params', params / 1e6, 'M');
@@ -63,9 +84,10 @@ export default async function engineBench(emit: Emit): Promise<void> {
       const t65 = await time(() => run(65), 2);
       emit(`engine.decode.batch${batch}`, (batch * 64) / Math.max(t65 - t1, 1e-9), 'tok/s');
     }
+    await groupBench(emit, model, 'engine', prompt(400));
     model.close();
 
-    const tiny = await Model.load(join(import.meta.dirname, '..', 'fixtures', 'models', 'tiny-bookshop'), { threads });
+    const tiny = await Model.load(join(import.meta.dirname, '..', 'fixtures', 'models', 'tiny-bookshop'), { threads, prefixCacheMib: 0 });
     const tprompt = (n: number) => Array.from({ length: n }, () => Math.floor(rng.uniform() * tiny.config.vocabSize));
     const p431 = tprompt(431);
     const tTiny = await time(() => tiny.generate({ promptIds: p431, sampling: { maxTokens: 1, temperature: 0 } }), 10);
@@ -75,6 +97,7 @@ export default async function engineBench(emit: Emit): Promise<void> {
     const u1 = await time(() => tRun(1), 3);
     const u65 = await time(() => tRun(65), 3);
     emit('engine.tiny.decode.batch32', (32 * 64) / Math.max(u65 - u1, 1e-9), 'tok/s');
+    await groupBench(emit, tiny, 'engine.tiny', tprompt(400));
     tiny.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -18,6 +18,7 @@
 #include "gradcheck.h"
 #include "model.h"
 #include "napi_util.h"
+#include "prefix_cache.h"
 #include "sample.h"
 #include "train/train_napi.h"
 
@@ -37,6 +38,14 @@ const LoraAdapter* EngineState::adapter(const std::string& name) {
   auto it = adapters.find(name);
   if (it == adapters.end()) FAIL("unknown adapter '" + name + "'");
   return it->second.get();
+}
+
+void EngineState::purge_stale_prefixes() {
+  prefix_cache.purge_stale([this](const AdapterKey& k) {
+    if (k.first.empty()) return true;
+    auto it = adapters.find(k.first);
+    return it != adapters.end() && it->second->version == k.second;
+  });
 }
 
 KVSlot& EngineState::slot(int id) {
@@ -145,7 +154,9 @@ class Engine : public Napi::ObjectWrap<Engine> {
                         InstanceMethod("slotSeed", &Engine::SlotSeed), InstanceMethod("fork", &Engine::Fork),
                         InstanceMethod("prefill", &Engine::Prefill), InstanceMethod("sample", &Engine::Sample),
                         InstanceMethod("step", &Engine::Step), InstanceMethod("close", &Engine::Close),
-                        InstanceMethod("weightBytes", &Engine::WeightBytes)});
+                        InstanceMethod("weightBytes", &Engine::WeightBytes),
+                        InstanceMethod("prefixCache", &Engine::PrefixCacheCapacity),
+                        InstanceMethod("prefixCacheStats", &Engine::PrefixCacheStatsJs)});
   }
   explicit Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info), st_(std::make_shared<EngineState>()) {}
   // Shared with the training bindings (train/train_napi.cc) so they use the same model, adapters and mutex.
@@ -238,6 +249,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
     return guard(info, [&]() -> Napi::Value {
       std::lock_guard<std::mutex> g(st_->mu);
       st_->adapters.erase(str_arg(info[0], "adapter name"));
+      st_->purge_stale_prefixes();
       return info.Env().Undefined();
     });
   }
@@ -396,14 +408,51 @@ class Engine : public Napi::ObjectWrap<Engine> {
           total += lens[i];
         }
         CHECK(total == tokens.size(), "prefill lengths do not add up to the token count");
-        // One forward per prompt: a prompt's activations then depend on that prompt alone, not on which other
-        // prompts arrived at the same time (the GEMM kernel, and so the rounding, can depend on the row count).
+        st->purge_stale_prefixes();
+        // One prompt at a time, each in chunks at fixed positions (prefix_cache.h): a prompt's activations then
+        // depend on that prompt alone — not on which other prompts arrived at the same time, nor on whether its
+        // start came from the prefix cache — since the GEMM kernel's rounding can depend on the row count. Each
+        // prompt's blocks are in the cache before the next prompt looks, so a group's identical prompts in one
+        // call are computed once.
         size_t off = 0;
         for (size_t i = 0; i < segs.size(); ++i) {
-          st->model.forward(tokens.data() + off, lens[i], {segs[i]}, st->rs, false, nullptr);
+          CHECK(lens[i] > 0, "empty prompt");
+          prefill_chunked(st->model, st->rs, st->prefix_cache, *segs[i].slot, tokens.data() + off, lens[i], segs[i].adapter);
           off += lens[i];
         }
       });
+    });
+  }
+
+  // prefixCache(capacityBytes: number): void — the prefix cache's byte budget (0: off; smaller: evicts now).
+  Napi::Value PrefixCacheCapacity(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      const double bytes = int_arg(info[0], "prefix cache bytes", 0, kMaxSafeInt);
+      std::lock_guard<std::mutex> g(st_->mu);
+      st_->prefix_cache.set_capacity((size_t)bytes);
+      return info.Env().Undefined();
+    });
+  }
+
+  // prefixCacheStats(): counters since load (prompts, promptTokens, hitTokens, hitBlocks, prefilledTokens,
+  // insertedBlocks, evictedBlocks), the cache now (blocks, bytes, capacityBytes) and blockTokens; read without
+  // the engine lock.
+  Napi::Value PrefixCacheStatsJs(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      const PrefixCacheStats& s = st_->prefix_cache.stats;  // atomics: no lock (see prefix_cache.h)
+      auto o = Napi::Object::New(info.Env());
+      o.Set("prompts", (double)s.prompts);
+      o.Set("promptTokens", (double)s.prompt_tokens);
+      o.Set("hitTokens", (double)s.hit_tokens);
+      o.Set("hitBlocks", (double)s.hit_blocks);
+      o.Set("prefilledTokens", (double)s.prefilled_tokens);
+      o.Set("insertedBlocks", (double)s.inserted_blocks);
+      o.Set("evictedBlocks", (double)s.evicted_blocks);
+      o.Set("blocks", (double)s.blocks);
+      o.Set("bytes", (double)s.bytes);
+      o.Set("capacityBytes", (double)s.capacity_bytes);
+      o.Set("blockTokens", kPrefillChunk);
+      return o;
     });
   }
 
@@ -492,6 +541,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
       st_->adapters.clear();
       st_->slots.clear();
       st_->slot_caps.clear();
+      st_->prefix_cache.clear();
       st_->rs = RunState();
       st_->model = Model();
       st_->logits = std::vector<float>();

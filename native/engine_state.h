@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model.h"
+#include "prefix_cache.h"
 #include "sample.h"
 
 namespace mcprl {
@@ -26,6 +27,7 @@ struct EngineState {
   std::map<int, int> slot_caps;  // requested capacity of slots not yet allocated
   int next_slot = 1;
   RunState rs;
+  PrefixCache prefix_cache;  // KV of earlier prompts' chunks (prefix_cache.h); its budget is set by src/engine/model.ts
   std::vector<float> logits;  // (B, V) sampling scratch
   // (B)(V) each row's candidate ids while sampling. Kept across calls: allocated afresh per token, these
   // vocabulary-sized rows were made on OpenMP threads and freed on this one, and a serving process's resident
@@ -36,6 +38,8 @@ struct EngineState {
   void begin();
   // null for "" (the base model); fails for an unknown name.
   const LoraAdapter* adapter(const std::string& name);
+  // Drops the prefix cache's blocks of adapters unloaded, replaced or trained since (their weights version).
+  void purge_stale_prefixes();
   // The slot with this id, allocating its cache on first use.
   KVSlot& slot(int id);
   // Logits of each slot's last hidden state, then one sampled token per slot, drawn from its allowed set when

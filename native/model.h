@@ -76,7 +76,14 @@ struct LoraAdapter {
   std::vector<LoraTensor> tensors;   // named views, PEFT key order: layer, module, A then B
   // views[layer][module] (A, B null when the module is not targeted)
   std::vector<std::vector<LoraView>> views;
+  // Which weights `memory` holds: a number never used before, taken anew by everything that writes memory
+  // (allocate/load, the trainer's writes and optimizer steps), so the prefix cache (prefix_cache.h) never
+  // reuses KV computed with other weights under the same name.
+  uint64_t version = 0;
 };
+
+// A weights version no adapter has had (process-wide, thread-safe; never 0, the base model's).
+uint64_t new_weights_version();
 
 // Allocates an adapter's flat buffer and views for `targets` (zero-filled). Used by loading and by
 // training to create a new adapter.

@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomAdapter, makeRandomModel } from '../scripts/random-model.js';
-import { EngineError, Model, type GeneratedSequence, type GenerateRequest } from '../src/engine/model.js';
+import { EngineError, Model, type GeneratedSequence, type GenerateRequest, type PrefixCacheStats } from '../src/engine/model.js';
+import { Trainer, type TrainSequence } from '../src/engine/trainer.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mcprl-gen-'));
 let model: Model;
@@ -211,5 +212,130 @@ describe('engine generation', () => {
     m2.close();
     await expect(m2.score([[1, 2]])).rejects.toMatchObject({ code: 'ENGINE_CLOSED' });
     await expect(m2.generate({ promptIds: [1], sampling: { maxTokens: 1 } })).rejects.toMatchObject({ code: 'ENGINE_CLOSED' });
+  });
+});
+
+/** `n` token ids from a seeded LCG (ordinary vocabulary ids, below the special tokens). */
+function ids(n: number, seed: number): number[] {
+  let x = seed >>> 0;
+  return Array.from({ length: n }, () => ((x = (Math.imul(x, 1664525) + 1013904223) >>> 0) % 150000));
+}
+
+// Prompts over several 64-token blocks (native/prefix_cache.h): P; P extended as a next turn would be; P cut at a
+// block boundary and inside a block; another prompt altogether. P5 ends 4 tokens past a block of P: after a hit
+// only those 4 rows are computed, and a product of at most 8 rows takes another kernel (native/gemm.cc) — without
+// chunks at fixed positions, the cold prompt's rows would come out of one product of 132 rows and round otherwise.
+const P = ids(200, 1);
+const PROMPTS = { P, P2: [...P, ...ids(60, 2)], P3: P.slice(0, 192), P4: P.slice(0, 150), P5: P.slice(0, 132), Q: ids(130, 3) };
+
+describe('prefix cache', () => {
+  let cold: Model;
+  let warm: Model;
+  beforeAll(async () => {
+    // The oracle: the same engine with the cache off (prefill in the same aligned chunks, nothing reused).
+    cold = await Model.load(join(dir, 'm'), { threads: 2, prefixCacheMib: 0 });
+    warm = await Model.load(join(dir, 'm'), { threads: 2 });
+    for (const m of [cold, warm]) {
+      await m.loadAdapter('a1', join(dir, 'a1'));
+      await m.loadAdapter('a2', join(dir, 'a2'));
+    }
+  });
+  afterAll(() => {
+    cold?.close();
+    warm?.close();
+  });
+
+  /** What `f` adds to the warm model's counters. */
+  async function delta(f: () => Promise<unknown>): Promise<PrefixCacheStats> {
+    const a = warm.prefixCacheStats();
+    await f();
+    const b = warm.prefixCacheStats();
+    return Object.fromEntries(Object.entries(b).map(([k, v]) => [k, v - a[k as keyof PrefixCacheStats]])) as unknown as PrefixCacheStats;
+  }
+
+  const reqs: GenerateRequest[] = [
+    sampled(30, { promptIds: PROMPTS.P }),
+    sampled(31, { promptIds: PROMPTS.P2 }),
+    sampled(32, { promptIds: PROMPTS.P3 }),
+    sampled(33, { promptIds: PROMPTS.P4 }),
+    sampled(38, { promptIds: PROMPTS.P5 }),
+    sampled(34, { promptIds: PROMPTS.Q }),
+    sampled(35, { promptIds: PROMPTS.P, adapter: 'a1' }),
+    sampled(36, { promptIds: PROMPTS.P2, adapter: 'a1', n: 3 }),
+    sampled(37, { promptIds: PROMPTS.P, adapter: 'a2' }),
+  ];
+
+  it('gives bit-identical tokens and logprobs with the cache off, cold and warm, in any order and batch', async () => {
+    const oracle: GeneratedSequence[][] = [];
+    for (const r of reqs) oracle.push(await cold.generate(r));
+    // Cold, one by one: each prompt hits what the ones before it left.
+    for (let i = 0; i < reqs.length; i++) expectSame(await warm.generate(reqs[i]), oracle[i]);
+    // Warm, in reverse order, then all at once (one admission: later prompts hit blocks the earlier ones inserted).
+    for (let i = reqs.length - 1; i >= 0; i--) expectSame(await warm.generate(reqs[i]), oracle[i]);
+    const together = await Promise.all(reqs.map((r) => warm.generate(r)));
+    together.forEach((t, i) => expectSame(t, oracle[i]));
+    expect(warm.prefixCacheStats().hitTokens).toBeGreaterThan(0);
+    expect(cold.prefixCacheStats()).toMatchObject({ hitTokens: 0, blocks: 0, bytes: 0 });
+  });
+
+  it('counts hits: a repeated prompt prefills nothing, a longer one only its new chunks, another adapter all', async () => {
+    await warm.setPrefixCache(0);
+    await warm.setPrefixCache(64);
+    const gen = (promptIds: number[], adapter: string | null = null) => delta(() => warm.generate({ promptIds, adapter, sampling: { maxTokens: 2, temperature: 0 } }));
+    expect(await gen(PROMPTS.P)).toMatchObject({ prompts: 1, promptTokens: 200, hitTokens: 0, prefilledTokens: 200, insertedBlocks: 4 });
+    expect(await gen(PROMPTS.P)).toMatchObject({ hitTokens: 200, hitBlocks: 4, prefilledTokens: 0, insertedBlocks: 0 });
+    // 3 full blocks of P; its last, partial block is P's own (a longer prompt computes that chunk whole).
+    expect(await gen(PROMPTS.P2)).toMatchObject({ hitTokens: 192, hitBlocks: 3, prefilledTokens: 68, insertedBlocks: 2 });
+    expect(await gen(PROMPTS.P3)).toMatchObject({ hitTokens: 192, prefilledTokens: 0 });
+    expect(await gen(PROMPTS.P4)).toMatchObject({ hitTokens: 128, prefilledTokens: 22 });
+    expect(await gen(PROMPTS.P, 'a1')).toMatchObject({ hitTokens: 0, prefilledTokens: 200 });
+    // n samples share one prefill (and the cache's blocks).
+    expect(await delta(() => warm.generate({ promptIds: PROMPTS.P2, n: 4, sampling: { maxTokens: 2, seed: 1 } }))).toMatchObject({ prompts: 1, hitTokens: 260 });
+    const s = warm.prefixCacheStats();
+    expect(s).toMatchObject({ blockTokens: 64, capacityBytes: 64 * 2 ** 20 });
+    expect(s.bytes).toBeGreaterThan(0);
+    // Off: nothing kept, nothing hit, and the memory is given back.
+    await warm.setPrefixCache(0);
+    expect(warm.prefixCacheStats()).toMatchObject({ blocks: 0, bytes: 0 });
+    expect(await gen(PROMPTS.P)).toMatchObject({ hitTokens: 0, prefilledTokens: 200 });
+    await warm.setPrefixCache(64);
+  });
+
+  it('never reuses blocks of an adapter replaced under its name or trained since', async () => {
+    const req = sampled(40, { promptIds: PROMPTS.P2, adapter: 'a1' });
+    await warm.generate(req);
+    // a1 replaced by a2's weights, on both engines: the warm one must not use the old a1's blocks.
+    for (const m of [cold, warm]) await m.loadAdapter('a1', join(dir, 'a2'));
+    const replaced = await cold.generate(req);
+    let got: GeneratedSequence[] = [];
+    expect(await delta(async () => (got = await warm.generate(req)))).toMatchObject({ hitTokens: 0 });
+    expectSame(got, replaced);
+    // The trainer's adapter is trained in place, under one name.
+    const opts = { adapterName: 'tr', rank: 4, alpha: 8, targets: ['q_proj', 'v_proj', 'down_proj'], seed: 3, optimizer: { lr: 5e-2 } };
+    const trainers = [await Trainer.create(cold, opts), await Trainer.create(warm, opts)];
+    const trReq = sampled(41, { promptIds: PROMPTS.P2, adapter: 'tr' });
+    await warm.generate(trReq);
+    expect(await delta(() => warm.generate(trReq))).toMatchObject({ hitTokens: 260 });
+    const batch: TrainSequence[] = [{ tokenIds: PROMPTS.P.slice(0, 40), mask: PROMPTS.P.slice(0, 40).map((_, t) => (t >= 20 ? 1 : 0)) }];
+    for (const t of trainers) await t.sftStep(batch);
+    const trained = await cold.generate(trReq);
+    expect(await delta(async () => (got = await warm.generate(trReq)))).toMatchObject({ hitTokens: 0, prefilledTokens: 260 });
+    expectSame(got, trained);
+    for (const t of trainers) t.close();
+    for (const m of [cold, warm]) await m.loadAdapter('a1', join(dir, 'a1'));
+  });
+
+  it('stays within a small budget by dropping least recently used blocks, with the same results', async () => {
+    // 1 MiB holds about 15 of this model's 64 KiB blocks; these prompts need 36.
+    await warm.setPrefixCache(1);
+    const many = Array.from({ length: 12 }, (_, k) => sampled(50 + k, { promptIds: [...PROMPTS.P.slice(0, 64 * (k % 3)), ...ids(130, 100 + k)] }));
+    const d = await delta(async () => {
+      for (const r of many) expectSame(await warm.generate(r), await cold.generate(r));
+    });
+    expect(d.evictedBlocks).toBeGreaterThan(0);
+    expect(d.hitBlocks).toBeGreaterThan(0);
+    const s = warm.prefixCacheStats();
+    expect(s.bytes).toBeLessThanOrEqual(2 ** 20);
+    await warm.setPrefixCache(64);
   });
 });

@@ -338,6 +338,9 @@ describe('/metrics', () => {
     const own = await startServer(engine, { port: 0 });
     try {
       const c = new OpenAI({ baseURL: own.url, apiKey: 'unused', maxRetries: 0 });
+      const scrape = async () => parseMetrics(await (await fetch(own.url.replace(/\/v1$/, '') + '/metrics')).text());
+      // The prefix cache's counters are the engine's, since it loaded (earlier tests used it too): compared by difference.
+      const before = await scrape();
       const answers = [];
       for (const seed of [1, 2]) answers.push(await c.chat.completions.create({ model: base, messages, max_tokens: 6, seed, n: 2 }));
       await c.chat.completions.create({ model: 'nope', messages }).catch(() => undefined);
@@ -360,6 +363,13 @@ describe('/metrics', () => {
       expect(info[0]).toContain(`base_model="${base}"`);
       expect(text).toContain('# TYPE mcprl_prompt_tokens_total counter');
       expect(text).toContain('# TYPE mcprl_num_requests_running gauge');
+      // The second request's prompt is the first's: every token of it came from the prefix cache.
+      const d = (k: string) => m.get(k)! - before.get(k)!;
+      expect(d('mcprl_prefix_cache_queries_total')).toBe(m.get('mcprl_prompt_tokens_total'));
+      expect(d('mcprl_prefix_cache_hits_total')).toBeGreaterThanOrEqual(answers[1].usage!.prompt_tokens);
+      expect(d('mcprl_prefill_tokens_total')).toBe(d('mcprl_prefix_cache_queries_total') - d('mcprl_prefix_cache_hits_total'));
+      expect(m.get('mcprl_prefix_cache_bytes')).toBeGreaterThan(0);
+      expect(text).toContain('# TYPE mcprl_prefix_cache_hits_total counter');
     } finally {
       await own.close();
     }

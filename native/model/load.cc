@@ -2,6 +2,7 @@
 // ModelWeights, and LoRA adapters (new zero ones, or adapter_model.safetensors of a PEFT folder) into
 // LoraAdapter. Every mismatch with the architecture fails naming the file and the tensor.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -214,8 +215,14 @@ void Model::load(const std::string& dir, const ModelConfig& config, WeightMode m
   rope_inv_freq(inv_freq.data(), c.head_dim, c.rope_theta, c.rope);
 }
 
+uint64_t new_weights_version() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
 void lora_allocate(LoraAdapter& a, const ModelConfig& c, int r, float alpha, bool rslora, const bool* targets) {
   CHECK(r > 0, "LoRA rank must be positive");
+  a.version = new_weights_version();
   a.r = r;
   a.alpha = alpha;
   a.rslora = rslora;

@@ -135,6 +135,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
       CHECK(src.size() == st_->adapter->memory.size, "trainer buffer size mismatch: got " + std::to_string(src.size()) +
                                                         " floats, expected " + std::to_string(st_->adapter->memory.size));
       std::copy(src.begin(), src.end(), p);
+      if (p == st_->adapter->memory.data) st_->adapter->version = new_weights_version();
       return info.Env().Undefined();
     });
   }
@@ -239,6 +240,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
             if (step) {
               out->grad_norm = max_norm > 0 ? clip_grad_norm(st->grad.data, n, max_norm) : grad_norm(st->grad.data, n);
               adamw_step(a.memory.data, st->grad.data, st->m.data, st->v.data, n, step_no, lr, ac);
+              a.version = new_weights_version();
             } else {
               out->grad_norm = grad_norm(st->grad.data, n);
             }

@@ -22,7 +22,8 @@ import type { ChatMessage, OpenAITool } from '../agent/policy.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { HfTokenizer } from '../chat/tokenizer.js';
 import { exportModel } from '../export/export-model.js';
-import { Model } from '../engine/model.js';
+import { Model, modelLoadOptions } from '../engine/model.js';
+import type { PrefixCacheMib } from '../engine/prefix-cache.js';
 import { Trainer } from '../engine/trainer.js';
 import type { LossConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
 import type { WeightDtype } from '../engine/weight-dtype.js';
@@ -70,6 +71,8 @@ export interface LocalBackendOptions {
   chatTemplateKwargs?: Record<string, unknown>;
   /** How the base models' weights are kept in memory on CPU (src/engine/weight-dtype.ts). Default: the engine's (auto). */
   weightDtype?: WeightDtype;
+  /** The engines' prefix cache budget in MiB, 0 off (src/engine/prefix-cache.ts). Default: the engine's. */
+  prefixCacheMib?: PrefixCacheMib;
   /**
    * The folder a model is kept in. Default `<dir>/<project>/<name>`. `mcprl train` keeps its one model in the run's
    * own folder, so that the run's checkpoints are the model's.
@@ -427,7 +430,7 @@ export class LocalBackend implements Backend {
     if (!b) {
       b = (async () => {
         const tokenizer = await HfTokenizer.load(abs);
-        const model = await Model.load(abs, { ...(this.opts.threads !== undefined ? { threads: this.opts.threads } : {}), ...(this.opts.weightDtype ? { weightDtype: this.opts.weightDtype } : {}) });
+        const model = await Model.load(abs, modelLoadOptions(this.opts));
         const engine = new ChatEngine(model, tokenizer, this.opts.chatTemplateKwargs ? { chatTemplateKwargs: this.opts.chatTemplateKwargs } : {});
         return { model, engine };
       })();

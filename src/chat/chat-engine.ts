@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
 import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
-import { EngineError, Model, type WeightDtype, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
+import { EngineError, Model, modelLoadOptions, type ModelLoadOptions, type PrefixCacheStats, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 import { McprlError } from '../util/errors.js';
@@ -26,6 +26,8 @@ export interface ChatModel {
   unloadAdapter(name: string): void;
   /** Generation requests waiting to be admitted and running now (src/engine/model.ts). */
   queue(): { waiting: number; running: number };
+  /** The engine's prefix cache counters (src/engine/prefix-cache.ts), where it has one. */
+  prefixCacheStats?(): PrefixCacheStats;
   close(): void;
 }
 
@@ -197,13 +199,9 @@ export interface ChatEngineOptions {
   offThreadPromptChars?: number;
 }
 
-export interface LoadChatEngineOptions extends ChatEngineOptions {
+export interface LoadChatEngineOptions extends ChatEngineOptions, ModelLoadOptions {
   /** LoRA adapters to load: name → PEFT folder. */
   adapters?: { name: string; dir: string }[];
-  /** Engine threads. Default: the engine's. */
-  threads?: number;
-  /** How the base weights are kept in memory (src/engine/weight-dtype.ts). Default auto. */
-  weightDtype?: WeightDtype;
 }
 
 /** Name an adapter folder is served under when none is given: the folder's own name. */
@@ -270,7 +268,7 @@ export class ChatEngine {
       names.add(a.name);
     }
     const tokenizer = await HfTokenizer.load(modelDir);
-    const model = await Model.load(modelDir, { ...(opts.threads !== undefined ? { threads: opts.threads } : {}), ...(opts.weightDtype ? { weightDtype: opts.weightDtype } : {}) });
+    const model = await Model.load(modelDir, modelLoadOptions(opts));
     try {
       const engine = new ChatEngine(model, tokenizer, opts);
       if (names.has(engine.modelName)) throw new Error(`an adapter may not share the base model's name ${engine.modelName}`);
@@ -384,6 +382,11 @@ export class ChatEngine {
       if (this.adapterOps.get(name) === settled) this.adapterOps.delete(name);
     });
     return run;
+  }
+
+  /** The engine's prefix cache counters and size (src/engine/prefix-cache.ts); null for a model without one. */
+  prefixCacheStats(): PrefixCacheStats | null {
+    return this.model.prefixCacheStats?.() ?? null;
   }
 
   /** Requests waiting: held by a route being replaced, or queued in the engine; and requests generating now. */

@@ -4,6 +4,7 @@
  */
 import { Option, type Command } from 'commander';
 import { ChatEngine } from '../chat/chat-engine.js';
+import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { WeightDtypeSchema, type WeightDtype } from '../engine/weight-dtype.js';
 import { parseAdapterSpec } from '../serve/adapter-spec.js';
 import { startServer } from '../serve/server.js';
@@ -18,6 +19,7 @@ interface ServeCliOptions {
   servedModelName?: string;
   threads?: number;
   weightDtype?: WeightDtype;
+  prefixCacheMib?: number;
   maxTokens: number;
   chatTemplateKwargs?: string;
   constrainToolCalls: boolean;
@@ -45,6 +47,11 @@ export function registerServe(program: Command): Command {
         WeightDtypeSchema.unwrap().options,
       ),
     )
+    .option(
+      '--prefix-cache-mib <n>',
+      `memory for the prefix cache (KV of earlier prompts' starts, reused by prompts that begin alike), 0 off; results are the same either way (default: ${PrefixCacheMibSchema.parse(undefined)})`,
+      numberParser({ integer: true, min: 0 }),
+    )
     .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', numberParser({ integer: true, above: 0 }), 1024)
     .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
     .option('--no-constrain-tool-calls', "decode tool calls freely (by default they are constrained to the tools' schemas; a request may set constrain_tool_calls)")
@@ -71,6 +78,7 @@ Examples:
         adapters: opts.adapter.map(parseAdapterSpec),
         ...(threads !== undefined ? { threads } : {}),
         ...(opts.weightDtype ? { weightDtype: opts.weightDtype } : {}),
+        ...(opts.prefixCacheMib !== undefined ? { prefixCacheMib: opts.prefixCacheMib } : {}),
         defaultMaxTokens: maxTokens,
         ...(kwargs ? { chatTemplateKwargs: kwargs } : {}),
         ...(opts.servedModelName ? { modelName: opts.servedModelName } : {}),

@@ -14,6 +14,7 @@ import { basename, join, resolve } from 'node:path';
 import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
 import { readAdapterSettings } from '../hf/peft.js';
 import { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
+import { PrefixCacheMibSchema, type PrefixCacheMib, type PrefixCacheStats } from './prefix-cache.js';
 import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
 
 export { EngineError };
@@ -134,6 +135,25 @@ interface Sample {
   constraint: TokenConstraint | null;
 }
 
+/** How Model.load sets up the engine; each field left out takes the engine's default. */
+export interface ModelLoadOptions {
+  /** OpenMP threads. Default all cores. */
+  threads?: number;
+  /** How the big matrices are kept (src/engine/weight-dtype.ts). Default auto. */
+  weightDtype?: WeightDtype;
+  /** The prefix cache's budget in MiB, 0 off (src/engine/prefix-cache.ts). Default 1024. */
+  prefixCacheMib?: PrefixCacheMib;
+}
+
+/** The ModelLoadOptions fields of a larger options object that are set (for callers that pass theirs on). */
+export function modelLoadOptions(o: ModelLoadOptions): ModelLoadOptions {
+  return {
+    ...(o.threads !== undefined ? { threads: o.threads } : {}),
+    ...(o.weightDtype !== undefined ? { weightDtype: o.weightDtype } : {}),
+    ...(o.prefixCacheMib !== undefined ? { prefixCacheMib: o.prefixCacheMib } : {}),
+  };
+}
+
 const engines = new WeakMap<Model, NativeEngine>();
 
 /** The native engine behind a Model (for src/engine/trainer.ts, which adds training on the same weights). */
@@ -149,6 +169,7 @@ export function nativeAddon(): NativeAddon {
 }
 
 export { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
+export { PrefixCacheMibSchema, type PrefixCacheMib, type PrefixCacheStats } from './prefix-cache.js';
 
 export class Model {
   private engine: NativeEngine | null;
@@ -167,9 +188,13 @@ export class Model {
     engines.set(this, engine);
   }
 
-  /** Loads an HF folder (config.json + safetensors). threads: OpenMP threads, default all cores. */
-  static async load(dir: string, opts: { threads?: number; weightDtype?: WeightDtype } = {}): Promise<Model> {
+  /**
+   * Loads an HF folder (config.json + safetensors). threads: OpenMP threads, default all cores. prefixCacheMib:
+   * the prefix cache's budget (src/engine/prefix-cache.ts; 0 turns it off).
+   */
+  static async load(dir: string, opts: ModelLoadOptions = {}): Promise<Model> {
     const weightDtype = WeightDtypeSchema.parse(opts.weightDtype);
+    const prefixCacheMib = PrefixCacheMibSchema.parse(opts.prefixCacheMib);
     const abs = resolve(dir);
     const config = await readModelConfig(abs);
     if (config.mlpBias) throw new EngineError('ENGINE_LOAD', `${join(abs, 'config.json')}: mlp_bias is not supported by the engine`);
@@ -177,6 +202,7 @@ export class Model {
     const engine = new addon.Engine();
     try {
       await engine.load(abs, nativeSpec(config), opts.threads ?? 0, weightDtype);
+      engine.prefixCache(prefixCacheMib * 2 ** 20);
     } catch (e) {
       throw nativeError(e, 'ENGINE_LOAD');
     }
@@ -198,6 +224,17 @@ export class Model {
   /** Bytes of base weights in memory per dtype (f32, bf16, f16). */
   weightBytes(): { f32: number; bf16: number; f16: number } {
     return this.live().weightBytes();
+  }
+
+  /** The prefix cache's counters since load and its size now (src/engine/prefix-cache.ts); never waits for the engine. */
+  prefixCacheStats(): PrefixCacheStats {
+    return this.live().prefixCacheStats();
+  }
+
+  /** A new budget for the prefix cache in MiB (0 turns it off and frees it; a smaller one evicts now). */
+  setPrefixCache(mib: PrefixCacheMib): Promise<void> {
+    const bytes = PrefixCacheMibSchema.parse(mib) * 2 ** 20;
+    return this.run((e) => e.prefixCache(bytes));
   }
 
   adapterNames(): string[] {

@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../hf/config.js';
+import type { PrefixCacheStats } from './prefix-cache.js';
 import type { WeightDtype } from './weight-dtype.js';
 import { McprlError } from '../util/errors.js';
 
@@ -58,7 +59,10 @@ export interface NativeEngine {
   slotSeed(id: number, seed: number, stream: number): void;
   /** Copies src's cache and last hidden state into each dst. */
   fork(src: number, dsts: Int32Array): Promise<void>;
-  /** Appends each segment's tokens to its slot (one shared forward). */
+  /**
+   * Appends each prompt's tokens to its (empty) slot, one prompt after the other, in chunks at fixed positions,
+   * reusing the prefix cache's blocks (native/prefix_cache.h).
+   */
   prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string | null)[]): Promise<void>;
   /**
    * Samples the next token of each slot from its last hidden state. maskIdx[i] picks slot i's allowed set
@@ -85,6 +89,9 @@ export interface NativeEngine {
     maskIdx: Int32Array | null,
     masks: Uint32Array | null,
   ): Promise<SampledTokens>;
+  /** The prefix cache's byte budget (0: off; a smaller budget evicts now). */
+  prefixCache(capacityBytes: number): void;
+  prefixCacheStats(): PrefixCacheStats;
   close(): void;
 }
 

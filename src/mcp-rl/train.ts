@@ -93,7 +93,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   await run.pruneCheckpoints(state ? [state.step, state.bestStep] : []);
   // The policy is the library's model, kept in the run's own folder: its checkpoints are the run's. The run's chat
   // template variables reach every prompt the engine renders: rollouts and tokenisation alike.
-  const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}) });
+  const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}), ...(c.prefixCacheMib !== undefined ? { prefixCacheMib: c.prefixCacheMib } : {}) });
   const policyModel = new TrainableModel({ project: 'mcprl', name: 'policy', baseModel: c.model, lora: { rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed } });
   let pool: RolloutPool | null = null;
   try {
@@ -165,7 +165,9 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       };
 
       // gather + score (+ replace groups without signal)
+      const cacheBefore = model.prefixCacheStats();
       const gathered = await phase('gather', () => gatherStep(o, policy, curriculum, step, events));
+      const cacheAfter = model.prefixCacheStats();
       pool?.ensureAlive(`step ${step}`);
       const groups = gathered.groups.map(trainable);
       const rollouts = gathered.groups.flat();
@@ -194,6 +196,9 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: r.advantages.filter((a) => a !== null).length } : {}),
         ...(c.constrainToolCalls ? constrainMetrics(engine, gathered.groups, step === 1 ? log : null) : {}),
         ...(pool ? rolloutServerMetrics(pool, rollouts, r.tokenIdsDiffer, r.offPolicy) : {}),
+        // The in-process engine's prefill during the gather: prompt tokens whose KV came from the prefix cache, and
+        // prompt tokens computed (the servers' own are on their /metrics).
+        ...(pool ? {} : { prefix_cache_hit_tokens: cacheAfter.hitTokens - cacheBefore.hitTokens, prefilled_tokens: cacheAfter.prefilledTokens - cacheBefore.prefilledTokens }),
         ...(r.trained ? { loss: r.loss, policy_loss: r.policyLoss, kl: r.kl, clip_fraction: r.clipFraction, mean_ratio: r.meanRatio, entropy: r.entropy, grad_norm: r.gradNorm, trained_tokens: r.trainedTokens, tokens_per_s: r.tokensPerSecond, lr: r.lr } : {}),
       };
       const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };

@@ -1,11 +1,13 @@
 /**
  * `GET /metrics`: what `mcprl serve` has done and is doing, in Prometheus' text exposition format (version
  * 0.0.4). Counters since the server started — HTTP requests by route and status, chat completions by finish
- * reason, prompt and generated tokens — and gauges read at scrape time: requests waiting and running in the
- * engines, and the adapters served. Names follow vLLM's (`vllm:prompt_tokens_total` is
+ * reason, prompt and generated tokens, the engines' prefix cache lookups, hits and prefilled tokens — and gauges
+ * read at scrape time: requests waiting and running in the engines, the prefix caches' size, and the adapters
+ * served. Names follow vLLM's (`vllm:prompt_tokens_total` is
  * `mcprl_prompt_tokens_total` here) so that dashboards map one to one.
  */
 import type { ChatEngine, ChatFinishReason, ChatResult } from '../chat/chat-engine.js';
+import type { PrefixCacheStats } from '../engine/prefix-cache.js';
 
 /** The content type of the text exposition format. */
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -66,6 +68,15 @@ export class ServeMetrics {
       [{}, queues.reduce((s, q) => s + q.waiting, 0)],
     ]);
     family('mcprl_num_requests_running', 'gauge', 'Requests generating now.', [[{}, queues.reduce((s, q) => s + q.running, 0)]]);
+    // The engines' prefix caches (src/engine/prefix-cache.ts), as vLLM's prefix_cache_queries / _hits (in tokens).
+    const caches = engines.map((e) => e.prefixCacheStats()).filter((c) => c !== null);
+    const total = (f: (c: PrefixCacheStats) => number): [Record<string, string>, number][] => [[{}, caches.reduce((s, c) => s + f(c), 0)]];
+    family('mcprl_prefix_cache_queries_total', 'counter', 'Prompt tokens looked up in the prefix cache (every prompt token prefilled).', total((c) => c.promptTokens));
+    family('mcprl_prefix_cache_hits_total', 'counter', 'Prompt tokens whose KV came from the prefix cache.', total((c) => c.hitTokens));
+    family('mcprl_prefill_tokens_total', 'counter', 'Prompt tokens computed by a prefill forward (queries minus hits).', total((c) => c.prefilledTokens));
+    family('mcprl_prefix_cache_evictions_total', 'counter', 'Prefix cache blocks dropped for room or because their adapter changed.', total((c) => c.evictedBlocks));
+    family('mcprl_prefix_cache_blocks', 'gauge', 'Blocks held by the prefix cache now.', total((c) => c.blocks));
+    family('mcprl_prefix_cache_bytes', 'gauge', 'Bytes held by the prefix cache now.', total((c) => c.bytes));
     const adapters = engines.flatMap((e) => e.modelNames().filter((m) => m.adapter !== null).map((m) => ({ engine: e, name: m.id, adapter: m.adapter! })));
     family('mcprl_lora_adapters', 'gauge', 'LoRA adapters served.', [[{}, adapters.length]]);
     family(

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { LossConfigSchema, TrainError } from '../engine/train-types.js';
 import { WeightDtypeSchema } from '../engine/weight-dtype.js';
+import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { LORA_TARGETS } from '../hf/peft.js';
 import { resolveRewardMode, RewardModeSchema } from '../ruler/blend.js';
 
@@ -102,6 +103,11 @@ export const TrainSettingsSchema = z.object({
   chatTemplateKwargs: z.record(z.string(), z.unknown()).optional().describe('chat template variables as a JSON object, e.g. \'{"enable_thinking": false}\''),
   /** How the base model's weights are kept in memory on CPU (src/engine/weight-dtype.ts). Default auto. */
   weightDtype: WeightDtypeSchema.unwrap().optional().describe('how base weights are kept in memory: auto (bf16/f16 stay 16-bit), f32 (widened), bf16 (default: auto)'),
+  /**
+   * The engine's prefix cache budget in MiB (src/engine/prefix-cache.ts): rollouts that share a prompt's start
+   * prefill it once. 0 turns it off; results are the same either way. Default 1024.
+   */
+  prefixCacheMib: PrefixCacheMibSchema.unwrap().optional().describe(`the engine's prefix cache budget in MiB, 0 off; results are the same either way (default: ${PrefixCacheMibSchema.parse(undefined)})`),
   /** Rollouts in flight at once. Default 8. */
   concurrency: z.number().int().positive().default(8).describe('rollouts in flight at once'),
   /** How attempts are scored (see resolveRewardMode). Default blend with a judge, checks without. */

@@ -43,11 +43,15 @@ function trainKilledAt(run: string, at: string): Promise<{ signal: string | null
   });
 }
 
-/** What must come out the same: metrics without the timing figures, the final checkpoint's bytes, the state. */
+/**
+ * What must come out the same: metrics without the timing figures and the prefix cache's counters (what the
+ * engine's cache held depends on the process — a resumed one starts empty — while the results do not), the final
+ * checkpoint's bytes, the state.
+ */
 async function outcome(run: string) {
   const dir = path.join(runs, run);
   const metrics = (await readFile(path.join(dir, 'metrics.jsonl'), 'utf8')).split('\n').filter(Boolean).map((l) => {
-    const { wall_s: _w, tokens_per_s: _t, ...m } = JSON.parse(l) as Record<string, unknown>;
+    const { wall_s: _w, tokens_per_s: _t, prefix_cache_hit_tokens: _h, prefilled_tokens: _p, ...m } = JSON.parse(l) as Record<string, unknown>;
     return m;
   });
   const ckpt = path.join(dir, 'checkpoints', 'step-0002');

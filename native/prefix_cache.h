@@ -1,0 +1,112 @@
+// Automatic prefix caching (after vLLM's): the KV of prompts prefilled earlier, kept in blocks of kPrefillChunk
+// tokens, so that a prompt that starts like an earlier one (a GRPO group's rollouts share their first prompt; a
+// rollout's next turn starts with its last prompt) prefills only the rest.
+//
+// Determinism: prefill runs in chunks of kPrefillChunk rows at fixed absolute positions (0, B, 2B, ...; the last
+// chunk partial), cached or not, so every chunk's rows come out of products of the same shape and are the same
+// bits whether its prefix was computed now or copied from a block. A block holds exactly one such chunk: a full
+// one (which later chunks can extend), or a prompt's last, partial one (reused only by a prompt that ends with
+// exactly those tokens: a longer prompt computes that chunk with more rows, in another product shape). Decoded
+// tokens' KV (row-wise products, gemm.h) is never cached: a prefill of those tokens would round differently.
+//
+// Blocks are keyed by a hash chain over (adapter name, adapter weights version, parent block, the chunk's token
+// ids); a hit is verified by comparing all of those, never by the hash alone. Memory is bounded by a byte budget
+// (least recently used blocks go first; a block's ancestors are always more recent than it, so eviction takes
+// leaves and never leaves an unreachable child).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common.h"
+#include "model.h"
+
+namespace mcprl {
+
+// Rows per prefill forward, at fixed absolute positions. A constant of the numerics (changing it changes
+// prefill's rounding), not a setting; 64 rows keep OpenBLAS's products efficient and lose at most 63 tokens of
+// reuse per prompt.
+constexpr int kPrefillChunk = 64;
+
+// Which weights computed a block: the adapter's name ("" for the base model) and its weights version
+// (LoraAdapter::version; 0 for the base model).
+using AdapterKey = std::pair<std::string, uint64_t>;
+
+// Atomic so that they can be read without the engine's lock: `/metrics` never waits for a prefill.
+struct PrefixCacheStats {
+  std::atomic<uint64_t> prompts{0};          // prompts prefilled
+  std::atomic<uint64_t> prompt_tokens{0};    // their tokens
+  std::atomic<uint64_t> hit_tokens{0};       // tokens whose KV came from the cache
+  std::atomic<uint64_t> hit_blocks{0};
+  std::atomic<uint64_t> prefilled_tokens{0}; // tokens computed by a forward
+  std::atomic<uint64_t> inserted_blocks{0};
+  std::atomic<uint64_t> evicted_blocks{0};   // dropped for room or because their adapter changed
+  std::atomic<uint64_t> blocks{0}, bytes{0}, capacity_bytes{0};  // now
+};
+
+class PrefixCache {
+ public:
+  // 0 turns the cache off (prefill still runs in aligned chunks: the same results). Shrinking evicts.
+  void set_capacity(size_t bytes);
+  size_t capacity() const { return capacity_; }
+  // Drops every block whose adapter is no longer live with that weights version (unloaded, replaced, trained).
+  template <class Live>
+  void purge_stale(Live live) {
+    for (auto it = keys_.begin(); it != keys_.end();) {
+      auto cur = it++;
+      if (!live(cur->first)) drop_key(cur->first);
+    }
+  }
+  // The longest run of cached blocks that starts `tokens` (n of them): the ids of the blocks in order; their
+  // tokens add up to the return value. Only a prompt's whole rest may match a partial block.
+  int match(const AdapterKey& key, const int32_t* tokens, int n, std::vector<int>& out);
+  // Keeps the chunk at rows [pos, pos + n) of `slot` (a full chunk, or the prompt's last one) under `parent`
+  // (-1 for the first chunk) with last_h, the final-normed hidden of its last row. Returns the block id, or -1
+  // when it does not fit the budget.
+  int insert(const Model& m, const AdapterKey& key, int parent, const int32_t* tokens, int n, const KVSlot& slot, int pos,
+             const float* last_h);
+  // Copies block b's KV into rows [pos, pos + n) of slot (and its last_h into the slot).
+  void restore(const Model& m, int b, KVSlot& slot, int pos) const;
+  int block_tokens(int b) const { return blocks_.at(b)->n; }
+  void clear();
+  PrefixCacheStats stats;
+
+ private:
+  struct Block {
+    uint64_t hash;
+    AdapterKey key;
+    int parent, n, children = 0;
+    std::vector<int32_t> tokens;  // (n)
+    FloatBuffer kv;               // (2, L, n, Hkv*D): keys then values
+    std::vector<float> last_h;    // (C)
+    size_t bytes;
+    std::list<int>::iterator lru;
+  };
+  // The id of the block with exactly these ids under parent and key, or -1; *hash gets their chain hash.
+  int find(const AdapterKey& key, int parent, const int32_t* tokens, int n, uint64_t* hash) const;
+  void touch(int b);   // most recent, then its ancestors (so they stay more recent than it)
+  void erase(int b);
+  void drop_key(const AdapterKey& key);
+  bool make_room(size_t bytes);
+
+  size_t capacity_ = 0, bytes_ = 0;
+  int next_id_ = 0;
+  std::unordered_map<int, std::unique_ptr<Block>> blocks_;
+  std::unordered_multimap<uint64_t, int> index_;  // hash -> block ids (verified on lookup)
+  std::list<int> lru_;                            // least recently used first
+  std::map<AdapterKey, int> keys_;                // blocks per adapter key
+};
+
+// Prefills `tokens` (n) into `slot` (empty, or holding a prefix that ends on a chunk boundary) in chunks of
+// kPrefillChunk rows at fixed positions: blocks of `cache` that match the start of the prompt are copied, the
+// rest is computed and inserted. Leaves slot->len += n and slot->last_h, as Model::forward does.
+void prefill_chunked(Model& m, RunState& rs, PrefixCache& cache, KVSlot& slot, const int32_t* tokens, int n,
+                     const LoraAdapter* adapter);
+
+}  // namespace mcprl
