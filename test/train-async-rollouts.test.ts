@@ -9,6 +9,10 @@
  * importance sampling against a policy that really differs (mismatch far above the float32 noise of the synchronous
  * split, < 1e-4 in test/train-rollout-servers.test.ts); step 3's (trained by adapter 2) are two steps stale, past N:
  * discarded and gathered again on adapter 2, so that step trains on-policy (mismatch back at float noise).
+ *
+ * Then a run that dies after a step gathered ahead has trained, before it commits, and is resumed: that step is
+ * gathered again. (An error thrown at the publish stands for the death here; kill -9 at exact points of the
+ * synchronous loop is test/faults/kill-9.test.ts, and the asynchronous loop commits through the same code.)
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -29,6 +33,15 @@ const SETTINGS = { maxSteps: 3, evalEvery: 3, patience: 10, groupsPerStep: 3, ro
 let work: string;
 let set: { train: Scenario[]; val: Scenario[] };
 let server: ChildProcessWithoutNullStreams | undefined;
+let serverUrl: Promise<string> | undefined;
+/** The `mcprl serve` child the tests share, started by the first that needs it. */
+function served(): Promise<string> {
+  if (!serverUrl) {
+    server = runCli(['serve', '--model', MODEL, '--port', '0', '--quiet']);
+    serverUrl = listeningUrl(server);
+  }
+  return serverUrl;
+}
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'mcprl-async-'));
@@ -44,8 +57,7 @@ const readJsonl = async (file: string) => (await readFile(file, 'utf8')).split('
 
 describe('asynchronous rollouts (--max-staleness)', () => {
   it('trains on groups gathered by an older adapter, with TIS against it, and regathers a group past N', async () => {
-    server = runCli(['serve', '--model', MODEL, '--port', '0', '--quiet']);
-    const url = await listeningUrl(server);
+    const url = await served();
     let gatheredStep3!: () => void;
     const step3In = new Promise<void>((resolve) => (gatheredStep3 = resolve));
     const gathered: number[] = [];
@@ -92,6 +104,36 @@ describe('asynchronous rollouts (--max-staleness)', () => {
     expect(m[2].logprob_mismatch).toBeGreaterThan(1e-3);
     expect(m[2].tis_weight_deviation).toBeGreaterThan(1e-3);
     if (m[3].loss !== undefined) expect(m[3].logprob_mismatch).toBeLessThan(1e-4);
+  }, 600_000);
+
+  it('resumes a run that died with a step gathered ahead: that step is gathered again, on the resumed adapter', async () => {
+    const url = await served();
+    const runDir = new RunDir(join(work, 'runs', 'died'));
+    const config = trainConfigFrom({ ...SETTINGS, maxSteps: 2, evalEvery: 2, maxStaleness: 1 }, { model: MODEL, target: 'fixture' });
+    const rollout = { urls: [url], adapterDir: join(work, 'died-adapters') };
+    let gatheredStep2!: () => void;
+    const step2In = new Promise<void>((resolve) => (gatheredStep2 = resolve));
+    // Step 2 is gathered ahead by adapter 0; the run dies once step 2 has trained, before it commits (as a kill
+    // there would leave it: step 1 committed, step 2's checkpoint not the run's).
+    await expect(train({
+      run: runDir, config, target: fixtureStdioTarget(), scenarios: set, log: () => undefined, rollout,
+      asyncHooks: {
+        onGathered: (step) => step === 2 && gatheredStep2(),
+        beforePublish: async (step) => {
+          if (step === 1) await step2In;
+          if (step === 2) throw new Error('died before step 2 committed');
+        },
+      },
+    })).rejects.toThrow('died before step 2 committed');
+    expect((await runDir.readState())?.step).toBe(1);
+    for (const t of await readJsonl(runDir.trajectories(2))) if (t.metrics.turns > 0) expect(t.policy_step).toBe(0);
+
+    const resumed = await train({ run: runDir, config, target: fixtureStdioTarget(), scenarios: set, log: () => undefined, rollout, resume: true });
+    expect(resumed.state).toMatchObject({ step: 2, stopped: 'max_steps' });
+    const m = await readJsonl(runDir.path('metrics.jsonl'));
+    expect(m.map((r) => r.step)).toEqual([0, 1, 2]);
+    expect(m[2]).toMatchObject({ staleness_max: 0, groups_too_stale: 0 });
+    for (const t of await readJsonl(runDir.trajectories(2))) if (t.metrics.turns > 0) expect(t).toMatchObject({ sampled_by: ['policy-step-1'], policy_step: 1 });
   }, 600_000);
 
   it('refuses in-process rollouts with N ≥ 1, in one line', async () => {
