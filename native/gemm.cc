@@ -53,7 +53,11 @@ void set_threads(int n) {
   omp_set_num_threads(n);
 #endif
 #ifdef MCPRL_HAVE_OPENBLAS
-  openblas_set_num_threads(n);
+  // Not while the portable GEMM is forced: no product uses OpenBLAS then, and openblas_set_num_threads may re-create
+  // its thread pool, which races with a fork() on another thread (OpenBLAS's fork handler joins the pool's threads
+  // and never wakes one created meanwhile: the fork hangs). A trainer with asynchronous rollouts forks MCP servers
+  // while it trains, so it forces the portable GEMM (src/mcp-rl/train.ts).
+  if (!g_portable.load()) openblas_set_num_threads(n);
 #endif
 }
 int get_threads() { return g_threads.load() > 0 ? g_threads.load() : 1; }

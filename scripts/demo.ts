@@ -8,12 +8,13 @@
  *   npm run demo [-- --seed 2 --max-steps 12 --run NAME] [--model DIR --scenarios DIR]
  *   npm run demo -- --seeds 1,2,3
  *   npm run demo -- --seeds 1,2,3 -- --lr 1e-3     (options after a second -- go to mcprl train; a later option wins)
- *   npm run demo -- --split
+ *   npm run demo -- --split [--max-staleness 1]
  *
  * With `--split` the rollouts run on `mcprl serve` as a process of its own (the bundled model on a free port of
  * 127.0.0.1), and training drives it with `mcprl train --rollout-url … --adapter-dir …` (a temporary folder both
  * read), as a deployment with vLLM would; the server is stopped and the folder removed at the end. Each seed
- * prints its wall time, so the two ways can be compared.
+ * prints its wall time, so the two ways can be compared. `--max-staleness N` (with `--split`) makes the rollouts
+ * asynchronous: the server gathers the next step while the trainer trains (docs/serving.md).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -37,6 +38,7 @@ const { values } = parseArgs({
     'max-steps': { type: 'string', default: '30' },
     run: { type: 'string' },
     split: { type: 'boolean', default: false },
+    'max-staleness': { type: 'string' },
     'runs-dir': { type: 'string', default: join(ROOT, 'runs') },
     // A rebuilt tiny model and its scenario sets, to measure them before they replace the bundled ones.
     model: { type: 'string', default: join(ROOT, 'fixtures', 'models', 'tiny-bookshop') },
@@ -53,6 +55,10 @@ if (!existsSync(join(model, 'model.safetensors'))) {
 // The fixture server: compiled JavaScript when `npm ci` has built dist/, else its TypeScript source via tsx.
 const compiled = join(ROOT, 'dist', 'fixtures', 'server', 'main.js');
 const server = existsSync(compiled) ? [process.execPath, compiled] : [process.execPath, '--import', 'tsx', join(ROOT, 'fixtures', 'server', 'main.ts')];
+if (values['max-staleness'] !== undefined && !values.split) {
+  console.error('--max-staleness needs --split: asynchronous rollouts run on a rollout server');
+  process.exit(1);
+}
 const seeds = (values.seeds ?? values.seed!).split(',').map((x) => x.trim()).filter(Boolean);
 if (seeds.length > 1 && values.run) {
   console.error('--run names one run; with --seeds each seed gets its own run name');
@@ -82,7 +88,7 @@ async function split(f: (rollout: string[]) => Promise<void>): Promise<void> {
     const server = await forkServer(['serve', '--model', model, '--port', '0', '--quiet']);
     try {
       console.error(`mcprl demo: rollouts on mcprl serve at ${server.url} (pid ${server.child.pid}), adapters in ${adapters}`);
-      await f(['--rollout-url', server.url, '--adapter-dir', adapters]);
+      await f(['--rollout-url', server.url, '--adapter-dir', adapters, ...(values['max-staleness'] !== undefined ? ['--max-staleness', values['max-staleness']] : [])]);
     } finally {
       await server.stop();
     }

@@ -92,7 +92,7 @@ describe('LocalBackend step options', () => {
     const r = await model.train([withSignal()], { lr: 1e-2, tisCap: 2 });
     expect(r.trained).toBe(true);
     expect(r.retokenizedTurns).toBe(3);
-    expect(r.offPolicy).toEqual({ logprobMismatch: 0, logprobMismatchMax: 0, tisTruncated: 0, tokensWithoutSamplerLogprob: r.trainedTokens });
+    expect(r.offPolicy).toEqual({ logprobMismatch: 0, logprobMismatchMax: 0, tisTruncated: 0, tisWeightDeviation: 0, tokensWithoutSamplerLogprob: r.trainedTokens });
     expect((await model.train([withSignal()], { lr: 1e-2 })).offPolicy).toBeUndefined();
   });
 

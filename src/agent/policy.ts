@@ -57,6 +57,11 @@ export interface PolicyTurn {
   constrained?: boolean;
   /** Tool calls the policy saw but could not parse (e.g. malformed Hermes `<tool_call>` blocks). */
   invalidToolCalls?: { raw: string; error: string }[];
+  /**
+   * The model that answered, as the endpoint named it (a chat completion's `model`; on a server in vLLM's dialect
+   * the adapter's name), when the policy knows it.
+   */
+  model?: string;
 }
 
 /**
@@ -236,6 +241,7 @@ export function parseCompletion(completion: OpenAI.Chat.Completions.ChatCompleti
     finishReason: choice.finish_reason ?? 'stop',
   };
   if (invalidToolCalls.length > 0) turn.invalidToolCalls = invalidToolCalls;
+  if (typeof completion.model === 'string' && completion.model !== '') turn.model = completion.model;
   const lp = choice.logprobs?.content;
   if (Array.isArray(lp) && lp.length > 0) turn.logprobs = lp.map((t) => t.logprob);
   const ids = [choice.token_ids, choice.mcprl_token_ids, Array.isArray(lp) ? lp.map((t) => idOfToken(t.token)) : undefined]

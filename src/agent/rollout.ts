@@ -152,6 +152,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
   let lastText: string | null = null;
   let error: string | undefined;
   let completionTokens = 0;
+  const sampledBy: string[] = [];
 
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(new McprlError('ROLLOUT_TIMEOUT', `rollout timed out after ${rolloutTimeoutMs} ms`)), rolloutTimeoutMs);
@@ -188,6 +189,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
       });
       modelSpan.end();
       if (turn.tokenIds) completionTokens += turn.tokenIds.length;
+      if (turn.model !== undefined && !sampledBy.includes(turn.model)) sampledBy.push(turn.model);
 
       const calls = uniqueIds(turn.toolCalls, metrics.turns);
       const assistant: ChatMessage = { role: 'assistant', content: turn.content ?? null };
@@ -353,6 +355,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
     logs,
   };
   if (state.length) trajectory.state = state;
+  if (sampledBy.length) trajectory.sampled_by = sampledBy;
   if (opts.session.sandboxDir !== undefined) trajectory.sandbox = opts.session.sandboxDir;
   if (error !== undefined) trajectory.error = error;
   opts.span?.set({

@@ -68,6 +68,17 @@ export const TrajectorySchema = z.object({
   state: z.array(z.object({ tool: z.string(), args: z.record(z.string(), z.unknown()), text: z.string(), is_error: z.boolean() })).optional(),
   /** The rollout server's `{sandbox}` directory, which the scenario's `{sandbox}` placeholders stood for. */
   sandbox: z.string().optional(),
+  /**
+   * The models that answered its assistant turns, as the endpoint named them (with rollout servers, the adapters'
+   * names), each once, in the order first seen: more than one when the policy's adapter was replaced during the
+   * rollout (asynchronous training, src/mcp-rl/train.ts). Absent when the policy names none (the in-process engine).
+   */
+  sampled_by: z.array(z.string()).optional(),
+  /**
+   * Set by training on rollout servers: the step of the oldest adapter among `sampled_by` (its staleness is the
+   * trained adapter's step minus this).
+   */
+  policy_step: z.number().int().nonnegative().optional(),
   /** An infrastructure failure that ended the rollout early (policy unreachable, timeout, connection lost). */
   error: z.string().optional(),
   /**

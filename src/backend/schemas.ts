@@ -177,6 +177,8 @@ export const TrainResultSchema = z.object({
     logprobMismatchMax: z.number(),
     /** Fraction of those tokens whose weight was truncated at the cap. */
     tisTruncated: z.number(),
+    /** Mean |w − 1| of those tokens' weights as applied (0 with cap 0, or when sampler and model agree). */
+    tisWeightDeviation: z.number(),
     /** Loss tokens without a sampler logprob (re-tokenised turns): weight 1. */
     tokensWithoutSamplerLogprob: z.number().int().nonnegative(),
   }).optional(),

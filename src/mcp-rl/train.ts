@@ -21,6 +21,13 @@
  * are asked for their sampler's logprobs (mcprl's extension), so a split run trains on the same distribution as an
  * in-process one.
  *
+ * With `maxStaleness` N ≥ 1 (rollout servers only) the loop is asynchronous: the next steps' groups are gathered
+ * while this one trains (src/train/gather-ahead.ts), on whatever adapter the servers serve at the time, at most N
+ * steps older than the one trained; each trajectory records the step of the oldest adapter that sampled it
+ * (`policy_step`, from the adapter names the servers answered with), a group past N is discarded and gathered again
+ * on the current adapter, and truncated importance sampling weighs the stale logprobs towards the trained policy.
+ * Validation runs on the step's own adapter. A kill loses the groups gathered ahead (a resumed run regathers them).
+ *
  * With a test set, the untrained model (step 0), the last step and the selected checkpoint (the best step by
  * validation) are also measured on it. Test success is only reported, never used for a decision, so unlike
  * the best validation success it is an unbiased estimate of what the selected adapter does on unseen tasks.
@@ -36,6 +43,7 @@ import { LocalBackend } from '../backend/local-backend.js';
 import type { TrainResult, TrainStepConfigInput, TrajectoryGroupInput } from '../backend/schemas.js';
 import { TrainableModel } from '../backend/trainable-model.js';
 import type { Model } from '../engine/model.js';
+import { loadNative } from '../engine/native.js';
 import type { Isolation, SafetyPolicy, Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../util/rng.js';
@@ -50,6 +58,7 @@ import { ProgressLog, type PhaseProgress } from '../train/progress-log.js';
 import type { RunDir, RunState } from '../train/run-dir.js';
 import { checkpointAdapter, RolloutPool, type RolloutPoolEvents, type RolloutPoolSettings } from '../train/rollout-pool.js';
 import { hasSampledIds } from '../train/tokenize.js';
+import { GatherAhead, staleOf } from '../train/gather-ahead.js';
 
 export interface TrainRunOptions {
   run: RunDir;
@@ -69,6 +78,13 @@ export interface TrainRunOptions {
   rolloutEvents?: RolloutPoolEvents;
   /** Continue from the newest complete step instead of starting fresh. */
   resume?: boolean;
+  /**
+   * Tests only: control points of asynchronous rollouts, so that a test decides which adapter samples what instead
+   * of timing. `gatherAhead`: how many adapters a gather may run behind the one it trains (default maxStaleness;
+   * more makes groups go stale, to exercise their discarding); `onGathered`: a step's groups are in (ahead or
+   * not); `beforePublish`: awaited before a step's adapter is published to the servers.
+   */
+  asyncHooks?: { gatherAhead?: number; onGathered?: (step: number) => void; beforePublish?: (step: number) => Promise<void> };
   /** Where progress events go. Default: the run's progress.jsonl alone (no bars). */
   progress?: ProgressLog;
   log?: (line: string) => void;
@@ -87,6 +103,9 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   const { run, config: c } = o;
   const log = o.log ?? ((l: string) => process.stderr.write(l + '\n'));
   const events = o.progress ?? new ProgressLog(run.dir);
+  if (c.maxStaleness > 0 && !o.rollout) {
+    throw new McprlError('TRAIN_INVALID_CONFIG', `maxStaleness ${c.maxStaleness} (--max-staleness) needs rollout servers (--rollout-url): in-process, the engine cannot generate while it trains`);
+  }
   let state = o.resume ? await run.readState() : null;
   // The run's commit point is state.json: a checkpoint newer than it is of a step that never completed (and before
   // step 0 completed, none is the run's), so it goes before the library resumes the model from its newest checkpoint.
@@ -96,6 +115,13 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}), ...(c.prefixCacheMib !== undefined ? { prefixCacheMib: c.prefixCacheMib } : {}) });
   const policyModel = new TrainableModel({ project: 'mcprl', name: 'policy', baseModel: c.model, lora: { rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed } });
   let pool: RolloutPool | null = null;
+  let ahead: GatherAhead<GatheredStep> | null = null;
+  // Asynchronous rollouts fork MCP servers (each gather's connection, --isolate's processes) while the engine
+  // trains on another thread. OpenBLAS's thread pool does not survive that (its fork handler can hang: see
+  // set_threads in native/gemm.cc), so such a run multiplies with the portable GEMM, and restores the kernel after.
+  const native = c.maxStaleness > 0 && loadNative().info().openblas ? loadNative() : null;
+  const portableBefore = native?.info().portableGemm ?? true;
+  native?.setPortableGemm(true);
   try {
     await policyModel.register(backend);
     if (policyModel.step !== (state?.step ?? 0)) {
@@ -116,7 +142,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     const policy: Policy = pool ?? local;
     const metrics = await run.readMetrics(state?.step ?? -1);
     const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum) : null;
-    const evaluate = (step: number) => heldOut(o, pool?.validates ? pool : local, 'val', step, events);
+    // On the servers, validation names the adapter it started on, whatever later gathers switch the pool to.
+    const evaluate = (step: number) => heldOut(o, pool?.validates ? pool.at(pool.name) : local, 'val', step, events);
     const testSet = o.scenarios.test ?? [];
     const test = async (step: number, adapter: string) => {
       const t = await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens, constrainToolCalls: c.constrainToolCalls }), 'test', step, events);
@@ -151,6 +178,17 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     const valBefore = (metrics.find((m) => m.step === 0)?.val_success as number) ?? 0;
     // Steps in a row whose every rollout was lost to infrastructure failures (see maxUntrainedSteps).
     let untrained = 0;
+    // A step's groups, each trajectory with the step of the adapter that sampled it (rollout servers).
+    const gatherFor = async (step: number, signal?: AbortSignal) => {
+      const g = await gatherStep(o, policy, curriculum, step, events, signal);
+      if (pool) for (const t of g.groups.flat()) recordPolicyStep(t, pool);
+      o.asyncHooks?.onGathered?.(step);
+      return g;
+    };
+    // Asynchronous rollouts: gathers run ahead of training, from the step after the adapter now served.
+    if (c.maxStaleness > 0 && !state.stopped && state.step < c.maxSteps) {
+      ahead = new GatherAhead(gatherFor, { published: state.step, last: c.maxSteps, ahead: o.asyncHooks?.gatherAhead ?? c.maxStaleness });
+    }
 
     while (!state.stopped && state.step < c.maxSteps) {
       const step = state.step + 1;
@@ -164,10 +202,15 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         return r;
       };
 
-      // gather + score (+ replace groups without signal)
+      // gather + score (+ replace groups without signal); asynchronous: take the groups gathered ahead (wall_s.gather
+      // is then the wait), and gather again, on the adapter trained now, any group sampled more than N steps before it
       const cacheBefore = model.prefixCacheStats();
-      const gathered = await phase('gather', () => gatherStep(o, policy, curriculum, step, events));
+      const gathered = await phase('gather', async () => {
+        if (!ahead) return gatherFor(step);
+        return regatherStale(o, pool!, await ahead.take(step), step, step - 1, events);
+      });
       const cacheAfter = model.prefixCacheStats();
+      if (curriculum) for (const g of gathered.groups) if (g.length > 0) curriculum.record(g[0].scenario_id, trainable(g).length, trainable(g).filter(isSuccess).length);
       pool?.ensureAlive(`step ${step}`);
       const groups = gathered.groups.map(trainable);
       const rollouts = gathered.groups.flat();
@@ -184,7 +227,11 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       // checkpoint: the step's rollouts, with their advantages
       await phase('checkpoint', () => writeJsonlAtomic(run.trajectories(step), withAdvantages(rollouts, trainGroups, r.advantages)));
       // publish: the servers load this step's adapter and later rollouts use it
-      if (pool) await phase('publish', () => pool!.publish(step, checkpointAdapter(run.checkpoint(step))));
+      if (pool) {
+        await o.asyncHooks?.beforePublish?.(step);
+        await phase('publish', () => pool!.publish(step, checkpointAdapter(run.checkpoint(step))));
+        ahead?.published(step);
+      }
       // evaluate
       const row: Record<string, unknown> = {
         step, train_reward: gathered.summary.mean_reward, reward_std: rewardStd(groups), train_success: gathered.summary.success_rate,
@@ -199,6 +246,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         // The in-process engine's prefill during the gather: prompt tokens whose KV came from the prefix cache, and
         // prompt tokens computed (the servers' own are on their /metrics).
         ...(pool ? {} : { prefix_cache_hit_tokens: cacheAfter.hitTokens - cacheBefore.hitTokens, prefilled_tokens: cacheAfter.prefilledTokens - cacheBefore.prefilledTokens }),
+        ...(ahead ? stalenessMetrics(rollouts, step - 1, gathered.tooStale) : {}),
         ...(r.trained ? { loss: r.loss, policy_loss: r.policyLoss, kl: r.kl, clip_fraction: r.clipFraction, mean_ratio: r.meanRatio, entropy: r.entropy, grad_norm: r.gradNorm, trained_tokens: r.trainedTokens, tokens_per_s: r.tokensPerSecond, lr: r.lr } : {}),
       };
       const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };
@@ -246,6 +294,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
           `the run is kept at step ${step}: fix the cause, then continue it with --resume`);
       }
     }
+    await ahead?.close();
+    ahead = null;
     await pool?.close();
     pool = null;
     return { state, valBefore, valBest: state.bestValSuccess, bestStep: state.bestStep, test: testResult(metrics, state) };
@@ -263,8 +313,10 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       }
     }
   } finally {
+    await ahead?.close().catch(() => undefined);
     await pool?.close().catch(() => undefined);
     await backend.close();
+    if (!portableBefore) native?.setPortableGemm(false);
   }
 }
 
@@ -290,7 +342,7 @@ function rolloutServerMetrics(pool: RolloutPool, rollouts: Trajectory[], tokenId
   return {
     ...pool.takeStats(), rollout_turns: turns.length, retokenized_turns: turns.filter((m) => !hasSampledIds(m)).length,
     token_ids_differ: tokenIdsDiffer, sampler_logprob_turns: turns.filter((m) => m.mcprl?.temperature !== undefined).length,
-    ...(off ? { logprob_mismatch: off.logprobMismatch, logprob_mismatch_max: off.logprobMismatchMax, tis_truncated: off.tisTruncated, tokens_without_sampler_logprob: off.tokensWithoutSamplerLogprob } : {}),
+    ...(off ? { logprob_mismatch: off.logprobMismatch, logprob_mismatch_max: off.logprobMismatchMax, tis_truncated: off.tisTruncated, tis_weight_deviation: off.tisWeightDeviation, tokens_without_sampler_logprob: off.tokensWithoutSamplerLogprob } : {}),
   };
 }
 
@@ -334,6 +386,8 @@ interface GatheredStep {
   replaced: number;
   /** Extra gathering rounds run. */
   rounds: number;
+  /** Asynchronous rollouts: groups discarded as sampled more than maxStaleness steps before the adapter trained. */
+  tooStale?: number;
 }
 
 /** A trajectory that counts for training: scored and without an infrastructure error. */
@@ -343,15 +397,16 @@ const trainable = (g: Trajectory[]) => g.filter(trainableOne);
 /**
  * Gathers the step's groups; with resampleRounds, groups without signal are replaced by groups of scenarios not
  * yet used in this step, round after round, until the step has groupsPerStep groups with signal, no scenario is
- * left, or the rounds run out. The curriculum (when used) picks the scenarios and learns every group's pass rate.
+ * left, or the rounds run out. The curriculum (when used) picks the scenarios; the step that trains on the groups
+ * records their pass rates (so that a group gathered ahead, then lost to a kill, is not counted).
  */
-async function gatherStep(o: TrainRunOptions, policy: Policy, curriculum: Curriculum | null, step: number, events: ProgressLog): Promise<GatheredStep> {
+async function gatherStep(o: TrainRunOptions, policy: Policy, curriculum: Curriculum | null, step: number, events: ProgressLog, signal?: AbortSignal): Promise<GatheredStep> {
   const c = o.config;
   const hasSignal = (g: Trajectory[]) => advantagesFor(c.loss, [trainable(g).map((t) => t.reward)]).kept.length > 0;
   const rng = createRng(c.seed * 7919 + step * 104729);
   const first = curriculum ? curriculum.pick(c.groupsPerStep, rng) : pickScenarios(o.scenarios.train, c.groupsPerStep, c.seed, step);
   const used = new Set(first.map((s) => s.id));
-  const firstRound = await gatherGroups(o, policy, first, step, 0, events);
+  const firstRound = await gatherGroups(o, policy, first, step, 0, events, signal);
   const groups = [...firstRound.groups];
   let replaced = 0;
   let rounds = 0;
@@ -364,11 +419,10 @@ async function gatherStep(o: TrainRunOptions, policy: Policy, curriculum: Curric
     if (more.length === 0) break;
     rounds++;
     for (const s of more) used.add(s.id);
-    const r = await gatherGroups(o, policy, more, step, rounds, events);
+    const r = await gatherGroups(o, policy, more, step, rounds, events, signal);
     groups.push(...r.groups);
     replaced += r.groups.length;
   }
-  if (curriculum) for (const g of groups) if (g.length > 0) curriculum.record(g[0].scenario_id, trainable(g).length, trainable(g).filter(isSuccess).length);
   // One round: its own summary, as it is. Several: the same summary over every group gathered (`used` holds their
   // scenario ids in the groups' order).
   const summary = rounds === 0 ? firstRound.summary : summarizeEval(groups, [...used], {
@@ -377,7 +431,43 @@ async function gatherStep(o: TrainRunOptions, policy: Policy, curriculum: Curric
   return { groups, summary, replaced, rounds };
 }
 
-async function gatherGroups(o: TrainRunOptions, policy: Policy, scenarios: Scenario[], step: number, round: number, events: ProgressLog) {
+/**
+ * Asynchronous rollouts: the step's groups with every group sampled more than maxStaleness adapters before
+ * `trained` (the adapter this step trains) replaced by one of the same scenario gathered now, on the adapter the
+ * servers serve (`trained` itself: the trainer publishes nothing while it waits here). Counted in `tooStale`.
+ */
+async function regatherStale(o: TrainRunOptions, policy: RolloutPool, g: GatheredStep, step: number, trained: number, events: ProgressLog): Promise<GatheredStep> {
+  const c = o.config;
+  const stale = g.groups.flatMap((group, i) => (staleOf(group, trained) > c.maxStaleness ? [i] : []));
+  if (stale.length === 0) return { ...g, tooStale: 0 };
+  const byId = new Map(o.scenarios.train.map((s) => [s.id, s]));
+  // A round number of its own, past the resampling rounds, so that the seeds differ from the discarded group's.
+  const again = await gatherGroups(o, policy, stale.map((i) => byId.get(g.groups[i][0].scenario_id)!), step, c.resampleRounds + 1, events);
+  for (const t of again.groups.flat()) recordPolicyStep(t, policy);
+  const groups = [...g.groups];
+  stale.forEach((i, k) => (groups[i] = again.groups[k]));
+  const summary = summarizeEval(groups, groups.map((x) => x[0].scenario_id), {
+    model: policy.name, reward: c.reward, judged: c.reward !== 'checks' && o.judge !== undefined, rolloutsPerGroup: c.rolloutsPerGroup,
+  });
+  return { ...g, groups, summary, tooStale: stale.length };
+}
+
+/** Sets the trajectory's policy_step: the step of the oldest adapter among those that answered its turns. */
+function recordPolicyStep(t: Trajectory, pool: RolloutPool): void {
+  const steps = (t.sampled_by ?? []).map((name) => pool.stepOf(name)).filter((x): x is number => x !== undefined);
+  if (steps.length > 0) t.policy_step = Math.min(...steps);
+}
+
+/**
+ * A step's staleness figures: over its rollouts with a recorded policy step, how many adapters older than `trained`
+ * their oldest turn's was (mean, max); the groups discarded as too stale.
+ */
+function stalenessMetrics(rollouts: Trajectory[], trained: number, tooStale: number | undefined): Record<string, number> {
+  const st = rollouts.filter((t) => t.policy_step !== undefined).map((t) => trained - t.policy_step!);
+  return { staleness_mean: st.length ? st.reduce((a, b) => a + b, 0) / st.length : 0, staleness_max: st.length ? Math.max(...st) : 0, groups_too_stale: tooStale ?? 0 };
+}
+
+async function gatherGroups(o: TrainRunOptions, policy: Policy, scenarios: Scenario[], step: number, round: number, events: ProgressLog, signal?: AbortSignal) {
   const c = o.config;
   const bar = events.phase('gather', step, scenarios.length * c.rolloutsPerGroup);
   // Groups are scored as their rollouts come in; scoring is reported as its own phase once every rollout is in.
@@ -386,7 +476,7 @@ async function gatherGroups(o: TrainRunOptions, policy: Policy, scenarios: Scena
   return runEval({
     policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
     concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, connectTimeoutMs: o.connectTimeoutMs, maxTurns: c.maxTurns, temperature: c.temperature,
-    seed: c.seed * 100003 + step * 1009 + round * 7919, judgeCacheDir: o.run.path('judge-cache'), judgeRetryBudgetMs: c.judge?.retryBudgetMs,
+    seed: c.seed * 100003 + step * 1009 + round * 7919, ...(signal ? { signal } : {}), judgeCacheDir: o.run.path('judge-cache'), judgeRetryBudgetMs: c.judge?.retryBudgetMs,
     onTrajectory: (_t, done, total) => {
       bar.update(done);
       if (done === total) (scoring = events.phase('score', step, scenarios.length)).update(scored);

@@ -6,8 +6,11 @@
 import { z } from 'zod';
 import { TrainSettingsSchema, type TrainSettings } from '../train/config.js';
 
-/** Every setting but the reward mode, which start_training takes as an argument of its own (beside the judge). */
-const SETTINGS = TrainSettingsSchema.omit({ reward: true });
+/**
+ * Every setting but the reward mode, which start_training takes as an argument of its own (beside the judge), and
+ * maxStaleness: the tool's runs have no rollout servers, and asynchronous rollouts need them.
+ */
+const SETTINGS = TrainSettingsSchema.omit({ reward: true, maxStaleness: true });
 
 const snakeCase = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 const KEY_OF = new Map(Object.keys(SETTINGS.shape).map((k) => [snakeCase(k), k]));

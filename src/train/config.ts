@@ -87,6 +87,15 @@ export const TrainSettingsSchema = z.object({
    * mismatch is still measured). Not used by in-process rollouts, whose sampler is the trainer. Default 2.
    */
   tisCap: z.number().nonnegative().default(2).describe('truncated importance sampling cap on pi_trainer/pi_sampler for rollouts on --rollout-url servers (0: off)'),
+  /**
+   * Asynchronous rollouts on rollout servers (`--rollout-url`): with N ≥ 1 the next steps' groups are gathered while
+   * the current step trains, on whatever adapter the servers serve then, at most N steps older than the adapter that
+   * trains on them (a group sampled by an older one is discarded and gathered again); their logprobs are corrected
+   * by truncated importance sampling (`tisCap`). Such runs are not bit-reproducible: timing decides which adapter
+   * samples what. Needs rollout servers: in-process, the engine cannot generate while it trains. Default 0:
+   * synchronous, each step gathers on the adapter it trains (in steps).
+   */
+  maxStaleness: z.number().int().nonnegative().default(0).describe('with --rollout-url: gather the next steps while this one trains, on adapters at most N steps old (0: synchronous)'),
   /** Sampling temperature of validation rollouts; greedy, so that validation success is a property of the weights. Default 0. */
   valTemperature: z.number().nonnegative().default(0).describe('sampling temperature of validation rollouts'),
   /** Attempts per validation scenario. Default 1. */

@@ -17,6 +17,8 @@ export interface OffPolicyMetrics {
   logprobMismatchMax: number;
   /** Fraction of those tokens whose importance weight was truncated at the cap. */
   tisTruncated: number;
+  /** Mean |w − 1| of those tokens' weights as applied (0 with cap 0, or when sampler and trainer agree). */
+  tisWeightDeviation: number;
   /** Loss tokens with no sampler logprob (re-tokenised turns): weight 1, old = the trainer's. */
   tokensWithoutSamplerLogprob: number;
 }
@@ -32,7 +34,7 @@ export async function applyTruncatedIs(model: Model, adapter: string, batch: Tra
   const trainer = await model.score(batch.map((s) => s.tokenIds), {
     adapter, temperatures: batch.map((s) => s.temperature ?? 1), tokenMasks: batch.map((s) => s.tokenMasks),
   });
-  let n = 0, sum = 0, max = 0, truncated = 0, without = 0;
+  let n = 0, sum = 0, max = 0, truncated = 0, without = 0, deviation = 0;
   batch.forEach((s, i) => {
     const lp = trainer[i];
     const sampler = s.oldLogprobs;
@@ -51,10 +53,11 @@ export async function applyTruncatedIs(model: Model, adapter: string, batch: Tra
         const w = Math.exp(d);
         if (w > cap) truncated++;
         weights[t] = Math.min(w, cap);
+        deviation += Math.abs(weights[t] - 1);
       }
     });
     s.oldLogprobs = Array.from(lp);
     s.isWeights = weights;
   });
-  return { logprobMismatch: n ? sum / n : 0, logprobMismatchMax: max, tisTruncated: n ? truncated / n : 0, tokensWithoutSamplerLogprob: without };
+  return { logprobMismatch: n ? sum / n : 0, logprobMismatchMax: max, tisTruncated: n ? truncated / n : 0, tisWeightDeviation: n ? deviation / n : 0, tokensWithoutSamplerLogprob: without };
 }

@@ -30,6 +30,9 @@ describe('renderReport', () => {
     expect(chart('Validation success').match(/<circle/g)).toHaveLength(2);
     expect(chart('Train reward (mean)').match(/<circle/g)).toHaveLength(3);
     expect(chart('Tool-call validity')).toContain('no data');
+    // Curves of rollout servers and asynchronous rollouts appear only in runs that have them.
+    expect(html).not.toContain('Rollout staleness');
+    expect(renderReport({ runName: 'a', config: {}, metrics: [{ step: 1, staleness_mean: 0.5 }], before: [], after: [] })).toContain('aria-label="Rollout staleness (mean, in steps)"');
     expect(html).toContain('Find &lt;b&gt;bk-001&lt;/b&gt;');
     expect(html).toContain('demo&lt;1&gt;');
     expect(html).toContain('get_book({&quot;book_id&quot;:&quot;bk-001&quot;})');

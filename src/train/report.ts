@@ -26,13 +26,18 @@ export interface ReportInput {
   breakdowns?: { title: string; columns: string[]; rows: BreakdownRow[] }[];
 }
 
-const CURVES: { key: string; title: string; unit?: string }[] = [
+/** The curves drawn; an `optional` one only when the run has its metric (rollout servers, asynchronous rollouts). */
+const CURVES: { key: string; title: string; unit?: string; optional?: boolean }[] = [
   { key: 'train_reward', title: 'Train reward (mean)' },
   { key: 'val_success', title: 'Validation success', unit: 'fraction' },
   { key: 'groups_dropped_zero_variance', title: 'Groups dropped (all attempts scored alike)' },
   { key: 'tool_call_validity', title: 'Tool-call validity', unit: 'fraction' },
   { key: 'loss', title: 'Loss' },
   { key: 'kl', title: 'KL to the base model' },
+  { key: 'logprob_mismatch', title: 'Sampler vs trainer |Δ logprob| (mean)', optional: true },
+  { key: 'tis_truncated', title: 'Tokens at the TIS cap', unit: 'fraction', optional: true },
+  { key: 'staleness_mean', title: 'Rollout staleness (mean, in steps)', optional: true },
+  { key: 'groups_too_stale', title: 'Groups regathered as too stale', optional: true },
 ];
 
 export function escapeHtml(s: string): string {
@@ -95,12 +100,12 @@ function renderBreakdown(b: NonNullable<ReportInput['breakdowns']>[number]): str
 }
 
 export function renderReport(input: ReportInput): string {
-  const charts = CURVES.map(({ key, title }) => {
+  const charts = CURVES.map(({ key, title, optional }) => {
     const pts = input.metrics
       .filter((m) => typeof m[key] === 'number' && typeof m.step === 'number')
       .map((m) => [m.step as number, m[key] as number] as [number, number]);
-    return lineChart(title, pts);
-  }).join('\n');
+    return optional && pts.length === 0 ? '' : lineChart(title, pts);
+  }).filter(Boolean).join('\n');
   const afterById = new Map(input.after.map((t) => [t.scenario_id, t]));
   const pairs = input.before.filter((t) => afterById.has(t.scenario_id)).slice(0, 6);
   const side = pairs.map((b) => `<tr><td colspan="2" class="task">${escapeHtml(b.task ?? b.scenario_id)}</td></tr>` +

@@ -6,7 +6,9 @@
  * `concurrencyPerServer` in flight on each); the model name is the current adapter's. After each optimiser step
  * the trainer calls `publish`: the adapter is written to `adapterDir/policy-step-N` (a folder every server can
  * read), loaded on every server under that name (`POST /v1/load_lora_adapter`), rollouts switch to it, and the
- * previous adapter is unloaded (`POST /v1/unload_lora_adapter`) and its folder removed.
+ * previous adapter is unloaded (`POST /v1/unload_lora_adapter`) and its folder removed. Each turn names the adapter
+ * that answered it (PolicyTurn.model, the completion's `model`); `stepOf` maps a published name back to its step,
+ * and `at(name)` is a Policy fixed on one adapter (validation of a step, while later gathers may switch).
  *
  * A server that fails (unreachable, a 5xx, a lost adapter) is retried `attempts` times, then dropped from the
  * pool with a warning, and the request goes to another server. Only when no server is left does a request (and
@@ -52,8 +54,8 @@ interface Server {
   url: string;
   inFlight: number;
   alive: boolean;
-  /** The OpenAI client for the current adapter name (rebuilt on switch). */
-  client: OpenAIPolicy;
+  /** An OpenAI client per adapter name in use (dropped when the adapter is unloaded). */
+  clients: Map<string, OpenAIPolicy>;
   answers: number;
   retries: number;
 }
@@ -76,6 +78,8 @@ export class RolloutPool implements Policy {
   private readonly waiting: (() => void)[] = [];
   private cursor = 0;
   private current: { name: string; dir: string } | null = null;
+  /** The step of every adapter name this pool published. */
+  private readonly steps = new Map<string, number>();
   private readonly maxTokens: number | undefined;
   private readonly extraBody: Record<string, unknown>;
   private readonly log: (line: string) => void;
@@ -92,12 +96,25 @@ export class RolloutPool implements Policy {
     this.extraBody = opts.extraBody ?? {};
     this.log = opts.log ?? ((l) => process.stderr.write(l + '\n'));
     this.events = opts.events ?? {};
-    this.servers = this.s.urls.map((url) => ({ url, inFlight: 0, alive: true, client: this.client(url, ''), answers: 0, retries: 0 }));
+    this.servers = this.s.urls.map((url) => ({ url, inFlight: 0, alive: true, clients: new Map(), answers: 0, retries: 0 }));
   }
 
   /** The adapter name rollouts use now (empty before the first publish). */
   get name(): string {
     return this.current?.name ?? '';
+  }
+
+  /** The step of an adapter this pool published under `name`, else undefined. */
+  stepOf(name: string): number | undefined {
+    return this.steps.get(name);
+  }
+
+  /**
+   * A policy on these servers fixed on the adapter `name` (one this pool published and still serves), whatever
+   * later publishes switch the pool's own rollouts to.
+   */
+  at(name: string): Policy {
+    return { name, next: (req) => this.request(req, () => name) };
   }
 
   /** Whether validation rollouts run on the servers. */
@@ -120,15 +137,23 @@ export class RolloutPool implements Policy {
     return out;
   }
 
-  async next(req: PolicyRequest): Promise<PolicyTurn> {
+  next(req: PolicyRequest): Promise<PolicyTurn> {
+    // The adapter is looked up at each attempt: one retried after a publish goes to the new adapter.
+    return this.request(req, () => this.name);
+  }
+
+  private async request(req: PolicyRequest, adapter: () => string): Promise<PolicyTurn> {
     const r = req.maxTokens === undefined && this.maxTokens !== undefined ? { ...req, maxTokens: this.maxTokens } : req;
     for (;;) {
       const server = await this.acquire();
       try {
-        const turn = await this.attempt(server, () => server.client.next(r).catch((err: unknown) => {
-          if (!serverFault(err)) throw new Refused(err);
-          throw err;
-        }), 'chat completion');
+        const turn = await this.attempt(server, () => {
+          const name = adapter();
+          return this.client(server, name).next(r).then((t) => (t.model === undefined ? { ...t, model: name } : t), (err: unknown) => {
+            if (!serverFault(err)) throw new Refused(err);
+            throw err;
+          });
+        }, 'chat completion');
         if (turn !== null) {
           server.answers += 1;
           this.events.onAnswer?.(server.url);
@@ -156,8 +181,9 @@ export class RolloutPool implements Policy {
     this.ensureAlive(`loading adapter ${name}`);
     const old = this.current;
     this.current = { name, dir };
-    for (const x of this.servers) x.client = this.client(x.url, name);
+    this.steps.set(name, step);
     if (old && old.name !== name) {
+      for (const x of this.servers) x.clients.delete(old.name);
       // An old adapter left loaded only costs the server memory: a failed unload is a warning, not a drop.
       await Promise.all(this.servers.filter((x) => x.alive).map((x) =>
         this.post(x.url, 'unload_lora_adapter', { lora_name: old.name }).catch((err: unknown) => this.log(`warning: rollout server ${x.url}: unloading ${old.name} failed: ${(err as Error).message}`))));
@@ -228,8 +254,13 @@ export class RolloutPool implements Policy {
     this.waiting.shift()?.();
   }
 
-  private client(url: string, model: string): OpenAIPolicy {
-    return new OpenAIPolicy({ baseURL: url, model, tokenIds: true, maxRetries: 0, timeoutMs: this.s.timeoutMs, extraBody: this.extraBody });
+  private client(server: Server, model: string): OpenAIPolicy {
+    let c = server.clients.get(model);
+    if (!c) {
+      c = new OpenAIPolicy({ baseURL: server.url, model, tokenIds: true, maxRetries: 0, timeoutMs: this.s.timeoutMs, extraBody: this.extraBody });
+      server.clients.set(model, c);
+    }
+    return c;
   }
 
   /**
