@@ -19,4 +19,25 @@ static inline float exp_fast(float x) {
   return p * s;
 }
 
+// exp(x) for x <= 0 (softmax terms after subtracting the row's maximum) in a form the compiler vectorises
+// (Cephes expf: x = k ln2 + r, degree-6 polynomial on |r| <= ln2 / 2, relative error about 2e-7). Inputs below
+// -87 return exp(-87) ~ 1.6e-38 instead of denormals, far below anything that matters next to the row's largest
+// term (exp(0) = 1): callers that need an exact 0 (masked keys) select it themselves.
+static inline float exp_nonpos(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  float k = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - k * 0.693359375f + k * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = ((int32_t)k + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
 }  // namespace mcprl
