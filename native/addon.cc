@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -572,6 +573,14 @@ Napi::Value GemmBench(const Napi::CallbackInfo& info) {
   });
 }
 
+// Seconds of CPU time of the calling thread: the single-threaded op benchmarks below measure this, not wall time,
+// so a busy machine (other processes taking turns on the cores) changes the figures less.
+static double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 // The attention op alone (tests and bench). Shapes as native/ops/attention.h; `kernel` 'tiles' (the engine's)
 // or 'reference' (the double-precision oracle).
 struct AttnShape {
@@ -652,19 +661,18 @@ Napi::Value AttentionBackward(const Napi::CallbackInfo& info) {
   });
 }
 
-// attentionBench(T, H, Hkv, D, reps, threads): Promise<{ forward, backward }>, seconds (best of reps) of the op
-// on one causal sequence of T random rows.
+// attentionBench(T, H, Hkv, D, reps): Promise<{ forward, backward }>, CPU seconds (best of reps) of the op on one
+// causal sequence of T random rows, single-threaded.
 Napi::Value AttentionBench(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     int T = (int)int_arg(info[0], "T", 1, 1 << 20);
     AttnShape sh = attn_shape(info, 1);
     int reps = (int)int_arg(info[4], "reps", 1, kMaxInt);
-    int threads = (int)int_arg(info[5], "threads", 0, kMaxThreads);
     auto result = std::make_shared<std::array<double, 2>>();
     return run_async(
         info.Env(),
-        [T, sh, reps, threads, result] {
-          set_threads(threads);
+        [T, sh, reps, result] {
+          set_threads(1);
           const size_t nq = (size_t)T * sh.H * sh.D, nk = (size_t)T * sh.Hkv * sh.D;
           std::vector<float> q(nq), k(nk), v(nk), g(nq), out(nq), lse((size_t)T * sh.H), dq(nq), dk(nk), dv(nk);
           std::mt19937 rng(1);
@@ -676,14 +684,14 @@ Napi::Value AttentionBench(const Napi::CallbackInfo& info) {
           const Backend& be = cpu_backend();
           (*result)[0] = (*result)[1] = 1e30;
           for (int r = 0; r < reps; ++r) {
-            auto t0 = std::chrono::steady_clock::now();
+            const double t0 = thread_cpu_seconds();
             be.attention_forward(out.data(), lse.data(), q.data(), &seg, 1, sh.H, sh.Hkv, sh.D, nullptr, 0);
-            auto t1 = std::chrono::steady_clock::now();
+            const double t1 = thread_cpu_seconds();
             be.attention_backward(dq.data(), dk.data(), dv.data(), g.data(), q.data(), k.data(), v.data(), out.data(),
                                   lse.data(), cu, 1, sh.H, sh.Hkv, sh.D, nullptr, 0);
-            auto t2 = std::chrono::steady_clock::now();
-            (*result)[0] = std::min((*result)[0], std::chrono::duration<double>(t1 - t0).count());
-            (*result)[1] = std::min((*result)[1], std::chrono::duration<double>(t2 - t1).count());
+            const double t2 = thread_cpu_seconds();
+            (*result)[0] = std::min((*result)[0], t1 - t0);
+            (*result)[1] = std::min((*result)[1], t2 - t1);
           }
         },
         [result](Napi::Env env) -> Napi::Value {
@@ -695,7 +703,7 @@ Napi::Value AttentionBench(const Napi::CallbackInfo& info) {
   });
 }
 
-// lmHeadBench(N, C, V, reps, threads): Promise<{ forward, backward, gemm }>, seconds (best of reps): the LM head's
+// lmHeadBench(N, C, V, reps): Promise<{ forward, backward, gemm }>, CPU seconds (best of reps, single-threaded): the LM head's
 // forward (log-probabilities and the saved g, chunks of the training's size) and backward on N random rows
 // against a random f32 (V, C) head, and the plain GEMMs of the same shapes (per chunk z = h Wᵀ, then g = P W),
 // the rate the op is measured against.
@@ -704,12 +712,11 @@ Napi::Value LmHeadBench(const Napi::CallbackInfo& info) {
     int N = (int)int_arg(info[0], "N", 1, 1 << 20), C = (int)int_arg(info[1], "C", 1, 1 << 16),
         V = (int)int_arg(info[2], "V", 1, 1 << 24);
     int reps = (int)int_arg(info[3], "reps", 1, kMaxInt);
-    int threads = (int)int_arg(info[4], "threads", 0, kMaxThreads);
     auto result = std::make_shared<std::array<double, 3>>();
     return run_async(
         info.Env(),
-        [N, C, V, reps, threads, result] {
-          set_threads(threads);
+        [N, C, V, reps, result] {
+          set_threads(1);
           const int chunk = std::max(1, std::min(N, (1 << 24) / V));  // as the trainer's (train/train.cc)
           std::vector<float> h((size_t)N * C), W((size_t)V * C), g((size_t)N * C), dh((size_t)N * C);
           std::vector<float> logp(N), lse(N), dlogp(N, 1.0f), scratch((size_t)chunk * V);
@@ -720,17 +727,17 @@ Napi::Value LmHeadBench(const Napi::CallbackInfo& info) {
           for (auto& x : W) x = 0.05f * d(rng);
           for (auto& t : tg) t = (int32_t)(rng() % (unsigned)V);
           const Backend& be = cpu_backend();
-          auto secs = [](auto t0) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+          auto secs = [](double t0) { return thread_cpu_seconds() - t0; };
           (*result)[0] = (*result)[1] = (*result)[2] = 1e30;
           for (int r = 0; r < reps; ++r) {
-            auto t0 = std::chrono::steady_clock::now();
+            double t0 = thread_cpu_seconds();
             be.lm_head_forward(logp.data(), lse.data(), nullptr, g.data(), h.data(), W.data(), tg.data(), N, C, V,
                                scratch.data(), chunk, nullptr, nullptr, nullptr);
             (*result)[0] = std::min((*result)[0], secs(t0));
-            t0 = std::chrono::steady_clock::now();
+            t0 = thread_cpu_seconds();
             be.lm_head_backward(dh.data(), dlogp.data(), g.data(), W.data(), tg.data(), N, C, nullptr);
             (*result)[1] = std::min((*result)[1], secs(t0));
-            t0 = std::chrono::steady_clock::now();
+            t0 = thread_cpu_seconds();
             for (int n0 = 0; n0 < N; n0 += chunk) {
               const int m = std::min(chunk, N - n0);
               gemm(false, true, m, V, C, 1.0f, h.data() + (size_t)n0 * C, C, W.data(), C, 0.0f, scratch.data(), V);

@@ -142,17 +142,21 @@ void acc_tile(float* c, int ldc, const float* p, int ldp, const float* b, int ld
 }
 
 // p[j] = exp(s[j] - base) for j < nv, exactly 0 for nv <= j < BK; returns Σ p over the whole block in one fixed
-// order (the trip count is always BK, so the vectorised sum never depends on nv or on the tile).
+// order (8 lane sums over the BK entries, then hsum8's tree): nothing depends on nv or on the tile.
 inline float block_exp(float* p, const float* s, float base, int nv) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < BK; ++j) {
-    const float e = exp_nonpos(j < nv ? s[j] - base : -87.0f);
-    const float pj = j < nv ? e : 0.0f;
-    p[j] = pj;
-    sum += pj;
+  const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+  const v8 zero = {};
+  v8 acc = {};
+  for (int j0 = 0; j0 < BK; j0 += 8) {
+    const v8i seen = lane + j0 < nv;
+    const v8 x = *(const v8u*)(s + j0) - base;
+    const v8 e = exp_nonpos8(seen ? x : zero - 87.0f);
+    const v8 pj = seen ? e : zero;
+    *(v8u*)(p + j0) = pj;
+    acc += pj;
   }
-  return sum;
+  const v8 sums[8] = {acc, zero, zero, zero, zero, zero, zero, zero};
+  return hsum8(sums)[0];
 }
 
 // Per-thread tile buffers, kept between calls (decode calls this once per layer and step).

@@ -114,13 +114,13 @@ export interface NativeAddon {
   attention(q: Float32Array, k: Float32Array, v: Float32Array, H: number, Hkv: number, D: number, segments: Int32Array, kernel: AttentionKernel, threads?: number): { out: Float32Array; lse: Float32Array };
   /** Its backward over packed sequences (cuSeqlens: row offsets, nseq + 1). */
   attentionBackward(dout: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, out: Float32Array, lse: Float32Array, cuSeqlens: Int32Array, H: number, Hkv: number, D: number, kernel: AttentionKernel, threads?: number): { dq: Float32Array; dk: Float32Array; dv: Float32Array };
-  /** Seconds (best of reps) of the engine's attention forward and backward on one causal sequence of T rows. */
-  attentionBench(T: number, H: number, Hkv: number, D: number, reps: number, threads: number): Promise<{ forward: number; backward: number }>;
+  /** CPU seconds (best of reps, one thread) of the engine's attention forward and backward on one causal sequence of T rows. */
+  attentionBench(T: number, H: number, Hkv: number, D: number, reps: number): Promise<{ forward: number; backward: number }>;
   /**
-   * Seconds (best of reps) of the LM head's forward (with the saved g) and backward on N rows, hidden C, vocabulary
-   * V, and of the plain GEMMs of the same shapes (the rate it is measured against).
+   * CPU seconds (best of reps, one thread) of the LM head's forward (with the saved g) and backward on N rows,
+   * hidden C, vocabulary V, and of the plain GEMMs of the same shapes (the rate it is measured against).
    */
-  lmHeadBench(N: number, C: number, V: number, reps: number, threads: number): Promise<{ forward: number; backward: number; gemm: number }>;
+  lmHeadBench(N: number, C: number, V: number, reps: number): Promise<{ forward: number; backward: number; gemm: number }>;
   /** Forces (true) or releases (false) the portable GEMM for every later call; MCPRL_PORTABLE_GEMM=1 sets it at load. */
   setPortableGemm(on: boolean): void;
   info(): { openblas: boolean; portableGemm: boolean; backend: string; maxThreads: number };
