@@ -5,8 +5,8 @@
 //
 // Batch invariance (decode batches, a prompt prefilled in one call or split over calls with npast, the prefix
 // KV cache built on this): a row's output and lse are a function of the row and its keys only. Key blocks sit
-// at fixed absolute positions (multiples of BK from key 0) and are reduced in order; every score is one dot
-// product over D in order; every output element accumulates its keys in order. Which other rows share a tile
+// at fixed absolute positions (multiples of BK from key 0) and are reduced in order; every score is summed in
+// one fixed order (8 lanes over D, then one tree); every output element accumulates its keys in order. Which other rows share a tile
 // changes nothing: a key after a row's position gets probability exactly 0, and adding 0 · v leaves the sum as
 // it is. The tile kernels are written once per row count, so a row computes the same in any slot of any tile.
 #include "attention.h"
@@ -14,8 +14,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <vector>
 
+#include "../common.h"
 #include "../fastmath.h"
 
 namespace mcprl {
@@ -159,10 +161,15 @@ inline float block_exp(float* p, const float* s, float base, int nv) {
   return hsum8(sums)[0];
 }
 
-// Per-thread tile buffers, kept between calls (decode calls this once per layer and step).
+// Per-thread tile buffers, kept between calls (decode calls this once per layer and step). Called inside the
+// parallel loops, where nothing may throw: null when the allocation fails, and the caller reports it after.
 float* thread_buffer(size_t n) {
   static thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
+  try {
+    if (buf.size() < n) buf.resize(n);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
   return buf.data();
 }
 
@@ -183,6 +190,7 @@ void attention_forward(float* out, float* lse, const float* q, const AttnSegment
   for (int s = 0; s < nseg; ++s) off[s + 1] = off[s] + (long)(segs[s].nq + BQ - 1) / BQ * Hkv;
   const long total = off[nseg];
   const size_t per_thread = (size_t)2 * R * Dp + (size_t)2 * R * BK + (size_t)2 * R + Dp;
+  bool out_of_memory = false;
 #pragma omp parallel for schedule(dynamic, 1)
   for (long w = 0; w < total; ++w) {
     const int s = (int)(std::upper_bound(off.begin(), off.end(), w) - off.begin()) - 1;
@@ -191,6 +199,11 @@ void attention_forward(float* out, float* lse, const float* q, const AttnSegment
     const int hk = (int)(local % Hkv), i0 = (int)(local / Hkv) * BQ;
     const int ni = std::min(BQ, sg.nq - i0), rows = ni * group;
     float* qt = thread_buffer(per_thread);  // (R, Dp) scaled queries, row = query * group + head in group
+    if (!qt) {
+#pragma omp atomic write
+      out_of_memory = true;
+      continue;
+    }
     float* ot = qt + (size_t)R * Dp;        // (R, Dp) unnormalised output
     float* st = ot + (size_t)R * Dp;        // (R, BK) scores
     float* pt = st + (size_t)R * BK;        // (R, BK) probabilities
@@ -239,6 +252,7 @@ void attention_forward(float* out, float* lse, const float* q, const AttnSegment
       if (lse) lse[row] = mx[r] + std::log(sum[r]);
     }
   }
+  CHECK(!out_of_memory, "attention: out of memory for the per-thread tile buffers");
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
@@ -250,6 +264,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const int group = H / Hkv, qs = H * D, kvs = Hkv * D, Dp = round_up(D, 8);
   const int BQ = tile_queries(group), R = round_up(BQ * group, 2);
   const size_t per_thread = (size_t)3 * R * Dp + (size_t)4 * R * BK + (size_t)2 * BK * Dp + (size_t)2 * R + Dp;
+  bool out_of_memory = false;
   // One work item per (sequence, kv head): it owns dk/dv of that head and dq of its query heads, so no two
   // threads write the same element. Key blocks outer (their dk/dv stay in the tile), query tiles inner.
 #pragma omp parallel for schedule(dynamic, 1)
@@ -257,6 +272,11 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
     const int s = w / Hkv, hk = w % Hkv;
     const int t0 = cu_seqlens[s], n = cu_seqlens[s + 1] - t0;
     float* qt = thread_buffer(per_thread);  // (R, Dp) scaled queries
+    if (!qt) {
+#pragma omp atomic write
+      out_of_memory = true;
+      continue;
+    }
     float* gt = qt + (size_t)R * Dp;        // (R, Dp) dout
     float* dqt = gt + (size_t)R * Dp;       // (R, Dp) this block's share of dq / scale
     float* st = dqt + (size_t)R * Dp;       // (R, BK) scores, then P
@@ -327,6 +347,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
       }
     }
   }
+  CHECK(!out_of_memory, "attention: out of memory for the per-thread tile buffers");
 }
 
 // ---------------------------------------------------------------------------------------------------------

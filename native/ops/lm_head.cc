@@ -29,8 +29,8 @@ void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const fl
       const int n = n0 + i;
       const uint32_t* allow = mask_idx && mask_idx[n] >= 0 ? masks + (size_t)mask_idx[n] * words : nullptr;
       auto allowed = [allow](int v) { return (bool)((allow[v >> 5] >> (v & 31)) & 1u); };
-      // Every pass over the row's V logits costs about as much as a tenth of its two products at C = 256, so the
-      // temperature rides on the max pass and the 1 / Σ on g after the second product (below).
+      // Passes over the row's V logits are what this op adds to its two GEMMs, so the temperature rides on the
+      // max pass, and 1 / Σ goes onto g (C per row, after the second product) instead of onto P.
       float mx = -INFINITY;
       const float ts = inv_temp ? inv_temp[n] : 1.0f;
       if (ts != 1.0f) {
