@@ -19,4 +19,49 @@ static inline float exp_fast(float x) {
   return p * s;
 }
 
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+
+namespace fastmath_detail {
+inline int32_t to_i32(float k) { return (int32_t)k; }
+inline i32x8 to_i32(f32x8 k) { return __builtin_convertvector(k, i32x8); }
+inline float as_f32(int32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+inline f32x8 as_f32(i32x8 b) { return (f32x8)b; }
+
+// exp(x) for -87 <= x <= 0, one float or 8 lanes (Cephes expf: x = k ln2 + r, degree-6 polynomial on |r| <= ln2 / 2,
+// relative error about 2e-7). k = x / ln2 rounded to nearest by the 1.5 * 2^23 trick (|x / ln2| is far below
+// 2^22 here): GCC vectorises std::floor only under -fno-trapping-math.
+template <class F>
+inline F exp_range(F x) {
+  const F t = x * 1.44269504088896341f;
+  const F k = (t + 12582912.0f) - 12582912.0f;
+  const F r = x - k * 0.693359375f + k * 2.12194440e-4f;
+  F p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return p * as_f32((to_i32(k) + 127) << 23);
+}
+}  // namespace fastmath_detail
+
+// exp(x) for x <= 0 (softmax terms after subtracting the row's maximum). Inputs below -87 return exp(-87) ~ 1.6e-38
+// instead of denormals, far below anything that matters next to the row's largest term (exp(0) = 1): callers
+// that need an exact 0 (masked keys) select it themselves.
+static inline float exp_nonpos(float x) {
+  return fastmath_detail::exp_range(x < -87.0f ? -87.0f : x);  // not std::max: its by-reference temporary stops vectorisation
+}
+
+// The same on 8 lanes in GCC vector types, for loops GCC leaves scalar (a clamp before a float-to-int conversion
+// kept a branch in every scalar form tried), the clamp a lane select.
+static inline f32x8 exp_nonpos8(f32x8 x) {
+  const f32x8 lo = f32x8{} - 87.0f;
+  return fastmath_detail::exp_range(x < lo ? lo : x);
+}
+
 }  // namespace mcprl

@@ -88,7 +88,6 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     int T = 9, nseq = 2;
     Vec q = ck.randn((size_t)T * H * D), k = ck.randn((size_t)T * Hkv * D), v = ck.randn((size_t)T * Hkv * D);
     Vec w = ck.randn((size_t)T * H * D), out((size_t)T * H * D), lse((size_t)T * H);
-    Vec scratch(64 * 16);
     auto fwd = [&] {
       std::vector<AttnSegment> segs;
       for (int s = 0; s < nseq; ++s) {
@@ -97,16 +96,44 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
         a.k = k.data() + (size_t)cu[s] * Hkv * D; a.v = v.data() + (size_t)cu[s] * Hkv * D;
         segs.push_back(a);
       }
-      be.attention_forward(out.data(), lse.data(), q.data(), segs.data(), nseq, H, Hkv, D, scratch.data(), 16);
+      be.attention_forward(out.data(), lse.data(), q.data(), segs.data(), nseq, H, Hkv, D, nullptr, 0);
       return Checker::dot(out, w);
     };
     fwd();
     Vec dq(q.size()), dk(k.size()), dv(v.size());
     be.attention_backward(dq.data(), dk.data(), dv.data(), w.data(), q.data(), k.data(), v.data(), out.data(),
-                          lse.data(), cu.data(), nseq, H, Hkv, D, scratch.data(), 16);
+                          lse.data(), cu.data(), nseq, H, Hkv, D, nullptr, 0);
     ck.check("dq", q, dq, fwd);
     ck.check("dk", k, dk, fwd);
     ck.check("dv", v, dv, fwd);
+  } else if (op == "attention_long") {
+    // The tiles on long sequences: 130 rows (three key blocks of 64, the last cut short; query tiles of 48 / group
+    // rows straddle the block boundaries, so diagonal tiles are cut in the middle) and 71 rows, packed; GQA ratio
+    // 1, 2, 4 with head_dim 128, 8, 64.
+    const std::vector<int> cu = {0, 130, 201};
+    const int T = cu.back(), nseq = 2, Hkv = 2;
+    Checker lk{std::mt19937(seed + 1), eps, std::min(samples, 16), {}};  // fewer entries: each loss is a long forward
+    for (auto [group, D] : {std::pair{1, 128}, std::pair{2, 8}, std::pair{4, 64}}) {
+      const int H = Hkv * group;
+      const std::string tag = " g" + std::to_string(group) + " D" + std::to_string(D);
+      Vec q = ck.randn((size_t)T * H * D), k = ck.randn((size_t)T * Hkv * D), v = ck.randn((size_t)T * Hkv * D);
+      Vec w = ck.randn((size_t)T * H * D), out((size_t)T * H * D), lse((size_t)T * H);
+      auto fwd = [&] {
+        AttnSegment segs[2];
+        for (int s = 0; s < nseq; ++s)
+          segs[s] = AttnSegment{cu[s], cu[s + 1] - cu[s], 0, k.data() + (size_t)cu[s] * Hkv * D, v.data() + (size_t)cu[s] * Hkv * D};
+        be.attention_forward(out.data(), lse.data(), q.data(), segs, nseq, H, Hkv, D, nullptr, 0);
+        return Checker::dot(out, w);
+      };
+      fwd();
+      Vec dq(q.size()), dk(k.size()), dv(v.size());
+      be.attention_backward(dq.data(), dk.data(), dv.data(), w.data(), q.data(), k.data(), v.data(), out.data(),
+                            lse.data(), cu.data(), nseq, H, Hkv, D, nullptr, 0);
+      lk.check("dq" + tag, q, dq, fwd);
+      lk.check("dk" + tag, k, dk, fwd);
+      lk.check("dv" + tag, v, dv, fwd);
+    }
+    ck.results = lk.results;
   } else if (op == "swiglu") {
     long N = 40;
     Vec g = ck.randn(N, 2.0f), u = ck.randn(N), w = ck.randn(N), out(N);

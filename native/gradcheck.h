@@ -13,7 +13,8 @@ struct GradcheckResult {
 };
 
 // Central differences (f(x+eps) - f(x-eps)) / (2 eps) of L = sum(out * w) for a random upstream w,
-// at up to `samples` random entries of each input. Ops: rmsnorm, qknorm, rope, attention, swiglu, linear,
+// at up to `samples` random entries of each input. Ops: rmsnorm, qknorm, rope, attention, attention_long (the
+// tiles on long sequences, GQA 1/2/4, head_dim 8/64/128), swiglu, linear,
 // lora, lm_head.
 std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, double eps, int samples);
 

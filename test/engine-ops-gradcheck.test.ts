@@ -12,12 +12,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadNative } from '../src/engine/native.js';
 
 const addon = loadNative();
-const OPS = ['rmsnorm', 'qknorm', 'rope', 'attention', 'swiglu', 'linear', 'lora', 'lm_head', 'lm_head_sampler'];
+const OPS = ['rmsnorm', 'qknorm', 'rope', 'attention', 'attention_long', 'swiglu', 'linear', 'lora', 'lm_head', 'lm_head_sampler'];
 const EXPECTED_INPUTS: Record<string, string[]> = {
   rmsnorm: ['dx', 'dw'],
   qknorm: ['dx', 'dw'],
   rope: ['dx'],
   attention: ['dq', 'dk', 'dv'],
+  attention_long: ['g1 D128', 'g2 D8', 'g4 D64'].flatMap((c) => [`dq ${c}`, `dk ${c}`, `dv ${c}`]),
   swiglu: ['dgate', 'dup'],
   linear: ['dx'],
   lora: ['dx', 'dA', 'dB'],

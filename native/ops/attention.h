@@ -15,7 +15,9 @@ struct AttnSegment {
 // out (T, H, D) = softmax(q k^T / sqrt(D)) v per segment, grouped-query: head h reads kv head h / (H / Hkv).
 // lse (T, H) = log-sum-exp of each softmax row, saved so backward can recompute the probabilities
 // (flash-attention style) instead of keeping (H, T, T) probabilities. lse may be null (inference).
-// scratch: at least threads * max_keys floats.
+// Batch-invariant: a row's out and lse are bit-identical whatever else is in the call, including the same
+// sequence's rows split over calls with npast (see attention.cc). scratch / max_keys: unused (the tiles keep
+// per-thread buffers of their own); kept so the Backend table's signature stays the one every caller uses.
 void attention_forward(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H, int Hkv,
                        int D, float* scratch, int max_keys);
 
@@ -24,4 +26,11 @@ void attention_forward(float* out, float* lse, const float* q, const AttnSegment
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* cu_seqlens, int nseq, int H,
                         int Hkv, int D, float* scratch, int max_keys);
+
+// The same two products one query row at a time in double precision: the oracle of the gradcheck (slow).
+void attention_forward_reference(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H,
+                                 int Hkv, int D);
+void attention_backward_reference(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                  const float* v, const float* out, const float* lse, const int* cu_seqlens, int nseq,
+                                  int H, int Hkv, int D);
 }  // namespace mcprl

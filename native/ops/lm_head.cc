@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "../fastmath.h"
 #include "../gemm.h"
 
 namespace mcprl {
@@ -13,46 +15,31 @@ void logits_forward(float* z, const float* h, WeightRef W, int N, int C, int V) 
   gemm_w(true, N, V, C, 1.0f, h, C, W, C, 0.0f, z, V);
 }
 
-// exp(x) for x <= 0 in a form the compiler vectorises (Cephes expf: x = k ln2 + r, degree-6 polynomial on
-// |r| <= ln2 / 2, relative error about 2e-7). Inputs below -87 return exp(-87) ~ 1.6e-38 instead of
-// denormals, far below anything that matters next to the row's largest probability (>= 1 / V).
-static inline float exp_nonpos(float x) {
-  x = std::max(x, -87.0f);
-  float k = std::floor(x * 1.44269504088896341f + 0.5f);
-  float r = x - k * 0.693359375f + k * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)k + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
 void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
                      const int32_t* targets, int N, int C, int V, float* scratch, int chunk, const float* inv_temp,
                      const int32_t* mask_idx, const uint32_t* masks) {
   const size_t words = ((size_t)V + 31) / 32;
+  std::vector<float> inv_sum((size_t)std::min(chunk, N));
   for (int n0 = 0; n0 < N; n0 += chunk) {
     const int m = std::min(chunk, N - n0);
     logits_forward(scratch, h + (size_t)n0 * C, W, m, C, V);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < m; ++i) {
-      float* z = scratch + (size_t)i * V;  // logits, then probabilities in place
+      float* z = scratch + (size_t)i * V;  // logits, then exp(z - max) in place
       const int n = n0 + i;
       const uint32_t* allow = mask_idx && mask_idx[n] >= 0 ? masks + (size_t)mask_idx[n] * words : nullptr;
       auto allowed = [allow](int v) { return (bool)((allow[v >> 5] >> (v & 31)) & 1u); };
-      if (inv_temp && inv_temp[n] != 1.0f) {
-        const float s = inv_temp[n];
-#pragma omp simd
-        for (int v = 0; v < V; ++v) z[v] *= s;
-      }
+      // Passes over the row's V logits are what this op adds to its two GEMMs, so the temperature rides on the
+      // max pass, and 1 / Σ goes onto g (C per row, after the second product) instead of onto P.
       float mx = -INFINITY;
-      if (allow) {
+      const float ts = inv_temp ? inv_temp[n] : 1.0f;
+      if (ts != 1.0f) {
+#pragma omp simd reduction(max : mx)
+        for (int v = 0; v < V; ++v) {
+          z[v] *= ts;
+          mx = std::max(mx, allow && !allowed(v) ? -INFINITY : z[v]);
+        }
+      } else if (allow) {
         for (int v = 0; v < V; ++v)
           if (allowed(v)) mx = std::max(mx, z[v]);
       } else {
@@ -76,10 +63,24 @@ void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const fl
             z[v] = e;
           }
         } else {
-#pragma omp simd reduction(+ : s, ws)
-          for (int v = v0; v < v1; ++v) {
-            float d = z[v] - mx;
-            float e = exp_nonpos(d);
+          // 8 lanes at a time in vector types (exp_nonpos8): GCC leaves the scalar form unvectorised.
+          typedef float f32x8u __attribute__((vector_size(32), aligned(4)));
+          f32x8 s8 = {}, ws8 = {};
+          int v = v0;
+          for (; v + 8 <= v1; v += 8) {
+            const f32x8 d = *(const f32x8u*)(z + v) - mx;
+            const f32x8 e = exp_nonpos8(d);
+            s8 += e;
+            ws8 += e * d;
+            *(f32x8u*)(z + v) = e;
+          }
+          for (int l = 0; l < 8; ++l) {
+            s += s8[l];
+            ws += ws8[l];
+          }
+          for (; v < v1; ++v) {
+            const float d = z[v] - mx;
+            const float e = exp_nonpos(d);
             s += e;
             ws += e * d;
             z[v] = e;
@@ -92,14 +93,16 @@ void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const fl
       lse[n] = (float)(mx + log_sum);
       logp[n] = (float)((double)(zt - mx) - log_sum);
       if (entropy) entropy[n] = (float)(log_sum - wsum / sum);
-      if (g) {
-        const float inv = (float)(1.0 / sum);
-#pragma omp simd
-        for (int v = 0; v < V; ++v) z[v] *= inv;
-      }
+      inv_sum[i] = (float)(1.0 / sum);
     }
-    // g (m, C) = P (m, V) W (V, C)
-    if (g) gemm_w(false, m, C, V, 1.0f, scratch, V, W, C, 0.0f, g + (size_t)n0 * C, C);
+    // g (m, C) = P (m, V) W (V, C), with P = E / Σ: the product of the unnormalised E, each row then scaled.
+    if (g) {
+      float* gc = g + (size_t)n0 * C;
+      gemm_w(false, m, C, V, 1.0f, scratch, V, W, C, 0.0f, gc, C);
+#pragma omp parallel for schedule(static)
+      for (int i = 0; i < m; ++i)
+        for (int c = 0; c < C; ++c) gc[(size_t)i * C + c] *= inv_sum[i];
+    }
   }
 }
 

@@ -103,6 +103,7 @@ export interface GradcheckRow {
 }
 
 export type GemmKernel = 'portable' | 'blas' | 'auto';
+export type AttentionKernel = 'tiles' | 'reference';
 
 export interface NativeAddon {
   Engine: new () => NativeEngine;
@@ -112,6 +113,21 @@ export interface NativeAddon {
   gemm(transA: boolean, transB: boolean, M: number, N: number, K: number, A: Float32Array, B: Float32Array, kernel: GemmKernel, threads?: number): Float32Array;
   /** GFLOP/s of an n^3 sgemm, best of reps. */
   gemmBench(n: number, kernel: 'portable' | 'blas', reps: number, threads?: number): Promise<number>;
+  /**
+   * The attention op alone (native/ops/attention.h), 'tiles' (the engine's kernel) or 'reference' (one row at a
+   * time in double precision). segments: (q0, nq, npast, kRow0) per segment; segment s reads k/v rows
+   * kRow0 .. kRow0 + npast + nq. threads: all cores when left out.
+   */
+  attention(q: Float32Array, k: Float32Array, v: Float32Array, H: number, Hkv: number, D: number, segments: Int32Array, kernel: AttentionKernel, threads?: number): { out: Float32Array; lse: Float32Array };
+  /** Its backward over packed sequences (cuSeqlens: row offsets, nseq + 1). */
+  attentionBackward(dout: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, out: Float32Array, lse: Float32Array, cuSeqlens: Int32Array, H: number, Hkv: number, D: number, kernel: AttentionKernel, threads?: number): { dq: Float32Array; dk: Float32Array; dv: Float32Array };
+  /** CPU seconds (best of reps, one thread) of the engine's attention forward and backward on one causal sequence of T rows. */
+  attentionBench(T: number, H: number, Hkv: number, D: number, reps: number): Promise<{ forward: number; backward: number }>;
+  /**
+   * CPU seconds (best of reps, one thread) of the LM head's forward (with the saved g) and backward on N rows,
+   * hidden C, vocabulary V, and of the plain GEMMs of the same shapes (the rate it is measured against).
+   */
+  lmHeadBench(N: number, C: number, V: number, reps: number): Promise<{ forward: number; backward: number; gemm: number }>;
   /** Forces (true) or releases (false) the portable GEMM for every later call; MCPRL_PORTABLE_GEMM=1 sets it at load. */
   setPortableGemm(on: boolean): void;
   info(): { openblas: boolean; portableGemm: boolean; backend: string; maxThreads: number };
