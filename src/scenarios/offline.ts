@@ -85,6 +85,8 @@ interface EntityRecord {
   /** What the record is, singular ("book", "author"). */
   noun: string;
   fields: Record<string, Scalar>;
+  /** Its short lists of strings (server-memory's observations): what can name it without its label. */
+  lists?: Record<string, string[]>;
 }
 
 interface Candidate {
@@ -101,6 +103,10 @@ const SEARCH_NAMES = /^(q|query|search|keyword|keywords|term|terms|text|filter|p
 const SECRET_KEYS = /key|token|secret|password|passwd|auth|credential|cookie|session/i;
 /** Parameters that name an existing thing to act on (a file to move or delete). */
 const REF_NAMES = /^(source|src|from_?path|old_?path)$/i;
+/** Parameters that take a glob (server-filesystem's search_files `pattern`): built from discovered file names. */
+const GLOB_NAMES = /^(pattern|glob|glob_?pattern|file_?pattern|include)$/i;
+/** Parameters that take text to be replaced (an edit's `oldText`): a line of the content discovered for the path. */
+const OLD_TEXT_NAMES = /^(old|original|search|find|from|match)_?(text|string|str|content|line|value)$/i;
 /** Parameters that name a new thing (where a file is moved or written to). */
 const NEW_PATH_NAMES = /^(destination|dest|target|to_?path|new_?path)$/i;
 /** Keys whose values name an entity, so that they are worth feeding back as arguments of other tools. */
@@ -370,7 +376,7 @@ function records(data: unknown, tool: string, parentKey?: string, out: EntityRec
     for (const x of data) {
       if (!isPlainObject(x)) continue;
       const fields = scalarFields(x);
-      if (Object.keys(fields).length >= 2) out.push({ noun, fields });
+      if (Object.keys(fields).length >= 2) out.push({ noun, fields, ...stringLists(x) });
       for (const [k, v] of Object.entries(x)) if (Array.isArray(v) || isPlainObject(v)) records(v, tool, k, out);
     }
     return out;
@@ -382,6 +388,11 @@ function records(data: unknown, tool: string, parentKey?: string, out: EntityRec
   }
   for (const [k, v] of Object.entries(data)) if (Array.isArray(v) || isPlainObject(v)) records(v, tool, k, out);
   return out;
+}
+
+function stringLists(o: Record<string, unknown>): { lists?: Record<string, string[]> } {
+  const lists = Object.entries(o).filter((e): e is [string, string[]] => Array.isArray(e[1]) && e[1].length > 0 && e[1].every((x) => typeof x === 'string'));
+  return lists.length ? { lists: Object.fromEntries(lists) } : {};
 }
 
 function scalarFields(o: Record<string, unknown>): Record<string, Scalar> {
@@ -521,6 +532,10 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   const keyValues = new Map<string, Scalar[]>();
   // Strings listed under a key (server-memory's observations): what a destructive write may name to remove.
   const listValues = new Map<string, Scalar[]>();
+  /** Plain-text results of calls on one path (a file's content), by that path. */
+  const contentOf = new Map<string, { tool: string; args: Record<string, unknown>; text: string }>();
+  /** Paths that a listing showed to be folders (their "content" is no file's). */
+  const folders = new Set<string>();
   let harvested = 0;
   const keep = (k: string, v: Scalar) => {
     const before = keyValues.get(k)?.length ?? 0;
@@ -547,7 +562,15 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     if (data === undefined) for (const m of resultText(o).matchAll(/(?:^|\s)(\{sandbox\}(?:\/[^\s:,'"()]+)?|\/[^\s:,'"()]+)/g)) keep('path', m[1]);
     const folder = Object.entries(args).find(([k, v]) => entityKey(k) === 'path' && typeof v === 'string')?.[1] as string | undefined;
     const listing = listingLines(resultText(o));
-    if (folder && listing) for (const e of listing) keep('path', `${folder.replace(/\/+$/, '')}/${e.name}`);
+    if (folder && listing) {
+      folders.add(folder);
+      for (const e of listing) {
+        keep('path', `${folder.replace(/\/+$/, '')}/${e.name}`);
+        if (/^dir/.test(e.type)) folders.add(`${folder.replace(/\/+$/, '')}/${e.name}`);
+      }
+    }
+    // The plain text a tool gave for a path (a file's content): what an edit may replace, and what names the file.
+    if (folder && data === undefined && !contentOf.has(folder)) contentOf.set(folder, { tool, args, text: resultText(o) });
   };
   for (const tool of tools) {
     for (const args of discoveryArgs(tool)) {
@@ -621,6 +644,10 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     const ek = entityKey(name);
     const byKey = ek ? keyValues.get(ek) : undefined;
     if (byKey?.length) return byKey;
+    if (GLOB_NAMES.test(name) || /\bglob\b/i.test(String(ctx.schema.description ?? ''))) {
+      const globs = globsOf(keyValues.get('path') ?? []);
+      if (globs.length) return globs;
+    }
     if (SEARCH_NAMES.test(name)) {
       const ws = recs.flatMap((r) => (recordLabel(r)?.value.split(/\s+/) ?? []).filter((w) => w.length >= 4));
       return ws.length ? ws : undefined;
@@ -839,8 +866,13 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     // A reference to something (entityName, book_id) takes a discovered value; what the write creates is new.
     // A destructive tool removes what exists, so every value it takes is a discovered one (observations to delete).
     const destructive = tool.annotations.destructiveHint !== false;
+    // An edit replaces text that is there: its path is a file whose content discovery read.
+    const edits = hasKey(tool.inputSchema, OLD_TEXT_NAMES);
     const refs = (ctx: CandidateContext) => {
       if (!ctx.name) return undefined;
+      if (edits && entityKey(ctx.name) === 'path') return [...contentOf.keys()].filter((p) => !folders.has(p));
+      // An amount a person asks for in one change is small, and a large one is likelier refused (stock, limits).
+      if ((ctx.schema.type === 'integer' || ctx.schema.type === 'number') && !isIdName(ctx.name)) return smallAmounts(ctx.schema);
       if (REF_NAMES.test(ctx.name)) return (keyValues.get('path') ?? []).filter((p) => typeof p === 'string' && /\/[^/]+\.[a-z0-9]+$/i.test(p));
       if (isIdName(ctx.name) || (words(ctx.name).length >= 2 && entityKey(ctx.name))) return candidates(tool)(ctx);
       const listed = destructive ? listValues.get(ctx.name) : undefined;
@@ -853,7 +885,15 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       note(tool.name, 'no_discoverable_arguments');
       return undefined;
     }
-    args = newPathsBeside(args);
+    if (edits) {
+      const file = Object.entries(args).find(([k]) => entityKey(k) === 'path')?.[1];
+      const content = typeof file === 'string' ? contentOf.get(file)?.text : undefined;
+      if (content === undefined) {
+        note(tool.name, 'no_discoverable_arguments');
+        return undefined;
+      }
+      args = withOldText(args, uniqueLines(content), rng);
+    } else args = newPathsBeside(args, /\b(director(y|ies)|folders?|dirs?)\b/.test(words(tool.name).join(' ')));
     const strings = [...new Set(stringLeaves(args))];
     // A listing names files by their base name: a path's last part is evidence too.
     const base = (v: string) => (v.includes('/') ? [v.slice(v.lastIndexOf('/') + 1)] : []);
@@ -905,6 +945,77 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     };
   }
 
+  /** How many discovered records hold `x` in a field or a list (1: it names its record). */
+  const owners = (x: string): number =>
+    recs.filter((r) => Object.values(r.fields).includes(x) || Object.values(r.lists ?? {}).some((xs) => xs.includes(x))).length;
+
+  /** A read-only search tool called with `text` as its one required argument, when the server has one. */
+  function searchFor(text: string): { tool: string; args: Record<string, unknown> } | undefined {
+    for (const t of usableTools()) {
+      const req = requiredNames(t);
+      const args = { [req[0]]: text };
+      if (req.length === 1 && SEARCH_NAMES.test(req[0]) && validates(t.inputSchema, args)) return { tool: t.name, args };
+    }
+    return undefined;
+  }
+
+  interface Clue {
+    /** The words that name the value in a task ("the entity whose observations include "born in London""). */
+    text: string;
+    /** The read-only call a solver makes to go from the clue to the value, and what its result must show. */
+    find: { tool: string; args: Record<string, unknown> };
+    shows: string;
+  }
+
+  /**
+   * What names a discovered value without saying it: a list item unique to its record (found again by searching for
+   * it), or a line that only its file holds (found by reading the file).
+   */
+  function cluesFor(v: string): Clue[] {
+    const out: Clue[] = [];
+    for (const rec of recs) {
+      if (!Object.values(rec.fields).includes(v)) continue;
+      for (const [k, xs] of Object.entries(rec.lists ?? {})) {
+        for (const x of xs) {
+          if (x.length < 4 || x.length > 60 || answerContains(x, v) || owners(x) !== 1) continue;
+          const find = searchFor(x);
+          if (find) out.push({ text: `the ${rec.noun} whose ${label(k)} include "${x}"`, find, shows: v });
+        }
+      }
+    }
+    const read = contentOf.get(v);
+    if (read && !folders.has(v)) {
+      for (const line of uniqueLines(read.text)) {
+        const l = line.trim();
+        if ([...contentOf].some(([p, o]) => p !== v && o.text.includes(l))) continue;
+        // The folder is named (as a person would), so the agent knows where to look.
+        const dir = v.includes('/') ? v.slice(0, v.lastIndexOf('/')) : '';
+        out.push({ text: `the file ${dir ? `in "${dir}" ` : ''}that contains the line "${l}"`, find: { tool: read.tool, args: read.args }, shows: l });
+      }
+    }
+    return out;
+  }
+
+  // 2e. find → act: a lookup or a write whose entity the task names by a clue, so the agent must find it first
+  // (search for the clue, or read the files), then inspect or change it. The found value feeds the checked call.
+  async function found(): Promise<Candidate | 'unverifiable' | undefined> {
+    const base = writeTools.length && opts.isolatedServer && rng.chance(0.5) ? await write() : await lookup();
+    if (!base || base === 'unverifiable') return base;
+    const first = base.checks.find((k) => k.kind === 'tool_called');
+    if (first?.kind !== 'tool_called') return undefined;
+    const named = [...new Set(stringLeaves(first.args))].filter((v) => isKnown(v) && base.task.includes(`"${v}"`));
+    const options = named.flatMap((v) => cluesFor(v).map((c) => ({ v, ...c })));
+    if (!options.length) return undefined;
+    const pick = rng.pick(options);
+    const task = base.task.split(`["${pick.v}"]`).join(`of ${pick.text}`).split(`"${pick.v}"`).join(`of ${pick.text}`);
+    // Named another way too (a path's base name): no finding needed. Inside a JSON list the clue reads badly.
+    if (answerContains(task.split(pick.text).join(''), pick.v) || /[[,]of the /.test(task)) return undefined;
+    // The solver's find step, replayed: the clue leads to the value.
+    const out = await call(pick.find.tool, pick.find.args, true);
+    if (out.isError || !answerContains(out.text, pick.shows)) return 'unverifiable';
+    return { ...base, task, difficulty: Math.min(5, base.difficulty + 2) };
+  }
+
   /**
    * A state check that tells the change apart: a written value the reader now shows (state_contains), a number
    * that moved (state_number: a stock level, a count of orders), or a value it no longer shows (state_absent: a
@@ -926,15 +1037,17 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
    * A path argument that names something new (a move's destination, a file to write) gets a name beside a discovered
    * path, in the same folder, so that it lies where the server may write.
    */
-  function newPathsBeside(args: Record<string, unknown>): Record<string, unknown> {
+  function newPathsBeside(args: Record<string, unknown>, folder: boolean): Record<string, unknown> {
     const known = (keyValues.get('path') ?? []).filter((p): p is string => typeof p === 'string' && p.includes('/'));
     if (!known.length) return args;
     const out = { ...args };
     for (const [k, v] of Object.entries(args)) {
-      if (typeof v !== 'string' || !NEW_PATH_NAMES.test(k) || isKnown(v)) continue;
+      // A destination, or a path no listing showed (a folder to create): a new name in a discovered folder.
+      if (typeof v !== 'string' || !(NEW_PATH_NAMES.test(k) || entityKey(k) === 'path') || isKnown(v)) continue;
       const base = known.find((p) => Object.values(args).includes(p)) ?? known[0];
       const name = v.trim().toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'new';
-      out[k] = `${base.slice(0, base.lastIndexOf('/'))}/${name}${/\.[a-z0-9]+$/i.test(base) ? base.slice(base.lastIndexOf('.')) : ''}`;
+      // A new folder gets no extension; a new file the extension of the file beside it.
+      out[k] = `${base.slice(0, base.lastIndexOf('/'))}/${name}${!folder && /\.[a-z0-9]+$/i.test(base) ? base.slice(base.lastIndexOf('.')) : ''}`;
     }
     return out;
   }
@@ -985,8 +1098,8 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   let droppedExcluded = 0;
   let attempts = 0;
   const shapes: [number, () => Promise<Candidate | 'unverifiable' | undefined>][] = writeTools.length
-    ? [[0.35, lookup], [0.25, chain], [0.15, flow], [0.25, write]]
-    : [[0.45, lookup], [0.35, chain], [0.2, flow]];
+    ? [[0.25, lookup], [0.2, chain], [0.1, flow], [0.25, write], [0.2, found]]
+    : [[0.35, lookup], [0.3, chain], [0.15, flow], [0.2, found]];
 
   while (scenarios.length < count && attempts < maxAttempts && usableTools().length) {
     attempts++;
@@ -1044,6 +1157,59 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     readOnlyTools: tools.map((t) => t.name),
     coverage: coverageOf(allTools, scenarios, excluded, furthest),
   };
+}
+
+/**
+ * Globs that match discovered files: each file's extension (`*.md`, `**\/*.md`) and its base name. A synthesized
+ * pattern matches nothing; these match what is there.
+ */
+function globsOf(paths: readonly Scalar[]): string[] {
+  const out = new Set<string>();
+  for (const p of paths) {
+    if (typeof p !== 'string') continue;
+    const base = p.slice(p.lastIndexOf('/') + 1);
+    const ext = /\.([A-Za-z0-9]{1,8})$/.exec(base)?.[1];
+    if (!ext) continue;
+    out.add(`*.${ext}`);
+    out.add(`**/*.${ext}`);
+    out.add(base);
+  }
+  return [...out];
+}
+
+/** Whether a schema has a property whose name matches, however deep. */
+function hasKey(schema: JsonSchema, re: RegExp, depth = 0): boolean {
+  if (depth > 6 || !isPlainObject(schema)) return false;
+  const props = isPlainObject(schema.properties) ? (schema.properties as Record<string, JsonSchema>) : {};
+  if (Object.keys(props).some((k) => re.test(k))) return true;
+  return [...Object.values(props), schema.items as JsonSchema].some((x) => x !== undefined && hasKey(x, re, depth + 1));
+}
+
+/** The smallest amounts a numeric schema allows (1, 2, 3 when it sets no minimum). */
+function smallAmounts(schema: JsonSchema): number[] {
+  const min = typeof schema.minimum === 'number' ? schema.minimum : typeof schema.exclusiveMinimum === 'number' ? schema.exclusiveMinimum + 1 : 1;
+  const lo = Math.ceil(Math.max(min, 1));
+  return [lo, lo + 1, lo + 2];
+}
+
+/** The lines of a text that occur in it once, with letters and of a length a task can quote. */
+function uniqueLines(text: string): string[] {
+  const lines = text.split('\n').map((l) => l.replace(/\s+$/, ''));
+  return lines.filter((l, i) => l.trim().length >= 4 && l.length <= 80 && /[A-Za-z]/.test(l) && lines.indexOf(l) === i && lines.lastIndexOf(l) === i && text.split(l).length === 2);
+}
+
+/**
+ * Text to replace, taken from what is there: every list of edits keeps as many items as it must (one, or its
+ * minItems), and each item's old-text field (`oldText`) becomes a distinct line of the file.
+ */
+function withOldText(args: Record<string, unknown>, lines: string[], rng: Rng): Record<string, unknown> {
+  const pool = rng.shuffle(lines);
+  const fill = (v: unknown): unknown => {
+    if (Array.isArray(v) && v.some((x) => isPlainObject(x) && Object.keys(x).some((k) => OLD_TEXT_NAMES.test(k)))) return v.slice(0, 1).map(fill);
+    if (!isPlainObject(v)) return v;
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, OLD_TEXT_NAMES.test(k) && typeof x === 'string' ? (pool.shift() ?? x) : fill(x)]));
+  };
+  return fill(args) as Record<string, unknown>;
 }
 
 /** Every string in a value, however deep. */
@@ -1188,7 +1354,10 @@ function dedupeRecords(recs: EntityRecord[]): void {
     }
     const key = `${r.noun}\u0000${String(id)}`;
     const prev = byKey.get(key);
-    if (prev) Object.assign(prev.fields, r.fields);
+    if (prev) {
+      Object.assign(prev.fields, r.fields);
+      if (r.lists) prev.lists = { ...prev.lists, ...r.lists };
+    }
     else {
       byKey.set(key, r);
       out.push(r);
