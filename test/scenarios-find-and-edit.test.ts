@@ -22,7 +22,7 @@ import { generateOfflineScenarios } from '../src/scenarios/offline.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
 import type { OpenAIDouble } from './doubles/openai-double.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble } from './doubles/policy-double.js';
-import { filesystemTarget, fixtureStdioTarget, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
+import { filesystemTarget, fixtureStdioTarget, folderWithFiles, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
 
 const doubles: OpenAIDouble[] = [];
 afterAll(async () => {
@@ -66,14 +66,6 @@ const calledTool = (s: Scenario): string | undefined => {
   return c?.kind === 'tool_called' ? c.tool : undefined;
 };
 const hasState = (s: Scenario) => (s.checks ?? []).some((c) => c.kind.startsWith('state_'));
-
-function folderWithFiles(): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mcprl-user-files-'));
-  writeFileSync(path.join(dir, 'notes.txt'), 'Shopping: apples, pears, walnuts.\n');
-  writeFileSync(path.join(dir, 'todo.md'), '# Todo\n- call the plumber\n- renew passport\n');
-  writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ name: 'demo', port: 8080 }, null, 2) + '\n');
-  return dir;
-}
 
 describe('tools that had no scenario', () => {
   it('place_order (fixture): an order of a few copies, checked by the stock it took', async () => {
