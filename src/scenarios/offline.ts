@@ -77,6 +77,19 @@ export interface OfflineResult {
   readOnlyTools: string[];
   /** Per tool of the server: scenarios made, and for a tool with none, why. */
   coverage: ToolCoverage[];
+  /**
+   * What discovery found that names a thing on the server (ids, names, labels, paths, uris…), each with the
+   * read-only tool whose result showed it first, in the order found. `count: 0` runs discovery alone.
+   */
+  entities: DiscoveredEntity[];
+}
+
+/** A value that names a thing on the server, with the read-only tool whose result showed it. */
+export interface DiscoveredEntity {
+  /** The key it was found under ("id", "book_id", "name", "path"). */
+  key: string;
+  value: Scalar;
+  tool: string;
 }
 
 type Scalar = string | number | boolean;
@@ -537,13 +550,16 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   /** Paths that a listing showed to be folders (their "content" is no file's). */
   const folders = new Set<string>();
   let harvested = 0;
-  const keep = (k: string, v: Scalar) => {
-    const before = keyValues.get(k)?.length ?? 0;
-    push(keyValues, k, v);
-    if ((keyValues.get(k)?.length ?? 0) > before) harvested++;
-  };
+  const entities: DiscoveredEntity[] = [];
   const harvest = (tool: string, args: Record<string, unknown>, o: ToolCallOutcome) => {
     if (o.isError) return;
+    const keep = (k: string, v: Scalar) => {
+      const before = keyValues.get(k)?.length ?? 0;
+      push(keyValues, k, v);
+      if ((keyValues.get(k)?.length ?? 0) === before) return;
+      harvested++;
+      if (isIdName(k) || ENTITY_KEYS.has(k) || LABEL_KEYS.includes(k)) entities.push({ key: k, value: v, tool });
+    };
     const data = outcomeData(o);
     for (const r of records(data, tool)) {
       recs.push(r);
@@ -894,52 +910,25 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       }
       args = withOldText(args, uniqueLines(content), rng);
     } else args = newPathsBeside(args, /\b(director(y|ies)|folders?|dirs?)\b/.test(words(tool.name).join(' ')));
-    const strings = [...new Set(stringLeaves(args))];
-    // A listing names files by their base name: a path's last part is evidence too.
-    const base = (v: string) => (v.includes('/') ? [v.slice(v.lastIndexOf('/') + 1)] : []);
-    const fresh = strings.filter((v) => v.length >= 3 && !isKnown(v)).flatMap((v) => [v, ...base(v)]);
-    const readers = stateReaders([...strings, ...strings.flatMap((v) => (v.includes('/') ? [v.slice(0, v.lastIndexOf('/')) || '/'] : []))]);
+    const evidence = writeEvidence(args, isKnown);
+    const readers = stateReaders(usableTools(), evidence.readerValues);
     if (!readers.length) {
       note(tool.name, 'nothing_to_ask');
       return undefined;
     }
-    // The state a rollout starts from (read twice: what differs between two reads of it is no evidence of a change).
-    const before: (ToolCallOutcome | undefined)[] = [];
-    const again: (ToolCallOutcome | undefined)[] = [];
-    const untouched = withPlaceholder(await open());
-    try {
-      for (const r of readers) before.push(await untouched.callTool(r.tool, r.args, { timeoutMs: callTimeoutMs }));
-      for (const r of readers) again.push(await untouched.callTool(r.tool, r.args, { timeoutMs: callTimeoutMs }));
-    } finally {
-      await untouched.close();
+    const replayed = await replayOnIsolated(open, [{ tool: tool.name, args }], readers, callTimeoutMs);
+    if ('failed' in replayed) {
+      note(tool.name, 'calls_failed');
+      return 'unverifiable';
     }
-    // The scripted solver: the write alone, on a server of its own, and what the readers show afterwards.
-    const after: ToolCallOutcome[] = [];
-    const box = withPlaceholder(await open());
-    try {
-      const out = await box.callTool(tool.name, args, { timeoutMs: callTimeoutMs });
-      if (out.isError || disguisedError(out)) {
-        note(tool.name, 'calls_failed');
-        return 'unverifiable';
-      }
-      for (const r of readers) after.push(await box.callTool(r.tool, r.args, { timeoutMs: callTimeoutMs }));
-    } finally {
-      await box.close();
-    }
-    let state: StateCheck | undefined;
-    for (let i = 0; i < readers.length && !state; i++) {
-      const b = before[i]!;
-      const a = after[i];
-      if (b.isError || a.isError || b.text !== again[i]!.text) continue;
-      state = stateChange(readers[i], b.text, a.text, strings.flatMap((v) => [v, ...base(v)]), fresh);
-    }
+    const state = stateCheckOf(readers, replayed, evidence);
     if (!state) {
       note(tool.name, 'replay_failed');
       return 'unverifiable';
     }
     return {
       task: render('write', { action: actionPhrase(tool), args: plainArgs(args) }),
-      difficulty: strings.length > 2 ? 3 : 2,
+      difficulty: evidence.strings.length > 2 ? 3 : 2,
       checks: [{ kind: 'tool_called', tool: tool.name, args }, state],
       verified: true,
     };
@@ -1017,23 +1006,6 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   }
 
   /**
-   * A state check that tells the change apart: a written value the reader now shows (state_contains), a number
-   * that moved (state_number: a stock level, a count of orders), or a value it no longer shows (state_absent: a
-   * deleted entity, a moved file). It must hold after the write and fail on the untouched state.
-   */
-  function stateChange(reader: { tool: string; args: Record<string, unknown> }, before: string, after: string, strings: string[], fresh: string[]): StateCheck | undefined {
-    const given = scalarArgValues(reader.args);
-    const options: StateCheck[] = [];
-    for (const v of fresh) if (!given.has(v.toLowerCase())) options.push({ kind: 'state_contains', ...reader, value: v });
-    for (const v of strings) if (v.length >= 3 && !given.has(v.toLowerCase())) options.push({ kind: 'state_absent', ...reader, value: v });
-    for (const { path, value } of numericLeaves(parseJson(after))) {
-      if (UNSTABLE_KEYS.test(path[path.length - 1] ?? '') || numberAt(before, path) === undefined) continue;
-      options.push({ kind: 'state_number', ...reader, path, value });
-    }
-    return options.find((c) => stateShows(c, { text: after, is_error: false }) && !stateShows(c, { text: before, is_error: false }));
-  }
-
-  /**
    * A path argument that names something new (a move's destination, a file to write) gets a name beside a discovered
    * path, in the same folder, so that it lies where the server may write.
    */
@@ -1050,28 +1022,6 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       out[k] = `${base.slice(0, base.lastIndexOf('/'))}/${name}${!folder && /\.[a-z0-9]+$/i.test(base) ? base.slice(base.lastIndexOf('.')) : ''}`;
     }
     return out;
-  }
-
-  /**
-   * Read-only calls that may show a write of these values: each value as a name-like argument or a search, and the
-   * tools that need no argument (a whole graph, a listing).
-   */
-  function stateReaders(values: string[]): { tool: string; args: Record<string, unknown> }[] {
-    const out: { tool: string; args: Record<string, unknown> }[] = [];
-    const whole: { tool: string; args: Record<string, unknown> }[] = [];
-    for (const t of usableTools()) {
-      const req = requiredNames(t);
-      const props = (t.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
-      if (req.length === 0 && validates(t.inputSchema, {})) whole.push({ tool: t.name, args: {} });
-      if (req.length !== 1) continue;
-      const p = props[req[0]];
-      if (!p) continue;
-      for (const v of new Set(values)) {
-        const args = { [req[0]]: p.type === 'array' ? [v] : v };
-        if ((entityKey(req[0]) || isIdName(req[0]) || SEARCH_NAMES.test(req[0])) && validates(t.inputSchema, args)) out.push({ tool: t.name, args });
-      }
-    }
-    return [...out.slice(0, 24), ...whole.slice(0, 4)];
   }
 
   // 3. Replay: every checked call again, fresh, and every expected value in the real output again.
@@ -1156,7 +1106,134 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     attempts,
     readOnlyTools: tools.map((t) => t.name),
     coverage: coverageOf(allTools, scenarios, excluded, furthest),
+    entities,
   };
+}
+
+/** A read-only call that may show a write: the reader of a state check. */
+export interface StateReader {
+  tool: string;
+  args: Record<string, unknown>;
+}
+
+/**
+ * Read-only calls that may show a write of these values: each value as a name-like argument or a search, and the
+ * tools that need no argument (a whole graph, a listing). `tools`: the read-only tools, schemas resolved.
+ */
+export function stateReaders(tools: readonly ToolInfo[], values: string[]): StateReader[] {
+  const out: StateReader[] = [];
+  const whole: StateReader[] = [];
+  for (const t of tools) {
+    const req = requiredNames(t);
+    const props = (t.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+    if (req.length === 0 && validates(t.inputSchema, {})) whole.push({ tool: t.name, args: {} });
+    if (req.length !== 1) continue;
+    const p = props[req[0]];
+    if (!p) continue;
+    for (const v of new Set(values)) {
+      const args = { [req[0]]: p.type === 'array' ? [v] : v };
+      if ((entityKey(req[0]) || isIdName(req[0]) || SEARCH_NAMES.test(req[0])) && validates(t.inputSchema, args)) out.push({ tool: t.name, args });
+    }
+  }
+  return [...out.slice(0, 24), ...whole.slice(0, 4)];
+}
+
+/** What a scripted solver's replay of writes showed: each call's result, and each reader's before and after. */
+export interface IsolatedReplay {
+  outputs: ToolCallOutcome[];
+  /** The untouched state, read twice (what differs between two reads of it is no evidence of a change). */
+  before: ToolCallOutcome[];
+  again: ToolCallOutcome[];
+  after: ToolCallOutcome[];
+}
+
+/**
+ * The scripted solver for a task that writes: `calls` in order on a fresh isolated server of their own, then what
+ * the readers show; the readers also on another fresh server, untouched. Both servers are closed at once. A call
+ * that fails (or succeeds with an error in disguise) ends the replay: `{failed: tool}`.
+ */
+export async function replayOnIsolated(
+  open: NonNullable<OfflineOptions['isolatedServer']>,
+  calls: readonly { tool: string; args: Record<string, unknown> }[],
+  readers: readonly StateReader[],
+  timeoutMs: number,
+): Promise<IsolatedReplay | { failed: string; detail: string }> {
+  const before: ToolCallOutcome[] = [];
+  const again: ToolCallOutcome[] = [];
+  const untouched = withPlaceholder(await open());
+  try {
+    for (const r of readers) before.push(await untouched.callTool(r.tool, r.args, { timeoutMs }));
+    for (const r of readers) again.push(await untouched.callTool(r.tool, r.args, { timeoutMs }));
+  } finally {
+    await untouched.close();
+  }
+  const outputs: ToolCallOutcome[] = [];
+  const after: ToolCallOutcome[] = [];
+  const box = withPlaceholder(await open());
+  try {
+    for (const c of calls) {
+      const out = await box.callTool(c.tool, c.args, { timeoutMs });
+      const disguised = out.isError ? undefined : disguisedError(out);
+      if (out.isError || disguised) return { failed: c.tool, detail: disguised ?? out.text.slice(0, 200) };
+      outputs.push(out);
+    }
+    for (const r of readers) after.push(await box.callTool(r.tool, r.args, { timeoutMs }));
+  } finally {
+    await box.close();
+  }
+  return { outputs, before, again, after };
+}
+
+/** What may show that a write of `args` happened. */
+export interface WriteEvidence {
+  /** The strings the write was given. */
+  strings: string[];
+  /** Those, and a path's base name (a listing names files by it): what a reader may show, or no longer show. */
+  values: string[];
+  /** The new ones (no discovery showed them), with base names: what a reader must come to show. */
+  fresh: string[];
+  /** What the readers are asked about: the strings, and each path's folder. */
+  readerValues: string[];
+}
+
+export function writeEvidence(args: unknown, isKnown: (v: string) => boolean): WriteEvidence {
+  const strings = [...new Set(stringLeaves(args))];
+  const base = (v: string) => (v.includes('/') ? [v.slice(v.lastIndexOf('/') + 1)] : []);
+  return {
+    strings,
+    values: strings.flatMap((v) => [v, ...base(v)]),
+    fresh: strings.filter((v) => v.length >= 3 && !isKnown(v)).flatMap((v) => [v, ...base(v)]),
+    readerValues: [...strings, ...strings.flatMap((v) => (v.includes('/') ? [v.slice(0, v.lastIndexOf('/')) || '/'] : []))],
+  };
+}
+
+/** The first reader whose state tells the change apart (see stateChange), as a state check. */
+export function stateCheckOf(readers: readonly StateReader[], r: IsolatedReplay, evidence: WriteEvidence): StateCheck | undefined {
+  for (let i = 0; i < readers.length; i++) {
+    const b = r.before[i]!;
+    const a = r.after[i]!;
+    if (b.isError || a.isError || b.text !== r.again[i]!.text) continue;
+    const state = stateChange(readers[i], b.text, a.text, evidence.values, evidence.fresh);
+    if (state) return state;
+  }
+  return undefined;
+}
+
+/**
+ * A state check that tells the change apart: a written value the reader now shows (state_contains), a number
+ * that moved (state_number: a stock level, a count of orders), or a value it no longer shows (state_absent: a
+ * deleted entity, a moved file). It must hold after the write and fail on the untouched state.
+ */
+function stateChange(reader: { tool: string; args: Record<string, unknown> }, before: string, after: string, strings: string[], fresh: string[]): StateCheck | undefined {
+  const given = scalarArgValues(reader.args);
+  const options: StateCheck[] = [];
+  for (const v of fresh) if (!given.has(v.toLowerCase())) options.push({ kind: 'state_contains', ...reader, value: v });
+  for (const v of strings) if (v.length >= 3 && !given.has(v.toLowerCase())) options.push({ kind: 'state_absent', ...reader, value: v });
+  for (const { path, value } of numericLeaves(parseJson(after))) {
+    if (UNSTABLE_KEYS.test(path[path.length - 1] ?? '') || numberAt(before, path) === undefined) continue;
+    options.push({ kind: 'state_number', ...reader, path, value });
+  }
+  return options.find((c) => stateShows(c, { text: after, is_error: false }) && !stateShows(c, { text: before, is_error: false }));
 }
 
 /**
@@ -1370,7 +1447,7 @@ function requiredNames(tool: ToolInfo): string[] {
   return ((tool.inputSchema.required as string[] | undefined) ?? []).filter((n) => typeof n === 'string');
 }
 
-function safeResolve(schema: Record<string, unknown>): Record<string, unknown> {
+export function safeResolve(schema: Record<string, unknown>): Record<string, unknown> {
   try {
     return resolveRefs(schema);
   } catch {
