@@ -8,9 +8,14 @@
  *   agent (no call, an empty answer) pass, every rollout on an isolated server in a sandbox of its own.
  * The agents are the scripted policies of test/doubles behind their OpenAI-compatible HTTP double.
  *
- *   npm run coverage-table [-- --count 40 --seed 1 --json] [--json-out FILE]   (--json-out: the rows as JSON, beside the markdown)
+ *   npm run coverage-table [-- --count 40 --seed 1 --json] [--json-out FILE] [--servers fixture,server-memory]
+ *
+ * Each row is printed as soon as its server is measured (stdout: the markdown table grows row by row; stderr: the
+ * progress and the row), and `--json-out FILE` is rewritten after every row, so a run that is stopped keeps the rows
+ * it measured. `--servers` measures only the setups whose names start with one of the given words.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileAtomic } from '../src/util/atomic.js';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -24,7 +29,9 @@ import { isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble, type Strategy } from '../test/doubles/policy-double.js';
 import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, memoryTarget, SEEDED_MEMORY, USER_FILES } from '../test/helpers/servers.js';
 
-const { values: flags } = parseArgs({ options: { count: { type: 'string', default: '40' }, seed: { type: 'string', default: '1' }, json: { type: 'boolean', default: false }, 'json-out': { type: 'string' } } });
+const { values: flags } = parseArgs({
+  options: { count: { type: 'string', default: '40' }, seed: { type: 'string', default: '1' }, json: { type: 'boolean', default: false }, 'json-out': { type: 'string' }, servers: { type: 'string' } },
+});
 const count = Number(flags.count);
 const seed = Number(flags.seed);
 
@@ -61,6 +68,19 @@ const SETUPS: Setup[] = [
   { server: 'server-filesystem (3 files)', target: filesystemTarget('{sandbox}'), files: USER_FILES },
   { server: 'server-filesystem (3 files), --allow-destructive', target: filesystemTarget('{sandbox}'), files: USER_FILES, allowDestructive: true },
 ];
+
+/** The setups `--servers` names (all without it); a word that names none is refused with the names there are. */
+function chosenSetups(): Setup[] {
+  if (!flags.servers) return SETUPS;
+  const wanted = flags.servers.split(',').map((w) => w.trim().toLowerCase()).filter(Boolean);
+  for (const w of wanted) {
+    if (!SETUPS.some((s) => s.server.toLowerCase().startsWith(w))) {
+      process.stderr.write(`coverage-table: --servers: ${JSON.stringify(w)} names no setup (they are: ${SETUPS.map((s) => JSON.stringify(s.server)).join(', ')})\n`);
+      process.exit(2);
+    }
+  }
+  return SETUPS.filter((s) => wanted.some((w) => s.server.toLowerCase().startsWith(w)));
+}
 
 async function agentScores(s: Setup, sandboxFrom: string | undefined, safety: SafetyPolicy, scenarios: Scenario[], strategy: Strategy) {
   const double = await startPolicyDouble(strategy);
@@ -118,23 +138,31 @@ async function measure(s: Setup): Promise<CoverageRow> {
 
 const pct = (x: { passed: number; total: number }) => (x.total ? `${((100 * x.passed) / x.total).toFixed(0)} %` : '–');
 
-export function markdown(rows: CoverageRow[]): string {
-  const lines = [
-    '| server | tools with ≥ 1 scenario | scenarios of ' + count + ' | difficulty 1/2/3/4/5 | with a state check | oracle passes | do-nothing passes | not covered (reason) |',
-    '|---|---|---|---|---|---|---|---|',
-  ];
-  for (const r of rows) {
-    const share = r.scenarios ? ` (${((100 * r.withStateCheck) / r.scenarios).toFixed(0)} %)` : '';
-    const uncovered = r.uncovered.map((u) => `${u.tool} (${u.reason ?? '?'})`).join(', ') || '–';
-    lines.push(`| ${r.server} | ${r.toolsCovered}/${r.tools} | ${r.scenarios} | ${r.byDifficulty.join('/')} | ${r.withStateCheck}${share} | ${pct(r.oracle)} | ${pct(r.idle)} | ${uncovered} |`);
-  }
-  return lines.join('\n');
+const HEADER = [
+  '| server | tools with ≥ 1 scenario | scenarios of ' + count + ' | difficulty 1/2/3/4/5 | with a state check | oracle passes | do-nothing passes | not covered (reason) |',
+  '|---|---|---|---|---|---|---|---|',
+].join('\n');
+
+export function markdownRow(r: CoverageRow): string {
+  const share = r.scenarios ? ` (${((100 * r.withStateCheck) / r.scenarios).toFixed(0)} %)` : '';
+  const uncovered = r.uncovered.map((u) => `${u.tool} (${u.reason ?? '?'})`).join(', ') || '–';
+  return `| ${r.server} | ${r.toolsCovered}/${r.tools} | ${r.scenarios} | ${r.byDifficulty.join('/')} | ${r.withStateCheck}${share} | ${pct(r.oracle)} | ${pct(r.idle)} | ${uncovered} |`;
 }
 
-const rows: CoverageRow[] = [];
-for (const s of SETUPS) {
-  rows.push(await measure(s));
-  process.stderr.write(`coverage-table: ${s.server} measured in ${rows[rows.length - 1].seconds} s\n`);
+export function markdown(rows: CoverageRow[]): string {
+  return [HEADER, ...rows.map(markdownRow)].join('\n');
 }
-if (flags['json-out']) writeFileSync(flags['json-out'], JSON.stringify(rows, null, 2) + '\n');
-process.stdout.write(flags.json ? JSON.stringify(rows, null, 2) + '\n' : markdown(rows) + '\n');
+
+const setups = chosenSetups();
+const rows: CoverageRow[] = [];
+if (!flags.json) process.stdout.write(HEADER + '\n');
+for (const [i, s] of setups.entries()) {
+  process.stderr.write(`coverage-table: [${i + 1}/${setups.length}] measuring ${s.server}…\n`);
+  const row = await measure(s);
+  rows.push(row);
+  process.stderr.write(`coverage-table: [${i + 1}/${setups.length}] ${s.server} measured in ${row.seconds} s\n${markdownRow(row)}\n`);
+  if (!flags.json) process.stdout.write(markdownRow(row) + '\n');
+  // Rewritten after every row (atomically), so a stopped run keeps what it measured.
+  if (flags['json-out']) await writeFileAtomic(flags['json-out'], JSON.stringify(rows, null, 2) + '\n');
+}
+if (flags.json) process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
