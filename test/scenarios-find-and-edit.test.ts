@@ -99,7 +99,12 @@ describe('tools that had no scenario', () => {
     expect(of('create_directory').length).toBeGreaterThan(0);
     for (const s of of('create_directory')) expect(s.checks).toContainEqual(expect.objectContaining({ kind: 'state_contains', tool: 'list_directory', args: { path: '{sandbox}' } }));
     expect(of('search_files').length).toBeGreaterThan(0);
-    for (const s of of('search_files')) expect(s.checks!.some((c) => c.kind === 'answer_contains' && /^\{sandbox\}\/\w+\.\w+$/.test(c.value))).toBe(true);
+    for (const s of of('search_files')) {
+      expect(s.checks!.some((c) => c.kind === 'answer_contains' && /^\{sandbox\}\/\w+\.\w+$/.test(c.value))).toBe(true);
+      // Worded as other lookups are: the paths found, not "the exact response".
+      expect(s.task).toMatch(/matching paths/);
+      expect(s.task).not.toMatch(/exact response/);
+    }
     const checked = [...of('edit_file'), ...of('create_directory'), ...of('search_files')];
     await expectOracleAllIdleNone(setup, checked);
     expect(readFileSync(path.join(user, 'notes.txt'), 'utf8')).toBe('Shopping: apples, pears, walnuts.\n');

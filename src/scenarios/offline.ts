@@ -478,6 +478,11 @@ function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: T
   }
   // Plain text: a number the call produced (not one we passed in), else the whole short reply.
   const text = resultText(o);
+  // Lines that are each a path (what a file search returns) are asked for as the paths found, like any listing.
+  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  if (lines.length <= 4 && lines.every((l) => l.length <= 200 && /^(\{sandbox\}|\/)\S*$/.test(l) && !argValues.has(l.toLowerCase()))) {
+    return { kind: 'values', field: 'matching paths', values: lines };
+  }
   // Only an unambiguous number counts: exactly one distinct number in the reply that we did not pass in.
   const nums = [...new Set((text.match(/-?\d+(?:\.\d+)?/g) ?? []).filter((n) => !argValues.has(n)))];
   if (nums.length === 1) return { kind: 'field', field: 'result', values: nums };
