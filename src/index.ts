@@ -65,6 +65,8 @@ export {
   ScenarioSummarySchema,
   ToolCoverageSchema,
   formatCoverage,
+  createGrounder,
+  InfeasibleReasonSchema,
 } from './scenarios/index.js';
 export type {
   Scenario,
@@ -78,6 +80,9 @@ export type {
   ScenarioSummary,
   ToolCoverage,
   NoScenarioReason,
+  InfeasibleReason,
+  Solution,
+  DiscoveredEntity,
 } from './scenarios/index.js';
 export { exportModel, ExportFormatSchema, ExportRequestSchema } from './export/export-model.js';
 export type { ExportFormat, ExportRequest, ExportSummary } from './export/export-model.js';

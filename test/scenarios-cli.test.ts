@@ -58,7 +58,12 @@ describe('mcprl scenarios', () => {
   });
 
   it('LLM mode talks to --generator-base-url with the key from --generator-api-key-env', async () => {
-    const tasks = Array.from({ length: 6 }, (_, i) => ({ task: `Find a book ${['about', 'for', 'with', 'on', 'like', 'near'][i]} topic number ${i + 1} please`, difficulty: (i % 5) + 1 }));
+    // Each task comes with its solution, which is replayed against the server (a get_book of a listed id).
+    const tasks = Array.from({ length: 6 }, (_, i) => ({
+      task: `Find a book ${['about', 'for', 'with', 'on', 'like', 'near'][i]} topic number ${i + 1} please`,
+      difficulty: (i % 5) + 1,
+      solution: { calls: [{ tool: 'get_book', arguments: JSON.stringify({ book_id: `bk-00${i + 1}` }) }], answer_contains: [] },
+    }));
     llm = await startOpenAIDouble([chatReply(JSON.stringify({ scenarios: tasks }))]);
     const dir = await mkdtemp(path.join(os.tmpdir(), 'mcprl-cli-scn-'));
     const r = await mcprl(
@@ -66,7 +71,7 @@ describe('mcprl scenarios', () => {
       { MY_GEN_KEY: 'secret-123' },
     );
     expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toMatchObject({ total: 6, train: 4, val: 2, bySource: { llm: 6, schema: 0 } });
+    expect(JSON.parse(r.stdout)).toMatchObject({ total: 6, train: 4, val: 2, bySource: { llm: 6, schema: 0 }, droppedInfeasible: {} });
     expect(llm.requests[0].headers.authorization).toBe('Bearer secret-123');
     expect(llm.requests[0].body.messages[1].content).toContain('Only about books.');
     expect(llm.requests[0].body.messages[1].content).toContain('search_books');

@@ -69,7 +69,7 @@ describe('server-filesystem on a folder with a few files', () => {
 
   it('covers most read-only tools, and every ground truth is a real result', async () => {
     expect(covered(r).length).toBeGreaterThanOrEqual(6);
-    expect(covered(r)).toEqual(expect.arrayContaining(['read_text_file', 'get_file_info', 'list_directory_with_sizes']));
+    expect(covered(r)).toEqual(expect.arrayContaining(['read_text_file', 'get_file_info', 'search_files']));
     for (const v of r.scenarios.flatMap(expected)) expect(v).not.toMatch(/ENOENT|no such file|no matches|error/i);
     await replayAll(session, r.scenarios);
   });

@@ -132,3 +132,21 @@ describe('LLM scenario generation', () => {
     expect(p).toContain('Write 5 realistic');
   });
 });
+
+describe('grounded prompt', () => {
+  it('carries at most PROMPT_ENTITIES entities, taken in turn from each key, each with the tool that showed it', async () => {
+    const { promptEntities, PROMPT_ENTITIES } = await import('../src/scenarios/llm.js');
+    const many = [
+      ...Array.from({ length: 200 }, (_, i) => ({ key: 'id', value: `bk-${i}`, tool: 'search_books' })),
+      { key: 'path', value: '/data/notes.txt', tool: 'list_directory' },
+      { key: 'name', value: 'x'.repeat(500), tool: 'read_graph' },
+    ];
+    const shown = promptEntities(many);
+    expect(shown).toHaveLength(PROMPT_ENTITIES);
+    expect(shown.slice(0, 2)).toEqual([many[0], many[200]]);
+    const p = buildPrompt(CATALOG, 3, { entities: many })[1].content as string;
+    expect(p).toContain('- path = "/data/notes.txt" (shown by list_directory)');
+    expect(p).not.toContain('x'.repeat(500));
+    expect(p).not.toContain('"bk-199"');
+  });
+});

@@ -19,7 +19,7 @@ import { generateOfflineScenarios, type OfflineResult } from '../src/scenarios/o
 import type { Scenario } from '../src/scenarios/scenario.js';
 import type { OpenAIDouble } from './doubles/openai-double.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble } from './doubles/policy-double.js';
-import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
+import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
 
 const doubles: OpenAIDouble[] = [];
 afterAll(async () => {
@@ -80,14 +80,6 @@ function expectOracleAllIdleNone(r: { oracle: number[]; idle: number[]; states: 
     expect(r.oracle[i], `${s.task}\n${JSON.stringify(s.checks)}\n${r.states[i]}`).toBe(1);
     expect(r.idle[i], s.task).toBe(0);
   });
-}
-
-function folderWithFiles(): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mcprl-user-files-'));
-  writeFileSync(path.join(dir, 'notes.txt'), 'Shopping: apples, pears, walnuts.\n');
-  writeFileSync(path.join(dir, 'todo.md'), '# Todo\n- call the plumber\n- renew passport\n');
-  writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ name: 'demo', port: 8080 }, null, 2) + '\n');
-  return dir;
 }
 
 function memoryFolder(seeded: boolean): string {

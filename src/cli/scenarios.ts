@@ -9,18 +9,19 @@ import { DEFAULT_GENERATOR_TIMEOUT_MS, ScenarioGenerationError } from '../scenar
 import { writeScenarioSet } from '../scenarios/scenario.js';
 import { generateScenarioSet, type ScenarioSetOptions, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { DEFAULT_VAL_FRACTION } from '../scenarios/split.js';
-import { formatCoverage } from '../scenarios/coverage.js';
+import { formatCoverage, formatInfeasible } from '../scenarios/coverage.js';
 import { formatNumber, numberParser } from './parse-number.js';
 import { addTargetOptions, connectOptionsFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 /** The human-readable summary the command prints. */
 export function formatSummary(s: ScenarioSummary, out: string): string {
   const diff = Object.entries(s.byDifficulty).map(([d, n]) => `${d}:${n}`).join(' ');
+  const infeasible = formatInfeasible(s.droppedInfeasible);
   const lines = [
     `${s.total} scenarios → ${out}/train.jsonl (${s.train}), ${out}/val.jsonl (${s.val})`,
     `by difficulty  ${diff}`,
     `by source      llm:${s.bySource.llm} schema:${s.bySource.schema}`,
-    `dropped        ${s.droppedDuplicates} duplicates, ${s.droppedUnverifiable} unverifiable, ${s.droppedInvalid} invalid`,
+    `dropped        ${s.droppedDuplicates} duplicates, ${s.droppedUnverifiable} unverifiable${infeasible ? ` (infeasible LLM tasks: ${infeasible})` : ''}, ${s.droppedInvalid} invalid`,
   ];
   lines.push(...formatCoverage(s.coverage));
   return lines.join('\n');

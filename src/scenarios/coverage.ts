@@ -44,6 +44,48 @@ export const REASON_TEXT: Record<NoScenarioReason, string> = {
   not_in_llm_tasks: 'no LLM task uses it',
 };
 
+/** Why an LLM task was dropped: its proposed solution, replayed against the server, did not show it feasible. */
+export const InfeasibleReasonSchema = z.enum([
+  /** The item came without a solution (tool calls and what the answer must contain). */
+  'no_solution',
+  /** A call names a tool the server does not have. */
+  'unknown_tool',
+  /** mcprl's safety policy refuses a tool the solution calls. */
+  'refused_by_policy',
+  /** A call's arguments do not fit the tool's input schema. */
+  'invalid_arguments',
+  /** The solution writes, and no isolated server was given to replay it on (--isolate). */
+  'writes_need_isolation',
+  /** A call failed, or came back as an error in disguise. */
+  'call_failed',
+  /** A value the answer must contain is not in what the calls returned. */
+  'answer_not_in_output',
+  /** The solution writes, but no read-only tool shows the change afterwards. */
+  'no_state_change',
+]);
+export type InfeasibleReason = z.infer<typeof InfeasibleReasonSchema>;
+
+/** LLM tasks dropped as infeasible, counted by reason (a reason absent: none dropped for it). */
+export const InfeasibleCountsSchema = z.partialRecord(InfeasibleReasonSchema, z.number().int().positive());
+export type InfeasibleCounts = z.infer<typeof InfeasibleCountsSchema>;
+
+/** What an infeasibility reason means, for people. */
+export const INFEASIBLE_TEXT: Record<InfeasibleReason, string> = {
+  no_solution: 'no solution given',
+  unknown_tool: 'unknown tool',
+  refused_by_policy: 'refused by the safety policy',
+  invalid_arguments: 'arguments do not fit the schema',
+  writes_need_isolation: 'writes need --isolate',
+  call_failed: 'a call failed',
+  answer_not_in_output: 'answer not in the output',
+  no_state_change: 'no state change shown',
+};
+
+/** "2 call failed, 1 unknown tool", or '' when none was dropped. */
+export function formatInfeasible(counts: InfeasibleCounts): string {
+  return Object.entries(counts).map(([r, n]) => `${n} ${INFEASIBLE_TEXT[r as InfeasibleReason]}`).join(', ');
+}
+
 export const ToolCoverageSchema = z.object({
   tool: z.string(),
   /** Scenarios with a check that this tool was called. */

@@ -8,6 +8,10 @@
  * `count` valid, non-duplicate scenarios are collected or `maxAttempts` requests were made, and then fail
  * with a clear message. HTTP failures (5xx, network) are retried by the SDK (`maxRetries`); if they persist,
  * generation fails with ScenarioGenerationError instead of waiting forever (every request has `timeoutMs`).
+ *
+ * Grounding (`ground`, see grounded.ts): the prompt also lists the entities discovery found, every item carries its
+ * intended solution, and an item is kept only when the replay of its solution shows it feasible; it then carries the
+ * replay's checks. Dropped items are counted by reason.
  */
 import OpenAI from 'openai';
 import { z } from 'zod';
@@ -15,6 +19,9 @@ import type { ToolInfo } from '../mcp/index.js';
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { hashString } from '../util/rng.js';
 import type { Scenario } from './scenario.js';
+import { formatInfeasible, type InfeasibleCounts } from './coverage.js';
+import type { Grounding } from './grounded.js';
+import type { DiscoveredEntity } from './offline.js';
 import { McprlError } from '../util/errors.js';
 
 /**
@@ -62,6 +69,14 @@ export interface LlmGeneratorOptions {
   avoidTasks?: Iterable<string>;
   /** Use this client instead of building one (tests, custom fetch). */
   client?: OpenAI;
+  /**
+   * Grounds the tasks in the server: `entities` go into the prompt, and `check` replays each item's solution (see
+   * grounded.ts). Without it items are kept as they come, with no checks.
+   */
+  ground?: {
+    entities: readonly DiscoveredEntity[];
+    check(task: string, solution: Solution | undefined): Promise<Grounding>;
+  };
 }
 
 export type ResponseFormatMode = 'json_schema' | 'json_object' | 'text';
@@ -71,16 +86,46 @@ export interface LlmResult {
   droppedDuplicates: number;
   /** Items (or whole answers) that failed validation. */
   droppedInvalid: number;
+  /** Grounded generation: items whose solution's replay did not show them feasible, by reason. */
+  droppedInfeasible: InfeasibleCounts;
   /** Chat completion requests made. */
   attempts: number;
   /** The response format that finally worked. */
   responseFormat: ResponseFormatMode;
 }
 
+/**
+ * One call of a task's intended solution. Strict json_schema mode allows no free-form object, so `arguments` is asked
+ * for as a JSON string (as OpenAI's own tool calls send it); an object is taken too.
+ */
+const SolutionCallSchema = z.object({
+  tool: z.string().min(1),
+  arguments: z.union([z.string(), z.record(z.string(), z.unknown())]).transform((a, ctx) => {
+    if (typeof a !== 'string') return a;
+    try {
+      const v: unknown = JSON.parse(a.trim() === '' ? '{}' : a);
+      if (v !== null && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
+    } catch {
+      // reported below
+    }
+    ctx.addIssue({ code: 'custom', message: 'arguments is not a JSON object' });
+    return z.NEVER;
+  }),
+});
+
+/** A task's intended solution: the tool calls in order, and the values the final answer must contain. */
+export const SolutionSchema = z.object({
+  calls: z.array(SolutionCallSchema),
+  answer_contains: z.array(z.string()).default([]),
+});
+export type Solution = z.infer<typeof SolutionSchema>;
+
 /** One generated item as the LLM returns it. Lenient on difficulty's type: some models quote numbers. */
 export const GeneratedItemSchema = z.object({
   task: z.string().trim().min(8),
   difficulty: z.coerce.number().int().min(1).max(5),
+  /** Asked for always; without grounding it is not used. */
+  solution: SolutionSchema.optional(),
 });
 
 const RESPONSE_JSON_SCHEMA = {
@@ -90,8 +135,28 @@ const RESPONSE_JSON_SCHEMA = {
       type: 'array',
       items: {
         type: 'object',
-        properties: { task: { type: 'string' }, difficulty: { type: 'integer' } },
-        required: ['task', 'difficulty'],
+        properties: {
+          task: { type: 'string' },
+          difficulty: { type: 'integer' },
+          solution: {
+            type: 'object',
+            properties: {
+              calls: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: { tool: { type: 'string' }, arguments: { type: 'string', description: 'the arguments as a JSON object' } },
+                  required: ['tool', 'arguments'],
+                  additionalProperties: false,
+                },
+              },
+              answer_contains: { type: 'array', items: { type: 'string' } },
+            },
+            required: ['calls', 'answer_contains'],
+            additionalProperties: false,
+          },
+        },
+        required: ['task', 'difficulty', 'solution'],
         additionalProperties: false,
       },
     },
@@ -100,8 +165,35 @@ const RESPONSE_JSON_SCHEMA = {
   additionalProperties: false,
 } as const;
 
+/** Entities shown in the prompt at most, and the longest value shown: the prompt stays a bounded size. */
+export const PROMPT_ENTITIES = 80;
+const PROMPT_ENTITY_CHARS = 120;
+
+/**
+ * The entities for the prompt: taken in turn from each key (so that one long listing does not crowd out the rest),
+ * at most PROMPT_ENTITIES, values of at most PROMPT_ENTITY_CHARS characters.
+ */
+export function promptEntities(entities: readonly DiscoveredEntity[]): DiscoveredEntity[] {
+  const byKey = new Map<string, DiscoveredEntity[]>();
+  for (const e of entities) {
+    if (String(e.value).length > PROMPT_ENTITY_CHARS) continue;
+    const xs = byKey.get(e.key) ?? [];
+    xs.push(e);
+    byKey.set(e.key, xs);
+  }
+  const out: DiscoveredEntity[] = [];
+  for (let i = 0; out.length < PROMPT_ENTITIES && [...byKey.values()].some((xs) => i < xs.length); i++) {
+    for (const xs of byKey.values()) if (i < xs.length && out.length < PROMPT_ENTITIES) out.push(xs[i]);
+  }
+  return out;
+}
+
 /** Builds the prompt messages; exported so that the prompt can be inspected and tested. */
-export function buildPrompt(catalog: ServerCatalog, n: number, opts: { instructions?: string; avoid?: string[] } = {}): OpenAI.Chat.ChatCompletionMessageParam[] {
+export function buildPrompt(
+  catalog: ServerCatalog,
+  n: number,
+  opts: { instructions?: string; avoid?: string[]; entities?: readonly DiscoveredEntity[] } = {},
+): OpenAI.Chat.ChatCompletionMessageParam[] {
   const tools = catalog.tools.map((t) => ({
     name: t.name,
     description: t.description,
@@ -115,6 +207,13 @@ export function buildPrompt(catalog: ServerCatalog, n: number, opts: { instructi
   if (catalog.resources?.length) {
     parts.push('And these resources:', JSON.stringify(catalog.resources.slice(0, 50), null, 1));
   }
+  const shown = promptEntities(opts.entities ?? []);
+  if (shown.length) {
+    parts.push(
+      'These exist on the server now (found by calling its read-only tools; key = value, and the tool that showed it). Build the tasks on them; never invent ids, names or paths:',
+      shown.map((e) => `- ${e.key} = ${JSON.stringify(e.value)} (shown by ${e.tool})`).join('\n'),
+    );
+  }
   parts.push(
     `Write ${n} realistic, diverse tasks that a user would want done with this server.`,
     [
@@ -125,11 +224,14 @@ export function buildPrompt(catalog: ServerCatalog, n: number, opts: { instructi
       '- Give each a difficulty from 1 (one obvious call) to 5 (several dependent calls and reasoning); spread them across the range.',
       '- Prefer tasks whose outcome can be checked from the tools\' results; avoid tasks needing information the server cannot give.',
       '- No two tasks may be near-duplicates.',
+      '- Give each task its intended solution: the tool calls in order (tool name, and its arguments as a JSON object in a string), and the short values from the tools\' results that the final answer must contain (none for a task that only changes something). The solution is replayed against the server: a task whose calls fail or whose values do not come back is dropped.',
     ].join('\n'),
   );
   if (opts.avoid?.length) parts.push('Do not repeat or paraphrase these existing tasks:\n' + opts.avoid.map((t) => `- ${t}`).join('\n'));
   if (opts.instructions?.trim()) parts.push(`Additional guidance from the user:\n${opts.instructions.trim()}`);
-  parts.push('Answer with JSON only, exactly in this shape: {"scenarios": [{"task": "…", "difficulty": 1}]}');
+  parts.push(
+    'Answer with JSON only, exactly in this shape: {"scenarios": [{"task": "…", "difficulty": 1, "solution": {"calls": [{"tool": "…", "arguments": "{\\"key\\": \\"value\\"}"}], "answer_contains": ["…"]}}]}',
+  );
   return [
     { role: 'system', content: 'You design evaluation tasks for AI agents that use MCP tools. You answer with JSON only.' },
     { role: 'user', content: parts.join('\n\n') },
@@ -190,6 +292,7 @@ export async function generateLlmScenarios(catalog: ServerCatalog, opts: LlmGene
   let mode: ResponseFormatMode = 'json_schema';
   let droppedDuplicates = 0;
   let droppedInvalid = 0;
+  const droppedInfeasible: InfeasibleCounts = {};
   let attempts = 0;
   let lastProblem = '';
 
@@ -198,7 +301,7 @@ export async function generateLlmScenarios(catalog: ServerCatalog, opts: LlmGene
     const missing = count - scenarios.length;
     // Ask for a few extra: some will be invalid or duplicates.
     const ask = missing + Math.ceil(missing / 4);
-    const messages = buildPrompt(catalog, ask, { instructions: opts.instructions, avoid: scenarios.map((s) => s.task) });
+    const messages = buildPrompt(catalog, ask, { instructions: opts.instructions, avoid: scenarios.map((s) => s.task), entities: opts.ground?.entities });
     const response_format =
       mode === 'json_schema'
         ? ({ type: 'json_schema', json_schema: { name: 'scenarios', strict: true, schema: RESPONSE_JSON_SCHEMA } } as const)
@@ -246,15 +349,23 @@ export async function generateLlmScenarios(catalog: ServerCatalog, opts: LlmGene
         lastProblem = `answer ${attempts} had an invalid item: ${parsed.error.issues[0]?.path.join('.') || 'item'}: ${parsed.error.issues[0]?.message}`;
         continue;
       }
-      if (!filter.add(parsed.data.task)) {
+      if (filter.isDuplicate(parsed.data.task)) {
         droppedDuplicates++;
         continue;
       }
+      const grounded = opts.ground ? await opts.ground.check(parsed.data.task, parsed.data.solution) : undefined;
+      if (grounded && 'dropped' in grounded) {
+        droppedInfeasible[grounded.dropped] = (droppedInfeasible[grounded.dropped] ?? 0) + 1;
+        lastProblem = `answer ${attempts} had an infeasible task (${grounded.dropped}${grounded.detail ? `: ${grounded.detail}` : ''})`;
+        continue;
+      }
+      filter.add(parsed.data.task);
       scenarios.push({
         id: `llm-${hashString(parsed.data.task).toString(16).padStart(8, '0')}`,
         task: parsed.data.task,
         difficulty: parsed.data.difficulty,
         source: 'llm',
+        ...(grounded ? { checks: grounded.checks } : {}),
       });
     }
   }
@@ -262,8 +373,13 @@ export async function generateLlmScenarios(catalog: ServerCatalog, opts: LlmGene
   if (scenarios.length < count) {
     throw new ScenarioGenerationError(
       `scenario generation got ${scenarios.length} of ${count} valid scenarios from ${opts.model} at ${baseURL} after ${attempts} requests ` +
-        `(${droppedInvalid} invalid, ${droppedDuplicates} duplicates)${lastProblem ? `; last problem: ${lastProblem}` : ''}`,
+        `(${droppedInvalid} invalid, ${droppedDuplicates} duplicates${infeasibleText(droppedInfeasible)})${lastProblem ? `; last problem: ${lastProblem}` : ''}`,
     );
   }
-  return { scenarios, droppedDuplicates, droppedInvalid, attempts, responseFormat: mode };
+  return { scenarios, droppedDuplicates, droppedInvalid, droppedInfeasible, attempts, responseFormat: mode };
+}
+
+function infeasibleText(counts: InfeasibleCounts): string {
+  const text = formatInfeasible(counts);
+  return text ? `, infeasible: ${text}` : '';
 }

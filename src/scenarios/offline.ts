@@ -77,6 +77,19 @@ export interface OfflineResult {
   readOnlyTools: string[];
   /** Per tool of the server: scenarios made, and for a tool with none, why. */
   coverage: ToolCoverage[];
+  /**
+   * What discovery found that names a thing on the server (ids, names, labels, paths, uris…), each with the
+   * read-only tool whose result showed it first, in the order found. `count: 0` runs discovery alone.
+   */
+  entities: DiscoveredEntity[];
+}
+
+/** A value that names a thing on the server, with the read-only tool whose result showed it. */
+export interface DiscoveredEntity {
+  /** The key it was found under ("id", "book_id", "name", "path"). */
+  key: string;
+  value: Scalar;
+  tool: string;
 }
 
 type Scalar = string | number | boolean;
@@ -85,6 +98,8 @@ interface EntityRecord {
   /** What the record is, singular ("book", "author"). */
   noun: string;
   fields: Record<string, Scalar>;
+  /** Its short lists of strings (server-memory's observations): what can name it without its label. */
+  lists?: Record<string, string[]>;
 }
 
 interface Candidate {
@@ -101,6 +116,10 @@ const SEARCH_NAMES = /^(q|query|search|keyword|keywords|term|terms|text|filter|p
 const SECRET_KEYS = /key|token|secret|password|passwd|auth|credential|cookie|session/i;
 /** Parameters that name an existing thing to act on (a file to move or delete). */
 const REF_NAMES = /^(source|src|from_?path|old_?path)$/i;
+/** Parameters that take a glob (server-filesystem's search_files `pattern`): built from discovered file names. */
+const GLOB_NAMES = /^(pattern|glob|glob_?pattern|file_?pattern|include)$/i;
+/** Parameters that take text to be replaced (an edit's `oldText`): a line of the content discovered for the path. */
+const OLD_TEXT_NAMES = /^(old|original|search|find|from|match)_?(text|string|str|content|line|value)$/i;
 /** Parameters that name a new thing (where a file is moved or written to). */
 const NEW_PATH_NAMES = /^(destination|dest|target|to_?path|new_?path)$/i;
 /** Keys whose values name an entity, so that they are worth feeding back as arguments of other tools. */
@@ -370,7 +389,7 @@ function records(data: unknown, tool: string, parentKey?: string, out: EntityRec
     for (const x of data) {
       if (!isPlainObject(x)) continue;
       const fields = scalarFields(x);
-      if (Object.keys(fields).length >= 2) out.push({ noun, fields });
+      if (Object.keys(fields).length >= 2) out.push({ noun, fields, ...stringLists(x) });
       for (const [k, v] of Object.entries(x)) if (Array.isArray(v) || isPlainObject(v)) records(v, tool, k, out);
     }
     return out;
@@ -382,6 +401,11 @@ function records(data: unknown, tool: string, parentKey?: string, out: EntityRec
   }
   for (const [k, v] of Object.entries(data)) if (Array.isArray(v) || isPlainObject(v)) records(v, tool, k, out);
   return out;
+}
+
+function stringLists(o: Record<string, unknown>): { lists?: Record<string, string[]> } {
+  const lists = Object.entries(o).filter((e): e is [string, string[]] => Array.isArray(e[1]) && e[1].length > 0 && e[1].every((x) => typeof x === 'string'));
+  return lists.length ? { lists: Object.fromEntries(lists) } : {};
 }
 
 function scalarFields(o: Record<string, unknown>): Record<string, Scalar> {
@@ -454,6 +478,11 @@ function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: T
   }
   // Plain text: a number the call produced (not one we passed in), else the whole short reply.
   const text = resultText(o);
+  // Lines that are each a path (what a file search returns) are asked for as the paths found, like any listing.
+  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  if (lines.length <= 4 && lines.every((l) => l.length <= 200 && /^(\{sandbox\}|\/)\S*$/.test(l) && !argValues.has(l.toLowerCase()))) {
+    return { kind: 'values', field: 'matching paths', values: lines };
+  }
   // Only an unambiguous number counts: exactly one distinct number in the reply that we did not pass in.
   const nums = [...new Set((text.match(/-?\d+(?:\.\d+)?/g) ?? []).filter((n) => !argValues.has(n)))];
   if (nums.length === 1) return { kind: 'field', field: 'result', values: nums };
@@ -521,14 +550,21 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   const keyValues = new Map<string, Scalar[]>();
   // Strings listed under a key (server-memory's observations): what a destructive write may name to remove.
   const listValues = new Map<string, Scalar[]>();
+  /** Plain-text results of calls on one path (a file's content), by that path. */
+  const contentOf = new Map<string, { tool: string; args: Record<string, unknown>; text: string }>();
+  /** Paths that a listing showed to be folders (their "content" is no file's). */
+  const folders = new Set<string>();
   let harvested = 0;
-  const keep = (k: string, v: Scalar) => {
-    const before = keyValues.get(k)?.length ?? 0;
-    push(keyValues, k, v);
-    if ((keyValues.get(k)?.length ?? 0) > before) harvested++;
-  };
+  const entities: DiscoveredEntity[] = [];
   const harvest = (tool: string, args: Record<string, unknown>, o: ToolCallOutcome) => {
     if (o.isError) return;
+    const keep = (k: string, v: Scalar) => {
+      const before = keyValues.get(k)?.length ?? 0;
+      push(keyValues, k, v);
+      if ((keyValues.get(k)?.length ?? 0) === before) return;
+      harvested++;
+      if (isIdName(k) || ENTITY_KEYS.has(k) || LABEL_KEYS.includes(k)) entities.push({ key: k, value: v, tool });
+    };
     const data = outcomeData(o);
     for (const r of records(data, tool)) {
       recs.push(r);
@@ -547,7 +583,15 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     if (data === undefined) for (const m of resultText(o).matchAll(/(?:^|\s)(\{sandbox\}(?:\/[^\s:,'"()]+)?|\/[^\s:,'"()]+)/g)) keep('path', m[1]);
     const folder = Object.entries(args).find(([k, v]) => entityKey(k) === 'path' && typeof v === 'string')?.[1] as string | undefined;
     const listing = listingLines(resultText(o));
-    if (folder && listing) for (const e of listing) keep('path', `${folder.replace(/\/+$/, '')}/${e.name}`);
+    if (folder && listing) {
+      folders.add(folder);
+      for (const e of listing) {
+        keep('path', `${folder.replace(/\/+$/, '')}/${e.name}`);
+        if (/^dir/.test(e.type)) folders.add(`${folder.replace(/\/+$/, '')}/${e.name}`);
+      }
+    }
+    // The plain text a tool gave for a path (a file's content): what an edit may replace, and what names the file.
+    if (folder && data === undefined && !contentOf.has(folder)) contentOf.set(folder, { tool, args, text: resultText(o) });
   };
   for (const tool of tools) {
     for (const args of discoveryArgs(tool)) {
@@ -621,6 +665,10 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     const ek = entityKey(name);
     const byKey = ek ? keyValues.get(ek) : undefined;
     if (byKey?.length) return byKey;
+    if (GLOB_NAMES.test(name) || /\bglob\b/i.test(String(ctx.schema.description ?? ''))) {
+      const globs = globsOf(keyValues.get('path') ?? []);
+      if (globs.length) return globs;
+    }
     if (SEARCH_NAMES.test(name)) {
       const ws = recs.flatMap((r) => (recordLabel(r)?.value.split(/\s+/) ?? []).filter((w) => w.length >= 4));
       return ws.length ? ws : undefined;
@@ -839,8 +887,13 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     // A reference to something (entityName, book_id) takes a discovered value; what the write creates is new.
     // A destructive tool removes what exists, so every value it takes is a discovered one (observations to delete).
     const destructive = tool.annotations.destructiveHint !== false;
+    // An edit replaces text that is there: its path is a file whose content discovery read.
+    const edits = hasKey(tool.inputSchema, OLD_TEXT_NAMES);
     const refs = (ctx: CandidateContext) => {
       if (!ctx.name) return undefined;
+      if (edits && entityKey(ctx.name) === 'path') return [...contentOf.keys()].filter((p) => !folders.has(p));
+      // An amount a person asks for in one change is small, and a large one is likelier refused (stock, limits).
+      if ((ctx.schema.type === 'integer' || ctx.schema.type === 'number') && !isIdName(ctx.name)) return smallAmounts(ctx.schema);
       if (REF_NAMES.test(ctx.name)) return (keyValues.get('path') ?? []).filter((p) => typeof p === 'string' && /\/[^/]+\.[a-z0-9]+$/i.test(p));
       if (isIdName(ctx.name) || (words(ctx.name).length >= 2 && entityKey(ctx.name))) return candidates(tool)(ctx);
       const listed = destructive ? listValues.get(ctx.name) : undefined;
@@ -853,112 +906,127 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       note(tool.name, 'no_discoverable_arguments');
       return undefined;
     }
-    args = newPathsBeside(args);
-    const strings = [...new Set(stringLeaves(args))];
-    // A listing names files by their base name: a path's last part is evidence too.
-    const base = (v: string) => (v.includes('/') ? [v.slice(v.lastIndexOf('/') + 1)] : []);
-    const fresh = strings.filter((v) => v.length >= 3 && !isKnown(v)).flatMap((v) => [v, ...base(v)]);
-    const readers = stateReaders([...strings, ...strings.flatMap((v) => (v.includes('/') ? [v.slice(0, v.lastIndexOf('/')) || '/'] : []))]);
+    if (edits) {
+      const file = Object.entries(args).find(([k]) => entityKey(k) === 'path')?.[1];
+      const content = typeof file === 'string' ? contentOf.get(file)?.text : undefined;
+      if (content === undefined) {
+        note(tool.name, 'no_discoverable_arguments');
+        return undefined;
+      }
+      args = withOldText(args, uniqueLines(content), rng);
+    } else args = newPathsBeside(args, /\b(director(y|ies)|folders?|dirs?)\b/.test(words(tool.name).join(' ')));
+    const evidence = writeEvidence(args, isKnown);
+    const readers = stateReaders(usableTools(), evidence.readerValues);
     if (!readers.length) {
       note(tool.name, 'nothing_to_ask');
       return undefined;
     }
-    // The state a rollout starts from (read twice: what differs between two reads of it is no evidence of a change).
-    const before: (ToolCallOutcome | undefined)[] = [];
-    const again: (ToolCallOutcome | undefined)[] = [];
-    const untouched = withPlaceholder(await open());
-    try {
-      for (const r of readers) before.push(await untouched.callTool(r.tool, r.args, { timeoutMs: callTimeoutMs }));
-      for (const r of readers) again.push(await untouched.callTool(r.tool, r.args, { timeoutMs: callTimeoutMs }));
-    } finally {
-      await untouched.close();
+    const replayed = await replayOnIsolated(open, [{ tool: tool.name, args }], readers, callTimeoutMs);
+    if ('failed' in replayed) {
+      note(tool.name, 'calls_failed');
+      return 'unverifiable';
     }
-    // The scripted solver: the write alone, on a server of its own, and what the readers show afterwards.
-    const after: ToolCallOutcome[] = [];
-    const box = withPlaceholder(await open());
-    try {
-      const out = await box.callTool(tool.name, args, { timeoutMs: callTimeoutMs });
-      if (out.isError || disguisedError(out)) {
-        note(tool.name, 'calls_failed');
-        return 'unverifiable';
-      }
-      for (const r of readers) after.push(await box.callTool(r.tool, r.args, { timeoutMs: callTimeoutMs }));
-    } finally {
-      await box.close();
-    }
-    let state: StateCheck | undefined;
-    for (let i = 0; i < readers.length && !state; i++) {
-      const b = before[i]!;
-      const a = after[i];
-      if (b.isError || a.isError || b.text !== again[i]!.text) continue;
-      state = stateChange(readers[i], b.text, a.text, strings.flatMap((v) => [v, ...base(v)]), fresh);
-    }
+    const state = stateCheckOf(readers, replayed, evidence);
     if (!state) {
       note(tool.name, 'replay_failed');
       return 'unverifiable';
     }
     return {
       task: render('write', { action: actionPhrase(tool), args: plainArgs(args) }),
-      difficulty: strings.length > 2 ? 3 : 2,
+      difficulty: evidence.strings.length > 2 ? 3 : 2,
       checks: [{ kind: 'tool_called', tool: tool.name, args }, state],
       verified: true,
     };
   }
 
-  /**
-   * A state check that tells the change apart: a written value the reader now shows (state_contains), a number
-   * that moved (state_number: a stock level, a count of orders), or a value it no longer shows (state_absent: a
-   * deleted entity, a moved file). It must hold after the write and fail on the untouched state.
-   */
-  function stateChange(reader: { tool: string; args: Record<string, unknown> }, before: string, after: string, strings: string[], fresh: string[]): StateCheck | undefined {
-    const given = scalarArgValues(reader.args);
-    const options: StateCheck[] = [];
-    for (const v of fresh) if (!given.has(v.toLowerCase())) options.push({ kind: 'state_contains', ...reader, value: v });
-    for (const v of strings) if (v.length >= 3 && !given.has(v.toLowerCase())) options.push({ kind: 'state_absent', ...reader, value: v });
-    for (const { path, value } of numericLeaves(parseJson(after))) {
-      if (UNSTABLE_KEYS.test(path[path.length - 1] ?? '') || numberAt(before, path) === undefined) continue;
-      options.push({ kind: 'state_number', ...reader, path, value });
+  /** How many discovered records hold `x` in a field or a list (1: it names its record). */
+  const owners = (x: string): number =>
+    recs.filter((r) => Object.values(r.fields).includes(x) || Object.values(r.lists ?? {}).some((xs) => xs.includes(x))).length;
+
+  /** A read-only search tool called with `text` as its one required argument, when the server has one. */
+  function searchFor(text: string): { tool: string; args: Record<string, unknown> } | undefined {
+    for (const t of usableTools()) {
+      const req = requiredNames(t);
+      const args = { [req[0]]: text };
+      if (req.length === 1 && SEARCH_NAMES.test(req[0]) && validates(t.inputSchema, args)) return { tool: t.name, args };
     }
-    return options.find((c) => stateShows(c, { text: after, is_error: false }) && !stateShows(c, { text: before, is_error: false }));
+    return undefined;
+  }
+
+  interface Clue {
+    /** The words that name the value in a task ("the entity whose observations include "born in London""). */
+    text: string;
+    /** The read-only call a solver makes to go from the clue to the value, and what its result must show. */
+    find: { tool: string; args: Record<string, unknown> };
+    shows: string;
+  }
+
+  /**
+   * What names a discovered value without saying it: a list item unique to its record (found again by searching for
+   * it), or a line that only its file holds (found by reading the file).
+   */
+  function cluesFor(v: string): Clue[] {
+    const out: Clue[] = [];
+    for (const rec of recs) {
+      if (!Object.values(rec.fields).includes(v)) continue;
+      for (const [k, xs] of Object.entries(rec.lists ?? {})) {
+        for (const x of xs) {
+          if (x.length < 4 || x.length > 60 || answerContains(x, v) || owners(x) !== 1) continue;
+          const find = searchFor(x);
+          if (find) out.push({ text: `the ${rec.noun} whose ${label(k)} include "${x}"`, find, shows: v });
+        }
+      }
+    }
+    const read = contentOf.get(v);
+    if (read && !folders.has(v)) {
+      for (const line of uniqueLines(read.text)) {
+        const l = line.trim();
+        if ([...contentOf].some(([p, o]) => p !== v && o.text.includes(l))) continue;
+        // The folder is named (as a person would), so the agent knows where to look.
+        const dir = v.includes('/') ? v.slice(0, v.lastIndexOf('/')) : '';
+        out.push({ text: `the file ${dir ? `in "${dir}" ` : ''}that contains the line "${l}"`, find: { tool: read.tool, args: read.args }, shows: l });
+      }
+    }
+    return out;
+  }
+
+  // 2e. find → act: a lookup or a write whose entity the task names by a clue, so the agent must find it first
+  // (search for the clue, or read the files), then inspect or change it. The found value feeds the checked call.
+  async function found(): Promise<Candidate | 'unverifiable' | undefined> {
+    const base = writeTools.length && opts.isolatedServer && rng.chance(0.5) ? await write() : await lookup();
+    if (!base || base === 'unverifiable') return base;
+    const first = base.checks.find((k) => k.kind === 'tool_called');
+    if (first?.kind !== 'tool_called') return undefined;
+    const named = [...new Set(stringLeaves(first.args))].filter((v) => isKnown(v) && base.task.includes(`"${v}"`));
+    const options = named.flatMap((v) => cluesFor(v).map((c) => ({ v, ...c })));
+    if (!options.length) return undefined;
+    const pick = rng.pick(options);
+    const task = base.task.split(`["${pick.v}"]`).join(`of ${pick.text}`).split(`"${pick.v}"`).join(`of ${pick.text}`);
+    // Named another way too (a path's base name): no finding needed. Inside a JSON list the clue reads badly.
+    if (answerContains(task.split(pick.text).join(''), pick.v) || /[[,]of the /.test(task)) return undefined;
+    // The solver's find step, replayed: the clue leads to the value.
+    const out = await call(pick.find.tool, pick.find.args, true);
+    if (out.isError || !answerContains(out.text, pick.shows)) return 'unverifiable';
+    return { ...base, task, difficulty: Math.min(5, base.difficulty + 2) };
   }
 
   /**
    * A path argument that names something new (a move's destination, a file to write) gets a name beside a discovered
    * path, in the same folder, so that it lies where the server may write.
    */
-  function newPathsBeside(args: Record<string, unknown>): Record<string, unknown> {
+  function newPathsBeside(args: Record<string, unknown>, folder: boolean): Record<string, unknown> {
     const known = (keyValues.get('path') ?? []).filter((p): p is string => typeof p === 'string' && p.includes('/'));
     if (!known.length) return args;
     const out = { ...args };
     for (const [k, v] of Object.entries(args)) {
-      if (typeof v !== 'string' || !NEW_PATH_NAMES.test(k) || isKnown(v)) continue;
+      // A destination, or a path no listing showed (a folder to create): a new name in a discovered folder.
+      if (typeof v !== 'string' || !(NEW_PATH_NAMES.test(k) || entityKey(k) === 'path') || isKnown(v)) continue;
       const base = known.find((p) => Object.values(args).includes(p)) ?? known[0];
       const name = v.trim().toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'new';
-      out[k] = `${base.slice(0, base.lastIndexOf('/'))}/${name}${/\.[a-z0-9]+$/i.test(base) ? base.slice(base.lastIndexOf('.')) : ''}`;
+      // A new folder gets no extension; a new file the extension of the file beside it.
+      out[k] = `${base.slice(0, base.lastIndexOf('/'))}/${name}${!folder && /\.[a-z0-9]+$/i.test(base) ? base.slice(base.lastIndexOf('.')) : ''}`;
     }
     return out;
-  }
-
-  /**
-   * Read-only calls that may show a write of these values: each value as a name-like argument or a search, and the
-   * tools that need no argument (a whole graph, a listing).
-   */
-  function stateReaders(values: string[]): { tool: string; args: Record<string, unknown> }[] {
-    const out: { tool: string; args: Record<string, unknown> }[] = [];
-    const whole: { tool: string; args: Record<string, unknown> }[] = [];
-    for (const t of usableTools()) {
-      const req = requiredNames(t);
-      const props = (t.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
-      if (req.length === 0 && validates(t.inputSchema, {})) whole.push({ tool: t.name, args: {} });
-      if (req.length !== 1) continue;
-      const p = props[req[0]];
-      if (!p) continue;
-      for (const v of new Set(values)) {
-        const args = { [req[0]]: p.type === 'array' ? [v] : v };
-        if ((entityKey(req[0]) || isIdName(req[0]) || SEARCH_NAMES.test(req[0])) && validates(t.inputSchema, args)) out.push({ tool: t.name, args });
-      }
-    }
-    return [...out.slice(0, 24), ...whole.slice(0, 4)];
   }
 
   // 3. Replay: every checked call again, fresh, and every expected value in the real output again.
@@ -985,8 +1053,8 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   let droppedExcluded = 0;
   let attempts = 0;
   const shapes: [number, () => Promise<Candidate | 'unverifiable' | undefined>][] = writeTools.length
-    ? [[0.35, lookup], [0.25, chain], [0.15, flow], [0.25, write]]
-    : [[0.45, lookup], [0.35, chain], [0.2, flow]];
+    ? [[0.25, lookup], [0.2, chain], [0.1, flow], [0.25, write], [0.2, found]]
+    : [[0.35, lookup], [0.3, chain], [0.15, flow], [0.2, found]];
 
   while (scenarios.length < count && attempts < maxAttempts && usableTools().length) {
     attempts++;
@@ -1043,7 +1111,187 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     attempts,
     readOnlyTools: tools.map((t) => t.name),
     coverage: coverageOf(allTools, scenarios, excluded, furthest),
+    entities,
   };
+}
+
+/** A read-only call that may show a write: the reader of a state check. */
+export interface StateReader {
+  tool: string;
+  args: Record<string, unknown>;
+}
+
+/**
+ * Read-only calls that may show a write of these values: each value as a name-like argument or a search, and the
+ * tools that need no argument (a whole graph, a listing). `tools`: the read-only tools, schemas resolved.
+ */
+export function stateReaders(tools: readonly ToolInfo[], values: string[]): StateReader[] {
+  const out: StateReader[] = [];
+  const whole: StateReader[] = [];
+  for (const t of tools) {
+    const req = requiredNames(t);
+    const props = (t.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+    if (req.length === 0 && validates(t.inputSchema, {})) whole.push({ tool: t.name, args: {} });
+    if (req.length !== 1) continue;
+    const p = props[req[0]];
+    if (!p) continue;
+    for (const v of new Set(values)) {
+      const args = { [req[0]]: p.type === 'array' ? [v] : v };
+      if ((entityKey(req[0]) || isIdName(req[0]) || SEARCH_NAMES.test(req[0])) && validates(t.inputSchema, args)) out.push({ tool: t.name, args });
+    }
+  }
+  return [...out.slice(0, 24), ...whole.slice(0, 4)];
+}
+
+/** What a scripted solver's replay of writes showed: each call's result, and each reader's before and after. */
+export interface IsolatedReplay {
+  outputs: ToolCallOutcome[];
+  /** The untouched state, read twice (what differs between two reads of it is no evidence of a change). */
+  before: ToolCallOutcome[];
+  again: ToolCallOutcome[];
+  after: ToolCallOutcome[];
+}
+
+/**
+ * The scripted solver for a task that writes: `calls` in order on a fresh isolated server of their own, then what
+ * the readers show; the readers also on another fresh server, untouched. Both servers are closed at once. A call
+ * that fails (or succeeds with an error in disguise) ends the replay: `{failed: tool}`.
+ */
+export async function replayOnIsolated(
+  open: NonNullable<OfflineOptions['isolatedServer']>,
+  calls: readonly { tool: string; args: Record<string, unknown> }[],
+  readers: readonly StateReader[],
+  timeoutMs: number,
+): Promise<IsolatedReplay | { failed: string; detail: string }> {
+  const before: ToolCallOutcome[] = [];
+  const again: ToolCallOutcome[] = [];
+  const untouched = withPlaceholder(await open());
+  try {
+    for (const r of readers) before.push(await untouched.callTool(r.tool, r.args, { timeoutMs }));
+    for (const r of readers) again.push(await untouched.callTool(r.tool, r.args, { timeoutMs }));
+  } finally {
+    await untouched.close();
+  }
+  const outputs: ToolCallOutcome[] = [];
+  const after: ToolCallOutcome[] = [];
+  const box = withPlaceholder(await open());
+  try {
+    for (const c of calls) {
+      const out = await box.callTool(c.tool, c.args, { timeoutMs });
+      const disguised = out.isError ? undefined : disguisedError(out);
+      if (out.isError || disguised) return { failed: c.tool, detail: disguised ?? out.text.slice(0, 200) };
+      outputs.push(out);
+    }
+    for (const r of readers) after.push(await box.callTool(r.tool, r.args, { timeoutMs }));
+  } finally {
+    await box.close();
+  }
+  return { outputs, before, again, after };
+}
+
+/** What may show that a write of `args` happened. */
+export interface WriteEvidence {
+  /** The strings the write was given. */
+  strings: string[];
+  /** Those, and a path's base name (a listing names files by it): what a reader may show, or no longer show. */
+  values: string[];
+  /** The new ones (no discovery showed them), with base names: what a reader must come to show. */
+  fresh: string[];
+  /** What the readers are asked about: the strings, and each path's folder. */
+  readerValues: string[];
+}
+
+export function writeEvidence(args: unknown, isKnown: (v: string) => boolean): WriteEvidence {
+  const strings = [...new Set(stringLeaves(args))];
+  const base = (v: string) => (v.includes('/') ? [v.slice(v.lastIndexOf('/') + 1)] : []);
+  return {
+    strings,
+    values: strings.flatMap((v) => [v, ...base(v)]),
+    fresh: strings.filter((v) => v.length >= 3 && !isKnown(v)).flatMap((v) => [v, ...base(v)]),
+    readerValues: [...strings, ...strings.flatMap((v) => (v.includes('/') ? [v.slice(0, v.lastIndexOf('/')) || '/'] : []))],
+  };
+}
+
+/** The first reader whose state tells the change apart (see stateChange), as a state check. */
+export function stateCheckOf(readers: readonly StateReader[], r: IsolatedReplay, evidence: WriteEvidence): StateCheck | undefined {
+  for (let i = 0; i < readers.length; i++) {
+    const b = r.before[i]!;
+    const a = r.after[i]!;
+    if (b.isError || a.isError || b.text !== r.again[i]!.text) continue;
+    const state = stateChange(readers[i], b.text, a.text, evidence.values, evidence.fresh);
+    if (state) return state;
+  }
+  return undefined;
+}
+
+/**
+ * A state check that tells the change apart: a written value the reader now shows (state_contains), a number
+ * that moved (state_number: a stock level, a count of orders), or a value it no longer shows (state_absent: a
+ * deleted entity, a moved file). It must hold after the write and fail on the untouched state.
+ */
+function stateChange(reader: { tool: string; args: Record<string, unknown> }, before: string, after: string, strings: string[], fresh: string[]): StateCheck | undefined {
+  const given = scalarArgValues(reader.args);
+  const options: StateCheck[] = [];
+  for (const v of fresh) if (!given.has(v.toLowerCase())) options.push({ kind: 'state_contains', ...reader, value: v });
+  for (const v of strings) if (v.length >= 3 && !given.has(v.toLowerCase())) options.push({ kind: 'state_absent', ...reader, value: v });
+  for (const { path, value } of numericLeaves(parseJson(after))) {
+    if (UNSTABLE_KEYS.test(path[path.length - 1] ?? '') || numberAt(before, path) === undefined) continue;
+    options.push({ kind: 'state_number', ...reader, path, value });
+  }
+  return options.find((c) => stateShows(c, { text: after, is_error: false }) && !stateShows(c, { text: before, is_error: false }));
+}
+
+/**
+ * Globs that match discovered files: each file's extension (`*.md`, `**\/*.md`) and its base name. A synthesized
+ * pattern matches nothing; these match what is there.
+ */
+function globsOf(paths: readonly Scalar[]): string[] {
+  const out = new Set<string>();
+  for (const p of paths) {
+    if (typeof p !== 'string') continue;
+    const base = p.slice(p.lastIndexOf('/') + 1);
+    const ext = /\.([A-Za-z0-9]{1,8})$/.exec(base)?.[1];
+    if (!ext) continue;
+    out.add(`*.${ext}`);
+    out.add(`**/*.${ext}`);
+    out.add(base);
+  }
+  return [...out];
+}
+
+/** Whether a schema has a property whose name matches, however deep. */
+function hasKey(schema: JsonSchema, re: RegExp, depth = 0): boolean {
+  if (depth > 6 || !isPlainObject(schema)) return false;
+  const props = isPlainObject(schema.properties) ? (schema.properties as Record<string, JsonSchema>) : {};
+  if (Object.keys(props).some((k) => re.test(k))) return true;
+  return [...Object.values(props), schema.items as JsonSchema].some((x) => x !== undefined && hasKey(x, re, depth + 1));
+}
+
+/** The smallest amounts a numeric schema allows (1, 2, 3 when it sets no minimum). */
+function smallAmounts(schema: JsonSchema): number[] {
+  const min = typeof schema.minimum === 'number' ? schema.minimum : typeof schema.exclusiveMinimum === 'number' ? schema.exclusiveMinimum + 1 : 1;
+  const lo = Math.ceil(Math.max(min, 1));
+  return [lo, lo + 1, lo + 2];
+}
+
+/** The lines of a text that occur in it once, with letters and of a length a task can quote. */
+function uniqueLines(text: string): string[] {
+  const lines = text.split('\n').map((l) => l.replace(/\s+$/, ''));
+  return lines.filter((l, i) => l.trim().length >= 4 && l.length <= 80 && /[A-Za-z]/.test(l) && lines.indexOf(l) === i && lines.lastIndexOf(l) === i && text.split(l).length === 2);
+}
+
+/**
+ * Text to replace, taken from what is there: every list of edits keeps as many items as it must (one, or its
+ * minItems), and each item's old-text field (`oldText`) becomes a distinct line of the file.
+ */
+function withOldText(args: Record<string, unknown>, lines: string[], rng: Rng): Record<string, unknown> {
+  const pool = rng.shuffle(lines);
+  const fill = (v: unknown): unknown => {
+    if (Array.isArray(v) && v.some((x) => isPlainObject(x) && Object.keys(x).some((k) => OLD_TEXT_NAMES.test(k)))) return v.slice(0, 1).map(fill);
+    if (!isPlainObject(v)) return v;
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, OLD_TEXT_NAMES.test(k) && typeof x === 'string' ? (pool.shift() ?? x) : fill(x)]));
+  };
+  return fill(args) as Record<string, unknown>;
 }
 
 /** Every string in a value, however deep. */
@@ -1188,7 +1436,10 @@ function dedupeRecords(recs: EntityRecord[]): void {
     }
     const key = `${r.noun}\u0000${String(id)}`;
     const prev = byKey.get(key);
-    if (prev) Object.assign(prev.fields, r.fields);
+    if (prev) {
+      Object.assign(prev.fields, r.fields);
+      if (r.lists) prev.lists = { ...prev.lists, ...r.lists };
+    }
     else {
       byKey.set(key, r);
       out.push(r);
@@ -1201,7 +1452,7 @@ function requiredNames(tool: ToolInfo): string[] {
   return ((tool.inputSchema.required as string[] | undefined) ?? []).filter((n) => typeof n === 'string');
 }
 
-function safeResolve(schema: Record<string, unknown>): Record<string, unknown> {
+export function safeResolve(schema: Record<string, unknown>): Record<string, unknown> {
   try {
     return resolveRefs(schema);
   } catch {

@@ -5,10 +5,11 @@
  */
 import { z } from 'zod';
 import type { McpSession } from '../mcp/index.js';
-import { scenariosPerTool, ToolCoverageSchema, type ToolCoverage } from './coverage.js';
+import { InfeasibleCountsSchema, scenariosPerTool, ToolCoverageSchema, type InfeasibleCounts, type ToolCoverage } from './coverage.js';
+import { createGrounder } from './grounded.js';
 import { generateLlmScenarios, ScenarioGenerationError } from './llm.js';
 import { generateOfflineScenarios, type OfflineOptions } from './offline.js';
-import type { Scenario } from './scenario.js';
+import { isStateCheck, type Scenario } from './scenario.js';
 import { DEFAULT_VAL_FRACTION, splitScenarios } from './split.js';
 
 export interface ScenarioSetOptions {
@@ -40,6 +41,8 @@ export const ScenarioSummarySchema = z.object({
   droppedDuplicates: count,
   /** Candidates dropped because a call failed or the replay did not reproduce their expected values. */
   droppedUnverifiable: count,
+  /** LLM tasks among droppedUnverifiable, by why the replay of their solution did not show them feasible. */
+  droppedInfeasible: InfeasibleCountsSchema,
   /** LLM items that were not valid scenarios. */
   droppedInvalid: count,
   /** Per tool of the server: scenarios made and, for a tool with none, why. */
@@ -56,8 +59,9 @@ export async function generateScenarioSet(
   const seed = opts.seed ?? 1;
   let scenarios: Scenario[];
   let droppedDuplicates: number;
-  let droppedUnverifiable = 0;
+  let droppedUnverifiable: number;
   let droppedInvalid = 0;
+  let droppedInfeasible: InfeasibleCounts = {};
   let coverage: ToolCoverage[];
   if (opts.offline) {
     const r = await generateOfflineScenarios(session, { count, seed, isolatedServer: opts.isolatedServer });
@@ -66,15 +70,21 @@ export async function generateScenarioSet(
     if (!opts.generator?.model) throw new ScenarioGenerationError('--generator-model is required unless --offline is given');
     const tools = await session.listTools();
     const resources = await session.listResources().catch(() => []);
+    // The same discovery as offline generation: the LLM builds on what exists, and each task's solution is replayed.
+    const grounder = await createGrounder(session, { seed, isolatedServer: opts.isolatedServer });
     const r = await generateLlmScenarios(
       { serverName: session.server.name, tools, resources: resources.map((x) => ({ uri: x.uri, name: x.name, description: x.description })) },
-      { ...opts.generator, count, seed, instructions: opts.instructions },
+      { ...opts.generator, count, seed, instructions: opts.instructions, ground: { entities: grounder.entities, check: grounder.ground } },
     );
-    ({ scenarios, droppedDuplicates, droppedInvalid } = r);
+    ({ scenarios, droppedDuplicates, droppedInvalid, droppedInfeasible } = r);
+    droppedUnverifiable = Object.values(droppedInfeasible).reduce((a, n) => a + n, 0);
     const made = scenariosPerTool(scenarios);
+    const stateChecked = scenariosPerTool(scenarios.filter((s) => s.checks?.some(isStateCheck)));
     coverage = tools.map((t) => {
       const n = made.get(t.name) ?? 0;
-      return n > 0 ? { tool: t.name, scenarios: n, stateChecked: 0 } : { tool: t.name, scenarios: 0, stateChecked: 0, reason: 'not_in_llm_tasks' as const };
+      return n > 0
+        ? { tool: t.name, scenarios: n, stateChecked: stateChecked.get(t.name) ?? 0 }
+        : { tool: t.name, scenarios: 0, stateChecked: 0, reason: 'not_in_llm_tasks' as const };
     });
   }
   const { train, val } = splitScenarios(scenarios, { valFraction: opts.valFraction ?? DEFAULT_VAL_FRACTION, seed });
@@ -87,6 +97,9 @@ export async function generateScenarioSet(
   return {
     train,
     val,
-    summary: { total: scenarios.length, train: train.length, val: val.length, byDifficulty, bySource, droppedDuplicates, droppedUnverifiable, droppedInvalid, coverage },
+    summary: {
+      total: scenarios.length, train: train.length, val: val.length, byDifficulty, bySource,
+      droppedDuplicates, droppedUnverifiable, droppedInfeasible, droppedInvalid, coverage,
+    },
   };
 }

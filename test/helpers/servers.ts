@@ -4,6 +4,8 @@
  * Other test files build on these; keep their signatures stable.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -198,3 +200,17 @@ export const SEEDED_MEMORY = [
 ]
   .map((x) => JSON.stringify(x))
   .join('\n');
+
+/** A handful of files, as a user's folder served by server-filesystem would hold them. */
+export const USER_FILES: Record<string, string> = {
+  'notes.txt': 'Shopping: apples, pears, walnuts.\n',
+  'todo.md': '# Todo\n- call the plumber\n- renew passport\n',
+  'config.json': JSON.stringify({ name: 'demo', port: 8080 }, null, 2) + '\n',
+};
+
+/** A fresh temp folder holding USER_FILES. */
+export function folderWithFiles(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mcprl-user-files-'));
+  for (const [name, text] of Object.entries(USER_FILES)) writeFileSync(path.join(dir, name), text);
+  return dir;
+}

@@ -1,0 +1,143 @@
+/**
+ * The tools that had no scenario, and find → act chains, on the real servers (the bookshop fixture, server-filesystem
+ * and server-memory from node_modules; stdio, every write in a per-server sandbox):
+ * - place_order: amounts asked for in a write are small, so the order is not refused for want of stock;
+ * - edit_file: the text to replace is a line of the file that discovery read; search_files: a glob built from a
+ *   discovered file name; create_directory: a new folder beside the discovered files, shown by a listing;
+ * - chains: a task names its entity by a clue (an observation only that entity has, a line only that file holds),
+ *   so the agent must search or read before it inspects or changes it.
+ * A scripted oracle (the checked calls) passes every check and a do-nothing agent none. The agents are scripted
+ * policies behind an OpenAI-compatible HTTP double (it stands in for a remote model, which cannot run here).
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { OpenAIPolicy } from '../src/agent/policy.js';
+import { rolloutGroups } from '../src/agent/rollout.js';
+import { connect, SafetyPolicy } from '../src/mcp/index.js';
+import type { Target } from '../src/mcp/types.js';
+import { scoreChecks } from '../src/ruler/checks.js';
+import { generateOfflineScenarios } from '../src/scenarios/offline.js';
+import type { Scenario } from '../src/scenarios/scenario.js';
+import type { OpenAIDouble } from './doubles/openai-double.js';
+import { goodStrategy, scriptedStrategy, startPolicyDouble } from './doubles/policy-double.js';
+import { filesystemTarget, fixtureStdioTarget, folderWithFiles, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
+
+const doubles: OpenAIDouble[] = [];
+afterAll(async () => {
+  await Promise.all(doubles.map((d) => d.close()));
+});
+
+interface Setup {
+  target: Target;
+  sandboxFrom?: string;
+  safety: SafetyPolicy;
+}
+
+async function generate(s: Setup, count: number, seed: number): Promise<Scenario[]> {
+  const opts = { sandboxFrom: s.sandboxFrom, policy: s.safety };
+  const session = await connect(s.target, opts);
+  try {
+    const r = await generateOfflineScenarios(session, { count, seed, maxAttempts: count * 6, isolatedServer: () => connect(s.target, { ...opts, isolated: true }) });
+    return r.scenarios;
+  } finally {
+    await session.close();
+  }
+}
+
+async function expectOracleAllIdleNone(s: Setup, scenarios: Scenario[]): Promise<void> {
+  const run = async (strategy: Parameters<typeof startPolicyDouble>[0]) => {
+    const double = await startPolicyDouble(strategy);
+    doubles.push(double);
+    const policy = new OpenAIPolicy({ baseURL: double.baseURL, model: 'scripted', maxRetries: 0 });
+    return rolloutGroups({ policy, target: s.target, scenarios, rolloutsPerGroup: 1, concurrency: 2, isolate: true, sandboxFrom: s.sandboxFrom, policyForSafety: s.safety });
+  };
+  const good = await run(goodStrategy(scenarios));
+  const idle = await run(scriptedStrategy([], ''));
+  scenarios.forEach((sc, i) => {
+    expect(scoreChecks(good[i][0], sc).fraction, `${sc.task}\n${JSON.stringify(sc.checks)}\n${JSON.stringify(good[i][0].state)}`).toBe(1);
+    expect(scoreChecks(idle[i][0], sc).fraction, sc.task).toBe(0);
+  });
+}
+
+const calledTool = (s: Scenario): string | undefined => {
+  const c = s.checks?.find((k) => k.kind === 'tool_called');
+  return c?.kind === 'tool_called' ? c.tool : undefined;
+};
+const hasState = (s: Scenario) => (s.checks ?? []).some((c) => c.kind.startsWith('state_'));
+
+describe('tools that had no scenario', () => {
+  it('place_order (fixture): an order of a few copies, checked by the stock it took', async () => {
+    const setup: Setup = { target: fixtureStdioTarget(), safety: new SafetyPolicy() };
+    const orders = (await generate(setup, 24, 1)).filter((s) => calledTool(s) === 'place_order');
+    expect(orders.length).toBeGreaterThan(0);
+    for (const s of orders) {
+      const call = s.checks![0];
+      if (call.kind !== 'tool_called') throw new Error('shape');
+      for (const it of call.args.items as { quantity: number }[]) expect(it.quantity).toBeLessThanOrEqual(3);
+      expect(s.checks!.some((c) => c.kind === 'state_number')).toBe(true);
+    }
+    await expectOracleAllIdleNone(setup, orders);
+  }, 300_000);
+
+  it('edit_file, search_files and create_directory (server-filesystem with --allow-destructive)', async () => {
+    const user = folderWithFiles();
+    const setup: Setup = { target: filesystemTarget('{sandbox}'), sandboxFrom: user, safety: new SafetyPolicy({ allowDestructive: true }) };
+    const made = await generate(setup, 40, 1);
+    const of = (t: string) => made.filter((s) => calledTool(s) === t);
+    const content = { '{sandbox}/notes.txt': 'Shopping: apples, pears, walnuts.', '{sandbox}/todo.md': '# Todo\n- call the plumber\n- renew passport' };
+    expect(of('edit_file').length).toBeGreaterThan(0);
+    for (const s of of('edit_file')) {
+      const call = s.checks![0];
+      if (call.kind !== 'tool_called') throw new Error('shape');
+      // The text replaced is a line of the file, as discovery read it.
+      const file = content[call.args.path as keyof typeof content];
+      for (const e of call.args.edits as { oldText: string }[]) expect(file.split('\n')).toContain(e.oldText);
+      expect(hasState(s)).toBe(true);
+    }
+    expect(of('create_directory').length).toBeGreaterThan(0);
+    for (const s of of('create_directory')) expect(s.checks).toContainEqual(expect.objectContaining({ kind: 'state_contains', tool: 'list_directory', args: { path: '{sandbox}' } }));
+    expect(of('search_files').length).toBeGreaterThan(0);
+    for (const s of of('search_files')) {
+      expect(s.checks!.some((c) => c.kind === 'answer_contains' && /^\{sandbox\}\/\w+\.\w+$/.test(c.value))).toBe(true);
+      // Worded as other lookups are: the paths found, not "the exact response".
+      expect(s.task).toMatch(/matching paths/);
+      expect(s.task).not.toMatch(/exact response/);
+    }
+    const checked = [...of('edit_file'), ...of('create_directory'), ...of('search_files')];
+    await expectOracleAllIdleNone(setup, checked);
+    expect(readFileSync(path.join(user, 'notes.txt'), 'utf8')).toBe('Shopping: apples, pears, walnuts.\n');
+  }, 400_000);
+});
+
+describe('find → act chains on the published servers', () => {
+  it('server-memory, seeded: the entity named by an observation only it has; searched for, then opened or changed', async () => {
+    const seed = mkdtempSync(path.join(tmpdir(), 'mcprl-memory-seed-'));
+    writeFileSync(path.join(seed, 'memory.jsonl'), SEEDED_MEMORY);
+    const setup: Setup = { target: memoryTarget('{sandbox}/memory.jsonl'), sandboxFrom: seed, safety: new SafetyPolicy() };
+    const chains = (await generate(setup, 40, 1)).filter((s) => /whose observations include "/.test(s.task));
+    expect(chains.length).toBeGreaterThan(1);
+    expect(chains.some((s) => calledTool(s) === 'add_observations' && hasState(s))).toBe(true);
+    for (const s of chains) {
+      expect(s.difficulty).toBeGreaterThanOrEqual(3);
+      // The entity's name is not in the task: the agent has to find it from the clue.
+      const call = s.checks!.find((c) => c.kind === 'tool_called')!;
+      const names = JSON.stringify(call).match(/Ada Lovelace|Analytical Engine|Charles Babbage/g) ?? [];
+      expect(names.some((n) => !s.task.includes(n)), s.task).toBe(true);
+    }
+    await expectOracleAllIdleNone(setup, chains);
+    expect(readFileSync(path.join(seed, 'memory.jsonl'), 'utf8')).toBe(SEEDED_MEMORY);
+  }, 400_000);
+
+  it('server-filesystem: the file named by a line only it holds; read, then inspected or edited', async () => {
+    const setup: Setup = { target: filesystemTarget('{sandbox}'), sandboxFrom: folderWithFiles(), safety: new SafetyPolicy({ allowDestructive: true }) };
+    const chains = (await generate(setup, 40, 2)).filter((s) => /the file in "{sandbox}" that contains the line "/.test(s.task));
+    expect(chains.length).toBeGreaterThan(0);
+    for (const s of chains) {
+      expect(s.difficulty).toBeGreaterThanOrEqual(3);
+      expect(s.task).not.toMatch(/notes\.txt|todo\.md|config\.json/);
+    }
+    await expectOracleAllIdleNone(setup, chains);
+  }, 400_000);
+});
