@@ -41,6 +41,7 @@ import { makeRandomModel, makeRng } from '../random-model.js';
 import { AUTHORS, BOOKS } from '../../fixtures/server/bookshop.js';
 import { GROUPED_DIGITS_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
 import { copyDrill } from './copy-drills.js';
+import { toolDrill } from './tool-drills.js';
 import { ExpertPolicy, type Habit } from './expert.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
 import { fixtureTarget } from './fixture-target.js';
@@ -66,6 +67,8 @@ const { values } = parseArgs({
     threads: { type: 'string' },
     'eval-each-cycle': { type: 'boolean', default: false },
     drills: { type: 'string', default: '16' },
+    /** Tool drills (tool-drills.ts) per batch of the skill cycles: generic tool use on made-up domains. */
+    'tool-drills': { type: 'string', default: '0' },
     /** Habit mix of the warm-up transcripts: the share that look things up, and of those the share that report. */
     'lookup-rate': { type: 'string', default: '0.45' },
     'report-rate': { type: 'string', default: '0.5' },
@@ -177,10 +180,13 @@ async function main() {
   }
   // the warm-up's own random stream, so that a build given --drilled draws exactly the batches a full one does
   const sftRng = makeRng(seed + 2000);
+  // a stream of its own, so that a build without tool drills draws exactly the batches it drew before they existed
+  const toolRng = makeRng(seed + 3000);
   const cycles = Number(values.cycles);
   for (let cycle = 0; cycle < cycles; cycle++) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
-    const pool = cycle >= cycles - Number(values['habit-cycles']) ? mixed : transcripts;
+    const habitCycle = cycle >= cycles - Number(values['habit-cycles']);
+    const pool = habitCycle ? mixed : transcripts;
     const sequences: TrainSequence[] = pool.flatMap((t) => trajectoryToSequences(engine, t));
     const trainer = await Trainer.create(engine.model as never, {
       adapterName: 'warmup', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS],
@@ -189,6 +195,8 @@ async function main() {
     for (let step = 0; step < Number(values['steps-per-cycle']); step++) {
       const batch = Array.from({ length: Number(values['batch-size']) }, () => sequences[Math.floor(sftRng.uniform() * sequences.length)]);
       for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copyDrill(sftRng), tools: [] }));
+      // the skill cycles only: a drill always looks up and reports, which would undo the habit cycle's mix
+      if (!habitCycle) for (let k = 0; k < Number(values['tool-drills']); k++) batch.push(...trajectoryToSequences(engine, toolDrill(toolRng)));
       const m = await trainer.sftStep(batch);
       if (step % 10 === 0 || step === Number(values['steps-per-cycle']) - 1) log(`cycle ${cycle} step ${step}: loss ${m.loss.toFixed(4)} grad ${m.gradNorm.toFixed(3)} ${Math.round(m.tokensPerSecond)} tok/s`);
     }
@@ -212,7 +220,7 @@ async function main() {
   await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios(sets.warmup));
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
     seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, warmup_habits: habits,
-    lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: Number(values['drill-steps']), drills_per_batch: Number(values.drills),
+    lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: Number(values['drill-steps']), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
     cycles, habit_cycles: Number(values['habit-cycles']), steps_per_cycle: Number(values['steps-per-cycle']),
     batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank),
     val_success: summary.success_rate, test_success: testSummary.success_rate,
