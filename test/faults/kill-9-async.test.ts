@@ -85,7 +85,8 @@ describe('kill -9 of the asynchronous loop (--max-staleness 1)', () => {
     const progress = await jsonl(path.join(dir, 'progress.jsonl'));
     expect(progress.some((e) => e.phase === 'gather' && e.step === 3), 'step 3 was not being gathered ahead at the kill').toBe(true);
 
-    const r = await mcprl(['train', '--run', run, '--runs-dir', runs, '--resume', '--quiet', ...FIXTURE]);
+    // The servers are not part of the run's settings (config.json): the resumed run is given them again.
+    const r = await mcprl(['train', '--run', run, '--runs-dir', runs, '--resume', '--quiet', '--rollout-url', url, '--adapter-dir', path.join(work, 'adapters'), ...FIXTURE]);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(await readFile(path.join(dir, 'state.json'), 'utf8'))).toMatchObject({ step: 3, stopped: 'max_steps' });
 
