@@ -44,23 +44,22 @@ void gemm_set_portable(bool on) { g_portable.store(on); }
 
 #ifdef MCPRL_HAVE_OPENBLAS
 // OpenBLAS and fork(). OpenBLAS (pthreads build) registers blas_thread_shutdown_ as a pthread_atfork prepare handler:
-// in the forking thread it stores "exit" (-1) in every pool thread's queue slot, then joins them. Two things it does
-// not guard against happen when the engine runs on a worker thread while the JavaScript thread spawns a process
-// (an MCP server, --isolate's per-rollout servers, a serve child):
-//  1. an sgemm in flight: a pool thread that finishes its part stores 0 ("idle") over the -1, sleeps, and the
-//     join waits for it forever; or the thread reads the -1 before its job and exits, and the sgemm's caller spins
-//     forever waiting for the job;
-//  2. the pool being re-created: the fork's shutdown leaves no pool, so the next sgemm or openblas_set_num_threads
-//     re-creates it (blas_thread_init), which races with the next fork the same way.
-// Setting the thread count once (never resizing) is therefore not enough: every fork destroys the pool, and the
-// first race needs no resize at all; nor does spawning from one particular thread help, as any BLAS call on any other
-// thread races with the fork. What is safe: no OpenBLAS call is in flight while a fork's prepare handlers run. So
-// every OpenBLAS call holds g_blas_fork shared, and a prepare handler of ours takes it exclusively: a fork waits for
-// the products in flight (milliseconds) and none starts until the fork is done. pthread_atfork runs prepare handlers
-// in reverse order of registration; ours is registered when the addon loads, after OpenBLAS's (registered by its
-// constructor, which runs first because the addon links against it), so it runs before OpenBLAS's shutdown. Node
-// offers no hook around child_process.spawn; this one covers every fork in the process, from any thread. The lock
-// prefers writers so that back-to-back products cannot starve a fork; nothing takes it twice on one thread.
+// in the forking thread it stores "exit" (-1) in every pool thread's queue slot, wakes them and joins them, and the
+// next OpenBLAS call re-creates the pool. Nothing stops it while another thread has an sgemm in flight, which is what
+// happens when the engine runs on a worker thread while the JavaScript thread spawns a process (an MCP server,
+// --isolate's per-rollout servers): a pool thread that takes the -1 in place of its part of the job exits, and the
+// sgemm's caller spins forever waiting for that part (seen with gdb: the engine's thread in exec_blas_async_wait,
+// the forks going on); a pool thread already working stores "idle" (0) over the -1 when it is done, and the join
+// waits forever. scripts/stress-blas-fork.ts hangs 8 trials in 8 so. Setting the thread count once and keeping it
+// does not help (every fork tears the pool down and the next call builds it again, and the race needs no resize),
+// nor does spawning from one particular thread (any BLAS call on any other thread races with the fork). What is
+// safe: no OpenBLAS call is in flight while a fork's prepare handlers run. So every OpenBLAS call holds g_blas_fork
+// shared, and a prepare handler of ours takes it exclusively: a fork waits for the products in flight and none starts
+// until the fork is done. pthread_atfork runs prepare handlers in reverse order of registration; ours is registered
+// when the addon loads, after OpenBLAS's (registered by its constructor, which runs first because the addon links
+// against it), so it runs before OpenBLAS's shutdown. Node offers no hook around child_process.spawn; this one
+// covers every fork in the process, from any thread. The lock prefers writers so that back-to-back products cannot
+// starve a fork; nothing takes it twice on one thread.
 namespace {
 pthread_rwlock_t g_blas_fork;
 std::atomic<long> g_blas_calls{0}, g_forks{0};
