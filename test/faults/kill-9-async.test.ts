@@ -53,9 +53,10 @@ describe('kill -9 of the asynchronous loop (--max-staleness 1)', () => {
   // Where the trainer dies, and the step whose gather had started ahead of training by then. Both are certain, not
   // up to timing: a gather starts (and reports its phase) within microtasks of the previous gather's end, once its
   // adapter bound allows it, while the step that follows trains on a worker thread for far longer than that. Step 2
-  // may be gathered from the start (adapter 0 + N), step 3 once adapter 1 is published, before step 2 trains.
+  // may be gathered from the start (adapter 0 + N), step 3 once adapter 1 is published, before step 2 trains. The
+  // run's state.json is named with its slash: checkpoints' trainer_state.json end in state.json too.
   const points: [string, string, number][] = [
-    ['between steps: step 1 committed, step 2 gathered ahead and not trained', 'after:state.json#2', 2],
+    ['between steps: step 1 committed, step 2 gathered ahead and not trained', 'after:/state.json#2', 2],
     ['mid-step 2: trained, its checkpoint not swapped in, step 3 gathered ahead', 'before:checkpoints/step-0002', 3],
   ];
   for (const [name, at, ahead] of points) it(`kill -9 ${name} (${at}), then --resume`, async () => {
