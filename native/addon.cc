@@ -816,6 +816,9 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   o.Set("openblas", gemm_have_blas());
   o.Set("portableGemm", !gemm_have_blas() || gemm_portable_forced());
   o.Set("backend", cpu_backend().name);
+  const BlasForkStats bf = blas_fork_stats();
+  o.Set("blasCalls", (double)bf.blas_calls);
+  o.Set("forks", (double)bf.forks);
 #ifdef _OPENMP
   o.Set("maxThreads", omp_get_num_procs());
 #else

@@ -3,6 +3,8 @@
 // (compiles to AVX2+FMA under -march=x86-64-v3, to plain SIMD or scalar code elsewhere).
 #include "gemm.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -40,6 +42,71 @@ bool gemm_have_blas() {
 bool gemm_portable_forced() { return g_portable.load(); }
 void gemm_set_portable(bool on) { g_portable.store(on); }
 
+#ifdef MCPRL_HAVE_OPENBLAS
+// OpenBLAS and fork(). OpenBLAS (pthreads build) registers blas_thread_shutdown_ as a pthread_atfork prepare handler:
+// in the forking thread it stores "exit" (-1) in every pool thread's queue slot, wakes them and joins them, and the
+// next OpenBLAS call re-creates the pool. Nothing stops it while another thread has an sgemm in flight, which is what
+// happens when the engine runs on a worker thread while the JavaScript thread spawns a process (an MCP server,
+// --isolate's per-rollout servers): a pool thread that takes the -1 in place of its part of the job exits, and the
+// sgemm's caller spins forever waiting for that part (seen with gdb: the engine's thread in exec_blas_async_wait,
+// the forks going on); a pool thread already working stores "idle" (0) over the -1 when it is done, and the join
+// waits forever. scripts/stress-blas-fork.ts hangs 8 trials in 8 so. Setting the thread count once and keeping it
+// does not help (every fork tears the pool down and the next call builds it again, and the race needs no resize),
+// nor does spawning from one particular thread (any BLAS call on any other thread races with the fork). What is
+// safe: no OpenBLAS call is in flight while a fork's prepare handlers run. So every OpenBLAS call holds g_blas_fork
+// shared, and a prepare handler of ours takes it exclusively: a fork waits for the products in flight and none starts
+// until the fork is done. pthread_atfork runs prepare handlers in reverse order of registration; ours is registered
+// when the addon loads, after OpenBLAS's (registered by its constructor, which runs first because the addon links
+// against it), so it runs before OpenBLAS's shutdown. Node offers no hook around child_process.spawn; this one
+// covers every fork in the process, from any thread. The lock prefers writers so that back-to-back products cannot
+// starve a fork; nothing takes it twice on one thread.
+namespace {
+pthread_rwlock_t g_blas_fork;
+std::atomic<long> g_blas_calls{0}, g_forks{0};
+
+void blas_lock_init() {
+  pthread_rwlockattr_t a;
+  pthread_rwlockattr_init(&a);
+  pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&g_blas_fork, &a);
+  pthread_rwlockattr_destroy(&a);
+}
+
+struct BlasForkGuard {
+  BlasForkGuard() {
+    blas_lock_init();
+    pthread_atfork([] { pthread_rwlock_wrlock(&g_blas_fork); },
+                   [] {
+                     g_forks.fetch_add(1);
+                     pthread_rwlock_unlock(&g_blas_fork);
+                   },
+                   // The child has one thread, the one that forked: nobody else can hold the lock, and glibc's
+                   // unlock would look for the writer by the parent's thread id, so it starts afresh instead.
+                   [] { blas_lock_init(); });
+  }
+} g_blas_fork_guard;
+
+// Holds g_blas_fork for one OpenBLAS call: shared for a product, exclusive for a change of the pool.
+struct BlasCall {
+  explicit BlasCall(bool exclusive) {
+    if (exclusive) pthread_rwlock_wrlock(&g_blas_fork);
+    else pthread_rwlock_rdlock(&g_blas_fork);
+  }
+  ~BlasCall() { pthread_rwlock_unlock(&g_blas_fork); }
+  BlasCall(const BlasCall&) = delete;
+  BlasCall& operator=(const BlasCall&) = delete;
+};
+}  // namespace
+#endif
+
+BlasForkStats blas_fork_stats() {
+#ifdef MCPRL_HAVE_OPENBLAS
+  return {g_blas_calls.load(), g_forks.load()};
+#else
+  return {0, 0};
+#endif
+}
+
 void set_threads(int n) {
   if (n <= 0) {
 #ifdef _OPENMP
@@ -53,11 +120,9 @@ void set_threads(int n) {
   omp_set_num_threads(n);
 #endif
 #ifdef MCPRL_HAVE_OPENBLAS
-  // Not while the portable GEMM is forced: no product uses OpenBLAS then, and openblas_set_num_threads may re-create
-  // its thread pool, which races with a fork() on another thread (OpenBLAS's fork handler joins the pool's threads
-  // and never wakes one created meanwhile: the fork hangs). A trainer with asynchronous rollouts forks MCP servers
-  // while it trains, so it forces the portable GEMM (src/mcp-rl/train.ts).
-  if (!g_portable.load()) openblas_set_num_threads(n);
+  // May re-create OpenBLAS's thread pool (always after a fork): not while a fork runs (see g_blas_fork).
+  BlasCall call(true);
+  openblas_set_num_threads(n);
 #endif
 }
 int get_threads() { return g_threads.load() > 0 ? g_threads.load() : 1; }
@@ -183,6 +248,8 @@ void gemm_blas(bool transA, bool transB, int M, int N, int K, float alpha, const
                const float* B, int ldb, float beta, float* C, int ldc) {
 #ifdef MCPRL_HAVE_OPENBLAS
   if (M <= 0 || N <= 0) return;
+  BlasCall call(false);
+  g_blas_calls.fetch_add(1, std::memory_order_relaxed);
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
               alpha, A, lda, B, ldb, beta, C, ldc);
 #else

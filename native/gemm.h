@@ -52,4 +52,12 @@ void gemm_set_portable(bool on);
 void set_threads(int n);
 int get_threads();
 
+// OpenBLAS products run and forks seen since the addon loaded (0 and 0 without OpenBLAS); see g_blas_fork in
+// gemm.cc: every fork of the process waits for the OpenBLAS products in flight.
+struct BlasForkStats {
+  long blas_calls;
+  long forks;
+};
+BlasForkStats blas_fork_stats();
+
 }  // namespace mcprl

@@ -90,6 +90,17 @@ describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitu
     const plain = run({ MCPRL_PORTABLE_GEMM: '0' });
     expect(plain.portableGemm).toBe(!plain.openblas);
   });
+  // The guard itself (native/gemm.cc, g_blas_fork): each fork passes through its atfork handlers and each OpenBLAS
+  // product through its lock, as the counters show. That a fork waits for a product in flight is a matter of
+  // timing, shown by scripts/stress-blas-fork.ts (and a run that forks while it trains, test/train-async-rollouts).
+  it.skipIf(!addon.info().openblas)('counts every fork of the process and every OpenBLAS product (the fork guard)', () => {
+    const before = addon.info();
+    for (let i = 0; i < 3; i++) expect(spawnSync('/bin/true').status).toBe(0);
+    addon.gemm(false, true, 64, 64, 64, new Float32Array(64 * 64), new Float32Array(64 * 64), 'blas');
+    const after = addon.info();
+    expect(after.forks - before.forks).toBe(3);
+    expect(after.blasCalls - before.blasCalls).toBe(1);
+  });
   it('reports which kernels this build has: OpenBLAS exactly where the build found it', () => {
     const info = addon.info();
     expect(info.backend).toBe('cpu');

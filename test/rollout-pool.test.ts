@@ -1,9 +1,12 @@
 /**
  * The rollout pool against real `mcprl serve` servers (in this process, over HTTP) on the bundled tiny model:
- * adapters published under a new name, requests round robin, a dead server dropped with a warning, a refused
- * request passed on without dropping its server, and no server left as a typed error.
+ * adapters published under a new name, requests round robin, at most `concurrencyPerServer` in flight on a server, a
+ * dead server dropped with a warning, a refused request passed on without dropping its server, and no server left
+ * as a typed error.
  */
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -61,6 +64,45 @@ describe('RolloutPool', () => {
     expect(pool.takeStats()).toEqual({ servers_alive: 2, servers_dropped: 0, rollout_requests: 4, rollout_retries: 0 });
     await pool.close();
     for (const e of engines.slice(0, 2)) expect(e.modelNames().map((m) => m.id)).not.toContain('policy-step-1');
+  });
+
+  it('keeps at most concurrencyPerServer requests in flight on a server', async () => {
+    // A pass-through proxy in front of the real server counts the chat completions in flight. It holds each one until
+    // `limit` are in flight (or every request has arrived), so that a pool sending more than the limit at once is
+    // seen doing so; one within the limit passes whatever the timing.
+    const limit = 2, total = 5;
+    let inFlight = 0, most = 0, arrived = 0;
+    let held: (() => void)[] = [];
+    const upstream = new URL(servers[0].url);
+    const proxy = createServer((req: IncomingMessage, res: ServerResponse) => {
+      const forward = () => req.pipe(request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (up) => {
+        res.writeHead(up.statusCode!, up.headers);
+        up.pipe(res);
+      }));
+      if (!req.url!.endsWith('/chat/completions')) return forward();
+      inFlight += 1;
+      arrived += 1;
+      most = Math.max(most, inFlight);
+      res.on('close', () => (inFlight -= 1));
+      held.push(forward);
+      if (inFlight >= limit || arrived === total) {
+        for (const f of held) f();
+        held = [];
+      }
+    });
+    await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
+    const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/v1`;
+    const pool = new RolloutPool({ urls: [url], adapterDir: join(work, 'limit'), concurrencyPerServer: limit });
+    try {
+      await pool.publish(0, trainer);
+      const turns = await Promise.all(Array.from({ length: total }, () => pool.next(ask)));
+      for (const t of turns) expect(t.tokenIds!.length).toBeGreaterThan(0);
+      expect(arrived).toBe(total);
+      expect(most).toBe(limit);
+    } finally {
+      await pool.close();
+      await new Promise<void>((done) => proxy.close(() => done()));
+    }
   });
 
   it('drops a server that cannot be reached with a warning and carries on with the others', async () => {

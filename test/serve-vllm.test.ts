@@ -344,12 +344,17 @@ describe('/metrics', () => {
       const answers = [];
       for (const seed of [1, 2]) answers.push(await c.chat.completions.create({ model: base, messages, max_tokens: 6, seed, n: 2 }));
       await c.chat.completions.create({ model: 'nope', messages }).catch(() => undefined);
+      // GET /health answers {"status": "ok"} (vLLM's liveness probe), and is counted like any route.
+      const health = await fetch(own.url.replace(/\/v1$/, '') + '/health');
+      expect(health.status).toBe(200);
+      expect(await health.json()).toEqual({ status: 'ok' });
       const res = await fetch(own.url.replace(/\/v1$/, '') + '/metrics');
       expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
       const text = await res.text();
       const m = parseMetrics(text);
       expect(m.get('mcprl_http_requests_total{route="/v1/chat/completions",status="200"}')).toBe(2);
       expect(m.get('mcprl_http_requests_total{route="/v1/chat/completions",status="404"}')).toBe(1);
+      expect(m.get('mcprl_http_requests_total{route="/health",status="200"}')).toBe(1);
       expect(m.get('mcprl_prompt_tokens_total')).toBe(answers.reduce((s, a) => s + a.usage!.prompt_tokens, 0));
       expect(m.get('mcprl_generation_tokens_total')).toBe(answers.reduce((s, a) => s + a.usage!.completion_tokens, 0));
       const finished = [...m].filter(([k]) => k.startsWith('mcprl_request_success_total')).reduce((s, [, v]) => s + v, 0);

@@ -11,8 +11,14 @@
  * discarded and gathered again on adapter 2, so that step trains on-policy (mismatch back at float noise).
  *
  * Then a run that dies after a step gathered ahead has trained, before it commits, and is resumed: that step is
- * gathered again. (An error thrown at the publish stands for the death here; kill -9 at exact points of the
- * synchronous loop is test/faults/kill-9.test.ts, and the asynchronous loop commits through the same code.)
+ * gathered again. (An error thrown at the publish stands for the death here; kill -9 of the asynchronous loop at
+ * exact points is test/faults/kill-9-async.test.ts.)
+ *
+ * And a run with --isolate that keeps OpenBLAS: it forks a fixture server per rollout while the engine trains on a
+ * worker thread, which used to be able to hang in OpenBLAS's fork handler (native/gemm.cc, g_blas_fork). It must
+ * complete, with OpenBLAS multiplying and every fork counted by the guard. Whether a fork meets a product in flight
+ * is up to timing, so this test passes with the guard whatever the timing; that without it a run could hang is
+ * shown by scripts/stress-blas-fork.ts, not here.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -23,6 +29,7 @@ import type { Scenario } from '../src/scenarios/scenario.js';
 import { trainConfigFrom } from '../src/train/config.js';
 import { RunDir } from '../src/train/run-dir.js';
 import { train } from '../src/mcp-rl/train.js';
+import { loadNative } from '../src/engine/native.js';
 import { bookshopTrainSignalFirst } from './faults/cli.js';
 import { listeningUrl, runCli } from './helpers/cli.js';
 import { fixtureStdioTarget, REPO_ROOT } from './helpers/servers.js';
@@ -134,6 +141,29 @@ describe('asynchronous rollouts (--max-staleness)', () => {
     expect(m.map((r) => r.step)).toEqual([0, 1, 2]);
     expect(m[2]).toMatchObject({ staleness_max: 0, groups_too_stale: 0 });
     for (const t of await readJsonl(runDir.trajectories(2))) if (t.metrics.turns > 0) expect(t).toMatchObject({ sampled_by: ['policy-step-1'], policy_step: 1 });
+  }, 600_000);
+
+  const blas = loadNative().info();
+  it.skipIf(!blas.openblas || blas.portableGemm)('trains with OpenBLAS while --isolate forks a server per rollout, and completes', async () => {
+    const url = await served();
+    const native = loadNative();
+    const before = native.info();
+    const config = trainConfigFrom({ ...SETTINGS, groupsPerStep: 2, rolloutsPerGroup: 2, maxStaleness: 1 }, { model: MODEL, target: 'fixture' });
+    const runDir = new RunDir(join(work, 'runs', 'isolated'));
+    const result = await train({
+      run: runDir, config, target: fixtureStdioTarget(), scenarios: set, log: () => undefined, isolation: { isolate: true },
+      rollout: { urls: [url], adapterDir: join(work, 'isolated-adapters') },
+    });
+    expect(result.state).toMatchObject({ step: 3, stopped: 'max_steps' });
+    const after = native.info();
+    // The run multiplied with OpenBLAS (no switch to the portable GEMM), and forked at least one server per rollout
+    // of its 3 steps, each fork through the guard.
+    expect(after.portableGemm).toBe(false);
+    expect(after.blasCalls - before.blasCalls).toBeGreaterThan(0);
+    const m = await readJsonl(runDir.path('metrics.jsonl'));
+    expect(m.map((r) => r.step)).toEqual([0, 1, 2, 3]);
+    expect(after.forks - before.forks).toBeGreaterThanOrEqual(3 * config.groupsPerStep * config.rolloutsPerGroup);
+    expect(m.slice(1).some((r) => r.loss !== undefined), `nothing trained, so OpenBLAS never ran alongside a fork: ${JSON.stringify(m)}`).toBe(true);
   }, 600_000);
 
   it('refuses in-process rollouts with N ≥ 1, in one line', async () => {

@@ -10,8 +10,12 @@
  *    below), and the logged mismatch |Δ logprob| is that noise.
  * 2. A pool of two `mcprl serve` processes, one killed (SIGKILL) right after it answered its first training
  *    request, observed through the pool's answer hook (no sleeps): the run completes on the other, with a warning.
+ * 3. A server that returns no token ids (a pass-through proxy in front of `mcprl serve` drops every id field, as a
+ *    server without vLLM's token-id fields would answer): the trainer re-tokenises every turn and says so per step.
  */
 import { existsSync } from 'node:fs';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,6 +113,54 @@ describe('mcprl train --rollout-url', () => {
       const ids = async (run: string) => (await readJsonl(join(work, 'runs', run, 'trajectories', `step-000${step}.jsonl`)))
         .map((t) => t.messages.filter((m: { role: string }) => m.role === 'assistant').map((m: { mcprl: { token_ids: number[] } }) => m.mcprl.token_ids));
       expect(await ids('split')).toEqual(await ids('in-process'));
+    }
+  }, 600_000);
+
+  it('re-tokenises the turns of a server that returns no token ids, and counts them', async () => {
+    const { url } = await serve();
+    const upstream = new URL(url);
+    // Chat completions come back without token_ids, mcprl_token_ids and prompt_token_ids, with their logprob entries
+    // named by their text (return_tokens_as_token_ids ignored); everything else passes through unchanged.
+    const proxy = createServer((req, res) => {
+      req.pipe(request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (up) => {
+        const chunks: Buffer[] = [];
+        up.on('data', (d: Buffer) => chunks.push(d));
+        up.on('end', () => {
+          let body = Buffer.concat(chunks);
+          if (req.url!.endsWith('/chat/completions') && up.statusCode === 200) {
+            const c = JSON.parse(body.toString('utf8'));
+            delete c.prompt_token_ids;
+            for (const ch of c.choices) {
+              delete ch.token_ids;
+              delete ch.mcprl_token_ids;
+              for (const e of ch.logprobs?.content ?? []) e.token = `t${e.token}`;
+            }
+            body = Buffer.from(JSON.stringify(c));
+          }
+          res.writeHead(up.statusCode!, { ...up.headers, 'content-length': String(body.length) });
+          res.end(body);
+        });
+      }));
+    });
+    await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
+    try {
+      const config = trainConfigFrom({ maxSteps: 1, evalEvery: 1, patience: 10, groupsPerStep: 2, rolloutsPerGroup: 2, maxTurns: 3, maxTokens: 48, concurrency: 4, seed: 1 }, { model: MODEL, target: 'fixture' });
+      const runDir = new RunDir(join(work, 'runs', 'no-ids'));
+      const result = await train({
+        run: runDir, config, target: fixtureStdioTarget(), scenarios: set, log: () => undefined,
+        rollout: { urls: [`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/v1`], adapterDir: join(work, 'no-ids-adapters'), validate: false },
+      });
+      expect(result.state).toMatchObject({ step: 1, stopped: 'max_steps' });
+      const [, m] = await readJsonl(runDir.path('metrics.jsonl'));
+      expect(m.rollout_turns).toBeGreaterThan(0);
+      expect(m.retokenized_turns).toBe(m.rollout_turns);
+      expect(m.token_ids_differ).toBeGreaterThanOrEqual(0);
+      expect(m.token_ids_differ).toBeLessThanOrEqual(m.rollout_turns);
+      // The trajectories keep no sampled ids: the turns were trained from their re-tokenised text.
+      for (const t of await readJsonl(runDir.trajectories(1)))
+        for (const msg of t.messages) if (msg.role === 'assistant') expect(msg.mcprl?.token_ids).toBeUndefined();
+    } finally {
+      await new Promise<void>((done) => proxy.close(() => done()));
     }
   }, 600_000);
 

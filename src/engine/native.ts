@@ -130,7 +130,12 @@ export interface NativeAddon {
   lmHeadBench(N: number, C: number, V: number, reps: number): Promise<{ forward: number; backward: number; gemm: number }>;
   /** Forces (true) or releases (false) the portable GEMM for every later call; MCPRL_PORTABLE_GEMM=1 sets it at load. */
   setPortableGemm(on: boolean): void;
-  info(): { openblas: boolean; portableGemm: boolean; backend: string; maxThreads: number };
+  /**
+   * `blasCalls`: products OpenBLAS ran since the addon loaded; `forks`: forks of this process since then, each of
+   * which waited for the OpenBLAS products in flight (OpenBLAS's fork handler hangs otherwise: see g_blas_fork in
+   * native/gemm.cc). Both 0 without OpenBLAS.
+   */
+  info(): { openblas: boolean; portableGemm: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number };
   [key: string]: unknown;
 }
 

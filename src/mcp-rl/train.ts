@@ -43,7 +43,6 @@ import { LocalBackend } from '../backend/local-backend.js';
 import type { TrainResult, TrainStepConfigInput, TrajectoryGroupInput } from '../backend/schemas.js';
 import { TrainableModel } from '../backend/trainable-model.js';
 import type { Model } from '../engine/model.js';
-import { loadNative } from '../engine/native.js';
 import type { Isolation, SafetyPolicy, Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../util/rng.js';
@@ -116,12 +115,6 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   const policyModel = new TrainableModel({ project: 'mcprl', name: 'policy', baseModel: c.model, lora: { rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed } });
   let pool: RolloutPool | null = null;
   let ahead: GatherAhead<GatheredStep> | null = null;
-  // Asynchronous rollouts fork MCP servers (each gather's connection, --isolate's processes) while the engine
-  // trains on another thread. OpenBLAS's thread pool does not survive that (its fork handler can hang: see
-  // set_threads in native/gemm.cc), so such a run multiplies with the portable GEMM, and restores the kernel after.
-  const native = c.maxStaleness > 0 && loadNative().info().openblas ? loadNative() : null;
-  const portableBefore = native?.info().portableGemm ?? true;
-  native?.setPortableGemm(true);
   try {
     await policyModel.register(backend);
     if (policyModel.step !== (state?.step ?? 0)) {
@@ -316,7 +309,6 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     await ahead?.close().catch(() => undefined);
     await pool?.close().catch(() => undefined);
     await backend.close();
-    if (!portableBefore) native?.setPortableGemm(false);
   }
 }
 

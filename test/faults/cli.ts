@@ -3,6 +3,7 @@
  * The timeout is a safety net for a hung child (the machine is loaded), never what a test waits on.
  */
 import { execFile } from 'node:child_process';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { loadScenarioSet, writeScenarioSet } from '../../src/scenarios/scenario.js';
 import { REPO_ROOT } from '../helpers/servers.js';
@@ -20,6 +21,23 @@ export function mcprl(args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: 
     execFile(process.execPath, ['--import', 'tsx', ENTRY, ...args], { cwd: REPO_ROOT, timeout: o.timeoutMs ?? 280_000, env: o.env ?? process.env },
       (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }));
   });
+}
+
+const KILL_AT = path.join(REPO_ROOT, 'test', 'faults', 'kill-at.ts');
+
+/** `mcprl ARGS…` with kill-at.ts preloaded, to die at `at` (see kill-at.ts); resolves with the signal that ended it. */
+export function mcprlKilledAt(args: string[], at: string): Promise<{ signal: string | null; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--import', 'tsx', '--import', KILL_AT, ENTRY, ...args], { cwd: REPO_ROOT, timeout: 280_000, env: { ...process.env, MCPRL_KILL_AT: at } },
+      (err, _stdout, stderr) => resolve({ signal: err?.signal ?? null, stderr }));
+  });
+}
+
+/** Files a write cut short would leave under `dir`: temporaries and swapped-out folders (src/util/atomic.ts). */
+export async function leftovers(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(dir, { withFileTypes: true, recursive: true })) if (/^\..+\.(tmp|old)$/.test(e.name)) out.push(path.join(e.parentPath, e.name));
+  return out;
 }
 
 /**

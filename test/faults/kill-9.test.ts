@@ -6,18 +6,16 @@
  * The run is the real CLI on the bundled tiny model and the fixture server, one rollout at a time (so that sampling
  * is reproducible), two steps of which the second trains.
  */
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from '../helpers/servers.js';
-import { bookshopScenarios, ENTRY, mcprl } from './cli.js';
+import { bookshopScenarios, leftovers, mcprl, mcprlKilledAt } from './cli.js';
 import { fault } from './fault-table.js';
 
 const MODEL = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
-const KILL_AT = path.join(REPO_ROOT, 'test', 'faults', 'kill-at.ts');
 const SETTINGS = ['--groups-per-step', '2', '--rollouts-per-group', '4', '--max-turns', '3', '--max-tokens', '64', '--concurrency', '1', '--max-steps', '2', '--eval-every', '1'];
 const FIXTURE = ['--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN];
 let work: string;
@@ -35,13 +33,6 @@ afterAll(async () => {
 
 const trainArgs = (run: string) => ['train', '--model', MODEL, '--scenarios', scenarios, '--run', run, '--runs-dir', runs, '--quiet', ...SETTINGS, ...FIXTURE];
 
-/** `mcprl train` with kill-at.ts preloaded; resolves with the signal that ended it. */
-function trainKilledAt(run: string, at: string): Promise<{ signal: string | null; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', '--import', KILL_AT, ENTRY, ...trainArgs(run)], { cwd: REPO_ROOT, timeout: 280_000, env: { ...process.env, MCPRL_KILL_AT: at } },
-      (err, _stdout, stderr) => resolve({ signal: err?.signal ?? null, stderr }));
-  });
-}
 
 /**
  * What must come out the same: metrics without the timing figures and the prefix cache's counters (what the
@@ -63,12 +54,6 @@ async function outcome(run: string) {
   };
 }
 
-/** Files a write cut short would leave: temporaries and swapped-out folders (src/util/atomic.ts). */
-async function leftovers(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const e of await readdir(dir, { withFileTypes: true, recursive: true })) if (/^\..+\.(tmp|old)$/.test(e.name)) out.push(path.join(e.parentPath, e.name));
-  return out;
-}
 
 let reference: Awaited<ReturnType<typeof outcome>>;
 
@@ -96,7 +81,7 @@ describe('kill -9 mid-step and around the checkpoint commit', () => {
     it(`kill -9 ${name} (${at})`, async () => {
       expect(reference, 'the reference run').toBeDefined();
       const run = at.replace(/[^a-z0-9]+/gi, '-');
-      const killed = await trainKilledAt(run, at);
+      const killed = await mcprlKilledAt(trainArgs(run), at);
       expect(killed.signal, killed.stderr).toBe('SIGKILL');
       const r = await mcprl(['train', '--run', run, '--runs-dir', runs, '--resume', '--quiet', ...FIXTURE]);
       expect(r.code, r.stderr).toBe(0);
