@@ -56,7 +56,7 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     vocab: { type: 'string', default: '1024' },
     cycles: { type: 'string', default: '5' },
-    'steps-per-cycle': { type: 'string', default: '150' },
+    'steps-per-cycle': { type: 'string', default: '300' },
     /** The last N cycles train on the habit-mixed transcripts; the ones before on the expert's alone (skills first). */
     'habit-cycles': { type: 'string', default: '1' },
     /** A model folder that already went through the drill phase of this same build (skips it; same result). */
@@ -68,7 +68,7 @@ const { values } = parseArgs({
     'eval-each-cycle': { type: 'boolean', default: false },
     drills: { type: 'string', default: '16' },
     /** Tool drills (tool-drills.ts) per batch of the skill cycles: generic tool use on made-up domains. */
-    'tool-drills': { type: 'string', default: '0' },
+    'tool-drills': { type: 'string', default: '8' },
     /** Habit mix of the warm-up transcripts: the share that look things up, and of those the share that report. */
     'lookup-rate': { type: 'string', default: '0.45' },
     'report-rate': { type: 'string', default: '0.5' },
