@@ -53,7 +53,7 @@ export interface TokenTable {
   textless: Int32Array;
   /** Free text outside a partial tag: tokens without `<`. */
   free: Invariant;
-  /** Inside a string without length bounds: tokens of plain characters (no `"`, `\`, `<`, control bytes) only. */
+  /** Inside a string without length bounds or pattern: tokens of plain characters (no `"`, `\`, `<`, control bytes) only. */
   string: Invariant;
 }
 
@@ -231,7 +231,7 @@ export class ToolCallConstrainer {
 function invariantOf(s: GrammarState): 'free' | 'string' | null {
   const f = s.f;
   if (f.k === 'free') return (f.think ? f.c === 0 : f.a === 0 && f.b === 0) ? 'free' : null;
-  if (f.k === 'str') return f.ph === 0 && f.close === 0 && f.n.min === 0 && f.n.max === Infinity ? 'string' : null;
+  if (f.k === 'str') return f.ph === 0 && f.close === 0 && f.n.min === 0 && f.n.max === Infinity && !f.n.pattern ? 'string' : null;
   return null;
 }
 
