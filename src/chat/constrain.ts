@@ -7,7 +7,7 @@
  * A token is allowed in a state when every byte of it can come next. The tokens are sorted by their bytes once
  * per tokenizer, so that walking them in order is a walk of their trie: tokens sharing a prefix share its
  * steps, and a prefix that cannot come next rules out every token under it at once. In the two states that
- * hold most of a turn — free text, and the inside of a string with no length bounds — most tokens cannot change
+ * hold most of a turn — free text, and the inside of a string with no length bounds or pattern — most tokens cannot change
  * the state (no `<`; no quote, backslash or control byte), so those are allowed without a walk and only the
  * rest are walked (about a tenth of a 151k vocabulary). The allowed set of a state
  * (a bitset over the vocabulary) is cached by the state's key; states repeat a lot (every free-text position

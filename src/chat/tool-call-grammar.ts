@@ -5,12 +5,14 @@
  * (constrain.ts) walks tokens' bytes through it to find which tokens may come next.
  *
  * Input schemas are compiled to a small set of nodes: objects (declared properties in any order, each at most
- * once, every required one before `}`), arrays (minItems/maxItems), strings (minLength/maxLength), numbers and
+ * once, every required one before `}`), arrays (minItems/maxItems), strings (minLength/maxLength, and `pattern`
+ * through pattern-automaton.ts: the decoded characters, escapes included, walk its automaton), numbers and
  * integers (minimum/maximum, exclusive or not; no exponent, at most 15 integer and 10 fraction digits), enums
  * and consts (their JSON text), booleans, null, and unions whose alternatives start with different characters
  * (`type: [..]`, anyOf/oneOf, nullable). `$ref` to the schema's own `$defs`/`definitions` is inlined.
- * - Value keywords that need more than this (pattern, format, multipleOf, uniqueItems, …) are relaxed: the
- *   structure is still enforced and the keyword is listed in `relaxed`.
+ * - Value keywords that need more than this (format, multipleOf, uniqueItems, …, and a pattern the automaton
+ *   cannot express: lookaround, backreferences, `\b`, `\p{…}`) are relaxed: the structure is still enforced and
+ *   the keyword is listed in `relaxed` (so is a pattern beside an enum, a const or no type).
  * - Structure it cannot express (allOf, not, if/then/else, patternProperties, tuples, recursive $ref, unions
  *   of alternatives starting alike) makes that tool's arguments any JSON object, listed in `unsupported`.
  * Objects with declared properties take only those (as OpenAI's strict mode and xgrammar do); an object schema
