@@ -22,11 +22,11 @@
  * kept, compared by `stateKey` and walked down many branches (the token trie) without copying.
  */
 
+import { PatternAutomaton, UnsupportedPattern } from './pattern-automaton.js';
+
 const WS_MAX = 16;
 const INT_DIGITS = 15;
 const FRAC_DIGITS = 10;
-
-import { PatternAutomaton, UnsupportedPattern } from './pattern-automaton.js';
 
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
 const isWs = (b: number) => b === 0x20 || b === 0x0a || b === 0x09 || b === 0x0d;
