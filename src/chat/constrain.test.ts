@@ -76,7 +76,7 @@ describe('constrained tool calls on the tiny model tokenizer', () => {
 
   it('draws only calls the parser reads and Ajv validates; the allowed sets match brute force and replay', () => {
     const ajv = new Ajv({ strict: false });
-    const validators = new Map(TOOLS.map((t) => [t.name, ajv.compile({ ...t.parameters, properties: { ...t.parameters.properties, ...(t.name === 'get_book' ? { book_id: { type: 'string' } } : {}) } })]));
+    const validators = new Map(TOOLS.map((t) => [t.name, ajv.compile(t.parameters)]));
     const rng = createRng(3);
     const open = tokenizer.tokenToId('<tool_call>')!;
     let finished = 0;
@@ -117,10 +117,12 @@ describe('constrained tool calls on the tiny model tokenizer', () => {
   });
 
   it('reports tools it cannot constrain and keeps their arguments a JSON object', () => {
-    const c = new ToolCallConstrainer(tokenTable(tokenizer, VOCAB), [...TOOLS, { name: 'odd', parameters: { type: 'object', not: { required: ['x'] } } }]);
+    const lookbehind = { name: 'lookbehind', parameters: { type: 'object', properties: { q: { type: 'string', pattern: '(?<=a)b' } } } };
+    const c = new ToolCallConstrainer(tokenTable(tokenizer, VOCAB), [...TOOLS, lookbehind, { name: 'odd', parameters: { type: 'object', not: { required: ['x'] } } }]);
     expect(c.report.unsupported).toEqual([{ tool: 'odd', reason: 'not' }]);
-    expect(c.report.relaxed).toEqual([{ tool: 'get_book', keywords: ['pattern'] }]);
-    expect(c.report.constrained).toEqual(TOOLS.map((t) => t.name));
+    // get_book's pattern is enforced; a lookbehind cannot be, and is reported.
+    expect(c.report.relaxed).toEqual([{ tool: 'lookbehind', keywords: ['pattern'] }]);
+    expect(c.report.constrained).toEqual([...TOOLS.map((t) => t.name), 'lookbehind']);
   });
 });
 
@@ -133,7 +135,7 @@ describe('constrained tool calls on the Qwen3 tokenizer', () => {
       const V = 151936;
       const c = new ToolCallConstrainer(tokenTable(qwen, V), TOOLS);
       const at = (text: string) => qwen.encode(text).reduce<GrammarState>((s, id) => c.advanceState(s, id)!, FREE);
-      const texts = ['Let me check.', '<tool_call>', '<tool_call>\n{"name": "search_books", "arguments": {"query": "du', '<tool_call>\n{"name": "convert_price", "arguments": {"amount": 1'];
+      const texts = ['Let me check.', '<tool_call>', '<tool_call>\n{"name": "search_books", "arguments": {"query": "du', '<tool_call>\n{"name": "convert_price", "arguments": {"amount": 1', '<tool_call>\n{"name": "get_book", "arguments": {"book_id": "bk-0'];
       for (const text of texts) {
         const s = at(text);
         const m = c.allowedIn(s);

@@ -7,7 +7,7 @@
  * A token is allowed in a state when every byte of it can come next. The tokens are sorted by their bytes once
  * per tokenizer, so that walking them in order is a walk of their trie: tokens sharing a prefix share its
  * steps, and a prefix that cannot come next rules out every token under it at once. In the two states that
- * hold most of a turn — free text, and the inside of a string with no length bounds — most tokens cannot change
+ * hold most of a turn — free text, and the inside of a string with no length bounds or pattern — most tokens cannot change
  * the state (no `<`; no quote, backslash or control byte), so those are allowed without a walk and only the
  * rest are walked (about a tenth of a 151k vocabulary). The allowed set of a state
  * (a bitset over the vocabulary) is cached by the state's key; states repeat a lot (every free-text position
@@ -53,7 +53,7 @@ export interface TokenTable {
   textless: Int32Array;
   /** Free text outside a partial tag: tokens without `<`. */
   free: Invariant;
-  /** Inside a string without length bounds: tokens of plain characters (no `"`, `\`, `<`, control bytes) only. */
+  /** Inside a string without length bounds or pattern: tokens of plain characters (no `"`, `\`, `<`, control bytes) only. */
   string: Invariant;
 }
 
@@ -231,7 +231,7 @@ export class ToolCallConstrainer {
 function invariantOf(s: GrammarState): 'free' | 'string' | null {
   const f = s.f;
   if (f.k === 'free') return (f.think ? f.c === 0 : f.a === 0 && f.b === 0) ? 'free' : null;
-  if (f.k === 'str') return f.ph === 0 && f.close === 0 && f.n.min === 0 && f.n.max === Infinity ? 'string' : null;
+  if (f.k === 'str') return f.ph === 0 && f.close === 0 && f.n.min === 0 && f.n.max === Infinity && !f.n.pattern ? 'string' : null;
   return null;
 }
 

@@ -60,6 +60,21 @@ const TOOLS = [
     },
   },
   { name: 'patterned', parameters: { type: 'object', properties: { id: { type: 'string', pattern: '^bk-\\d{3}$' } }, required: ['id'] } },
+  {
+    name: 'paths',
+    parameters: {
+      type: 'object',
+      properties: {
+        file: { type: 'string', pattern: '^[a-z]+\\.(txt|md)$', maxLength: 8 },
+        // Characters that need JSON escapes, so the automaton must see the decoded ones.
+        quoted: { type: 'string', pattern: '^["\\\\/]{1,3}$' },
+        tag: { type: ['string', 'null'], pattern: 'x', minLength: 2 },
+        // Lookahead cannot be enforced: relaxed, the string otherwise free.
+        ahead: { type: 'string', pattern: '^(?=a)' },
+      },
+      required: ['file'],
+    },
+  },
   { name: 'composed', parameters: { allOf: [{ type: 'object', properties: { a: { type: 'string' } } }, { required: ['a'] }] } },
 ];
 
@@ -82,8 +97,9 @@ describe('tool-call grammar', () => {
 
   it('reports what it enforces, relaxes and cannot express', () => {
     const byName = new Map(g.tools.map((t) => [t.name, t]));
-    expect(byName.get('patterned')!.relaxed).toEqual(['pattern']);
+    expect(byName.get('patterned')!.relaxed).toEqual([]);
     expect(byName.get('patterned')!.unsupported).toBeUndefined();
+    expect(byName.get('paths')!.relaxed).toEqual(['pattern']);
     expect(byName.get('composed')!.unsupported).toBe('allOf');
     expect(byName.get('search_books')!.relaxed).toEqual([]);
   });
@@ -97,6 +113,10 @@ describe('tool-call grammar', () => {
       call('ping', '{}'),
       call('mixed', '{"ratio": 0.5, "delta": -12, "note": null, "tags": [10, "ab", null, 1], "meta": {"k": [1, {"z": false}]}, "point": {"x": -3, "y": null}}'),
       call('composed', '{"anything": [1, 2]}'),
+      call('patterned', '{"id": "bk-024"}'),
+      call('patterned', '{"id": "bk-\\u0030\\u00312"}'), // escapes are decoded before the pattern sees them
+      call('paths', '{"file": "notes.md", "quoted": "\\"\\\\\\/", "tag": "axe", "ahead": "b"}'),
+      call('paths', '{"file": "a.txt", "tag": null}'),
       // Inside a think block, <tool_call> is reasoning, not a call.
       '<think>maybe <tool_call>{oops</think>ok',
     ];
@@ -136,6 +156,17 @@ describe('tool-call grammar', () => {
       '<tool_call>{"name": "ping", "arguments": {}}<|im_end|>',
       call('search_books', '{"query": "line\nbreak"}'), // raw control character in a string
       call('search_books', '{"query": "a</tool_call>b"}'), // a parser would end the call inside the string
+      // Patterns: the tiny model's own invalid calls, then others.
+      call('patterned', '{"id": "bk-024, "}'),
+      call('patterned', '{"id": "bk-02"}'),
+      call('patterned', '{"id": "au-04"}'),
+      call('patterned', '{"id": "bk-\\u00410"}'),
+      call('paths', '{"file": "notes.doc"}'),
+      call('paths', '{"file": "abcde.txt"}'), // maxLength 8
+      call('paths', '{"file": "a.md", "quoted": "a"}'),
+      call('paths', '{"file": "a.md", "quoted": ""}'),
+      call('paths', '{"file": "a.md", "tag": "x"}'), // minLength 2
+      call('paths', '{"file": "a.md", "tag": "ab"}'), // no x
     ];
     for (const text of invalid) {
       const s = walk(g, text);
@@ -150,7 +181,9 @@ describe('tool-call grammar', () => {
     const rng = createRng(7);
     let finished = 0;
     for (const tool of TOOLS) {
-      const validate = ajv.compile(tool.name === 'patterned' ? { ...tool.parameters, properties: { id: { type: 'string' } } } : tool.parameters);
+      // The one relaxed pattern (a lookahead) is left out: the grammar does not enforce it.
+      const relaxedOut = tool.name === 'paths' ? { ...tool.parameters, properties: { ...tool.parameters.properties, ahead: { type: 'string' } } } : tool.parameters;
+      const validate = ajv.compile(relaxedOut);
       for (let w = 0; w < 60; w++) {
         const prefix = `<tool_call>{"name": "${tool.name}", "arguments": `;
         let s = walk(g, prefix)!;

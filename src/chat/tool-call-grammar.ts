@@ -5,12 +5,14 @@
  * (constrain.ts) walks tokens' bytes through it to find which tokens may come next.
  *
  * Input schemas are compiled to a small set of nodes: objects (declared properties in any order, each at most
- * once, every required one before `}`), arrays (minItems/maxItems), strings (minLength/maxLength), numbers and
+ * once, every required one before `}`), arrays (minItems/maxItems), strings (minLength/maxLength, and `pattern`
+ * through pattern-automaton.ts: the decoded characters, escapes included, walk its automaton), numbers and
  * integers (minimum/maximum, exclusive or not; no exponent, at most 15 integer and 10 fraction digits), enums
  * and consts (their JSON text), booleans, null, and unions whose alternatives start with different characters
  * (`type: [..]`, anyOf/oneOf, nullable). `$ref` to the schema's own `$defs`/`definitions` is inlined.
- * - Value keywords that need more than this (pattern, format, multipleOf, uniqueItems, …) are relaxed: the
- *   structure is still enforced and the keyword is listed in `relaxed`.
+ * - Value keywords that need more than this (format, multipleOf, uniqueItems, …, and a pattern the automaton
+ *   cannot express: lookaround, backreferences, `\b`, `\p{…}`) are relaxed: the structure is still enforced and
+ *   the keyword is listed in `relaxed` (so is a pattern beside an enum, a const or no type).
  * - Structure it cannot express (allOf, not, if/then/else, patternProperties, tuples, recursive $ref, unions
  *   of alternatives starting alike) makes that tool's arguments any JSON object, listed in `unsupported`.
  * Objects with declared properties take only those (as OpenAI's strict mode and xgrammar do); an object schema
@@ -19,6 +21,8 @@
  * States are immutable: a step returns a new state (or null: the byte cannot come next), so a state can be
  * kept, compared by `stateKey` and walked down many branches (the token trie) without copying.
  */
+
+import { PatternAutomaton, UnsupportedPattern } from './pattern-automaton.js';
 
 const WS_MAX = 16;
 const INT_DIGITS = 15;
@@ -39,7 +43,7 @@ export type SchemaNode =
   | { id: number; t: 'any' }
   | { id: number; t: 'obj'; props: Prop[]; requiredCount: number; extra: SchemaNode | null }
   | { id: number; t: 'arr'; items: SchemaNode; min: number; max: number }
-  | { id: number; t: 'str'; min: number; max: number }
+  | { id: number; t: 'str'; min: number; max: number; pattern?: PatternAutomaton }
   | ({ id: number; t: 'num'; int: boolean } & NumBounds)
   | { id: number; t: 'lit'; values: Uint8Array[] }
   | { id: number; t: 'union'; alts: SchemaNode[] };
@@ -53,7 +57,7 @@ export class UnsupportedSchema extends Error {
 }
 
 const ANNOTATIONS = new Set(['description', 'title', 'default', 'examples', 'example', '$schema', '$id', '$comment', 'deprecated', 'readOnly', 'writeOnly', '$defs', 'definitions']);
-const RELAXED = new Set(['pattern', 'format', 'multipleOf', 'uniqueItems', 'minProperties', 'maxProperties', 'propertyNames', 'contentEncoding', 'contentMediaType', 'dependentRequired', 'dependencies']);
+const RELAXED = new Set(['format', 'multipleOf', 'uniqueItems', 'minProperties', 'maxProperties', 'propertyNames', 'contentEncoding', 'contentMediaType', 'dependentRequired', 'dependencies']);
 const UNSUPPORTED = new Set(['allOf', 'not', 'if', 'then', 'else', 'patternProperties', 'prefixItems', 'additionalItems', 'contains', 'minContains', 'maxContains', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems', '$dynamicRef', '$recursiveRef']);
 
 class Compiler {
@@ -78,9 +82,18 @@ class Compiler {
       if (UNSUPPORTED.has(k)) throw new UnsupportedSchema(k);
       if (RELAXED.has(k)) this.relaxed.add(k);
     }
-    if (typeof s.$ref === 'string') return this.ref(s.$ref);
-    if (s.const !== undefined) return this.lit([s.const]);
-    if (Array.isArray(s.enum)) return this.lit(s.enum);
+    // A pattern is enforced by string nodes (typed below); an enum, a const or an untyped schema leaves it relaxed.
+    const patternRelaxed = () => {
+      if (s.pattern !== undefined) this.relaxed.add('pattern');
+    };
+    if (typeof s.$ref === 'string') {
+      patternRelaxed();
+      return this.ref(s.$ref);
+    }
+    if (s.const !== undefined || Array.isArray(s.enum)) {
+      patternRelaxed();
+      return this.lit(s.const !== undefined ? [s.const] : (s.enum as unknown[]));
+    }
     for (const key of ['anyOf', 'oneOf'] as const) {
       if (Array.isArray(s[key])) {
         // Sibling keywords (a shared description, say) are annotations here; a shared type is applied below.
@@ -94,7 +107,10 @@ class Compiler {
     else if (typeof s.type === 'string') types = [s.type];
     else if (s.properties || s.additionalProperties !== undefined || s.required) types = ['object'];
     else if (s.items) types = ['array'];
-    else return this.node({ t: 'any' as const });
+    else {
+      patternRelaxed();
+      return this.node({ t: 'any' as const });
+    }
     if (s.nullable === true && !types.includes('null')) types = [...types, 'null'];
     // integer ⊂ number: `["integer", "number"]` is a number.
     if (types.includes('number')) types = types.filter((t) => t !== 'integer');
@@ -126,7 +142,8 @@ class Compiler {
         const min = typeof s.minLength === 'number' ? s.minLength : 0;
         const max = typeof s.maxLength === 'number' ? s.maxLength : Infinity;
         if (min > max) throw new UnsupportedSchema('minLength > maxLength');
-        return this.node({ t: 'str' as const, min, max });
+        const pattern = this.pattern(s.pattern, min, max);
+        return this.node({ t: 'str' as const, min, max, ...(pattern ? { pattern } : {}) });
       }
       case 'integer':
       case 'number':
@@ -138,6 +155,22 @@ class Compiler {
       default:
         throw new UnsupportedSchema(`type ${JSON.stringify(type)}`);
     }
+  }
+
+  /** The automaton of a string's pattern, or undefined (none, or relaxed because it cannot be enforced). */
+  private pattern(source: unknown, min: number, max: number): PatternAutomaton | undefined {
+    if (source === undefined) return undefined;
+    let rx: PatternAutomaton;
+    try {
+      if (typeof source !== 'string') throw new UnsupportedPattern('a pattern that is not a string');
+      rx = new PatternAutomaton(source, min, max);
+    } catch (err) {
+      if (!(err instanceof UnsupportedPattern)) throw err;
+      this.relaxed.add('pattern');
+      return undefined;
+    }
+    if (!rx.live(rx.start, 0)) throw new UnsupportedSchema(`pattern ${JSON.stringify(source)}: no string within the length bounds matches it`);
+    return rx;
   }
 
   private lit(values: unknown[]): SchemaNode {
@@ -269,9 +302,11 @@ type Frame =
   /**
    * A string after its opening quote. ph 0: characters; 1: after `\`; 2-5: hex digits of `\u` so far + 2;
    * 6: inside a UTF-8 character, `cont` continuation bytes to go, the next one in [lo, hi]. close: bytes of
-   * `</tool_call>` just written, which a string may not contain (a parser would end the call there).
+   * `</tool_call>` just written, which a string may not contain (a parser would end the call there). With a
+   * pattern: rx, the pattern automaton's state after the characters so far; cp, the bits of the character in
+   * progress (its UTF-8 bytes or `\u` hex digits so far; 0 without a pattern, which keeps keys few).
    */
-  | { k: 'str'; n: Extract<SchemaNode, { t: 'str' }>; ph: number; len: number; cont: number; lo: number; hi: number; close: number }
+  | { k: 'str'; n: Extract<SchemaNode, { t: 'str' }>; ph: number; len: number; cont: number; lo: number; hi: number; close: number; rx: number; cp: number }
   | { k: 'num'; n: Extract<SchemaNode, { t: 'num' }>; neg: boolean; int: string; frac: string | null }
   | { k: 'lit'; n: Extract<SchemaNode, { t: 'lit' }>; pos: number; cands: number[] };
 
@@ -400,7 +435,7 @@ function startValue(node: SchemaNode, b: number): Frame | null {
     case 'arr':
       return b === 0x5b ? { k: 'arr', n: node, ph: 0, ws: 0, count: 0 } : null;
     case 'str':
-      return b === 0x22 ? { k: 'str', n: node, ph: 0, len: 0, cont: 0, lo: 0, hi: 0, close: 0 } : null;
+      return b === 0x22 ? { k: 'str', n: node, ph: 0, len: 0, cont: 0, lo: 0, hi: 0, close: 0, rx: node.pattern ? node.pattern.start : -1, cp: 0 } : null;
     case 'num': {
       const f: Frame = { k: 'num', n: node, neg: false, int: '', frac: null };
       if (b === 0x2d) return viable({ ...f, neg: true }) ? { ...f, neg: true } : null;
@@ -454,7 +489,7 @@ function stepObj(f: Extract<Frame, { k: 'obj' }>, b: number): Step | null {
   const unseen = () => n.props.flatMap((_, i) => (f.seen[i] === '0' ? [i] : []));
   const requiredDone = () => n.props.every((p, i) => !p.required || f.seen[i] === '1');
   const startKey = (): Step | null => {
-    if (n.extra) return { r: 'push', f: { ...f, ph: 1, ws: 0 }, child: { k: 'str', n: FREE_STRING, ph: 0, len: 0, cont: 0, lo: 0, hi: 0, close: 0 } };
+    if (n.extra) return { r: 'push', f: { ...f, ph: 1, ws: 0 }, child: { k: 'str', n: FREE_STRING, ph: 0, len: 0, cont: 0, lo: 0, hi: 0, close: 0, rx: -1, cp: 0 } };
     const cands = unseen();
     return cands.length ? { r: 'stay', f: { ...f, ph: 1, ws: 0, kpos: 1, cands } } : DEAD;
   };
@@ -503,33 +538,66 @@ function stepStr(f: Extract<Frame, { k: 'str' }>, b: number): Step | null {
 function stepStrChar(f: Extract<Frame, { k: 'str' }>, b: number): Step | null {
   const n = f.n;
   const counted = n.min > 0 || n.max < Infinity;
-  const char = (ph: number): Step | null => {
+  const rx = n.pattern;
+  // Characters written once the one in progress counts (the pattern automaton's bounds see the same count).
+  const next = counted ? f.len + 1 : 0;
+  /** Character c is complete (an ASCII byte or an escape): it counts, and the pattern must stay live. */
+  const char = (c: number): Step | null => {
     if (counted && f.len >= n.max) return DEAD;
-    return { r: 'stay', f: counted || f.ph !== ph ? { ...f, ph, len: counted ? f.len + 1 : 0 } : f };
+    if (rx) {
+      const s = rx.step(f.rx, c);
+      return rx.live(s, next) ? { r: 'stay', f: { ...f, ph: 0, len: next, rx: s, cp: 0 } } : DEAD;
+    }
+    return { r: 'stay', f: counted || f.ph !== 0 ? { ...f, ph: 0, len: next } : f };
   };
+  /** The character in progress lies in [lo, hi]: some character there must keep the pattern live. */
+  const possible = (lo: number, hi: number, len: number) => !rx || rx.liveAfter(f.rx, lo, hi, len);
   if (f.ph === 6) {
     // Well-formed UTF-8 only (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF), so that the
     // characters counted here are the ones a decoder sees.
     if (b < f.lo || b > f.hi) return DEAD;
-    return { r: 'stay', f: f.cont > 1 ? { ...f, cont: f.cont - 1, lo: 0x80, hi: 0xbf } : { ...f, ph: 0, cont: 0, lo: 0, hi: 0 } };
+    if (!rx) return { r: 'stay', f: f.cont > 1 ? { ...f, cont: f.cont - 1, lo: 0x80, hi: 0xbf } : { ...f, ph: 0, cont: 0, lo: 0, hi: 0 } };
+    const cp = (f.cp << 6) | (b & 0x3f);
+    if (f.cont > 1) {
+      const rest = 6 * (f.cont - 1);
+      return possible(cp << rest, ((cp + 1) << rest) - 1, f.len) ? { r: 'stay', f: { ...f, cont: f.cont - 1, lo: 0x80, hi: 0xbf, cp } } : DEAD;
+    }
+    const s = rx.step(f.rx, cp);
+    return rx.live(s, f.len) ? { r: 'stay', f: { ...f, ph: 0, cont: 0, lo: 0, hi: 0, rx: s, cp: 0 } } : DEAD;
   }
   if (f.ph === 0) {
-    if (b === 0x22) return f.len >= n.min ? { r: 'done', result: -1 } : DEAD;
-    if (b === 0x5c) return counted && f.len >= n.max ? DEAD : { r: 'stay', f: { ...f, ph: 1 } };
+    if (b === 0x22) return f.len >= n.min && (!rx || rx.accepts(f.rx)) ? { r: 'done', result: -1 } : DEAD;
+    // An escape can stand for any character of the BMP (`\uXXXX`), the short ones included.
+    if (b === 0x5c) return (counted && f.len >= n.max) || !possible(0, 0xffff, next) ? DEAD : { r: 'stay', f: { ...f, ph: 1 } };
     if (b < 0x20) return DEAD;
-    if (b < 0x80) return char(0);
+    if (b < 0x80) return char(b);
     const lead = utf8Lead(b);
     if (!lead) return DEAD;
     if (counted && f.len >= n.max) return DEAD;
-    return { r: 'stay', f: { ...f, ph: 6, len: counted ? f.len + 1 : 0, cont: lead[0], lo: lead[1], hi: lead[2] } };
+    const [cont, lo, hi] = lead;
+    if (!rx) return { r: 'stay', f: { ...f, ph: 6, len: next, cont, lo, hi } };
+    // The code points this lead byte and the allowed range of the next byte can still make.
+    const bits = b & (0x7f >> (cont + 1));
+    const rest = 6 * (cont - 1);
+    if (!possible(((bits << 6) | (lo & 0x3f)) << rest, ((((bits << 6) | (hi & 0x3f)) + 1) << rest) - 1, next)) return DEAD;
+    return { r: 'stay', f: { ...f, ph: 6, len: next, cont, lo, hi, cp: bits } };
   }
   if (f.ph === 1) {
     if (b === 0x75) return { r: 'stay', f: { ...f, ph: 2 } };
-    return '"\\/bfnrt'.includes(String.fromCharCode(b)) ? char(0) : DEAD;
+    const short = ESCAPES.get(b);
+    return short !== undefined ? char(short) : DEAD;
   }
+  // ph 2-5: the hex digits of `\u`, ph - 2 of them so far.
   if (!isHex(b)) return DEAD;
-  return f.ph < 5 ? { r: 'stay', f: { ...f, ph: f.ph + 1 } } : char(0);
+  if (!rx) return f.ph < 5 ? { r: 'stay', f: { ...f, ph: f.ph + 1 } } : char(0);
+  const cp = f.cp * 16 + parseInt(String.fromCharCode(b), 16);
+  if (f.ph === 5) return char(cp);
+  const rest = 4 * (5 - f.ph);
+  return possible(cp << rest, ((cp + 1) << rest) - 1, next) ? { r: 'stay', f: { ...f, ph: f.ph + 1, cp } } : DEAD;
 }
+
+/** JSON's short escapes: the byte after `\` and the character it stands for. */
+const ESCAPES = new Map([..."\"\\/bfnrt"].map((c, i) => [c.charCodeAt(0), [0x22, 0x5c, 0x2f, 0x08, 0x0c, 0x0a, 0x0d, 0x09][i]]));
 
 /** For a UTF-8 lead byte: [continuation bytes, range of the first of them], or null when b cannot lead. */
 function utf8Lead(b: number): [number, number, number] | null {
@@ -609,7 +677,7 @@ function frameKey(f: Frame): string {
     case 'call': return `C${f.i}.${f.p}.${f.tool}`;
     case 'obj': return `O${f.n.id}.${f.ph}.${f.ws}.${f.seen}.${f.kpos}.${f.cands.join(',')}.${f.cur}`;
     case 'arr': return `A${f.n.id}.${f.ph}.${f.ws}.${f.count}`;
-    case 'str': return `S${f.n.id}.${f.ph}.${f.len}.${f.cont}.${f.lo}.${f.hi}.${f.close}`;
+    case 'str': return `S${f.n.id}.${f.ph}.${f.len}.${f.cont}.${f.lo}.${f.hi}.${f.close}.${f.rx}.${f.cp}`;
     case 'num': return `N${f.n.id}.${f.neg ? '-' : ''}${f.int}${f.frac !== null ? '.' + f.frac : ''}`;
     case 'lit': return `L${f.n.id}.${f.pos}.${f.cands.join(',')}`;
   }
