@@ -1,8 +1,9 @@
 /**
  * A schema's `pattern` cannot be broken under constrained decoding, on the real engine with the bundled tiny
  * model against the real bookshop fixture server. The model's most common invalid call was a string breaking
- * its id pattern (`get_book {"book_id": "bk-024, "}` against `^bk-\d{3}$`). The same rollouts, sampled at
- * temperature 0.7 (the demo's) with the same seeds, are run twice with constrained decoding: once with the
+ * its id pattern (`get_book {"book_id": "bk-024, "}` against `^bk-\d{3}$`). The same rollouts (the training and
+ * validation tasks that look a book or an author up), sampled at temperature 1 with the same seeds (at the demo's
+ * 0.7 the rebuilt model breaks too few patterns to tell), are run twice with constrained decoding: once with the
  * patterns taken out of the schemas the constraint reads (not of the prompt: the pattern relaxed, as before it
  * was enforced) — some calls then break a pattern (`bk-021, `, `bk-014.`) — and once as the server gives them,
  * when none does, and no call is invalid.
@@ -65,10 +66,10 @@ describe('constrained decoding enforces string patterns (tiny model, bookshop se
   afterAll(() => (engine?.model as Model | undefined)?.close());
 
   it('no call breaks a pattern once it is enforced; relaxed, some do', async () => {
-    const { val } = await loadScenarioSet(SCENARIOS);
-    const scenarios = val.filter((s) => s.checks?.some((c) => c.kind === 'tool_called' && (c.tool === 'get_book' || c.tool === 'get_author')));
+    const { train, val } = await loadScenarioSet(SCENARIOS);
+    const scenarios = [...train, ...val].filter((s) => s.checks?.some((c) => c.kind === 'tool_called' && (c.tool === 'get_book' || c.tool === 'get_author')));
     expect(scenarios.length).toBeGreaterThanOrEqual(10);
-    const common = { target: fixtureStdioTarget(), scenarios, reward: 'checks' as const, rolloutsPerGroup: 2, concurrency: 4, maxTurns: 2, temperature: 0.7, seed: 5 };
+    const common = { target: fixtureStdioTarget(), scenarios, reward: 'checks' as const, rolloutsPerGroup: 2, concurrency: 4, maxTurns: 2, temperature: 1, seed: 5 };
     const opts = { maxTokens: 128, constrainToolCalls: true };
     const relaxed = await runEval({ ...common, policy: new EnginePolicy(new PatternBlindEngine(engine.model, engine.tokenizer), opts) });
     const enforced = await runEval({ ...common, policy: new EnginePolicy(engine, opts) });
