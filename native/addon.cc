@@ -670,7 +670,7 @@ Napi::Value Attention(const Napi::CallbackInfo& info) {
     }
     std::vector<float> out(q.size(), 0.0f), lse((size_t)T * sh.H, 0.0f);
     if (ref) attention_forward_reference(out.data(), lse.data(), q.data(), segs.data(), (int)segs.size(), sh.H, sh.Hkv, sh.D);
-    else cpu_backend().attention_forward(out.data(), lse.data(), q.data(), segs.data(), (int)segs.size(), sh.H, sh.Hkv, sh.D, nullptr, 0);
+    else cpu_backend().attention_forward(out.data(), lse.data(), q.data(), segs.data(), (int)segs.size(), sh.H, sh.Hkv, sh.D);
     auto o = Napi::Object::New(info.Env());
     o.Set("out", f32_array(info.Env(), out));
     o.Set("lse", f32_array(info.Env(), lse));
@@ -702,7 +702,7 @@ Napi::Value AttentionBackward(const Napi::CallbackInfo& info) {
                                    lse.data(), cu.data(), nseq, sh.H, sh.Hkv, sh.D);
     else
       cpu_backend().attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
-                                       out.data(), lse.data(), cu.data(), nseq, sh.H, sh.Hkv, sh.D, nullptr, 0);
+                                       out.data(), lse.data(), cu.data(), nseq, sh.H, sh.Hkv, sh.D);
     auto o = Napi::Object::New(info.Env());
     o.Set("dq", f32_array(info.Env(), dq));
     o.Set("dk", f32_array(info.Env(), dk));
@@ -735,10 +735,10 @@ Napi::Value AttentionBench(const Napi::CallbackInfo& info) {
           (*result)[0] = (*result)[1] = 1e30;
           for (int r = 0; r < reps; ++r) {
             const double t0 = thread_cpu_seconds();
-            be.attention_forward(out.data(), lse.data(), q.data(), &seg, 1, sh.H, sh.Hkv, sh.D, nullptr, 0);
+            be.attention_forward(out.data(), lse.data(), q.data(), &seg, 1, sh.H, sh.Hkv, sh.D);
             const double t1 = thread_cpu_seconds();
             be.attention_backward(dq.data(), dk.data(), dv.data(), g.data(), q.data(), k.data(), v.data(), out.data(),
-                                  lse.data(), cu, 1, sh.H, sh.Hkv, sh.D, nullptr, 0);
+                                  lse.data(), cu, 1, sh.H, sh.Hkv, sh.D);
             const double t2 = thread_cpu_seconds();
             (*result)[0] = std::min((*result)[0], t1 - t0);
             (*result)[1] = std::min((*result)[1], t2 - t1);

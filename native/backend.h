@@ -26,10 +26,10 @@ struct Backend {
   void (*rope_forward)(float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D);
   void (*rope_backward)(float* dx, const int32_t* pos, const float* inv_freq, int T, int H, int D);
   void (*attention_forward)(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H,
-                            int Hkv, int D, float* scratch, int max_keys);
+                            int Hkv, int D);
   void (*attention_backward)(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                              const float* v, const float* out, const float* lse, const int* cu_seqlens, int nseq,
-                             int H, int Hkv, int D, float* scratch, int max_keys);
+                             int H, int Hkv, int D);
   void (*swiglu_forward)(float* out, const float* gate, const float* up, long N);
   void (*swiglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long N);
   void (*linear_forward)(float* y, const float* x, WeightRef W, const float* b, int N, int in, int out);

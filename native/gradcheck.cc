@@ -96,13 +96,13 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
         a.k = k.data() + (size_t)cu[s] * Hkv * D; a.v = v.data() + (size_t)cu[s] * Hkv * D;
         segs.push_back(a);
       }
-      be.attention_forward(out.data(), lse.data(), q.data(), segs.data(), nseq, H, Hkv, D, nullptr, 0);
+      be.attention_forward(out.data(), lse.data(), q.data(), segs.data(), nseq, H, Hkv, D);
       return Checker::dot(out, w);
     };
     fwd();
     Vec dq(q.size()), dk(k.size()), dv(v.size());
     be.attention_backward(dq.data(), dk.data(), dv.data(), w.data(), q.data(), k.data(), v.data(), out.data(),
-                          lse.data(), cu.data(), nseq, H, Hkv, D, nullptr, 0);
+                          lse.data(), cu.data(), nseq, H, Hkv, D);
     ck.check("dq", q, dq, fwd);
     ck.check("dk", k, dk, fwd);
     ck.check("dv", v, dv, fwd);
@@ -122,13 +122,13 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
         AttnSegment segs[2];
         for (int s = 0; s < nseq; ++s)
           segs[s] = AttnSegment{cu[s], cu[s + 1] - cu[s], 0, k.data() + (size_t)cu[s] * Hkv * D, v.data() + (size_t)cu[s] * Hkv * D};
-        be.attention_forward(out.data(), lse.data(), q.data(), segs, nseq, H, Hkv, D, nullptr, 0);
+        be.attention_forward(out.data(), lse.data(), q.data(), segs, nseq, H, Hkv, D);
         return Checker::dot(out, w);
       };
       fwd();
       Vec dq(q.size()), dk(k.size()), dv(v.size());
       be.attention_backward(dq.data(), dk.data(), dv.data(), w.data(), q.data(), k.data(), v.data(), out.data(),
-                            lse.data(), cu.data(), nseq, H, Hkv, D, nullptr, 0);
+                            lse.data(), cu.data(), nseq, H, Hkv, D);
       lk.check("dq" + tag, q, dq, fwd);
       lk.check("dk" + tag, k, dk, fwd);
       lk.check("dv" + tag, v, dv, fwd);

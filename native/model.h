@@ -116,7 +116,7 @@ struct LayerActs {
 };
 
 struct RunState {
-  int T_cap = 0, r_cap = 0, keys_cap = 0;
+  int T_cap = 0, r_cap = 0;
   bool save_all = false;  // every layer keeps its own LayerActs (for backward); else all layers share one
   FloatBuffer memory;
   std::vector<LayerActs> layers;  // size L (aliases of layer 0 when !save_all)
@@ -124,7 +124,6 @@ struct RunState {
   float* hf = nullptr;      // (T, C) final norm output (LM head input)
   float* rstdf = nullptr;   // (T)
   float* tmp = nullptr;     // (T, C) o_proj / down_proj output before the residual add
-  float* attn_scratch = nullptr;  // (threads, keys_cap)
   std::vector<int32_t> pos;       // (T) position ids
   std::vector<int32_t> tokens;    // (T) input ids of the last forward
 };
@@ -164,8 +163,8 @@ class Model {
   // and the layer's output into x_next (which may alias a.x or rs.tmp). Cache segments write this layer's
   // keys/values into their slot from slot->len on; forward advances len after the last layer.
   void layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a, RunState& rs, float* x_next) const;
-  // Makes sure rs can hold T rows with adapters up to rank r and attention over up to `keys` keys.
-  void reserve(RunState& rs, int T, int r, int keys, bool save_all);
+  // Makes sure rs can hold T rows with adapters up to rank r.
+  void reserve(RunState& rs, int T, int r, bool save_all);
   // Creates an empty cache slot holding up to cap tokens.
   void slot_init(KVSlot& s, int cap) const;
   // Copies src's first len rows (and last_h) into dst (dst->cap >= src.len).

@@ -351,9 +351,7 @@ void launch_bwd(unsigned ntiles, float* dq, float* dk, float* dv, const float* d
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H, int Hkv,
-                       int D, float* scratch, int max_keys) {
-  (void)scratch;
-  (void)max_keys;
+                       int D) {
   check_heads(H, Hkv);
   const int dm = head_bucket(D);
   std::vector<DevSeg> ds;
@@ -377,9 +375,7 @@ void attention_forward(float* out, float* lse, const float* q, const AttnSegment
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* cu_seqlens, int nseq, int H,
-                        int Hkv, int D, float* scratch, int max_keys) {
-  (void)scratch;
-  (void)max_keys;
+                        int Hkv, int D) {
   check_heads(H, Hkv);
   const int dm = head_bucket(D);
   std::vector<SeqTile> tiles;

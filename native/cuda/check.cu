@@ -388,16 +388,13 @@ void check_attention(const std::string& name, const vector<int>& lens, int H, in
   const int T = cu.back(), nseq = (int)lens.size();
   const size_t nq = (size_t)T * H * D, nk = (size_t)T * Hkv * D;
   auto q = r.uniform(nq, -2, 2), k = r.uniform(nk, -2, 2), v = r.uniform(nk, -1, 1), dout = r.uniform(nq, -1, 1);
-  int max_keys = 0;
-  for (int n : lens) max_keys = std::max(max_keys, n);
-  vector<float> scratch((size_t)cpu_threads() * max_keys);
   vector<AttnSegment> segs;
   for (int s = 0; s < nseq; ++s) segs.push_back({cu[s], lens[s], 0, k.data() + (size_t)cu[s] * Hkv * D, v.data() + (size_t)cu[s] * Hkv * D});
   vector<float> out(nq), lse((size_t)T * H), dq(nq), dk(nk), dv(nk);
   auto t0 = std::chrono::steady_clock::now();
-  attention_forward(out.data(), lse.data(), q.data(), segs.data(), nseq, H, Hkv, D, scratch.data(), max_keys);
+  attention_forward(out.data(), lse.data(), q.data(), segs.data(), nseq, H, Hkv, D);
   attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(), lse.data(),
-                     cu.data(), nseq, H, Hkv, D, scratch.data(), max_keys);
+                     cu.data(), nseq, H, Hkv, D);
   const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Dump d(dump ? "attention_" + name : std::string(), "attention");
   d.f32("q", q, {T, H, D}); d.f32("k", k, {T, Hkv, D}); d.f32("v", v, {T, Hkv, D}); d.f32("dout", dout, {T, H, D});
@@ -409,10 +406,9 @@ void check_attention(const std::string& name, const vector<int>& lens, int H, in
   Dev<float> gq(q), gk(k), gv(v), gd(dout), go(nq), gl((size_t)T * H), gdq(nq), gdk(nk), gdv(nk);
   vector<AttnSegment> dsegs;
   for (int s = 0; s < nseq; ++s) dsegs.push_back({cu[s], lens[s], 0, gk.p + (size_t)cu[s] * Hkv * D, gv.p + (size_t)cu[s] * Hkv * D});
-  auto fwd = [&] { cuda::attention_forward(go.p, gl.p, gq.p, dsegs.data(), nseq, H, Hkv, D, nullptr, 0); };
+  auto fwd = [&] { cuda::attention_forward(go.p, gl.p, gq.p, dsegs.data(), nseq, H, Hkv, D); };
   auto bwd = [&] {
-    cuda::attention_backward(gdq.p, gdk.p, gdv.p, gd.p, gq.p, gk.p, gv.p, go.p, gl.p, cu.data(), nseq, H, Hkv, D,
-                             nullptr, 0);
+    cuda::attention_backward(gdq.p, gdk.p, gdv.p, gd.p, gq.p, gk.p, gv.p, go.p, gl.p, cu.data(), nseq, H, Hkv, D);
   };
   fwd();
   bwd();
@@ -447,21 +443,20 @@ void check_attention_generation() {
   const vector<S> ss = {{500, 1}, {100, 37}, {0, 45}, {1023, 1}};
   vector<vector<float>> kc, vc;
   vector<AttnSegment> segs;
-  int T = 0, max_keys = 0;
+  int T = 0;
   for (auto s : ss) {
     kc.push_back(r.uniform((size_t)(s.npast + s.nq) * Hkv * D, -2, 2));
     vc.push_back(r.uniform((size_t)(s.npast + s.nq) * Hkv * D, -1, 1));
-    max_keys = std::max(max_keys, s.npast + s.nq);
     T += s.nq;
   }
   auto q = r.uniform((size_t)T * H * D, -2, 2);
-  vector<float> out((size_t)T * H * D), lse((size_t)T * H), scratch((size_t)cpu_threads() * max_keys);
+  vector<float> out((size_t)T * H * D), lse((size_t)T * H);
   int q0 = 0;
   for (size_t i = 0; i < ss.size(); ++i) {
     segs.push_back({q0, ss[i].nq, ss[i].npast, kc[i].data(), vc[i].data()});
     q0 += ss[i].nq;
   }
-  attention_forward(out.data(), lse.data(), q.data(), segs.data(), (int)segs.size(), H, Hkv, D, scratch.data(), max_keys);
+  attention_forward(out.data(), lse.data(), q.data(), segs.data(), (int)segs.size(), H, Hkv, D);
   vector<std::unique_ptr<Dev<float>>> gk, gv;
   vector<AttnSegment> dsegs = segs;
   for (size_t i = 0; i < ss.size(); ++i) {
@@ -471,7 +466,7 @@ void check_attention_generation() {
     dsegs[i].v = gv.back()->p;
   }
   Dev<float> gq(q), go(out.size()), gl(lse.size());
-  cuda::attention_forward(go.p, gl.p, gq.p, dsegs.data(), (int)dsegs.size(), H, Hkv, D, nullptr, 0);
+  cuda::attention_forward(go.p, gl.p, gq.p, dsegs.data(), (int)dsegs.size(), H, Hkv, D);
   Report rep{"cuda.op.attention.generation_segments", 1e-4};
   rep.add("out", out, go.get());
   rep.add("lse", lse, gl.get());

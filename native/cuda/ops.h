@@ -6,7 +6,7 @@
 //     multiplies by a 16-bit weight agrees with the CPU op to bf16 accuracy (~1e-2 relative), not bit for bit.
 //     f32 weights and the f32 LoRA path stay f32 (no TF32).
 //   - attention: `segs` and `cu_seqlens` are HOST arrays (small metadata; the k/v pointers inside segs are
-//     device pointers); `scratch` / `max_keys` are unused (the flash kernels need no per-key buffer).
+//     device pointers).
 //   - lm_head_forward: `scratch` is unused (the logits of one (chunk rows x vocabulary chunk) block live in a
 //     device workspace); `chunk` is still the number of rows per block.
 // Only compiled by nvcc (native/cuda/*.cu); the CPU addon never includes it.
@@ -51,10 +51,10 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
 void rope_forward(float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D);
 void rope_backward(float* dx, const int32_t* pos, const float* inv_freq, int T, int H, int D);
 void attention_forward(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H, int Hkv,
-                       int D, float* scratch, int max_keys);
+                       int D);
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* cu_seqlens, int nseq, int H,
-                        int Hkv, int D, float* scratch, int max_keys);
+                        int Hkv, int D);
 void swiglu_forward(float* out, const float* gate, const float* up, long N);
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long N);
 void linear_forward(float* y, const float* x, WeightRef W, const float* b, int N, int in, int out);

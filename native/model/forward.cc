@@ -3,32 +3,22 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../gemm.h"
 #include "../model.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace mcprl {
 
-void Model::reserve(RunState& rs, int T, int r, int keys, bool save_all) {
-  if (T <= rs.T_cap && r <= rs.r_cap && keys <= rs.keys_cap && save_all == rs.save_all && rs.memory.data) return;
+void Model::reserve(RunState& rs, int T, int r, bool save_all) {
+  if (T <= rs.T_cap && r <= rs.r_cap && save_all == rs.save_all && rs.memory.data) return;
   // Grow geometrically: decode asks for one more key every step and must not reallocate every step.
   auto grow = [](int want, int have) { return want <= have ? have : std::max(want, have + have / 2); };
   T = grow(T, rs.T_cap);
   r = grow(r, rs.r_cap);
-  keys = grow(keys, rs.keys_cap);
   const ModelConfig& c = cfg;
   const size_t C = c.hidden, HD = (size_t)c.heads * c.head_dim, KD = (size_t)c.kv_heads * c.head_dim, I = c.inter;
   const size_t H = c.heads, Hkv = c.kv_heads, Tz = T, R = r;
   const size_t per_layer = Tz * (C * 4 + 3 + HD * 3 + H + Hkv + KD * 3 + I * 3 + H) + NUM_MODULES * Tz * R;
   const int nl = save_all ? c.layers : 1;
-  int threads = std::max(1, get_threads());
-#ifdef _OPENMP
-  threads = std::max(threads, omp_get_max_threads());
-#endif
-  const size_t total = per_layer * nl + Tz * (3 * C + 1) + (size_t)threads * keys;
+  const size_t total = per_layer * nl + Tz * (3 * C + 1);
   rs.memory.allocate(total);
   float* p = rs.memory.data;
   auto take = [&](size_t n) { float* q = p; p += n; return q; };
@@ -45,8 +35,7 @@ void Model::reserve(RunState& rs, int T, int r, int keys, bool save_all) {
   }
   for (int l = nl; l < c.layers; ++l) rs.layers[l] = rs.layers[0];
   rs.xf = take(Tz * C); rs.hf = take(Tz * C); rs.rstdf = take(Tz); rs.tmp = take(Tz * C);
-  rs.attn_scratch = take((size_t)threads * keys);
-  rs.T_cap = T; rs.r_cap = r; rs.keys_cap = keys; rs.save_all = save_all;
+  rs.T_cap = T; rs.r_cap = r; rs.save_all = save_all;
 }
 
 void Model::slot_init(KVSlot& s, int cap) const {
@@ -76,20 +65,19 @@ void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& se
   const ModelConfig& c = cfg;
   const int C = c.hidden;
   // Validate everything before any parallel region (see common.h).
-  int rows = 0, max_keys = 1, max_r = 1;
+  int rows = 0, max_r = 1;
   for (auto& s : segs) {
     CHECK(s.n > 0, "empty sequence");
     int past = s.slot ? s.slot->len : 0;
     if (s.slot) CHECK(past + s.n <= s.slot->cap, "KV cache slot overflow");
     CHECK(past + s.n <= c.max_pos, "sequence of " + std::to_string(past + s.n) + " tokens exceeds max_position_embeddings " + std::to_string(c.max_pos));
-    max_keys = std::max(max_keys, past + s.n);
     if (s.adapter) max_r = std::max(max_r, s.adapter->r);
     rows += s.n;
   }
   CHECK(rows == T, "segment lengths do not add up to the token count");
   for (int t = 0; t < T; ++t)
     CHECK(tokens[t] >= 0 && tokens[t] < c.vocab, "token id " + std::to_string(tokens[t]) + " out of range [0, " + std::to_string(c.vocab) + ")");
-  reserve(rs, T, max_r, max_keys, save_all);
+  reserve(rs, T, max_r, save_all);
   rs.tokens.assign(tokens, tokens + T);
   rs.pos.resize(T);
   {
@@ -182,7 +170,7 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
     }
     row += sg.n;
   }
-  B.attention_forward(a.att, a.lse, a.q, as.data(), (int)as.size(), H, Hkv, D, rs.attn_scratch, rs.keys_cap);
+  B.attention_forward(a.att, a.lse, a.q, as.data(), (int)as.size(), H, Hkv, D);
   B.linear_forward(rs.tmp, a.att, lw.w[O], lw.b[O], T, HD, C);
   lora(O, rs.tmp, a.att, a.xa[O], HD, C);
 #pragma omp parallel for schedule(static)

@@ -179,9 +179,7 @@ inline int tile_queries(int group) { return std::max(1, TILE_ROWS / group); }
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H, int Hkv,
-                       int D, float* scratch, int max_keys) {
-  (void)scratch;
-  (void)max_keys;
+                       int D) {
   const float scale = 1.0f / std::sqrt((float)D);
   const int group = H / Hkv, kvs = Hkv * D, Dp = round_up(D, 8);
   const int BQ = tile_queries(group), R = round_up(BQ * group, 2);
@@ -257,9 +255,7 @@ void attention_forward(float* out, float* lse, const float* q, const AttnSegment
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* cu_seqlens, int nseq, int H,
-                        int Hkv, int D, float* scratch, int max_keys) {
-  (void)scratch;
-  (void)max_keys;
+                        int Hkv, int D) {
   const float scale = 1.0f / std::sqrt((float)D);
   const int group = H / Hkv, qs = H * D, kvs = Hkv * D, Dp = round_up(D, 8);
   const int BQ = tile_queries(group), R = round_up(BQ * group, 2);

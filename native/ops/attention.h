@@ -16,16 +16,16 @@ struct AttnSegment {
 // lse (T, H) = log-sum-exp of each softmax row, saved so backward can recompute the probabilities
 // (flash-attention style) instead of keeping (H, T, T) probabilities. lse may be null (inference).
 // Batch-invariant: a row's out and lse are bit-identical whatever else is in the call, including the same
-// sequence's rows split over calls with npast (see attention.cc). scratch / max_keys: unused (the tiles keep
-// per-thread buffers of their own); kept so the Backend table's signature stays the one every caller uses.
+// sequence's rows split over calls with npast (see attention.cc). The tiles keep per-thread buffers of their
+// own, so callers pass no scratch.
 void attention_forward(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H, int Hkv,
-                       int D, float* scratch, int max_keys);
+                       int D);
 
 // Packed sequences only (npast = 0, k/v rows in the same packing as q): cu_seqlens (nseq + 1) row offsets.
 // dq (T, H, D), dk (T, Hkv, D), dv (T, Hkv, D) overwritten. Needs q, k, v, out, lse from forward.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* cu_seqlens, int nseq, int H,
-                        int Hkv, int D, float* scratch, int max_keys);
+                        int Hkv, int D);
 
 // The same two products one query row at a time in double precision: the oracle of the gradcheck (slow).
 void attention_forward_reference(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H,

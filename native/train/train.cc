@@ -5,11 +5,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "../gemm.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace mcprl {
 
@@ -25,11 +20,7 @@ static void work_reserve(TrainWork& w, const ModelConfig& c, int T, int M, int r
   chunk = std::max(chunk, w.chunk);
   const size_t C = c.hidden, I = c.inter, HD = (size_t)c.heads * c.head_dim, KD = (size_t)c.kv_heads * c.head_dim;
   const size_t Tz = T, Mz = std::max(M, 1), V = c.vocab;
-  int threads = std::max(1, get_threads());
-#ifdef _OPENMP
-  threads = std::max(threads, omp_get_max_threads());
-#endif
-  const size_t total = Tz * C * 3 + Tz * I * 3 + Tz * HD * 3 + Tz * KD * 3 + Tz * r + (size_t)threads * Tz +
+  const size_t total = Tz * C * 3 + Tz * I * 3 + Tz * HD * 3 + Tz * KD * 3 + Tz * r +
                        Mz * C * 3 + Mz * 5 + (size_t)chunk * V;
   w.memory.allocate(total);
   float* p = w.memory.data;
@@ -39,7 +30,6 @@ static void work_reserve(TrainWork& w, const ModelConfig& c, int T, int M, int r
   w.datt = take(Tz * HD); w.dq = take(Tz * HD); w.dqpre = take(Tz * HD);
   w.dk = take(Tz * KD); w.dkpre = take(Tz * KD); w.dv = take(Tz * KD);
   w.dh = take(Tz * r);
-  w.attn_scratch = take((size_t)threads * Tz);
   w.hsel = take(Mz * C); w.dhsel = take(Mz * C); w.lm_g = take(Mz * C);
   w.logp = take(Mz); w.lse = take(Mz); w.ent = take(Mz); w.dlogp = take(Mz); w.ref = take(Mz);
   w.lm_scratch = take((size_t)chunk * V);
@@ -80,8 +70,6 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
       CHECK(k < 0 || ((size_t)k + 1) * words <= mb.masks.size(), "token mask index out of range");
     for (float it : mb.loss_inv_temp) CHECK(it > 0.0f && std::isfinite(it), "temperatures must be positive");
   }
-  int max_len = 0;
-  for (int s = 0; s < nseq; ++s) max_len = std::max(max_len, mb.cu_seqlens[s + 1] - mb.cu_seqlens[s]);
   for (int j = 0; j < M; ++j) {
     CHECK(mb.loss_rows[j] >= 0 && mb.loss_rows[j] < T, "loss row out of range");
     CHECK(mb.loss_targets[j] >= 0 && mb.loss_targets[j] < c.vocab, "loss target token out of range");
@@ -163,7 +151,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
     // Attention block: x2 = x + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
     proj_backward(l, O, w.datt, w.dres, s.att, HD, C, false);
     B.attention_backward(w.dq, w.dk, w.dv, w.datt, s.q, s.k, s.v, s.att, s.lse, mb.cu_seqlens.data(), nseq, H, Hkv,
-                         D, w.attn_scratch, max_len);
+                         D);
     B.rope_backward(w.dq, rs.pos.data(), m.inv_freq.data(), T, H, D);
     B.rope_backward(w.dk, rs.pos.data(), m.inv_freq.data(), T, Hkv, D);
     const float* dqp = w.dq;
