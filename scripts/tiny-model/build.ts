@@ -10,7 +10,8 @@
  *   4. a randomly initialised Qwen3-shaped model using that tokenizer and a compact Hermes-style template;
  *   5. SFT warm-up with the engine's own sftStep: high-rank LoRA on every projection, merged into the base
  *      weights after each cycle (the engine trains LoRA weights only); every batch also holds synthetic copy
- *      drills (copy-drills.ts), the generic copying a pretrained model would bring;
+ *      drills (copy-drills.ts), the generic copying a pretrained model would bring, and every batch of the skill
+ *      cycles tool drills (tool-drills.ts: made-up tools and domains), the generic tool use it would bring;
  *   6. validation and test success of the result, measured the way `mcprl train` measures it.
  * The warm-up teaches the skills but not the habits that earn the reward, so the model often fails: room for RL.
  *
@@ -180,7 +181,7 @@ async function main() {
   }
   // the warm-up's own random stream, so that a build given --drilled draws exactly the batches a full one does
   const sftRng = makeRng(seed + 2000);
-  // a stream of its own, so that a build without tool drills draws exactly the batches it drew before they existed
+  // a stream of its own, so that `--tool-drills 0` draws exactly the batches the builds before tool drills drew
   const toolRng = makeRng(seed + 3000);
   const cycles = Number(values.cycles);
   for (let cycle = 0; cycle < cycles; cycle++) {
