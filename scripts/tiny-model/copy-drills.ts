@@ -11,15 +11,16 @@ import type { makeRng } from '../random-model.js';
 
 type Rng = ReturnType<typeof makeRng>;
 
-const WORDS = [...new Set(BOOKS.flatMap((b) => b.title.split(' ')).concat(AUTHORS.flatMap((a) => a.name.split(' '))))];
-const COUNTRIES = [...new Set(AUTHORS.map((a) => a.country))];
+/** The words of the bookshop's titles and author names, and its countries: the drills' vocabulary (tool-drills.ts too). */
+export const WORDS = [...new Set(BOOKS.flatMap((b) => b.title.split(' ')).concat(AUTHORS.flatMap((a) => a.name.split(' '))))];
+export const COUNTRIES = [...new Set(AUTHORS.map((a) => a.country))];
 const KEYS = ['id', 'title', 'author', 'author_id', 'genre', 'year', 'price_usd', 'stock', 'name', 'country', 'rate', 'converted', 'amount_usd', 'currency', 'total'];
 
-function pick<T>(rng: Rng, xs: readonly T[]): T {
+export function pick<T>(rng: Rng, xs: readonly T[]): T {
   return xs[Math.floor(rng.uniform() * xs.length)];
 }
 
-function int(rng: Rng, lo: number, hi: number): number {
+export function int(rng: Rng, lo: number, hi: number): number {
   return lo + Math.floor(rng.uniform() * (hi - lo + 1));
 }
 

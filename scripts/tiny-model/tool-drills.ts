@@ -10,20 +10,18 @@
 import type { ChatMessage } from '../../src/agent/policy.js';
 import { COMPLETE_TASK_TOOL, DEFAULT_SYSTEM_PROMPT } from '../../src/agent/rollout.js';
 import type { OpenAITool } from '../../src/mcp/openai-tools.js';
-import { AUTHORS, BOOKS, CURRENCIES } from '../../fixtures/server/bookshop.js';
+import { CURRENCIES } from '../../fixtures/server/bookshop.js';
+import { COUNTRIES, int, pick, WORDS } from './copy-drills.js';
 import type { makeRng } from '../random-model.js';
 
 type Rng = ReturnType<typeof makeRng>;
 type Value = string | number;
 
-const WORDS = [...new Set(BOOKS.flatMap((b) => b.title.split(' ')).concat(AUTHORS.flatMap((a) => a.name.split(' '))))].filter((w) => w !== 'The');
-const COUNTRIES = [...new Set(AUTHORS.map((a) => a.country))];
+const TITLE_WORDS = WORDS.filter((w) => w !== 'The');
 const COLORS = ['red', 'blue', 'green', 'black', 'white', 'silver'];
 
-const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng.uniform() * xs.length)];
-const int = (rng: Rng, lo: number, hi: number) => lo + Math.floor(rng.uniform() * (hi - lo + 1));
 const money = (rng: Rng) => Number(`${int(rng, 1, 99)}.${String(int(rng, 0, 99)).padStart(2, '0')}`);
-const label = (rng: Rng) => (rng.uniform() < 0.5 ? `The ${pick(rng, WORDS)} ${pick(rng, WORDS)}` : `${pick(rng, WORDS)} ${pick(rng, WORDS)}`);
+const label = (rng: Rng) => (rng.uniform() < 0.5 ? `The ${pick(rng, TITLE_WORDS)} ${pick(rng, TITLE_WORDS)}` : `${pick(rng, TITLE_WORDS)} ${pick(rng, TITLE_WORDS)}`);
 
 /** A made-up domain: its entity, id prefix, label field and the value fields of its records. */
 interface Domain {
@@ -35,10 +33,10 @@ interface Domain {
 }
 
 const DOMAINS: Domain[] = [
-  { kind: 'film', plural: 'films', prefix: 'fm', labelKey: 'title', fields: { director: (r) => `${pick(r, WORDS)} ${pick(r, WORDS)}`, year: (r) => int(r, 1930, 2025), rating: (r) => int(r, 10, 99) / 10, country: (r) => pick(r, COUNTRIES) } },
+  { kind: 'film', plural: 'films', prefix: 'fm', labelKey: 'title', fields: { director: (r) => `${pick(r, TITLE_WORDS)} ${pick(r, TITLE_WORDS)}`, year: (r) => int(r, 1930, 2025), rating: (r) => int(r, 10, 99) / 10, country: (r) => pick(r, COUNTRIES) } },
   { kind: 'city', plural: 'cities', prefix: 'ct', labelKey: 'name', fields: { country: (r) => pick(r, COUNTRIES), population: (r) => int(r, 1000, 999999), founded: (r) => int(r, 800, 1990) } },
   { kind: 'product', plural: 'products', prefix: 'pr', labelKey: 'name', fields: { price: money, stock: (r) => int(r, 0, 500), color: (r) => pick(r, COLORS), weight: (r) => int(r, 1, 900) } },
-  { kind: 'member', plural: 'members', prefix: 'mb', labelKey: 'name', fields: { country: (r) => pick(r, COUNTRIES), age: (r) => int(r, 18, 90), points: (r) => int(r, 0, 9999), team: (r) => pick(r, WORDS) } },
+  { kind: 'member', plural: 'members', prefix: 'mb', labelKey: 'name', fields: { country: (r) => pick(r, COUNTRIES), age: (r) => int(r, 18, 90), points: (r) => int(r, 0, 9999), team: (r) => pick(r, TITLE_WORDS) } },
 ];
 
 function record(rng: Rng, d: Domain): Record<string, Value> {
@@ -101,7 +99,7 @@ export function toolDrill(rng: Rng): { messages: ChatMessage[]; tools: OpenAIToo
       };
     }
     case 2: {
-      const word = pick(rng, WORDS);
+      const word = pick(rng, TITLE_WORDS);
       const matches = [target, ...others].map((r) => ({ ...r, [d.labelKey]: `${r[d.labelKey]} ${word}` }));
       const task = pick(rng, [`Search ${d.plural} for "${word}" and give me the ${d.labelKey} of every one.`, `I want the ${d.labelKey} of all ${d.plural} found for "${word}".`]);
       return {
