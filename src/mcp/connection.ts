@@ -8,7 +8,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { McpConnectError } from './errors.js';
 import { authRequired, storedLoginProvider, type StoredLoginProvider } from './oauth-provider.js';
@@ -255,6 +255,40 @@ async function offersOAuth(url: string, timeoutMs: number): Promise<boolean> {
   }
 }
 
+/** What a connection's login fetch saw: the failure it met, for the error of a connect that fails on it. */
+interface LoginFetchState {
+  failure?: McpConnectError;
+}
+
+/**
+ * The fetch of a connection with a stored login, for both HTTP transports: it sends the login's access token, and
+ * when the server answers 401 it refreshes the token once (StoredLoginProvider.refresh: under the login's lock, or
+ * taking another process's refresh) and repeats the request once. A second 401 goes back to the transport, and
+ * `state.failure` says why.
+ */
+function loginFetch(url: string, login: StoredLoginProvider, state: LoginFetchState): FetchLike {
+  return async (input, init) => {
+    const send = (token: string) => {
+      const headers = new Headers(init?.headers);
+      headers.set('authorization', `Bearer ${token}`);
+      return fetch(input, { ...init, headers });
+    };
+    try {
+      const token = await login.accessToken();
+      const first = await send(token);
+      if (first.status !== 401) return first;
+      await first.body?.cancel().catch(() => undefined);
+      await login.refresh(token);
+      const again = await send(await login.accessToken());
+      if (again.status === 401) state.failure = authRequired(url, 'the server refused the access token even after a refresh');
+      return again;
+    } catch (err) {
+      if (err instanceof McpConnectError) state.failure = err;
+      throw err;
+    }
+  };
+}
+
 async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOptions, login: StoredLoginProvider | undefined): Promise<Connection> {
   let url: URL;
   try {
@@ -264,13 +298,13 @@ async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOpt
   }
   const requestInit: RequestInit = { headers: target.headers ?? {} };
   const what = `HTTP server ${target.url}`;
+  const state: LoginFetchState = {};
+  // With a stored login the transports fetch through it; the SDK's own OAuth (authProvider) is never used.
+  const fetchFn = login ? loginFetch(target.url, login, state) : undefined;
 
   const attempt = async (kind: 'streamable-http' | 'sse'): Promise<Connection> => {
-    // With a stored login the SDK sends its access token, and on a 401 refreshes it and repeats the request.
     const transport =
-      kind === 'sse'
-        ? new SSEClientTransport(url, { requestInit, authProvider: login })
-        : new StreamableHTTPClientTransport(url, { requestInit, authProvider: login });
+      kind === 'sse' ? new SSEClientTransport(url, { requestInit, fetch: fetchFn }) : new StreamableHTTPClientTransport(url, { requestInit, fetch: fetchFn });
     const client = newClient(opts);
     try {
       const protocolVersion = await withTimeout(
@@ -289,6 +323,7 @@ async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOpt
   try {
     return await attempt('streamable-http');
   } catch (err) {
+    if (state.failure) throw state.failure;
     const status = httpStatusOf(err);
     if (status === 401 && login) throw authRequired(target.url, 'the server refused the stored login');
     if (status === 401 && !hasAuthorizationHeader(target.headers) && (await offersOAuth(target.url, opts.timeoutMs))) {
@@ -300,6 +335,7 @@ async function openHttp(target: Extract<Target, { kind: 'http' }>, opts: OpenOpt
     try {
       return await attempt('sse');
     } catch (sseErr) {
+      if (state.failure) throw state.failure;
       const first = httpFailure(target.url, err, opts.timeoutMs);
       if (status === 401 || status === 403) throw first;
       throw new McpConnectError(

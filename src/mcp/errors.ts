@@ -25,7 +25,9 @@ export type McpConnectErrorCode =
   /** The HTTP server wants an OAuth login that is not stored (or no longer accepted): run `mcprl login <url>`. */
   | 'AUTH_REQUIRED'
   /** `mcprl login` could not complete: the server offers no OAuth, the user or the authorization server refused. */
-  | 'AUTH_FAILED';
+  | 'AUTH_FAILED'
+  /** Another mcprl process held the server's login lock (refreshing its tokens) for longer than mcprl waits. */
+  | 'LOGIN_LOCKED';
 
 export class McpConnectError extends McprlError<McpConnectErrorCode> {}
 

@@ -1,29 +1,55 @@
 /**
- * The OAuth client provider every non-interactive connection uses: it hands the SDK's HTTP transports the stored
- * login's access token, lets the SDK refresh it (on a 401, or here first when the token has expired), and saves
- * what the refresh returns. It never starts an authorization in a browser: where the SDK would, it throws
- * AUTH_REQUIRED, which tells the user to run `mcprl login <url>`.
+ * The stored login every non-interactive connection uses: it hands out the login's access token, refreshes it
+ * (when the file says it has expired, or after the MCP server answered 401) and saves what the refresh returns.
+ * Every refresh is made here, under the login's lock (oauth-store.ts withLoginLock), after reading the file again:
+ * when another process refreshed meanwhile its tokens are taken instead, so a refresh token that the authorization
+ * server rotates is spent once. The SDK is never handed the login (its transports get a fetch that adds the token),
+ * so it never refreshes on its own, nor starts an authorization: where one is needed, AUTH_REQUIRED tells the user
+ * to run `mcprl login <url>`.
  */
-import { auth, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationFull, OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { discoverOAuthServerInfo, refreshAuthorization } from '@modelcontextprotocol/sdk/client/auth.js';
+import { InvalidClientError, InvalidGrantError, UnauthorizedClientError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
+import type { AuthorizationServerMetadata } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { McpConnectError } from './errors.js';
-import { expiryOf, loginSecrets, readLogin, saveLogin, serverKey, type StoredLogin } from './oauth-store.js';
+import { expiryOf, loginSecrets, readLogin, saveLogin, serverKey, withLoginLock, type LoginLockOptions, type StoredLogin } from './oauth-store.js';
 
 /** A token this close to its expiry is refreshed before use, in ms: it could expire on its way to the server. */
 const EXPIRY_MARGIN_MS = 30_000;
-
-/** A redirect URL for a stored registration that names none (no authorization is ever started here). */
-const UNUSED_REDIRECT = 'http://127.0.0.1/callback';
 
 /** The one-line error of a server whose login is missing or refused. */
 export function authRequired(url: string, why?: string): McpConnectError {
   return new McpConnectError('AUTH_REQUIRED', `${url} requires OAuth: run \`mcprl login ${url}\`${why ? ` (${why})` : ''}`);
 }
 
-export class StoredLoginProvider implements OAuthClientProvider {
+const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
+
+/** The authorization server of a stored login, as its MCP server's protected-resource metadata names it. */
+export interface AuthorizationServer {
+  url: string;
+  metadata?: AuthorizationServerMetadata;
+  /** The resource indicator (RFC 8707) the tokens were issued for, when the metadata names one. */
+  resource?: string;
+}
+
+/** Discovers the authorization server of the login for `url`; throws AUTH_FAILED naming what could not be read. */
+export async function authorizationServerOf(url: string, login: StoredLogin): Promise<AuthorizationServer> {
+  try {
+    const info = await discoverOAuthServerInfo(url, { resourceMetadataUrl: login.resourceMetadataUrl ? new URL(login.resourceMetadataUrl) : undefined });
+    return { url: info.authorizationServerUrl, metadata: info.authorizationServerMetadata, resource: info.resourceMetadata?.resource };
+  } catch (err) {
+    throw new McpConnectError('AUTH_FAILED', `cannot find the authorization server of ${url}: ${oneLine(err)}`, { cause: err });
+  }
+}
+
+export interface StoredLoginOptions {
+  /** Overrides of the login lock's wait (tests). */
+  lock?: LoginLockOptions;
+}
+
+export class StoredLoginProvider {
   /** Every token and secret this provider has held, for redacting error messages. */
   private readonly seen = new Set<string>();
-  /** Set when the authorization server refused the stored tokens: they are not offered again. */
+  /** Set when the authorization server refused the stored refresh token: it is not offered again. */
   private refused = false;
   /** The refresh in progress, which concurrent connections of this process share. */
   private refreshing: Promise<void> | undefined;
@@ -32,6 +58,7 @@ export class StoredLoginProvider implements OAuthClientProvider {
     /** The URL the user gave (the one named in messages). */
     private readonly url: string,
     private login: StoredLogin,
+    private readonly opts: StoredLoginOptions = {},
   ) {
     this.remember(login);
   }
@@ -53,60 +80,55 @@ export class StoredLoginProvider implements OAuthClientProvider {
     this.remember(login);
   }
 
-  // The SDK treats a provider without a redirect URL as a machine-to-machine client (client_credentials), so the
-  // one registered at login is returned; nothing ever listens there after login.
-  get redirectUrl(): string {
-    return this.login.clientInformation.redirect_uris[0] ?? UNUSED_REDIRECT;
-  }
-
-  get clientMetadata(): OAuthClientMetadata {
-    return this.login.clientInformation;
-  }
-
-  clientInformation(): OAuthClientInformationMixed {
-    return this.login.clientInformation;
+  /** The access token to send, refreshed first when the login says it has expired (which saves a 401). */
+  async accessToken(): Promise<string> {
+    const current = this.login.tokens.access_token;
+    if (this.expired() && this.login.tokens.refresh_token && !this.refused) await this.refresh(current);
+    return this.login.tokens.access_token;
   }
 
   /**
-   * The SDK calls this to stamp the stored registration with its authorization server (same client_id, kept) or
-   * to save a new registration, which only `mcprl login` may make.
+   * Replaces the access token `failed` (the server answered 401, or it has expired) with a fresh one. Concurrent
+   * callers of this process share one refresh; one that holds an older token than the current finds it replaced
+   * already. Throws AUTH_REQUIRED when the authorization server refuses the refresh or the login holds no refresh
+   * token, AUTH_FAILED when the authorization server cannot be asked, LOGIN_LOCKED when another process holds the lock.
    */
-  async saveClientInformation(info: OAuthClientInformationMixed): Promise<void> {
-    if (info.client_id !== this.login.clientInformation.client_id) {
-      throw authRequired(this.url, 'its authorization server no longer knows the stored client');
+  refresh(failed: string): Promise<void> {
+    if (this.login.tokens.access_token !== failed) return Promise.resolve();
+    if (!this.refreshing) {
+      this.refreshing = withLoginLock(this.url, () => this.refreshLocked(failed), this.opts.lock).finally(() => {
+        this.refreshing = undefined;
+      });
     }
-    await this.persist({ ...this.login, clientInformation: { ...this.login.clientInformation, ...info } as OAuthClientInformationFull });
+    return this.refreshing;
   }
 
-  async tokens(): Promise<OAuthTokens | undefined> {
-    if (this.refused) return undefined;
-    // A refresh that fails here is left to the SDK's 401 path, which reads what the server's answer says.
-    if (this.expired() && this.login.tokens.refresh_token) await this.refresh().catch(() => undefined);
-    return this.refused ? undefined : this.login.tokens;
-  }
-
-  async saveTokens(tokens: OAuthTokens): Promise<void> {
+  private async refreshLocked(failed: string): Promise<void> {
+    // Another process may have refreshed while this one waited for the lock: the file has the newest tokens.
+    const onDisk = readLogin(this.url);
+    if (!onDisk) throw authRequired(this.url, 'the stored login was removed');
+    this.adopt(onDisk);
+    if (this.login.tokens.access_token !== failed) return;
+    if (this.refused) throw authRequired(this.url, 'the stored login was refused by its authorization server');
+    const refreshToken = this.login.tokens.refresh_token;
+    if (!refreshToken) throw authRequired(this.url, 'the stored login has expired and holds no refresh token');
+    const server = await authorizationServerOf(this.url, this.login);
+    let tokens;
+    try {
+      tokens = await refreshAuthorization(server.url, {
+        metadata: server.metadata,
+        clientInformation: this.login.clientInformation,
+        refreshToken,
+        resource: server.resource,
+      });
+    } catch (err) {
+      if (err instanceof InvalidGrantError || err instanceof InvalidClientError || err instanceof UnauthorizedClientError) {
+        this.refused = true;
+        throw authRequired(this.url, 'the stored login was refused by its authorization server');
+      }
+      throw new McpConnectError('AUTH_FAILED', `refreshing the login of ${this.url} at ${server.url} failed: ${oneLine(err)}`, { cause: err });
+    }
     await this.persist({ ...this.login, tokens, expiresAt: expiryOf(tokens) });
-  }
-
-  redirectToAuthorization(): never {
-    throw authRequired(this.url, this.refused ? 'the stored login was refused by its authorization server' : 'the stored login has expired');
-  }
-
-  saveCodeVerifier(): void {
-    // Only an authorization started here would need one, and none is.
-  }
-
-  codeVerifier(): never {
-    throw authRequired(this.url);
-  }
-
-  /**
-   * The SDK calls this when the authorization server answers invalid_grant or invalid_client. The file is left
-   * alone (another process may have refreshed it meanwhile); this process stops offering what was refused.
-   */
-  invalidateCredentials(scope: 'all' | 'client' | 'tokens' | 'verifier' | 'discovery'): void {
-    if (scope === 'all' || scope === 'client' || scope === 'tokens') this.refused = true;
   }
 
   private expired(): boolean {
@@ -117,53 +139,6 @@ export class StoredLoginProvider implements OAuthClientProvider {
     this.login = { ...login, updatedAt: new Date().toISOString() };
     this.remember(this.login);
     await saveLogin(this.login);
-  }
-
-  /**
-   * Refreshes the expired access token before it is sent. The SDK only refreshes after a 401; refreshing first saves
-   * the round trip and, shared by all of this process's connections, makes one refresh where a 401 apiece would make
-   * many (an authorization server that rotates refresh tokens accepts only the first).
-   */
-  private refresh(): Promise<void> {
-    if (!this.refreshing) {
-      const refreshing = this.refreshOnce();
-      this.refreshing = refreshing;
-      // Cleared once settled (its failure reaches the callers awaiting it, not this bookkeeping).
-      refreshing.then(
-        () => this.settle(refreshing),
-        () => this.settle(refreshing),
-      );
-    }
-    return this.refreshing;
-  }
-
-  private settle(refreshing: Promise<void>): void {
-    if (this.refreshing === refreshing) this.refreshing = undefined;
-  }
-
-  private async refreshOnce(): Promise<void> {
-    // Another process may have refreshed the file already.
-    const onDisk = readLogin(this.url);
-    if (onDisk) this.adopt(onDisk);
-    if (!this.expired()) return;
-    // auth() asks the provider for the refresh token, so it gets a view whose tokens() does not refresh again.
-    const { resourceMetadataUrl } = this.login;
-    await auth(this.withoutRefresh(), { serverUrl: this.url, resourceMetadataUrl: resourceMetadataUrl ? new URL(resourceMetadataUrl) : undefined });
-  }
-
-  private withoutRefresh(): OAuthClientProvider {
-    return {
-      redirectUrl: this.redirectUrl,
-      clientMetadata: this.clientMetadata,
-      clientInformation: () => this.clientInformation(),
-      saveClientInformation: (info) => this.saveClientInformation(info),
-      tokens: () => (this.refused ? undefined : this.login.tokens),
-      saveTokens: (tokens) => this.saveTokens(tokens),
-      redirectToAuthorization: () => this.redirectToAuthorization(),
-      saveCodeVerifier: () => this.saveCodeVerifier(),
-      codeVerifier: () => this.codeVerifier(),
-      invalidateCredentials: (scope) => this.invalidateCredentials(scope),
-    };
   }
 }
 

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { OAuthClientInformationFullSchema, OAuthTokensSchema, type OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { z } from 'zod';
 import { writeJsonAtomic } from '../util/atomic.js';
+import { describeOwner, FileLock, type LockBusy } from '../util/file-lock.js';
 import { McpConnectError } from './errors.js';
 
 /** The variable that moves mcprl's config folder (tests point it at a temporary folder). */
@@ -112,6 +113,59 @@ export async function saveLogin(login: StoredLogin): Promise<string> {
   const file = loginFile(login.server);
   await writeJsonAtomic(file, StoredLoginSchema.parse(login), { mode: 0o600 });
   return file;
+}
+
+/**
+ * The login lock's timing. A process that refreshes (or revokes) a login holds `<login file>.lock` meanwhile; others
+ * wait for it, then find the new tokens in the file instead of spending the refresh token a second time (an
+ * authorization server that rotates refresh tokens accepts each only once).
+ */
+export const LOGIN_LOCK = {
+  /** How long to wait for a live holder, in ms: a refresh is one request, but a slow authorization server's may take a while. */
+  waitMs: 150_000,
+  /** A lock older than this, in ms, is taken over even when its holder still runs: no refresh takes that long. */
+  staleAgeMs: 120_000,
+  /** How often a waiting process looks at the lock again, in ms. */
+  pollMs: 100,
+} as const;
+
+/** The lock file of the login for `url`. */
+export function loginLockFile(url: string, env: NodeJS.ProcessEnv = process.env): string {
+  return `${loginFile(url, env)}.lock`;
+}
+
+/** Overrides of LOGIN_LOCK's wait (tests shorten it and watch it). */
+export interface LoginLockOptions {
+  waitMs?: number;
+  pollMs?: number;
+  /** Called each time the lock is found held by another process, before waiting. */
+  onWait?: (busy: LockBusy) => void;
+}
+
+/**
+ * Runs `fn` holding the login lock of `url`: waits up to LOGIN_LOCK.waitMs for a live holder, takes over a lock whose
+ * holder is gone or older than LOGIN_LOCK.staleAgeMs, and otherwise throws McpConnectError('LOGIN_LOCKED') naming
+ * the lock file and its holder.
+ */
+export async function withLoginLock<T>(url: string, fn: () => Promise<T>, opts: LoginLockOptions = {}): Promise<T> {
+  ensureLoginsDir();
+  const file = loginLockFile(url);
+  const got = await FileLock.acquire(file, LOGIN_LOCK.staleAgeMs, {
+    waitMs: opts.waitMs ?? LOGIN_LOCK.waitMs,
+    pollMs: opts.pollMs ?? LOGIN_LOCK.pollMs,
+    onWait: opts.onWait,
+  });
+  if (!(got instanceof FileLock)) {
+    throw new McpConnectError(
+      'LOGIN_LOCKED',
+      `the login of ${serverKey(url)} is locked by another mcprl process, ${describeOwner(got.holder)}, held in ${file}; if that process is stuck, end it or delete the lock`,
+    );
+  }
+  try {
+    return await fn();
+  } finally {
+    got.release();
+  }
 }
 
 /** Removes the stored login for `url`; returns the file it removed, or undefined when there was none. */
