@@ -5,16 +5,26 @@
  * CLI's JSON events and exits, never on time (each test has the suite's generous timeout: a loaded machine
  * takes over 10 s per CLI start).
  */
-import type { ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { discoverOAuthServerInfo, refreshAuthorization } from '@modelcontextprotocol/sdk/client/auth.js';
+import { InvalidGrantError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../src/mcp/session.js';
 import { McpConnectError } from '../src/mcp/errors.js';
-import { CONFIG_DIR_ENV, loginFile, saveLogin, StoredLoginSchema } from '../src/mcp/oauth-store.js';
+import { login } from '../src/mcp/oauth-login.js';
+import { logout } from '../src/mcp/oauth-logout.js';
+import { CONFIG_DIR_ENV, LOGIN_LOCK, loginFile, loginLockFile, readLogin, removeLogin, saveLogin, StoredLoginSchema, withLoginLock } from '../src/mcp/oauth-store.js';
+import { FileLock, processStart, readLockFileOwner, type LockOwner } from '../src/util/file-lock.js';
 import { runCli } from './helpers/cli.js';
+import { REPO_ROOT } from './helpers/servers.js';
 import { startEchoingServer, startOAuthMcpServer, startPlain401Server, type OAuthMcpServer } from './helpers/oauth-server.js';
+
+/** The other mcprl processes of the login-lock race. */
+const REFRESHER = join(REPO_ROOT, 'test', 'helpers', 'oauth-refresher.ts');
 
 interface Finished {
   code: number | null;
@@ -240,5 +250,217 @@ describe('remote MCP servers behind OAuth (mcprl login)', () => {
       expect((err as Error).message).toContain('bad request with Bearer [redacted]');
       expect((err as Error).message).not.toContain(token);
     }).finally(() => echo.close());
+  });
+});
+
+/** `mcprl login` made in this process (no CLI start), the test playing the browser. Runs with process.env's config folder. */
+async function loginHere(url: string): Promise<void> {
+  let browsed: Promise<void> = Promise.resolve();
+  await login(url, {
+    onEvent: (e) => {
+      if (e.event !== 'authorize') return;
+      browsed = (async () => {
+        const approved = await fetch(e.url, { redirect: 'manual' });
+        await fetch(approved.headers.get('location')!);
+      })();
+    },
+  });
+  await browsed;
+}
+
+/** The pid of a process that has exited (and been reaped), so nothing runs under it now. */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', '']);
+  await new Promise((r) => child.once('exit', r));
+  return child.pid!;
+}
+
+describe('the login lock, refreshes made by mcprl, 401 → refresh → retry, and logout with revocation', () => {
+  let server: OAuthMcpServer;
+  let configDir: string;
+  let previous: string | undefined;
+  const stored = () => readLogin(server.url)!;
+
+  beforeAll(async () => {
+    server = await startOAuthMcpServer();
+    configDir = await mkdtemp(join(tmpdir(), 'mcprl-oauth-lock-'));
+    // This block's connections are made here, with the test's config folder (and the child processes inherit it).
+    previous = process.env[CONFIG_DIR_ENV];
+    process.env[CONFIG_DIR_ENV] = join(configDir, 'mcprl');
+    await loginHere(server.url);
+  });
+
+  afterAll(async () => {
+    if (previous === undefined) delete process.env[CONFIG_DIR_ENV];
+    else process.env[CONFIG_DIR_ENV] = previous;
+    await server?.close();
+    if (configDir) await rm(configDir, { recursive: true, force: true });
+  });
+
+  it('two processes that refresh the same login at once: one refresh request reaches the server, both end authorized, the newest tokens are stored', async () => {
+    const before = stored();
+    const counts = { ...server.provider.counts };
+    const gate = server.provider.holdRefreshes();
+    const children = [0, 1].map(() => {
+      const child = spawn(process.execPath, ['--import', 'tsx', REFRESHER, server.url], { stdio: 'pipe', env: process.env });
+      return { child, ...watch(child) };
+    });
+    try {
+      await Promise.all(children.map((c) => c.event('ready')));
+      // The barrier: both are released together, and both refresh the access token they loaded.
+      for (const c of children) c.child.stdin.write('go\n');
+      await gate.arrived(1);
+      // One holds the lock and its refresh waits at the gate. The other either waits for the lock (and says so), or —
+      // were there no lock — sends its own refresh request, which the gate would see: both end the wait.
+      await Promise.race([...children.map((c) => c.event('waiting')), gate.arrived(2)]);
+      gate.release();
+      const done = await Promise.all(children.map((c) => c.finished));
+      for (const d of done) expect(d.code, d.stderr).toBe(0);
+      expect(server.provider.counts.refreshRequests).toBe(counts.refreshRequests + 1);
+      expect(server.provider.counts.refreshes).toBe(counts.refreshes + 1);
+      const after = stored();
+      expect(after.tokens.access_token).not.toBe(before.tokens.access_token);
+      // The newest tokens: the last the server issued, and valid.
+      expect(server.provider.issued.slice(-2)).toEqual([after.tokens.access_token, after.tokens.refresh_token]);
+      expect(server.provider.accessTokenValid(after.tokens.access_token)).toBe(true);
+      const connected = await Promise.all(children.map((c) => c.event('connected')));
+      for (const c of connected) expect(c).toMatchObject({ name: 'mcprl-bookshop', accessToken: after.tokens.access_token });
+      expect(existsSync(loginLockFile(server.url))).toBe(false);
+    } finally {
+      gate.release();
+      for (const c of children) c.child.kill();
+    }
+  });
+
+  it('a lock whose holder is dead, or that is older than LOGIN_LOCK.staleAgeMs, is taken over', async () => {
+    const file = loginLockFile(server.url);
+    const stale: LockOwner[] = [
+      { pid: await deadPid(), start: null, host: hostname(), since: new Date().toISOString() },
+      // This very process, alive, but the lock is older than any refresh takes.
+      { pid: process.pid, start: processStart(process.pid), host: hostname(), since: new Date(Date.now() - LOGIN_LOCK.staleAgeMs - 60_000).toISOString() },
+    ];
+    for (const owner of stale) {
+      await writeFile(file, JSON.stringify(owner));
+      let heldBy: LockOwner | null = null;
+      // No wait allowed: a stale lock is taken over at once.
+      await withLoginLock(server.url, async () => void (heldBy = readLockFileOwner(file)), { waitMs: 0 });
+      expect(heldBy).toMatchObject({ pid: process.pid });
+      expect(heldBy).not.toEqual(owner);
+      expect(existsSync(file)).toBe(false);
+    }
+  });
+
+  it('a live lock: LOGIN_LOCKED after the wait, naming the lock file and the holder', async () => {
+    const file = loginLockFile(server.url);
+    const held = FileLock.tryAcquire(file, LOGIN_LOCK.staleAgeMs);
+    if (!(held instanceof FileLock)) throw new Error('the lock was not free');
+    try {
+      let waits = 0;
+      let ran = false;
+      const err = await withLoginLock(server.url, async () => void (ran = true), { waitMs: 20, pollMs: 1, onWait: () => waits++ }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(McpConnectError);
+      expect((err as McpConnectError).code).toBe('LOGIN_LOCKED');
+      expect((err as Error).message).toContain(file);
+      expect((err as Error).message).toContain(`pid ${process.pid}`);
+      expect(ran).toBe(false);
+      expect(waits).toBeGreaterThanOrEqual(1);
+    } finally {
+      held.release();
+    }
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it('a 401 from the MCP server: one refresh, the request repeated once, and it connects (streamable HTTP and SSE)', async () => {
+    for (const url of [server.url, server.sseUrl]) {
+      // The SSE endpoint is the same resource server: a login for its URL with this login's registration and tokens.
+      if (url === server.sseUrl) await saveLogin({ ...stored(), server: server.sseUrl, updatedAt: new Date().toISOString() });
+      server.provider.expireAccessTokens();
+      const counts = { ...server.provider.counts };
+      const session = await connect({ kind: 'http', url });
+      try {
+        expect(session.server.name).toBe('mcprl-bookshop');
+        expect(session.transportKind).toBe(url === server.sseUrl ? 'sse' : 'streamable-http');
+      } finally {
+        await session.close();
+      }
+      expect(server.provider.counts.unauthorized, url).toBe(counts.unauthorized + 1);
+      expect(server.provider.counts.refreshRequests, url).toBe(counts.refreshRequests + 1);
+      expect(server.provider.accessTokenValid(readLogin(url)!.tokens.access_token)).toBe(true);
+    }
+    removeLogin(server.sseUrl);
+  });
+
+  it('a second 401, to the refreshed token, fails with one clear error', async () => {
+    server.provider.refuseAccessTokens = true;
+    try {
+      const counts = { ...server.provider.counts };
+      const err = await connect({ kind: 'http', url: server.url }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(McpConnectError);
+      expect((err as McpConnectError).code).toBe('AUTH_REQUIRED');
+      expect((err as Error).message).toBe(`${server.url} requires OAuth: run \`mcprl login ${server.url}\` (the server refused the access token even after a refresh)`);
+      expect(server.provider.counts.unauthorized).toBe(counts.unauthorized + 2);
+      expect(server.provider.counts.refreshRequests).toBe(counts.refreshRequests + 1);
+    } finally {
+      server.provider.refuseAccessTokens = false;
+    }
+  });
+
+  it('logout revokes the refresh token, then the access token, and deletes the login: both tokens are then refused', async () => {
+    const before = stored();
+    const counts = { ...server.provider.counts, revocations: [...server.provider.counts.revocations] };
+    const out = await watch(runCli(['logout', server.url], process.env)).finished;
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stderr).toBe('');
+    expect(out.stdout).toBe(`logged out of ${server.url} (revoked its tokens, removed ${loginFile(server.url)})\n`);
+    expect(server.provider.counts.revocations).toEqual([...counts.revocations, 'refresh_token', 'access_token']);
+    expect(existsSync(loginFile(server.url))).toBe(false);
+    // The refresh token: invalid_grant at the real token endpoint. The access token: 401 at the MCP endpoint.
+    const info = await discoverOAuthServerInfo(server.url);
+    const refused = await refreshAuthorization(info.authorizationServerUrl, {
+      metadata: info.authorizationServerMetadata,
+      clientInformation: before.clientInformation,
+      refreshToken: before.tokens.refresh_token!,
+      resource: server.url,
+    }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InvalidGrantError);
+    const res = await fetch(server.url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${before.tokens.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    });
+    expect(res.status).toBe(401);
+  });
+
+  it('a revocation that fails still deletes the login, and one line says the tokens were not revoked', async () => {
+    await loginHere(server.url);
+    const { tokens } = stored();
+    server.provider.failRevocation = true;
+    try {
+      const out = await watch(runCli(['logout', server.url], process.env)).finished;
+      expect(out.code, out.stderr).toBe(0);
+      expect(out.stdout).toBe(`logged out of ${server.url} (removed ${loginFile(server.url)})\n`);
+      const lines = out.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(new RegExp(`^mcprl logout: the tokens of ${server.url} were not revoked, only deleted here \\(.*HTTP 500.*\\); they stay valid`));
+      expect(out.stderr).not.toContain(tokens.refresh_token!);
+    } finally {
+      server.provider.failRevocation = false;
+    }
+    expect(existsSync(loginFile(server.url))).toBe(false);
+    expect(server.provider.accessTokenValid(tokens.access_token)).toBe(true);
+  });
+
+  it('an authorization server without revocation: the login is deleted, and the result says why nothing was revoked', async () => {
+    const plain = await startOAuthMcpServer({ revocation: false });
+    try {
+      await loginHere(plain.url);
+      const result = await logout(plain.url);
+      expect(result.file).toBe(loginFile(plain.url));
+      expect(result.revoked).toEqual([]);
+      expect(result.notRevoked).toMatch(/offers no token revocation \(RFC 7009\)/);
+      expect(existsSync(loginFile(plain.url))).toBe(false);
+    } finally {
+      await plain.close();
+    }
   });
 });
