@@ -387,6 +387,8 @@ describe('the login lock, refreshes made by mcprl, 401 → refresh → retry, an
       expect(server.provider.counts.refreshRequests, url).toBe(counts.refreshRequests + 1);
       expect(server.provider.accessTokenValid(readLogin(url)!.tokens.access_token)).toBe(true);
     }
+    // The SSE login's refresh spent the refresh token the MCP URL's login holds: its tokens go back there.
+    await saveLogin({ ...readLogin(server.sseUrl)!, server: server.url, updatedAt: new Date().toISOString() });
     removeLogin(server.sseUrl);
   });
 

@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import { McpConnectError } from '../mcp/errors.js';
 import { DEFAULT_LOGIN_TIMEOUT_MS, login, type LoginEvent } from '../mcp/oauth-login.js';
+import { LOGIN_LOCK } from '../mcp/oauth-store.js';
 import { connect } from '../mcp/session.js';
 import { oneLineError } from './inspect.js';
 import { numberParser } from './parse-number.js';
@@ -53,7 +54,10 @@ export function registerLogin(program: Command): Command {
     `
 It prints the authorization URL to open in a browser and waits for the redirect to come back to 127.0.0.1. The
 login (client registration and tokens) is kept in $MCPRL_CONFIG_DIR, $XDG_CONFIG_HOME/mcprl or ~/.config/mcprl,
-under oauth/, readable by you alone; tokens are refreshed when they expire. \`mcprl logout <url>\` removes it.
+under oauth/, readable by you alone. Later commands refresh the tokens when they expire or the server answers 401
+(once, then the request is repeated once); the refresh is made under <login file>.lock, so that several mcprl
+processes holding the login spend its refresh token once (a process waits up to ${LOGIN_LOCK.waitMs / 1000} s for the holder). \`mcprl logout
+<url>\` revokes the tokens at the authorization server (RFC 7009) and removes the login.
 
 Example:
   mcprl login https://mcp.example.com/mcp && mcprl inspect https://mcp.example.com/mcp`,
