@@ -13,7 +13,7 @@ import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } fr
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { httpFailure } from './connection.js';
 import { McpConnectError } from './errors.js';
-import { expiryOf, loginSecrets, readLogin, saveLogin, serverKey } from './oauth-store.js';
+import { expiryOf, loginSecrets, readLogin, saveLogin, serverKey, withLoginLock } from './oauth-store.js';
 import { redact, secretValues } from './redact.js';
 
 /** How long `login` waits for the browser to come back with a code, in ms, unless told otherwise. */
@@ -246,14 +246,18 @@ export async function login(url: string, opts: LoginOptions = {}): Promise<Login
     if (done !== 'AUTHORIZED' || !provider.received || !client || !('redirect_uris' in client)) {
       throw new McpConnectError('AUTH_FAILED', `the authorization server of ${url} issued no tokens`);
     }
-    const file = await saveLogin({
-      server,
-      clientInformation: client,
-      tokens: provider.received,
-      resourceMetadataUrl: hints.resourceMetadataUrl?.href,
-      expiresAt: expiryOf(provider.received),
-      updatedAt: new Date().toISOString(),
-    });
+    // Under the login's lock: a refresh of another process then cannot write its older grant over this login.
+    const received = provider.received;
+    const file = await withLoginLock(url, () =>
+      saveLogin({
+        server,
+        clientInformation: client,
+        tokens: received,
+        resourceMetadataUrl: hints.resourceMetadataUrl?.href,
+        expiresAt: expiryOf(received),
+        updatedAt: new Date().toISOString(),
+      }),
+    );
     opts.onEvent?.({ event: 'authorized', server, file });
     return { server, file };
   } catch (err) {
