@@ -108,10 +108,11 @@ async function demo(seed: string, run: string, rollout: string[]): Promise<void>
     '--seed', seed,
     '--max-steps', values['max-steps']!,
     // Tuned for the tiny model (seeds 1-3 measured; see README): 8 attempts per scenario give more groups whose
-    // rewards differ; sampling at 0.7 keeps the attempts near the greedy path that validation measures; two
-    // optimiser steps per batch; 4 turns of at most 128 tokens cut the cost of broken attempts that loop.
+    // rewards differ; sampling at temperature 1 (the model's own distribution) spreads a group's attempts enough
+    // that fewer groups score all alike than at 0.7 (43 % against 63 % of groups, the same test gain within one
+    // task); two optimiser steps per batch; 4 turns of at most 128 tokens cut the cost of broken attempts that loop.
     '--rollouts-per-group', '8',
-    '--temperature', '0.7',
+    '--temperature', '1',
     '--updates-per-step', '2',
     '--max-turns', '4',
     '--max-tokens', '128',

@@ -18,7 +18,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bookshopScenarios } from './faults/cli.js';
 import { REPO_ROOT } from './helpers/servers.js';
 
-const SMALL = ['--groups-per-step', '2', '--rollouts-per-group', '4', '--max-turns', '3', '--max-tokens', '48', '--eval-every', '1', '--val-rollouts', '1'];
+// The demo samples at temperature 1; 0.7 here keeps the check able to fail: a trainer that scored at temperature 1
+// instead of the sampling temperature would agree with the sampler at 1.
+const SMALL = ['--groups-per-step', '2', '--rollouts-per-group', '4', '--max-turns', '3', '--max-tokens', '48', '--eval-every', '1', '--val-rollouts', '1', '--temperature', '0.7'];
 
 let work: string;
 let scenarios: string;
