@@ -121,6 +121,10 @@ export interface NativeAddon {
   attention(q: Float32Array, k: Float32Array, v: Float32Array, H: number, Hkv: number, D: number, segments: Int32Array, kernel: AttentionKernel, threads?: number): { out: Float32Array; lse: Float32Array };
   /** Its backward over packed sequences (cuSeqlens: row offsets, nseq + 1). */
   attentionBackward(dout: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, out: Float32Array, lse: Float32Array, cuSeqlens: Int32Array, H: number, Hkv: number, D: number, kernel: AttentionKernel, threads?: number): { dq: Float32Array; dk: Float32Array; dv: Float32Array };
+  /** The engine's SwiGLU forward (out = silu(gate) up) and backward on equal-length arrays (tests). threads: all cores when left out. */
+  swiglu(gate: Float32Array, up: Float32Array, dout: Float32Array, threads?: number): { out: Float32Array; dgate: Float32Array; dup: Float32Array };
+  /** The engine's RMSNorm forward and backward on rows of C (tests); dw accumulates from 0. threads: all cores when left out. */
+  rmsnorm(x: Float32Array, w: Float32Array, dout: Float32Array, C: number, eps: number, threads?: number): { out: Float32Array; rstd: Float32Array; dx: Float32Array; dw: Float32Array };
   /** CPU seconds (best of reps, one thread) of the engine's attention forward and backward on one causal sequence of T rows. */
   attentionBench(T: number, H: number, Hkv: number, D: number, reps: number): Promise<{ forward: number; backward: number }>;
   /**
