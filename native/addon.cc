@@ -413,11 +413,10 @@ class Engine : public Napi::ObjectWrap<Engine> {
         }
         CHECK(total == tokens.size(), "prefill lengths do not add up to the token count");
         st->purge_stale_prefixes();
-        // One prompt at a time, each in chunks at fixed positions (prefix_cache.h): a prompt's activations then
-        // depend on that prompt alone — not on which other prompts arrived at the same time, nor on whether its
-        // start came from the prefix cache — since the GEMM kernel's rounding can depend on the row count. Each
-        // prompt's blocks are in the cache before the next prompt looks, so a group's identical prompts in one
-        // call are computed once.
+        // One prompt at a time, in the GEMM's blocked mode (prefix_cache.h): a prompt's activations then depend on
+        // that prompt alone — not on which other prompts arrived at the same time, nor on whether its start came
+        // from the prefix cache. Each prompt's blocks are in the cache before the next prompt looks, so a group's
+        // identical prompts in one call are computed once.
         size_t off = 0;
         for (size_t i = 0; i < segs.size(); ++i) {
           CHECK(lens[i] > 0, "empty prompt");

@@ -60,8 +60,8 @@ export interface NativeEngine {
   /** Copies src's cache and last hidden state into each dst. */
   fork(src: number, dsts: Int32Array): Promise<void>;
   /**
-   * Appends each prompt's tokens to its (empty) slot, one prompt after the other, in chunks at fixed positions,
-   * reusing the prefix cache's blocks (native/prefix_cache.h).
+   * Appends each prompt's tokens to its slot, one prompt after the other, reusing the prefix cache's blocks when
+   * the slot is empty (native/prefix_cache.h).
    */
   prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string | null)[]): Promise<void>;
   /**
