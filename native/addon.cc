@@ -20,6 +20,7 @@
 #include "gradcheck.h"
 #include "model.h"
 #include "napi_util.h"
+#include "ops/lm_head.h"
 #include "prefix_cache.h"
 #include "sample.h"
 #include "train/train_napi.h"
@@ -291,8 +292,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
             for (float it : *inv_temp) CHECK(it > 0.0f && std::isfinite(it), "temperatures must be positive");
             for (int32_t k : *mask_idx) CHECK(k < 0 || ((size_t)k + 1) * words <= tm->bits.size(), "token mask index out of range");
             const int budget = 4096;  // tokens per forward: bounds activation memory
-            const int chunk = std::max(1, std::min(256, (int)(8000000 / V)));
-            std::vector<float> scratch((size_t)chunk * V);
+            std::vector<float> scratch;  // the LM head's logits, lm_head_chunk_rows of them at a time
             size_t i = 0, off = 0;
             while (i < lens.size()) {
               std::vector<Segment> segs;
@@ -310,6 +310,8 @@ class Engine : public Napi::ObjectWrap<Engine> {
                 ++i;
               }
               if (T == 0) continue;
+              const int chunk = lm_head_chunk_rows(V, T);
+              if (scratch.size() < (size_t)chunk * V) scratch.resize((size_t)chunk * V);
               m.forward(tokens->data() + start, T, segs, st->rs, false, nullptr);
               std::vector<int32_t> tg(T, 0);
               for (int t = 0; t + 1 < T; ++t) tg[t] = (*tokens)[start + t + 1];
@@ -411,11 +413,10 @@ class Engine : public Napi::ObjectWrap<Engine> {
         }
         CHECK(total == tokens.size(), "prefill lengths do not add up to the token count");
         st->purge_stale_prefixes();
-        // One prompt at a time, each in chunks at fixed positions (prefix_cache.h): a prompt's activations then
-        // depend on that prompt alone — not on which other prompts arrived at the same time, nor on whether its
-        // start came from the prefix cache — since the GEMM kernel's rounding can depend on the row count. Each
-        // prompt's blocks are in the cache before the next prompt looks, so a group's identical prompts in one
-        // call are computed once.
+        // One prompt at a time, in the GEMM's blocked mode (prefix_cache.h): a prompt's activations then depend on
+        // that prompt alone — not on which other prompts arrived at the same time, nor on whether its start came
+        // from the prefix cache. Each prompt's blocks are in the cache before the next prompt looks, so a group's
+        // identical prompts in one call are computed once.
         size_t off = 0;
         for (size_t i = 0; i < segs.size(); ++i) {
           CHECK(lens[i] > 0, "empty prompt");
@@ -711,6 +712,49 @@ Napi::Value AttentionBackward(const Napi::CallbackInfo& info) {
   });
 }
 
+// swiglu(gate, up, dout, threads?): { out, dgate, dup }, the engine's SwiGLU forward and backward on N elements (tests).
+Napi::Value Swiglu(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto gate = to_f32(info[0], "gate"), up = to_f32(info[1], "up"), dout = to_f32(info[2], "dout");
+    set_threads(info[3].IsUndefined() ? 0 : (int)int_arg(info[3], "threads", 0, kMaxThreads));
+    CHECK(up.size() == gate.size() && dout.size() == gate.size(), "swiglu: gate, up and dout differ in length");
+    const long N = (long)gate.size();
+    std::vector<float> out(N), dgate(N), dup(N);
+    const Backend& be = cpu_backend();
+    be.swiglu_forward(out.data(), gate.data(), up.data(), N);
+    be.swiglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), N);
+    auto o = Napi::Object::New(info.Env());
+    o.Set("out", f32_array(info.Env(), out));
+    o.Set("dgate", f32_array(info.Env(), dgate));
+    o.Set("dup", f32_array(info.Env(), dup));
+    return o;
+  });
+}
+
+// rmsnorm(x, w, dout, C, eps, threads?): { out, rstd, dx, dw }, the engine's RMSNorm forward and backward on the
+// N = x.length / C rows of x (tests; dw starts at 0).
+Napi::Value Rmsnorm(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto x = to_f32(info[0], "x"), w = to_f32(info[1], "w"), dout = to_f32(info[2], "dout");
+    const int C = (int)int_arg(info[3], "C", 1, kMaxInt);
+    const float eps = (float)num_arg(info[4], "eps");
+    set_threads(info[5].IsUndefined() ? 0 : (int)int_arg(info[5], "threads", 0, kMaxThreads));
+    CHECK(w.size() == (size_t)C && x.size() % C == 0 && dout.size() == x.size(),
+          "rmsnorm: w must hold C entries, x and dout whole rows of C");
+    const int N = (int)(x.size() / C);
+    std::vector<float> out(x.size()), rstd(N), dx(x.size()), dw(C, 0.0f);
+    const Backend& be = cpu_backend();
+    be.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+    be.rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    auto o = Napi::Object::New(info.Env());
+    o.Set("out", f32_array(info.Env(), out));
+    o.Set("rstd", f32_array(info.Env(), rstd));
+    o.Set("dx", f32_array(info.Env(), dx));
+    o.Set("dw", f32_array(info.Env(), dw));
+    return o;
+  });
+}
+
 // attentionBench(T, H, Hkv, D, reps): Promise<{ forward, backward }>, CPU seconds (best of reps) of the op on one
 // causal sequence of T random rows, single-threaded.
 Napi::Value AttentionBench(const Napi::CallbackInfo& info) {
@@ -767,7 +811,7 @@ Napi::Value LmHeadBench(const Napi::CallbackInfo& info) {
         info.Env(),
         [N, C, V, reps, result] {
           set_threads(1);
-          const int chunk = std::max(1, std::min(N, (1 << 24) / V));  // as the trainer's (train/train.cc)
+          const int chunk = lm_head_chunk_rows(V, N);  // as the trainer's and scoring's
           std::vector<float> h((size_t)N * C), W((size_t)V * C), g((size_t)N * C), dh((size_t)N * C);
           std::vector<float> logp(N), lse(N), dlogp(N, 1.0f), scratch((size_t)chunk * V);
           std::vector<int32_t> tg(N);
@@ -838,6 +882,8 @@ Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
   exports.Set("attention", Napi::Function::New(env, Attention));
   exports.Set("attentionBackward", Napi::Function::New(env, AttentionBackward));
   exports.Set("attentionBench", Napi::Function::New(env, AttentionBench));
+  exports.Set("swiglu", Napi::Function::New(env, Swiglu));
+  exports.Set("rmsnorm", Napi::Function::New(env, Rmsnorm));
   exports.Set("lmHeadBench", Napi::Function::New(env, LmHeadBench));
   exports.Set("setPortableGemm", Napi::Function::New(env, SetPortableGemm));
   exports.Set("info", Napi::Function::New(env, Info));

@@ -28,9 +28,17 @@ static std::atomic<bool> g_portable{[] {
 }()};
 static std::atomic<int> g_threads{0};
 static thread_local bool t_rowwise = false;
+static thread_local bool t_blocked = false;
 
 void gemm_set_rowwise(bool on) { t_rowwise = on; }
 bool gemm_rowwise() { return t_rowwise; }
+void gemm_set_blocked(bool on) { t_blocked = on; }
+bool gemm_blocked() { return t_blocked; }
+
+// The direct dot-product path of x W^T (see kGemmSmallRows, row-wise and blocked mode in gemm.h).
+static bool dot_path(bool transA, bool transB, int M) {
+  return !t_blocked && (M <= kGemmSmallRows || t_rowwise) && transB && !transA;
+}
 
 bool gemm_have_blas() {
 #ifdef MCPRL_HAVE_OPENBLAS
@@ -184,7 +192,7 @@ void gemm_portable(bool transA, bool transB, int M, int N, int K, float alpha, c
   // Few rows times a row-major weight (decode: x W^T): packing W would double the memory traffic of
   // what is a matrix-vector product, so take dot products directly, in parallel over output columns.
   // Each element is one dot product in a fixed order, so a row's result does not depend on M (row-wise mode).
-  if ((M <= 8 || t_rowwise) && transB && !transA) {
+  if (dot_path(transA, transB, M)) {
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < N; ++j) {
       const float* __restrict bj = B + (size_t)j * ldb;
@@ -261,10 +269,9 @@ void gemm_blas(bool transA, bool transB, int M, int N, int K, float alpha, const
 
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
           int ldb, float beta, float* C, int ldc) {
-  // A few rows times a weight (decode steps, LM head for sampling) goes to the portable kernel's direct
-  // dot-product path: measured here, OpenBLAS's small-M sgemm is several times slower for these shapes.
-  const bool small = (M <= 8 || t_rowwise) && transB && !transA;
-  if (gemm_have_blas() && !g_portable.load() && !small)
+  // A few rows times a weight (decode steps, LM head for sampling) go to the portable kernel's direct
+  // dot-product path, and everything in blocked mode to its packed kernel (gemm.h).
+  if (gemm_have_blas() && !g_portable.load() && !t_blocked && !dot_path(transA, transB, M))
     gemm_blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else
     gemm_portable(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

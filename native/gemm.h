@@ -21,6 +21,11 @@ void gemm_portable(bool transA, bool transB, int M, int N, int K, float alpha, c
 void gemm_blas(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
                const float* B, int ldb, float beta, float* C, int ldc);
 
+// Products of at most this many rows times a row-major weight (x W^T: decode steps, the LM head of a few rows)
+// take the direct dot-product path: packing W would double the memory traffic of what is a matrix-vector product,
+// and OpenBLAS's small-M sgemm is several times slower for these shapes (measured here).
+constexpr int kGemmSmallRows = 8;
+
 // Row-wise mode (per thread): while on, every x W^T product (transB, !transA) takes the per-row dot-product
 // path whatever M is, so one row's result does not depend on which other rows share the call. Inference
 // turns it on around decode steps and sampling (RowwiseGemm below): which requests share a decode step
@@ -35,10 +40,27 @@ struct RowwiseGemm {
   RowwiseGemm& operator=(const RowwiseGemm&) = delete;
 };
 
+// Blocked mode (per thread): while on, every product takes gemm_portable's packed kernel, whatever M and whether
+// or not the build has OpenBLAS. Each element of C is then one fixed-order sum (over KC-deep blocks of K, each
+// accumulated in a register tile) that depends on neither M, nor which other rows share the call, nor the thread
+// count; OpenBLAS's sgemm blocks its rows by M, and the small-rows path above rounds otherwise. Prefill runs under
+// it (BlockedGemm below, prefix_cache.cc): a prompt's rows are the same bits whether they are computed in one
+// forward of many rows or as a cached prefix plus the rest. It takes precedence over row-wise mode.
+void gemm_set_blocked(bool on);
+bool gemm_blocked();
+struct BlockedGemm {
+  bool prev;
+  BlockedGemm() : prev(gemm_blocked()) { gemm_set_blocked(true); }
+  ~BlockedGemm() { gemm_set_blocked(prev); }
+  BlockedGemm(const BlockedGemm&) = delete;
+  BlockedGemm& operator=(const BlockedGemm&) = delete;
+};
+
 // C(M,N) = alpha * A(M,K) * op(W)(K,N) + beta * C with a frozen weight W in memory as f32 or 16-bit:
 // op(W) = W^T (W stored (N,K), the x W^T of a projection or the LM head) when transW, else W (stored (K,N), the
 // dy W of a projection's backward). f32 weights go to gemm() unchanged. 16-bit weights are widened to f32 in
-// blocks (of W's rows) that then go through gemm(), or, on the row-wise/small-M path of x W^T, one row of W at a
+// blocks (of W's rows) that then go through gemm(), or, on the row-wise/small-rows path of x W^T (not in blocked
+// mode), one row of W at a
 // time into a per-thread buffer and the same fixed-order dot product per output as gemm_portable: one row's
 // result never depends on which other rows share the call (decode stays batch-invariant).
 void gemm_w(bool transW, int M, int N, int K, float alpha, const float* A, int lda, WeightRef W, int ldw, float beta,

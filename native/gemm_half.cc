@@ -20,7 +20,7 @@ void gemm_w(bool transW, int M, int N, int K, float alpha, const float* A, int l
     return;
   }
   if (M <= 0 || N <= 0) return;
-  if (transW && (M <= 8 || gemm_rowwise())) {
+  if (transW && !gemm_blocked() && (M <= kGemmSmallRows || gemm_rowwise())) {
     // The direct dot-product path (as gemm_portable's): C(i, j) = beta C(i, j) + alpha <A_i, W_j>, row j of W
     // widened once per call and reused by every row i.
 #pragma omp parallel

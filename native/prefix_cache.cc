@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "gemm.h"
+
 namespace mcprl {
 
 namespace {
@@ -210,23 +212,32 @@ void prefill_chunked(Model& m, RunState& rs, PrefixCache& cache, KVSlot& slot, c
     cache.stats.hit_blocks += hit.size();
     cache.stats.hit_tokens += done;
   }
+  // Every product of the prefill in the packed kernel (gemm.h, blocked mode): a row's bits then depend on neither
+  // the forward's row count nor where it starts, so forwards of up to kPrefillRows rows (each weight packed once
+  // per forward, not once per block) give the same bits as a cached prefix plus the rest.
+  BlockedGemm blocked;
   Segment seg;
   seg.slot = &slot;
   seg.adapter = adapter;
+  const int C = m.cfg.hidden;
   while (done < n) {
-    // Chunks end on multiples of kPrefillChunk (absolute positions), whatever the slot held before.
+    // A forward ends on a block boundary (a multiple of kPrefillChunk, absolute position) or at the prompt's end.
     const int start = slot.len;
-    const int len = std::min(n - done, kPrefillChunk - start % kPrefillChunk);
+    int len = n - done;
+    if (len > kPrefillRows) len = kPrefillRows - (start + kPrefillRows) % kPrefillChunk;
     seg.n = len;
     m.forward(tokens + done, len, {seg}, rs, false, nullptr);
     cache.stats.prefilled_tokens += len;
+    // Its blocks, each kept when its prefix is (the first block, or its parent still in the cache): a full block may
+    // be extended by the next one, a partial one is the prompt's last (a leaf). rs.hf holds the forward's rows.
+    for (int b0 = start; b0 < start + len; b0 += kPrefillChunk) {
+      const int bn = std::min(kPrefillChunk, start + len - b0);
+      if (cached && (b0 == 0 || parent >= 0))
+        parent = cache.insert(m, key, parent, tokens + b0, bn, slot, b0, rs.hf + (size_t)(b0 + bn - 1 - start) * C);
+      else
+        parent = -1;
+    }
     done += len;
-    // A chunk is kept when its prefix is (the first chunk, or its parent still in the cache): a full chunk may be
-    // extended by the next one, a partial one is the prompt's last (a leaf).
-    if (cached && (start == 0 || parent >= 0))
-      parent = cache.insert(m, key, parent, tokens + start, len, slot, start, slot.last_h.data());
-    else
-      parent = -1;
   }
 }
 

@@ -2,12 +2,13 @@
 // tokens, so that a prompt that starts like an earlier one (a GRPO group's rollouts share their first prompt; a
 // rollout's next turn starts with its last prompt) prefills only the rest.
 //
-// Determinism: prefill runs in chunks of kPrefillChunk rows at fixed absolute positions (0, B, 2B, ...; the last
-// chunk partial), cached or not, so every chunk's rows come out of products of the same shape and are the same
-// bits whether its prefix was computed now or copied from a block. A block holds exactly one such chunk: a full
-// one (which later chunks can extend), or a prompt's last, partial one (reused only by a prompt that ends with
-// exactly those tokens: a longer prompt computes that chunk with more rows, in another product shape). Decoded
-// tokens' KV (row-wise products, gemm.h) is never cached: a prefill of those tokens would round differently.
+// Determinism: prefill runs every product in the GEMM's blocked mode (gemm.h: the packed kernel, whose row results
+// depend on neither the row count of the product nor which rows share it), and every other op of the forward is
+// per row or, for attention, per position, so a prompt's rows are the same bits whether they were computed in one
+// forward, in several, or copied from blocks. The cache keeps a prompt's KV in blocks of kPrefillChunk rows at
+// fixed absolute positions (0, B, 2B, ...): a full one (which later blocks can extend), or a prompt's last, partial
+// one (reused only by a prompt that ends with exactly those tokens, which keeps the blocks aligned). Decoded tokens'
+// KV (row-wise products, gemm.h) is never cached: a prefill of those tokens would round differently.
 //
 // Blocks are keyed by a hash chain over (adapter name, adapter weights version, parent block, the chunk's token
 // ids); a hit is verified by comparing all of those, never by the hash alone. Memory is bounded by a byte budget
@@ -29,10 +30,13 @@
 
 namespace mcprl {
 
-// Rows per prefill forward, at fixed absolute positions. A constant of the numerics (changing it changes
-// prefill's rounding), not a setting; 64 rows keep OpenBLAS's products efficient and lose at most 63 tokens of
-// reuse per prompt.
+// Tokens per block of the cache, at fixed absolute positions: a prompt loses at most 63 tokens of reuse.
 constexpr int kPrefillChunk = 64;
+
+// Rows per prefill forward at most (whole blocks, or up to the prompt's end): the packed GEMM packs each weight once
+// per forward, so a prompt of up to 512 tokens packs it once. Bounds the forward's activations; the results do not
+// depend on it (blocked mode, above).
+constexpr int kPrefillRows = 8 * kPrefillChunk;
 
 // Which weights computed a block: the adapter's name ("" for the base model) and its weights version
 // (LoraAdapter::version; 0 for the base model).
@@ -103,9 +107,9 @@ class PrefixCache {
   std::map<AdapterKey, int> keys_;                // blocks per adapter key
 };
 
-// Prefills `tokens` (n) into `slot` (empty, or holding a prefix that ends on a chunk boundary) in chunks of
-// kPrefillChunk rows at fixed positions: blocks of `cache` that match the start of the prompt are copied, the
-// rest is computed and inserted. Leaves slot->len += n and slot->last_h, as Model::forward does.
+// Prefills `tokens` (n) into `slot` (empty, or holding earlier tokens: then nothing is cached): blocks of `cache`
+// that match the start of the prompt are copied, the rest is computed in forwards of up to kPrefillRows rows in
+// blocked mode and its blocks inserted. Leaves slot->len += n and slot->last_h, as Model::forward does.
 void prefill_chunked(Model& m, RunState& rs, PrefixCache& cache, KVSlot& slot, const int32_t* tokens, int n,
                      const LoraAdapter* adapter);
 

@@ -223,8 +223,9 @@ function ids(n: number, seed: number): number[] {
 
 // Prompts over several 64-token blocks (native/prefix_cache.h): P; P extended as a next turn would be; P cut at a
 // block boundary and inside a block; another prompt altogether. P5 ends 4 tokens past a block of P: after a hit
-// only those 4 rows are computed, and a product of at most 8 rows takes another kernel (native/gemm.cc) — without
-// chunks at fixed positions, the cold prompt's rows would come out of one product of 132 rows and round otherwise.
+// only those 4 rows are computed, where the cold prompt's rows come out of one forward of 132 rows — the same bits
+// only because prefill runs in the GEMM's blocked mode (a product of at most 8 rows otherwise takes another kernel,
+// and OpenBLAS rounds by row count: native/gemm.h).
 const P = ids(200, 1);
 const PROMPTS = { P, P2: [...P, ...ids(60, 2)], P3: P.slice(0, 192), P4: P.slice(0, 150), P5: P.slice(0, 132), Q: ids(130, 3) };
 
@@ -337,5 +338,53 @@ describe('prefix cache', () => {
     const s = warm.prefixCacheStats();
     expect(s.bytes).toBeLessThanOrEqual(2 ** 20);
     await warm.setPrefixCache(64);
+  });
+});
+
+// A prompt's last hidden state, and so its next-token distribution, is the same bits however its prefill is split:
+// in one call, or in pieces of s rows for every s from 1 to its length, each piece a prefill of its own into the
+// same slot (a slot that holds tokens continues uncached). A first piece of 64 rows or more copies the cache's block
+// of the first 64 tokens and computes the rest. Without the GEMM's blocked mode (native/gemm.h) pieces of at most 8
+// rows would take the dot-product kernel and OpenBLAS's rows would round by the row count.
+describe('prefill split into pieces', () => {
+  const prompt = ids(83, 9);
+  type Last = { tokens: number[]; logprobs: number[]; topIds: number[]; topLogprobs: number[] };
+  const wholeByThreads: Last[] = [];
+
+  it.each([1, 2])('gives bit-identical last logits for every split of an 83-token prompt into pieces of 1..83 rows, on %i thread(s)', async (threads) => {
+    const m = await Model.load(join(dir, 'm'), { threads });
+    try {
+      await m.loadAdapter('a1', join(dir, 'a1'));
+      for (const adapter of [null, 'a1']) {
+        const last = (pieces: number[][]): Promise<Last> =>
+          m.run(async (e) => {
+            const slot = e.slotCreate(prompt.length + 1);
+            try {
+              for (const p of pieces) await e.prefill(Int32Array.of(slot), Int32Array.from(p), Int32Array.of(p.length), [adapter]);
+              // Greedy, with the 20 most likely tokens' log-probabilities: 20 entries of the last row's logits.
+              const r = await e.sample(Int32Array.of(slot), Float32Array.of(0), Float32Array.of(1), Int32Array.of(0), Int32Array.of(20), null, null);
+              return { tokens: [...r.tokens], logprobs: [...r.logprobs], topIds: [...r.topIds], topLogprobs: [...r.topLogprobs] };
+            } finally {
+              e.slotFree(slot);
+            }
+          });
+        const whole = await last([prompt]);
+        expect(whole.topIds).toHaveLength(20);
+        for (let s = 1; s <= prompt.length; s++) {
+          const pieces: number[][] = [];
+          for (let i = 0; i < prompt.length; i += s) pieces.push(prompt.slice(i, i + s));
+          expect(await last(pieces), `${adapter ?? 'base'}, pieces of ${s}`).toEqual(whole);
+        }
+        if (adapter === null) wholeByThreads.push(whole);
+      }
+      expect(m.prefixCacheStats().hitTokens).toBeGreaterThan(0);
+    } finally {
+      m.close();
+    }
+  });
+
+  it('gives the same bits on 1 and 2 threads', () => {
+    expect(wholeByThreads).toHaveLength(2);
+    expect(wholeByThreads[1]).toEqual(wholeByThreads[0]);
   });
 });

@@ -6,6 +6,9 @@
  * step h = 1e-2 on f32 forwards (L accumulated in f64), at up to 64 entries per input.
  * Tolerance: |analytic - numeric| <= 1e-3 * max(1, max |numeric|) per input (observed errors are ~1e-5..2e-4:
  * f32 rounding / h plus the O(h^2) truncation of the central difference).
+ *
+ * SwiGLU and RMSNorm also against a double-precision reference computed here (their vectorised f32 kernels:
+ * native/ops/swiglu.cc, native/ops/rmsnorm.cc), with the tolerances stated at each test.
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -109,5 +112,116 @@ describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitu
     const detect = spawnSync(process.execPath, [new URL('../native/detect-blas.cjs', import.meta.url).pathname], { encoding: 'utf8' });
     expect(detect.stdout).toMatch(/^(yes|no)$/);
     expect(info.openblas).toBe(detect.stdout === 'yes');
+  });
+});
+
+/** Seeded uniform numbers in [lo, hi) (an LCG: the same inputs on every run). */
+function uniform(n: number, lo: number, hi: number, seed: number): Float32Array {
+  let x = seed >>> 0;
+  return Float32Array.from({ length: n }, () => lo + (hi - lo) * ((x = (Math.imul(x, 1664525) + 1013904223) >>> 0) / 2 ** 32));
+}
+
+/** max over i of |got - ref| / tol_i; at most 1 passes. */
+function worst(got: Float32Array, ref: Float64Array, tol: (i: number) => number): { ratio: number; at: number } {
+  let ratio = 0;
+  let at = -1;
+  for (let i = 0; i < ref.length; i++) {
+    const r = Math.abs(got[i] - ref[i]) / tol(i);
+    if (!(r <= ratio)) [ratio, at] = [r, i]; // NaN counts as worst
+  }
+  return { ratio, at };
+}
+
+describe('SwiGLU against a double-precision reference', () => {
+  // Gates over the whole range the exponential sees: a dense random sweep, the clamp at -87 of the vector
+  // exponential, dsilu's root (g ~ -1.2785), and large magnitudes. 4,099 entries: a ragged tail of 8 lanes.
+  const special = [0, 1e-3, -1e-3, 1e-20, -1.2785, -1.27846454, -86.9, -87, -87.1, -88, -100, -1000, 30, 87, 88.7, 100, 1000];
+  const N = 4099;
+  const gate = uniform(N, -20, 20, 1);
+  gate.set(special, 0);
+  gate.set(uniform(200, -3, 1, 2), 100);
+  const up = uniform(N, -2, 2, 3);
+  const dout = uniform(N, -2, 2, 4);
+
+  it('forward and backward: within 8e-7 relative, 1e-35 absolute, of the reference; the same bits on 1 and 2 threads', () => {
+    const got = addon.swiglu(gate, up, dout, 1);
+    const ref = { out: new Float64Array(N), dup: new Float64Array(N), dgate: new Float64Array(N) };
+    const dgateScale = new Float64Array(N);
+    for (let i = 0; i < N; i++) {
+      const g = gate[i];
+      const s = 1 / (1 + Math.exp(-g));
+      ref.out[i] = g * s * up[i];
+      ref.dup[i] = dout[i] * g * s;
+      ref.dgate[i] = dout[i] * up[i] * s * (1 + g * (1 - s));
+      // d silu / dg = s + g s (1 - s) crosses 0 near g = -1.2785, where any f32 evaluation loses all relative
+      // precision: there the bound is relative to the magnitudes of its two terms.
+      dgateScale[i] = Math.abs(dout[i] * up[i] * s) * (1 + Math.abs(g * (1 - s)));
+    }
+    const rel = 8e-7;
+    const floor = 1e-35;
+    for (const k of ['out', 'dup'] as const) {
+      const w = worst(got[k], ref[k], (i) => rel * Math.abs(ref[k][i]) + floor);
+      expect(w.ratio, `${k} at gate ${gate[w.at]}`).toBeLessThanOrEqual(1);
+    }
+    const w = worst(got.dgate, ref.dgate, (i) => rel * dgateScale[i] + floor);
+    expect(w.ratio, `dgate at gate ${gate[w.at]}`).toBeLessThanOrEqual(1);
+    const two = addon.swiglu(gate, up, dout, 2);
+    for (const k of ['out', 'dgate', 'dup'] as const) expect(two[k]).toEqual(got[k]);
+  });
+});
+
+describe('RMSNorm against a double-precision reference', () => {
+  const eps = 1e-6;
+  // Row widths with and without a tail of 8 lanes, from Qwen3's head_dim up; rows of very different scales.
+  it.each([5, 8, 13, 128, 1000])('C = %i: within 1e-6 of the reference; the same bits on 1 and 2 threads and for a row alone', (C) => {
+    const N = 9;
+    const x = uniform(N * C, -1, 1, C);
+    const scales = [1, 1e-3, 1e3, 3, 0.1, 1, 20, 1e-4, 1];
+    for (let n = 0; n < N; n++) for (let c = 0; c < C; c++) x[n * C + c] *= scales[n];
+    const w = uniform(C, 0.5, 1.5, C + 1);
+    const dout = uniform(N * C, -1, 1, C + 2);
+    const got = addon.rmsnorm(x, w, dout, C, eps, 1);
+    const ref = { out: new Float64Array(N * C), rstd: new Float64Array(N), dx: new Float64Array(N * C), dw: new Float64Array(C) };
+    const dxScale = new Float64Array(N * C);
+    const dwScale = new Float64Array(C);
+    for (let n = 0; n < N; n++) {
+      let ss = 0;
+      let dot = 0;
+      for (let c = 0; c < C; c++) {
+        ss += x[n * C + c] ** 2;
+        dot += dout[n * C + c] * w[c] * x[n * C + c];
+      }
+      const r = 1 / Math.sqrt(ss / C + eps);
+      ref.rstd[n] = r;
+      const k = (dot * r ** 3) / C;
+      for (let c = 0; c < C; c++) {
+        const i = n * C + c;
+        ref.out[i] = w[c] * x[i] * r;
+        ref.dx[i] = r * w[c] * dout[i] - x[i] * k;
+        // dx is a difference of two terms (and dw a sum over rows): the bound is relative to their magnitudes.
+        dxScale[i] = Math.abs(r * w[c] * dout[i]) + Math.abs(x[i] * k);
+        ref.dw[c] += dout[i] * x[i] * r;
+        dwScale[c] += Math.abs(dout[i] * x[i] * r);
+      }
+    }
+    const tol = 1e-6;
+    const checks: [keyof typeof ref, (i: number) => number][] = [
+      ['out', (i) => tol * Math.abs(ref.out[i])],
+      ['rstd', (i) => tol * ref.rstd[i]],
+      ['dx', (i) => tol * dxScale[i]],
+      ['dw', (i) => tol * dwScale[i]],
+    ];
+    for (const [k, t] of checks) {
+      const r = worst(got[k], ref[k], t);
+      expect(r.ratio, `${k} at ${r.at}`).toBeLessThanOrEqual(1);
+    }
+    const two = addon.rmsnorm(x, w, dout, C, eps, 2);
+    for (const k of ['out', 'rstd', 'dx', 'dw'] as const) expect(two[k]).toEqual(got[k]);
+    // Row 2 alone: its out, rstd and dx are the same bits as in the batch of 9.
+    const row = (a: Float32Array) => a.slice(2 * C, 3 * C);
+    const alone = addon.rmsnorm(row(x), w, row(dout), C, eps, 2);
+    expect(alone.out).toEqual(row(got.out));
+    expect(alone.dx).toEqual(row(got.dx));
+    expect(alone.rstd[0]).toBe(got.rstd[2]);
   });
 });

@@ -18,11 +18,17 @@
 // and the entropy is that of p. A row with T_n = 1 and no set is the plain log-softmax above, bit for bit.
 // Backward rule: parameter grads += (none: the head is frozen), activation grads =.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "../weight.h"
 
 namespace mcprl {
+
+// Rows per chunk of lm_head_forward for N rows against a vocabulary of V: 2^24 / V rows (64 MiB of f32 logits in
+// scratch, 110 rows of Qwen's 151,936 tokens), at least 1, at most N. The one size every caller uses (training,
+// scoring, the bench): a chunk is one product of its rows, and the GEMM's rounding can depend on the row count.
+inline int lm_head_chunk_rows(int V, int N) { return std::max(1, std::min(N, (1 << 24) / std::max(V, 1))); }
 
 // logp (N), lse (N), entropy (N, may be null), g (N, C) = p^T W per row (may be null: no backward follows).
 // h (N, C), W (V, C) (the embedding when tied; f32 or 16-bit, widened in the products), targets (N) in [0, V). scratch: chunk * V floats.

@@ -5,14 +5,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "../ops/lm_head.h"
 
 namespace mcprl {
 
-// Rows of LM-head logits held at once: about 16M floats (64 MB) whatever the vocabulary.
-static int lm_chunk(int V, int M) { return std::max(1, std::min(M, (1 << 24) / std::max(V, 1))); }
-
+// Rows of LM-head logits held at once: lm_head_chunk_rows (ops/lm_head.h).
 static void work_reserve(TrainWork& w, const ModelConfig& c, int T, int M, int r) {
-  int chunk = lm_chunk(c.vocab, std::max(M, 1));
+  int chunk = lm_head_chunk_rows(c.vocab, std::max(M, 1));
   if (T <= w.T_cap && M <= w.M_cap && r <= w.r_cap && chunk <= w.chunk && w.memory.data) return;
   T = std::max(T, w.T_cap);
   M = std::max(M, w.M_cap);
@@ -49,7 +48,7 @@ static void loss_token_logprobs(const Model& m, const RunState& rs, const MicroB
   if (M == 0) return;
   gather_rows(w.hsel, rs.hf, mb.loss_rows.data(), M, C);
   m.be->lm_head_forward(logp, lse, ent, g, w.hsel, m.w.lm_head, mb.loss_targets.data(), M, C, m.cfg.vocab, w.lm_scratch,
-                        lm_chunk(m.cfg.vocab, M), mb.loss_inv_temp.empty() ? nullptr : mb.loss_inv_temp.data(),
+                        lm_head_chunk_rows(m.cfg.vocab, M), mb.loss_inv_temp.empty() ? nullptr : mb.loss_inv_temp.data(),
                         mb.loss_mask_idx.empty() ? nullptr : mb.loss_mask_idx.data(), mb.masks.data());
 }
 

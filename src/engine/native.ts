@@ -60,8 +60,8 @@ export interface NativeEngine {
   /** Copies src's cache and last hidden state into each dst. */
   fork(src: number, dsts: Int32Array): Promise<void>;
   /**
-   * Appends each prompt's tokens to its (empty) slot, one prompt after the other, in chunks at fixed positions,
-   * reusing the prefix cache's blocks (native/prefix_cache.h).
+   * Appends each prompt's tokens to its slot, one prompt after the other, reusing the prefix cache's blocks when
+   * the slot is empty (native/prefix_cache.h).
    */
   prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string | null)[]): Promise<void>;
   /**
@@ -121,6 +121,10 @@ export interface NativeAddon {
   attention(q: Float32Array, k: Float32Array, v: Float32Array, H: number, Hkv: number, D: number, segments: Int32Array, kernel: AttentionKernel, threads?: number): { out: Float32Array; lse: Float32Array };
   /** Its backward over packed sequences (cuSeqlens: row offsets, nseq + 1). */
   attentionBackward(dout: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, out: Float32Array, lse: Float32Array, cuSeqlens: Int32Array, H: number, Hkv: number, D: number, kernel: AttentionKernel, threads?: number): { dq: Float32Array; dk: Float32Array; dv: Float32Array };
+  /** The engine's SwiGLU forward (out = silu(gate) up) and backward on equal-length arrays (tests). threads: all cores when left out. */
+  swiglu(gate: Float32Array, up: Float32Array, dout: Float32Array, threads?: number): { out: Float32Array; dgate: Float32Array; dup: Float32Array };
+  /** The engine's RMSNorm forward and backward on rows of C (tests); dw accumulates from 0. threads: all cores when left out. */
+  rmsnorm(x: Float32Array, w: Float32Array, dout: Float32Array, C: number, eps: number, threads?: number): { out: Float32Array; rstd: Float32Array; dx: Float32Array; dw: Float32Array };
   /** CPU seconds (best of reps, one thread) of the engine's attention forward and backward on one causal sequence of T rows. */
   attentionBench(T: number, H: number, Hkv: number, D: number, reps: number): Promise<{ forward: number; backward: number }>;
   /**
