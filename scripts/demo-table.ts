@@ -49,7 +49,10 @@ export async function seedRow(dir: string, measuredWallS?: number): Promise<Seed
 
 const pct = (x: number | null) => (x === null || Number.isNaN(x) ? '–' : `${(x * 100).toFixed(1)}%`);
 const pts = (a: number | null, b: number | null) => (a === null || b === null ? '–' : `${(b - a) * 100 >= 0 ? '+' : ''}${((b - a) * 100).toFixed(1)}`);
-const time = (s: number) => `${Math.floor(s / 60)} min ${String(Math.round(s % 60)).padStart(2, '0')} s`;
+const time = (s: number) => {
+  const whole = Math.round(s); // round once, so that 659.7 s reads 11 min 00 s, not 10 min 60 s
+  return `${Math.floor(whole / 60)} min ${String(whole % 60).padStart(2, '0')} s`;
+};
 
 /** The table as Markdown (what the README holds) or as aligned plain text. */
 export function formatSeedTable(rows: SeedRow[], markdown = true): string {
