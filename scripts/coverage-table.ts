@@ -1,7 +1,7 @@
 /**
  * Measures issue 13's done-when table and prints it as markdown (or `--json`): for the bundled fixture server,
  * server-everything, server-memory (empty, and seeded with a few entities) and server-filesystem (a temp folder with
- * three files), each a real process from this checkout or node_modules:
+ * three text files and a 1×1 PNG), each a real process from this checkout or node_modules:
  * - tools with ≥ 1 scenario / all tools, scenarios made of `--count` (40) asked, the difficulty histogram and the
  *   share with a state check — from generateOfflineScenarios's result (data, never printed text);
  * - the share of checks a scripted oracle (the checked calls, then a summary quoting the results) and a do-nothing
@@ -27,7 +27,7 @@ import { scoreChecks } from '../src/ruler/checks.js';
 import { generateOfflineScenarios } from '../src/scenarios/offline.js';
 import { isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble, type Strategy } from '../test/doubles/policy-double.js';
-import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, memoryTarget, SEEDED_MEMORY, USER_FILES } from '../test/helpers/servers.js';
+import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, memoryTarget, SEEDED_MEMORY, USER_FILES_WITH_IMAGE } from '../test/helpers/servers.js';
 
 const { values: flags } = parseArgs({
   options: { count: { type: 'string', default: '40' }, seed: { type: 'string', default: '1' }, json: { type: 'boolean', default: false }, 'json-out': { type: 'string' }, servers: { type: 'string' } },
@@ -39,7 +39,7 @@ interface Setup {
   server: string;
   target: Target;
   /** Copied into each server's sandbox ({sandbox} in the target). */
-  files?: Record<string, string>;
+  files?: Record<string, string | Buffer>;
   allowDestructive?: boolean;
 }
 
@@ -65,8 +65,8 @@ const SETUPS: Setup[] = [
   { server: 'server-memory, empty', target: memoryTarget('{sandbox}/memory.jsonl'), files: {} },
   { server: 'server-memory, seeded (3 entities, 2 relations)', target: memoryTarget('{sandbox}/memory.jsonl'), files: { 'memory.jsonl': SEEDED_MEMORY } },
   { server: 'server-memory, seeded, --allow-destructive', target: memoryTarget('{sandbox}/memory.jsonl'), files: { 'memory.jsonl': SEEDED_MEMORY }, allowDestructive: true },
-  { server: 'server-filesystem (3 files)', target: filesystemTarget('{sandbox}'), files: USER_FILES },
-  { server: 'server-filesystem (3 files), --allow-destructive', target: filesystemTarget('{sandbox}'), files: USER_FILES, allowDestructive: true },
+  { server: 'server-filesystem (3 files and a PNG)', target: filesystemTarget('{sandbox}'), files: USER_FILES_WITH_IMAGE },
+  { server: 'server-filesystem (3 files and a PNG), --allow-destructive', target: filesystemTarget('{sandbox}'), files: USER_FILES_WITH_IMAGE, allowDestructive: true },
 ];
 
 /** The setups `--servers` names (all without it); a word that names none is refused with the names there are. */

@@ -1,5 +1,5 @@
 /** The MCP layer's public API. Other layers import from here only. */
-export type { Target, ToolAnnotations, ToolInfo, ToolCallOutcome, CallToolOptions } from './types.js';
+export type { Target, ToolAnnotations, ToolInfo, ToolCallOutcome, MediaBlock, CallToolOptions } from './types.js';
 export { connect, McpSession } from './session.js';
 export type { ConnectOptions, ServerIdentity } from './session.js';
 export type { TransportKind } from './connection.js';
@@ -14,7 +14,7 @@ export type { SafetyPolicyOptions, SafetyPolicySettings, PolicyDecision, CallSet
 export { toOpenAITools, toFunctionParameters } from './openai-tools.js';
 export type { OpenAITool } from './openai-tools.js';
 export { toToolInfo, ANNOTATION_DEFAULTS } from './catalog.js';
-export { resultToText, capText, DEFAULT_MAX_OUTPUT_CHARS } from './normalize.js';
+export { resultToText, mediaBlocks, capText, DEFAULT_MAX_OUTPUT_CHARS } from './normalize.js';
 export { targetFromConfigFile, targetFromConfig, describeTarget, McpConfigFileSchema } from './config.js';
 export type { McpConfigFile } from './config.js';
 export { inspectSession } from './inspect.js';

@@ -1,5 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { capText, resultToText } from './normalize.js';
+import { capText, mediaBlocks, resultToText } from './normalize.js';
+
+describe('mediaBlocks', () => {
+  it('keeps the MIME type and size of image and audio blocks, in order, and nothing of other blocks', () => {
+    expect(
+      mediaBlocks({
+        content: [
+          { type: 'text', text: 'first' },
+          { type: 'image', mimeType: 'image/png', data: Buffer.alloc(70).toString('base64') },
+          { type: 'audio', mimeType: 'audio/wav', data: Buffer.alloc(5).toString('base64') },
+          { type: 'resource', resource: { uri: 'mem://n', mimeType: 'image/png', blob: 'AAAA' } },
+        ],
+      }),
+    ).toEqual([{ type: 'image', mimeType: 'image/png', bytes: 70 }, { type: 'audio', mimeType: 'audio/wav', bytes: 5 }]);
+    expect(mediaBlocks({ content: [{ type: 'text', text: 'x' }] })).toEqual([]);
+  });
+});
 
 describe('resultToText', () => {
   it('joins text blocks, summarises media by type and size, and keeps embedded text resources', () => {

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { MediaBlock } from './types.js';
 
 /** Default output cap for one tool result, in characters. */
 export const DEFAULT_MAX_OUTPUT_CHARS = 20_000;
@@ -58,6 +59,11 @@ export function resultToText(result: CallToolResult): string {
     if (!mirrored) parts.push(JSON.stringify(sc));
   }
   return parts.join('\n');
+}
+
+/** The image and audio blocks of a tool result: MIME type and size, in order. */
+export function mediaBlocks(result: CallToolResult): MediaBlock[] {
+  return (result.content ?? []).flatMap((b): MediaBlock[] => (b.type === 'image' || b.type === 'audio' ? [{ type: b.type, mimeType: b.mimeType, bytes: base64Bytes(b.data) }] : []));
 }
 
 /** Cuts `text` to `maxChars` characters and appends a visible marker saying how much was cut. */

@@ -18,7 +18,7 @@ import {
 import { toToolInfo } from './catalog.js';
 import { isConnectionLost, isRequestNotDelivered, openConnection, type Connection, type TransportKind } from './connection.js';
 import { McpConnectError, McpListError } from './errors.js';
-import { capText, DEFAULT_MAX_OUTPUT_CHARS, resultToText } from './normalize.js';
+import { capText, DEFAULT_MAX_OUTPUT_CHARS, mediaBlocks, resultToText } from './normalize.js';
 import { SafetyPolicy } from './policy.js';
 import { createSandbox, removeSandbox, sandboxTarget, targetUsesSandbox } from './sandbox.js';
 import type { CallToolOptions, Target, ToolCallOutcome, ToolInfo } from './types.js';
@@ -387,6 +387,8 @@ export class McpSession {
       latencyMs: performance.now() - started,
     };
     if (result.structuredContent !== undefined) outcome.structuredContent = result.structuredContent;
+    const media = mediaBlocks(result);
+    if (media.length) outcome.media = media;
     return outcome;
   }
 

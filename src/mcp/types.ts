@@ -45,6 +45,15 @@ export interface ToolCallOutcome {
   latencyMs: number;
   /** Set when the safety policy refused the call: which options would let it run (for the operator, not the model). */
   refused?: { remedy: string };
+  /** The image and audio blocks of the result, without their data (set when there is one). */
+  media?: MediaBlock[];
+}
+
+/** An image or audio content block of a tool result: its kind, MIME type and size in bytes (the data is not kept). */
+export interface MediaBlock {
+  type: 'image' | 'audio';
+  mimeType: string;
+  bytes: number;
 }
 
 export interface CallToolOptions {

@@ -258,6 +258,16 @@ const TEMPLATES = {
     'Run {action}: what is the {field}?',
     'Just {action} and give me the {field}.',
   ],
+  noArgsValues: [
+    '{Action} and list all the {field}.',
+    'Which {field} do you get when you {action}?',
+    'Please {action} and give me every one of the {field}.',
+    'I want all the {field} you get when you {action}.',
+    'Could you {action} and tell me the {field}?',
+    'List the {field} that come back when you {action}.',
+    'Run {action}: what are the {field}?',
+    'Just {action} and tell me all the {field}.',
+  ],
   write: [
     'Please {action}: {args}.',
     '{Action}: {args}.',
@@ -267,6 +277,26 @@ const TEMPLATES = {
     'Make this change: {action}, {args}.',
     'Apply this update: {action}, {args}.',
     'Kindly {action}: {args}.',
+  ],
+  thenWrite: [
+    'Then {action}: {args}.',
+    'After that, {action}: {args}.',
+    'Next, {action}: {args}.',
+    'Once that is done, {action}: {args}.',
+    'When that is done, {action}: {args}.',
+    'Afterwards, {action}: {args}.',
+    'Then also {action}: {args}.',
+    'After this, {action}: {args}.',
+  ],
+  thenRead: [
+    'Then {call} to check that it is there.',
+    'After that, {call} and confirm it shows up.',
+    'Next, {call} to make sure the change took.',
+    'Once that is done, {call} to verify it.',
+    'When that is done, {call} and check the result.',
+    'Afterwards, {call} to confirm it was saved.',
+    'Then {call} to see that it was stored.',
+    'After this, {call} to double-check it.',
   ],
   actionOnly: [
     'Please {action} with {args}.',
@@ -445,6 +475,9 @@ function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: T
     // "true"/"false" as text is as unspecific an answer as a boolean.
     return s.length >= 2 && s.length <= 60 && !argValues.has(s.toLowerCase()) && !/\n/.test(s) && !/^(true|false)$/i.test(s);
   };
+  // An image or audio result: its MIME type is what it says for sure (the model reads "[image: image/png, 70 bytes]").
+  const media = o.media?.[0];
+  if (media) return { kind: 'field', field: `MIME type of the ${media.type}`, values: [media.mimeType] };
   const options: Answer[] = [];
   if (data !== undefined) {
     for (const leaf of leaves(data)) {
@@ -479,9 +512,29 @@ function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: T
   // Plain text: a number the call produced (not one we passed in), else the whole short reply.
   const text = resultText(o);
   // Lines that are each a path (what a file search returns) are asked for as the paths found, like any listing.
-  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  // Resources (or links to them) the call made or lists: one's MIME type or URI, or the URIs of a few, as the
+  // reply's summary lines state them ("[resource link: demo://resource/session/x.gz (x.gz), application/gzip]").
+  const resources = [...text.matchAll(/^\[resource(?: link)?: (\S+?)(?: \([^)]*\))?(?:, ([\w.+-]+\/[\w.+-]+))?(?:, [^\]]*)?\]$/gm)];
+  if (resources.length === 1) {
+    const [, uri, mime] = resources[0];
+    const options: Answer[] = [];
+    if (mime) options.push({ kind: 'field', field: 'MIME type of the resource', values: [mime] });
+    if (!argValues.has(uri.toLowerCase())) options.push({ kind: 'field', field: 'URI of the resource', values: [uri] });
+    if (options.length) return rng.pick(options);
+  }
+  const uris = resources.map((m) => m[1]).filter((u) => !argValues.has(u.toLowerCase()));
+  if (uris.length >= 2 && uris.length <= 4) return { kind: 'values', field: 'resource URIs', values: uris };
+  // A switch says what it did first ("Started simulated logging…", "Stopped …"): that word is the answer.
+  const switched = /^(started|stopped|enabled|disabled|paused|resumed)\b/i.exec(text);
+  if (switched) {
+    return { kind: 'field', field: 'new state', values: [switched[1]] };
+  }
+  // A heading line ("Allowed directories:") names what the paths under it are.
+  const all = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  const heading = all.length >= 2 && /^[A-Za-z][A-Za-z ]{2,40}:$/.test(all[0]) ? all[0].slice(0, -1).toLowerCase() : undefined;
+  const lines = heading ? all.slice(1) : all;
   if (lines.length <= 4 && lines.every((l) => l.length <= 200 && /^(\{sandbox\}|\/)\S*$/.test(l) && !argValues.has(l.toLowerCase()))) {
-    return { kind: 'values', field: 'matching paths', values: lines };
+    return { kind: 'values', field: heading ?? 'matching paths', values: lines };
   }
   // Only an unambiguous number counts: exactly one distinct number in the reply that we did not pass in.
   const nums = [...new Set((text.match(/-?\d+(?:\.\d+)?/g) ?? []).filter((n) => !argValues.has(n)))];
@@ -509,9 +562,12 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   // Tools left out from the start, and for the others the furthest stage a candidate of theirs reached.
   const excluded = new Map<string, { reason: NoScenarioReason; detail?: string }>();
   const furthest = new Map<string, number>();
-  const note = (tool: string, reason: NoScenarioReason) => {
+  /** The last error of each tool whose calls failed: the report's detail when that is why it has no scenario. */
+  const lastError = new Map<string, string>();
+  const note = (tool: string, reason: NoScenarioReason, detail?: string) => {
     const i = STAGES.indexOf(reason);
     if (i > (furthest.get(tool) ?? -1)) furthest.set(tool, i);
+    if (reason === 'calls_failed' && detail) lastError.set(tool, detail.replace(/\s+/g, ' ').trim().slice(0, 200));
   };
   const tools: ToolInfo[] = [];
   const writeTools: ToolInfo[] = [];
@@ -580,7 +636,14 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       }
     });
     // Absolute paths in plain text, and the entries of a listing below the folder it was asked about.
-    if (data === undefined) for (const m of resultText(o).matchAll(/(?:^|\s)(\{sandbox\}(?:\/[^\s:,'"()]+)?|\/[^\s:,'"()]+)/g)) keep('path', m[1]);
+    if (data === undefined) {
+      // What a tool that lists folders and takes no path names (list_allowed_directories) shows are folders.
+      const listsFolders = /\b(director(y|ies)|folders?)\b/.test(words(tool).join(' ')) && !Object.keys(args).some((k) => entityKey(k) === 'path');
+      for (const m of resultText(o).matchAll(/(?:^|\s)(\{sandbox\}(?:\/[^\s:,'"()]+)?|\/[^\s:,'"()]+)/g)) {
+        keep('path', m[1]);
+        if (listsFolders) folders.add(m[1]);
+      }
+    }
     const folder = Object.entries(args).find(([k, v]) => entityKey(k) === 'path' && typeof v === 'string')?.[1] as string | undefined;
     const listing = listingLines(resultText(o));
     if (folder && listing) {
@@ -656,15 +719,22 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   const candidates = (tool: ToolInfo) => (ctx: CandidateContext): readonly unknown[] | undefined => {
     const name = ctx.name;
     if (!name) return undefined;
+    const fixed = fixedCandidates(name, ctx.schema);
+    if (fixed) return fixed;
     if (isIdName(name)) {
       const c = idCandidates(name, tool);
       return c.length ? c : undefined;
     }
-    const exact = keyValues.get(name);
-    if (exact?.length) return exact;
     const ek = entityKey(name);
-    const byKey = ek ? keyValues.get(ek) : undefined;
-    if (byKey?.length) return byKey;
+    if (ek === 'path' || name === 'path') {
+      const paths = pathsFor(tool, keyValues.get(name) ?? keyValues.get('path') ?? []);
+      if (paths.length) return paths;
+    } else {
+      const exact = keyValues.get(name);
+      if (exact?.length) return exact;
+      const byKey = ek ? keyValues.get(ek) : undefined;
+      if (byKey?.length) return byKey;
+    }
     if (GLOB_NAMES.test(name) || /\bglob\b/i.test(String(ctx.schema.description ?? ''))) {
       const globs = globsOf(keyValues.get('path') ?? []);
       if (globs.length) return globs;
@@ -675,6 +745,26 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     }
     return undefined;
   };
+
+  /**
+   * The discovered paths a tool's path argument may take: folders for a tool about folders (list_directory,
+   * directory_tree, search_files' starting folder), files for one about files, media files first for one that reads
+   * media; all of them when the tool says neither (or when none of the kind is known).
+   */
+  function pathsFor(tool: ToolInfo, paths: readonly Scalar[]): Scalar[] {
+    const kind = pathKind(tool);
+    const isFolder = (p: Scalar) => folders.has(String(p));
+    if (kind === 'folder') {
+      const fs = paths.filter(isFolder);
+      return fs.length ? fs : [...paths];
+    }
+    if (kind !== 'file') return [...paths];
+    const files = paths.filter((p) => !isFolder(p));
+    const media = files.filter((p) => MEDIA_FILE.test(String(p)));
+    if (/\b(media|image|audio)\b/.test(words(tool.name).join(' '))) return media.length ? media : files;
+    const text = files.filter((p) => !MEDIA_FILE.test(String(p)));
+    return text.length ? text : files;
+  }
 
   // Further rounds, to a bound: every read-only tool whose required arguments can all be filled from what is known
   // now (a listed id, a harvested name or path, a synthesized object of known values) is called and harvested,
@@ -704,21 +794,39 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
 
   const usableTools = () => tools.filter((t) => !disabled.has(t.name));
 
-  // 2a. lookup: one call with stated arguments.
-  async function lookup(): Promise<Candidate | 'unverifiable' | undefined> {
+  /** How many candidates were drawn for each tool: a tool is picked among those tried least, so none is left out. */
+  const tried = new Map<string, number>();
+  const leastTried = (pool: readonly ToolInfo[]): ToolInfo => {
+    const fewest = Math.min(...pool.map((t) => tried.get(t.name) ?? 0));
+    const tool = rng.pick(pool.filter((t) => (tried.get(t.name) ?? 0) === fewest));
+    tried.set(tool.name, fewest + 1);
+    return tool;
+  };
+  /** Argument sets that failed, per tool (`tool args`): a later draw takes others. */
+  const failedArgs = new Set<string>();
+
+  // 2a. lookup: one call with stated arguments (`forced`: of this tool). Arguments that fail are drawn again.
+  async function lookup(forced?: ToolInfo): Promise<Candidate | 'unverifiable' | undefined> {
     const pool = usableTools();
     if (!pool.length) return undefined;
-    const tool = rng.pick(pool);
-    let args: Record<string, unknown>;
-    try {
-      args = synthesizeArgs(tool.inputSchema, { rng, optionalRate: 0.3, candidates: candidates(tool) });
-    } catch {
-      note(tool.name, 'no_discoverable_arguments');
-      return undefined;
+    const tool = forced ?? leastTried(pool);
+    let args: Record<string, unknown> = {};
+    let out: ToolCallOutcome | undefined;
+    for (let draw = 0; draw < ARG_DRAWS && !disabled.has(tool.name); draw++) {
+      try {
+        args = withFixed(tool.inputSchema, synthesizeArgs(tool.inputSchema, { rng, optionalRate: 0.3, candidates: candidates(tool) }));
+      } catch {
+        note(tool.name, 'no_discoverable_arguments');
+        return undefined;
+      }
+      const key = `${tool.name} ${canonical(args)}`;
+      if (failedArgs.has(key)) continue;
+      out = await call(tool.name, args);
+      if (!out.isError) break;
+      failedArgs.add(key);
     }
-    const out = await call(tool.name, args);
-    if (out.isError) {
-      note(tool.name, 'calls_failed');
+    if (!out || out.isError) {
+      note(tool.name, 'calls_failed', out?.text);
       return 'unverifiable';
     }
     const answer = chooseAnswer(out, args, tool, rng);
@@ -732,10 +840,18 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       }
       return { task: render('actionOnly', { action: actionPhrase(tool), args: argText }), difficulty: 1, checks: [check] };
     }
+    return asked(tool, args, answer);
+  }
+
+  /** The task that asks for `answer` from a call of `tool` with `args`, and its checks. */
+  function asked(tool: ToolInfo, args: Record<string, unknown>, answer: Answer): Candidate {
+    const keys = Object.keys(args);
+    const argText = keys.length ? argsPhrase(args) : 'no arguments';
+    const check: Check = { kind: 'tool_called', tool: tool.name, args };
     const single = keys.length === 1 && isIdName(keys[0]) && typeof args[keys[0]] === 'string';
     let task: string;
     if (answer.kind === 'list') task = render('actionList', { action: actionPhrase(tool), args: argText, field: answer.field, noun: answer.noun });
-    else if (answer.kind === 'values') task = render('actionValues', { action: actionPhrase(tool), args: argText, field: answer.field });
+    else if (answer.kind === 'values') task = keys.length ? render('actionValues', { action: actionPhrase(tool), args: argText, field: answer.field }) : render('noArgsValues', { action: actionPhrase(tool), field: answer.field });
     else if (single) task = render('field', { field: answer.field, subject: `the ${idStem(keys[0]) ?? toolNoun(tool.name)} ${args[keys[0]] as string}` });
     else if (keys.length) task = render('actionField', { action: actionPhrase(tool), args: argText, field: answer.field });
     else task = render('noArgsField', { action: actionPhrase(tool), field: answer.field });
@@ -880,10 +996,59 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   // 2d. write: a change asked for in plain words, replayed by a scripted solver on an isolated server, and checked
   // by what a read-only tool shows afterwards (which a fresh server without the change must not show).
   const isKnown = (v: string) => [...keyValues.values()].some((xs) => xs.includes(v));
-  async function write(): Promise<Candidate | 'unverifiable' | undefined> {
+  async function write(forced?: ToolInfo): Promise<Candidate | 'unverifiable' | undefined> {
     const open = opts.isolatedServer;
     if (!open || !writeTools.length) return undefined;
-    const tool = rng.pick(writeTools);
+    const tool = forced ?? leastTried(writeTools);
+    const args = writeArgs(tool);
+    if (!args) return undefined;
+    const evidence = writeEvidence(args, isKnown);
+    const readers = stateReaders(usableTools(), evidence.readerValues);
+    const replayed = await replayOnIsolated(open, [{ tool: tool.name, args }], readers, callTimeoutMs);
+    if ('failed' in replayed) {
+      note(tool.name, 'calls_failed', replayed.detail);
+      return 'unverifiable';
+    }
+    const state = readers.length ? stateCheckOf(readers, replayed, evidence) : undefined;
+    if (!state) {
+      // No reader can be asked about what it wrote (a toggle, a file made as a resource, on a server whose readers
+      // take none of its values): a write that destroys nothing is asked about its own result instead.
+      if (tool.annotations.destructiveHint === false && !readers.some((r) => Object.keys(r.args).length)) return ownResult(open, tool, args, replayed.outputs[0]);
+      note(tool.name, readers.length ? 'replay_failed' : 'nothing_to_ask');
+      return readers.length ? 'unverifiable' : undefined;
+    }
+    return {
+      task: render('write', { action: actionPhrase(tool), args: plainArgs(args) }),
+      difficulty: evidence.strings.length > 2 ? 3 : 2,
+      checks: [{ kind: 'tool_called', tool: tool.name, args }, state],
+      verified: true,
+    };
+  }
+
+  /**
+   * A task on what a write answers itself, when no reader shows the change: the result it gave on a fresh server is
+   * the ground truth only if a second fresh server gives it again (a toggle answers "Started" on a fresh server, and
+   * every rollout gets one). Asked in the words of a lookup.
+   */
+  async function ownResult(open: NonNullable<OfflineOptions['isolatedServer']>, tool: ToolInfo, args: Record<string, unknown>, out: ToolCallOutcome): Promise<Candidate | 'unverifiable' | undefined> {
+    const answer = chooseAnswer(out, args, tool, rng);
+    if (!answer) {
+      note(tool.name, 'nothing_to_ask');
+      return undefined;
+    }
+    const again = await replayOnIsolated(open, [{ tool: tool.name, args }], [], callTimeoutMs);
+    if ('failed' in again || !answer.values.every((v) => answerContains(again.outputs[0].text, v))) {
+      note(tool.name, 'replay_failed');
+      return 'unverifiable';
+    }
+    return { ...asked(tool, args, answer), verified: true };
+  }
+
+  /**
+   * Arguments for a write tool, or undefined (noted) when none can be built. `made`: values a write before it in the
+   * same task creates, by entity key ("name" → ["Quill"]): a reference to an entity takes one of those.
+   */
+  function writeArgs(tool: ToolInfo, made?: Map<string, string[]>): Record<string, unknown> | undefined {
     // A reference to something (entityName, book_id) takes a discovered value; what the write creates is new.
     // A destructive tool removes what exists, so every value it takes is a discovered one (observations to delete).
     const destructive = tool.annotations.destructiveHint !== false;
@@ -891,6 +1056,10 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     const edits = hasKey(tool.inputSchema, OLD_TEXT_NAMES);
     const refs = (ctx: CandidateContext) => {
       if (!ctx.name) return undefined;
+      const fixed = fixedCandidates(ctx.name, ctx.schema);
+      if (fixed) return fixed;
+      const ref = made && entityKey(ctx.name) ? made.get(entityKey(ctx.name)!) : undefined;
+      if (ref?.length && (isIdName(ctx.name) || words(ctx.name).length >= 2)) return ref;
       if (edits && entityKey(ctx.name) === 'path') return [...contentOf.keys()].filter((p) => !folders.has(p));
       // An amount a person asks for in one change is small, and a large one is likelier refused (stock, limits).
       if ((ctx.schema.type === 'integer' || ctx.schema.type === 'number') && !isIdName(ctx.name)) return smallAmounts(ctx.schema);
@@ -901,7 +1070,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     };
     let args: Record<string, unknown>;
     try {
-      args = synthesizeArgs(tool.inputSchema, { rng, optionalRate: 0, candidates: refs });
+      args = withFixed(tool.inputSchema, synthesizeArgs(tool.inputSchema, { rng, optionalRate: 0, candidates: refs }));
     } catch {
       note(tool.name, 'no_discoverable_arguments');
       return undefined;
@@ -915,26 +1084,77 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       }
       args = withOldText(args, uniqueLines(content), rng);
     } else args = newPathsBeside(args, /\b(director(y|ies)|folders?|dirs?)\b/.test(words(tool.name).join(' ')));
-    const evidence = writeEvidence(args, isKnown);
-    const readers = stateReaders(usableTools(), evidence.readerValues);
-    if (!readers.length) {
-      note(tool.name, 'nothing_to_ask');
-      return undefined;
+    return args;
+  }
+
+  /** What a write creates that names a thing, by entity key: `entities: [{name: "Quill"}]` → name → ["Quill"]. */
+  function madeBy(args: Record<string, unknown>): Map<string, string[]> {
+    const made = new Map<string, string[]>();
+    walkObjects(args, (o) => {
+      for (const [k, v] of Object.entries(o)) {
+        const ek = entityKey(k);
+        if (ek && typeof v === 'string' && !isKnown(v)) made.set(ek, [...(made.get(ek) ?? []), v]);
+      }
+    });
+    return made;
+  }
+
+  // 2f. make → use: a write that creates something new (an entity), then a tool that uses it — a reader that shows
+  // it (open_nodes, search_nodes, read_graph) or a write that refers to it (add_observations). On an empty server
+  // this is how the readers, and the writes that need something there, get tasks. `forced`: the tool that uses it;
+  // `maker`: the write that makes it.
+  async function makeThenUse(forced: ToolInfo, maker: ToolInfo): Promise<Candidate | 'unverifiable' | undefined> {
+    const open = opts.isolatedServer;
+    if (!open) return undefined;
+    const makeArgs = writeArgs(maker);
+    if (!makeArgs) return undefined;
+    const made = madeBy(makeArgs);
+    const madeValues = [...made.values()].flat();
+    if (!madeValues.length) return undefined;
+    const first = render('write', { action: actionPhrase(maker), args: plainArgs(makeArgs) });
+    const makeCall = { kind: 'tool_called' as const, tool: maker.name, args: makeArgs };
+    if (forced.annotations.readOnlyHint === true) {
+      // The reader is asked for what was made: it must show it after the write, and an untouched server must not.
+      const readers = stateReaders([forced], madeValues);
+      if (!readers.length) return undefined;
+      const reader = rng.pick(readers);
+      const evidence = writeEvidence(makeArgs, isKnown);
+      const replayed = await replayOnIsolated(open, [{ tool: maker.name, args: makeArgs }], [reader], callTimeoutMs);
+      if ('failed' in replayed) return 'unverifiable';
+      const state = stateCheckOf([reader], replayed, evidence);
+      if (!state) {
+        note(forced.name, 'replay_failed');
+        return 'unverifiable';
+      }
+      const callText = Object.keys(reader.args).length ? `${actionPhrase(forced)} with ${plainArgs(reader.args)}` : actionPhrase(forced);
+      return {
+        task: `${first} ${render('thenRead', { call: callText })}`,
+        difficulty: 3,
+        checks: [makeCall, { kind: 'tool_called', tool: forced.name, args: reader.args }, state],
+        verified: true,
+      };
     }
-    const replayed = await replayOnIsolated(open, [{ tool: tool.name, args }], readers, callTimeoutMs);
+    const useArgs = writeArgs(forced, made);
+    if (!useArgs || !stringLeaves(useArgs).some((v) => madeValues.includes(v))) return undefined;
+    const known = (v: string) => isKnown(v) || madeValues.includes(v);
+    const evidence = writeEvidence(useArgs, known);
+    const readers = stateReaders(usableTools(), evidence.readerValues);
+    if (!readers.length) return undefined;
+    const replayed = await replayOnIsolated(open, [{ tool: maker.name, args: makeArgs }, { tool: forced.name, args: useArgs }], readers, callTimeoutMs);
     if ('failed' in replayed) {
-      note(tool.name, 'calls_failed');
+      if (replayed.failed === forced.name) note(forced.name, 'calls_failed');
       return 'unverifiable';
     }
-    const state = stateCheckOf(readers, replayed, evidence);
-    if (!state) {
-      note(tool.name, 'replay_failed');
+    // What only the second write shows (its new values): the first alone would not pass it.
+    const state = stateCheckOf(readers, replayed, { ...evidence, values: [] });
+    if (!state || state.kind !== 'state_contains') {
+      note(forced.name, 'replay_failed');
       return 'unverifiable';
     }
     return {
-      task: render('write', { action: actionPhrase(tool), args: plainArgs(args) }),
-      difficulty: evidence.strings.length > 2 ? 3 : 2,
-      checks: [{ kind: 'tool_called', tool: tool.name, args }, state],
+      task: `${first} ${render('thenWrite', { action: actionPhrase(forced), args: plainArgs(useArgs) })}`,
+      difficulty: 3,
+      checks: [makeCall, { kind: 'tool_called', tool: forced.name, args: useArgs }, state],
       verified: true,
     };
   }
@@ -1056,6 +1276,66 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     ? [[0.25, lookup], [0.2, chain], [0.1, flow], [0.25, write], [0.2, found]]
     : [[0.35, lookup], [0.3, chain], [0.15, flow], [0.2, found]];
 
+  /** Keeps a candidate if it passes every filter and its replay; says whether it was kept. */
+  async function consider(c: Candidate | 'unverifiable' | undefined): Promise<boolean> {
+    if (c === undefined) return false;
+    if (c === 'unverifiable') {
+      droppedUnverifiable++;
+      return false;
+    }
+    const firstCall = c.checks.find((k) => k.kind === 'tool_called');
+    const entityKey = canonical(firstCall?.kind === 'tool_called' ? firstCall.args : {});
+    if (partition && hashString(entityKey) % partition.of !== partition.index) {
+      droppedExcluded++;
+      return false;
+    }
+    if (excludedEntities.size && [...scalarArgValues(c.checks.map((k) => (k.kind === 'tool_called' ? k.args : k.value)))].some((v) => excludedEntities.has(v))) {
+      droppedExcluded++;
+      return false;
+    }
+    // A value the task already states is no test of the agent.
+    const taskNorm = c.task.toLowerCase();
+    if (c.checks.some((k) => k.kind === 'answer_contains' && answerContains(taskNorm, k.value))) return false;
+    const checksKey = canonical(c.checks.map((k) => (k.kind === 'tool_called' ? { tool: k.tool, args: k.args } : k.value)));
+    const calledTools = c.checks.flatMap((k) => (k.kind === 'tool_called' ? [k.tool] : []));
+    if (seenChecks.has(checksKey) || dupFilter.isDuplicate(c.task)) {
+      droppedDuplicates++;
+      for (const t of calledTools) note(t, 'only_duplicates');
+      return false;
+    }
+    if (!(await replay(c))) {
+      droppedUnverifiable++;
+      for (const t of calledTools) note(t, 'replay_failed');
+      return false;
+    }
+    seenChecks.add(checksKey);
+    dupFilter.add(c.task);
+    scenarios.push({ id: `schema-${hashString(c.task + checksKey).toString(16).padStart(8, '0')}`, task: c.task, difficulty: c.difficulty, source: 'schema', checks: c.checks });
+    return true;
+  }
+
+  // First round: every allowed tool gets a few candidates of its own (until one is kept), so that which tools are
+  // covered does not hang on the seed's draws; then shapes are drawn at random.
+  for (const tool of [...tools, ...writeTools]) {
+    for (let i = 0; i < FIRST_ROUND_TRIES && scenarios.length < count && attempts < maxAttempts && !disabled.has(tool.name); i++) {
+      attempts++;
+      if (await consider(tool.annotations.readOnlyHint === true ? await lookup(tool) : await write(tool))) break;
+    }
+  }
+  // Tools the first round left without a scenario (readers of an empty graph, writes that need something there):
+  // a task that makes something first, then uses it.
+  // Each write that makes something new (not destructive) is tried as the maker in turn.
+  const covered = () => scenariosPerTool(scenarios);
+  const makers = writeTools.filter((t) => t.annotations.destructiveHint === false);
+  for (const tool of [...tools, ...writeTools]) {
+    for (let i = 0; i < FIRST_ROUND_TRIES * makers.length && scenarios.length < count && attempts < maxAttempts && !disabled.has(tool.name) && !covered().has(tool.name); i++) {
+      const maker = makers[i % makers.length];
+      if (maker.name === tool.name) continue;
+      attempts++;
+      await consider(await makeThenUse(tool, maker));
+    }
+  }
+
   while (scenarios.length < count && attempts < maxAttempts && usableTools().length) {
     attempts++;
     let r = rng.next();
@@ -1067,40 +1347,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       }
       r -= w;
     }
-    const c = await shape();
-    if (c === undefined) continue;
-    if (c === 'unverifiable') {
-      droppedUnverifiable++;
-      continue;
-    }
-    const firstCall = c.checks.find((k) => k.kind === 'tool_called');
-    const entityKey = canonical(firstCall?.kind === 'tool_called' ? firstCall.args : {});
-    if (partition && hashString(entityKey) % partition.of !== partition.index) {
-      droppedExcluded++;
-      continue;
-    }
-    if (excludedEntities.size && [...scalarArgValues(c.checks.map((k) => (k.kind === 'tool_called' ? k.args : k.value)))].some((v) => excludedEntities.has(v))) {
-      droppedExcluded++;
-      continue;
-    }
-    // A value the task already states is no test of the agent.
-    const taskNorm = c.task.toLowerCase();
-    if (c.checks.some((k) => k.kind === 'answer_contains' && answerContains(taskNorm, k.value))) continue;
-    const checksKey = canonical(c.checks.map((k) => (k.kind === 'tool_called' ? { tool: k.tool, args: k.args } : k.value)));
-    const calledTools = c.checks.flatMap((k) => (k.kind === 'tool_called' ? [k.tool] : []));
-    if (seenChecks.has(checksKey) || dupFilter.isDuplicate(c.task)) {
-      droppedDuplicates++;
-      for (const t of calledTools) note(t, 'only_duplicates');
-      continue;
-    }
-    if (!(await replay(c))) {
-      droppedUnverifiable++;
-      for (const t of calledTools) note(t, 'replay_failed');
-      continue;
-    }
-    seenChecks.add(checksKey);
-    dupFilter.add(c.task);
-    scenarios.push({ id: `schema-${hashString(c.task + checksKey).toString(16).padStart(8, '0')}`, task: c.task, difficulty: c.difficulty, source: 'schema', checks: c.checks });
+    await consider(await shape());
   }
 
   return {
@@ -1110,7 +1357,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     droppedExcluded,
     attempts,
     readOnlyTools: tools.map((t) => t.name),
-    coverage: coverageOf(allTools, scenarios, excluded, furthest),
+    coverage: coverageOf(allTools, scenarios, excluded, furthest, lastError),
     entities,
   };
 }
@@ -1377,6 +1624,61 @@ function safeRealpath(dir: string): string {
   }
 }
 
+/** Files a tool that reads media is given first (and a tool that reads text is not, when there are others). */
+const MEDIA_FILE = /\.(png|jpe?g|gif|webp|bmp|ico|tiff?|mp3|wav|ogg|oga|flac|m4a|aac|mp4|webm)$/i;
+
+/** Argument draws for one lookup: arguments that failed are drawn again, up to this many times. */
+const ARG_DRAWS = 4;
+
+/** Candidates each allowed tool gets in the first round, before shapes are drawn at random: until one is kept. */
+const FIRST_ROUND_TRIES = 3;
+
+/** Arguments that make a call take time (a duration, a number of steps): given the least the schema allows. */
+const DURATION_NAMES = /^(duration|delay|sleep|wait|interval|steps|iterations|rounds|seconds|secs)(_?(ms|s|secs?|seconds))?$|^(duration|delay|sleep|wait)_?\w*$/i;
+
+/** A small text as a data: URI, for an argument that takes the URL or data URI of content to fetch. */
+const DATA_URI = 'data:text/plain;base64,' + Buffer.from('hello world\n').toString('base64');
+
+/** The least a numeric schema allows (1 when it sets no minimum). */
+function leastAmount(schema: JsonSchema): number {
+  if (typeof schema.minimum === 'number') return schema.minimum;
+  if (typeof schema.exclusiveMinimum === 'number') return schema.type === 'integer' ? Math.floor(schema.exclusiveMinimum) + 1 : schema.exclusiveMinimum + 1;
+  return 1;
+}
+
+/**
+ * Values an argument gets whatever was discovered: the least duration or number of steps (a long-running
+ * operation then ends within the call timeout), and a data: URI for content to fetch (no network is needed).
+ */
+function fixedCandidates(name: string, schema: JsonSchema): unknown[] | undefined {
+  if ((schema.type === 'number' || schema.type === 'integer') && DURATION_NAMES.test(name)) return [leastAmount(schema)];
+  if (schema.type === 'string' && (schema.format === 'uri' || schema.format === 'url') && /\bdata uri\b/i.test(String(schema.description ?? ''))) return [DATA_URI];
+  return undefined;
+}
+
+/**
+ * `args` with every top-level argument that has a fixed value (see fixedCandidates) set to it, optional ones too:
+ * left out, the server's default applies (a 10-second operation, a URL on the network).
+ */
+function withFixed(schema: JsonSchema, args: Record<string, unknown>): Record<string, unknown> {
+  const props = (schema.properties ?? {}) as Record<string, JsonSchema>;
+  const out = { ...args };
+  for (const [k, s] of Object.entries(props)) {
+    const fixed = fixedCandidates(k, s);
+    if (fixed && !(k in out)) out[k] = fixed[0];
+  }
+  return validates(schema, out) ? out : args;
+}
+
+/** What a tool's path argument names: a folder (list_directory, directory_tree, search_files), a file, or either. */
+function pathKind(tool: ToolInfo): 'folder' | 'file' | undefined {
+  const name = words(tool.name).join(' ');
+  if (/\b(director(y|ies)|folders?|dirs?|tree)\b/.test(name)) return 'folder';
+  if (/\bsearch\b/.test(name) && hasKey(tool.inputSchema, GLOB_NAMES)) return 'folder';
+  if (/\b(read|file|files|media|text)\b/.test(name)) return 'file';
+  return undefined;
+}
+
 /** Discovery rounds after the first (each feeds what the last one found back in), and calls per tool in each. */
 const DISCOVERY_ROUNDS = 3;
 const DISCOVERY_CALLS_PER_TOOL = 3;
@@ -1399,6 +1701,7 @@ function coverageOf(
   scenarios: Scenario[],
   excluded: Map<string, { reason: NoScenarioReason; detail?: string }>,
   furthest: Map<string, number>,
+  lastError: ReadonlyMap<string, string>,
 ): ToolCoverage[] {
   const made = scenariosPerTool(scenarios);
   const stateChecked = scenariosPerTool(scenarios.filter((s) => s.checks?.some(isStateCheck)));
@@ -1406,7 +1709,9 @@ function coverageOf(
     const n = made.get(t.name) ?? 0;
     if (n > 0) return { tool: t.name, scenarios: n, stateChecked: stateChecked.get(t.name) ?? 0 };
     const stage = furthest.get(t.name);
-    return { tool: t.name, scenarios: 0, stateChecked: 0, ...(excluded.get(t.name) ?? { reason: stage === undefined ? 'not_tried' : STAGES[stage] }) };
+    const reason = stage === undefined ? 'not_tried' : STAGES[stage];
+    const detail = reason === 'calls_failed' ? lastError.get(t.name) : undefined;
+    return { tool: t.name, scenarios: 0, stateChecked: 0, ...(excluded.get(t.name) ?? { reason, ...(detail ? { detail } : {}) }) };
   });
 }
 
@@ -1465,8 +1770,10 @@ function discoveryArgs(tool: ToolInfo): Record<string, unknown>[] {
   const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
   const required = requiredNames(tool);
   const base: Record<string, unknown> = {};
-  // Ask for as many results as allowed.
+  // Ask for as many results as allowed, in the least time.
   for (const [k, s] of Object.entries(props)) {
+    const fixed = fixedCandidates(k, s);
+    if (fixed && typeof fixed[0] === 'number') base[k] = fixed[0];
     if (/^(max|limit|count|top|page_?size|per_?page|n|num|k)(_|$)|max_?results|limit$/i.test(k) && typeof s.maximum === 'number') base[k] = s.maximum;
   }
   for (const r of required) {

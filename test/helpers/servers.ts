@@ -208,6 +208,19 @@ export const USER_FILES: Record<string, string> = {
   'config.json': JSON.stringify({ name: 'demo', port: 8080 }, null, 2) + '\n',
 };
 
+/** A valid 1×1 PNG (70 bytes): an image for server-filesystem's read_media_file. */
+export const PIXEL_PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
+
+/** USER_FILES and an image (pixel.png), as a folder with a picture in it would hold them. */
+export const USER_FILES_WITH_IMAGE: Record<string, string | Buffer> = { ...USER_FILES, 'pixel.png': PIXEL_PNG };
+
+/** A fresh temp folder holding USER_FILES_WITH_IMAGE. */
+export function folderWithFilesAndImage(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mcprl-user-files-'));
+  for (const [name, data] of Object.entries(USER_FILES_WITH_IMAGE)) writeFileSync(path.join(dir, name), data);
+  return dir;
+}
+
 /** A fresh temp folder holding USER_FILES. */
 export function folderWithFiles(): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'mcprl-user-files-'));
