@@ -73,6 +73,24 @@ behaves('streamable HTTP', async () => {
   return { kind: 'http', url: http.url };
 });
 
+describe('server-everything: a task-only tool', () => {
+  it('is called as an MCP task (execution.taskSupport required) and returns its result like any tool', async () => {
+    // Isolated: the tool is not read-only, so the safety policy lets it run only on a server of the session's own.
+    const s = await connect(everythingStdioTarget(), { isolated: true });
+    try {
+      const tool = (await s.listTools()).find((t) => t.name === 'simulate-research-query');
+      expect(tool?.taskSupport).toBe('required');
+      // A plain tools/call is refused by the server ("requires task-based execution"); as a task it runs its four
+      // stages and the final result comes back like any tool's.
+      const r = await s.callTool('simulate-research-query', { topic: 'tides' });
+      expect(r.isError, r.text).toBe(false);
+      expect(r.text).toContain('# Research Report: tides');
+    } finally {
+      await s.close();
+    }
+  }, 60_000);
+});
+
 describe('server-everything lifecycle', () => {
   it('close() stops the stdio server process', async () => {
     const s = await connect(everythingStdioTarget());

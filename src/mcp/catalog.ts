@@ -28,5 +28,6 @@ export function toToolInfo(tool: Tool): ToolInfo {
   const title = tool.title ?? a.title;
   if (title !== undefined) info.title = title;
   if (tool.outputSchema) info.outputSchema = tool.outputSchema as Record<string, unknown>;
+  if (tool.execution?.taskSupport) info.taskSupport = tool.execution.taskSupport;
   return info;
 }

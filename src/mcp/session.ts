@@ -341,11 +341,17 @@ export class McpSession {
     if (!decision.allowed) return { ...fail(decision.reason), refused: { remedy: decision.remedy } };
     if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled before it started.`);
 
-    const invoke = async (conn: Connection): Promise<CallToolResult> =>
-      (await conn.client.callTool({ name, arguments: args }, undefined, {
-        timeout: timeoutMs,
-        signal: opts.signal,
-      })) as CallToolResult;
+    const requestOptions = { timeout: timeoutMs, signal: opts.signal };
+    const invoke = async (conn: Connection): Promise<CallToolResult> => {
+      if (tool.taskSupport !== 'required') return (await conn.client.callTool({ name, arguments: args }, undefined, requestOptions)) as CallToolResult;
+      // A task-only tool: the SDK creates the task, polls its status and fetches the result; the stream ends with
+      // the result or an error, which is thrown like a plain call's.
+      for await (const message of conn.client.experimental.tasks.callToolStream({ name, arguments: args }, undefined, requestOptions)) {
+        if (message.type === 'result') return message.result as CallToolResult;
+        if (message.type === 'error') throw message.error;
+      }
+      throw new Error('the task ended without a result');
+    };
 
     let conn = await this.live();
     let result: CallToolResult;

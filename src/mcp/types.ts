@@ -29,6 +29,11 @@ export interface ToolInfo {
   inputSchema: Record<string, unknown>;
   outputSchema?: Record<string, unknown>;
   annotations: ToolAnnotations;
+  /**
+   * The tool's `execution.taskSupport` when the server sets it: `required` tools run only as MCP tasks (SEP-1686),
+   * which callTool does through the SDK's task stream (create, poll, result).
+   */
+  taskSupport?: 'forbidden' | 'optional' | 'required';
 }
 
 /** A tool call's result, normalised to text a model can read. Tool failures are data, not exceptions. */
