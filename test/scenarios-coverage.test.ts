@@ -7,54 +7,16 @@
  * every check, and by a do-nothing agent, which must pass none; both are scripted policies behind an
  * OpenAI-compatible HTTP double (standing in for a remote model, which cannot run here).
  */
-import { afterAll, describe, expect, it } from 'vitest';
-import { OpenAIPolicy } from '../src/agent/policy.js';
-import { rolloutGroups } from '../src/agent/rollout.js';
-import { connect, SafetyPolicy } from '../src/mcp/index.js';
-import type { Target } from '../src/mcp/types.js';
-import { scoreChecks } from '../src/ruler/checks.js';
-import { generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline.js';
-import type { Scenario } from '../src/scenarios/scenario.js';
-import type { OpenAIDouble } from './doubles/openai-double.js';
-import { goodStrategy, scriptedStrategy, startPolicyDouble } from './doubles/policy-double.js';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SafetyPolicy } from '../src/mcp/index.js';
+import type { OfflineResult } from '../src/scenarios/offline.js';
+import { calledTool, closeDoubles, expectOracleAllIdleNone, generateFor as generate, type Setup } from './helpers/scenario-setups.js';
 import { everythingStdioTarget, filesystemTarget, folderWithFilesAndImage, memoryTarget } from './helpers/servers.js';
 
-const doubles: OpenAIDouble[] = [];
-afterAll(async () => {
-  await Promise.all(doubles.map((d) => d.close()));
-});
-
-interface Setup {
-  target: Target;
-  sandboxFrom?: string;
-  safety: SafetyPolicy;
-}
-
-async function generate(s: Setup, count: number, seed: number): Promise<OfflineResult> {
-  const opts = { sandboxFrom: s.sandboxFrom, policy: s.safety };
-  const session = await connect(s.target, opts);
-  try {
-    return await generateOfflineScenarios(session, { count, seed, isolatedServer: () => connect(s.target, { ...opts, isolated: true }) });
-  } finally {
-    await session.close();
-  }
-}
-
-async function scores(s: Setup, scenarios: Scenario[], strategy: Parameters<typeof startPolicyDouble>[0]): Promise<number[]> {
-  const double = await startPolicyDouble(strategy);
-  doubles.push(double);
-  const policy = new OpenAIPolicy({ baseURL: double.baseURL, model: 'scripted', maxRetries: 0 });
-  const groups = await rolloutGroups({ policy, target: s.target, scenarios, rolloutsPerGroup: 1, concurrency: 2, isolate: true, sandboxFrom: s.sandboxFrom, policyForSafety: s.safety });
-  return scenarios.map((sc, i) => scoreChecks(groups[i][0], sc).fraction);
-}
-
-const calledTool = (s: Scenario): string | undefined => {
-  const c = s.checks?.find((k) => k.kind === 'tool_called');
-  return c?.kind === 'tool_called' ? c.tool : undefined;
-};
+afterAll(closeDoubles);
 
 /** Tools without a scenario, with their reasons, other than those the policy refuses. */
 const uncoveredAllowed = (r: OfflineResult) => r.coverage.filter((c) => c.scenarios === 0 && c.reason !== 'refused_by_policy').map((c) => `${c.tool} (${c.reason})`);
@@ -77,12 +39,7 @@ describe('server-filesystem on three text files and a 1×1 PNG: every allowed to
         for (const t of ['list_directory', 'read_text_file', 'read_file', 'search_files']) expect(r.coverage.find((c) => c.tool === t)?.scenarios, t).toBeGreaterThan(0);
         if (seed === 1) {
           const asked = [...media, ...allowed];
-          const oracle = await scores(setup, asked, goodStrategy(asked));
-          const idle = await scores(setup, asked, scriptedStrategy([], ''));
-          asked.forEach((s, i) => {
-            expect(oracle[i], s.task).toBe(1);
-            expect(idle[i], s.task).toBe(0);
-          });
+          await expectOracleAllIdleNone(setup, asked);
         }
       }, 300_000);
     }
@@ -105,12 +62,7 @@ describe('server-memory on an empty graph: make → use, so its readers and add_
         expect(s.task).not.toMatch(/[{}[\]]|entityName|entityType/);
       }
       if (seed === 1) {
-        const oracle = await scores(setup, chains, goodStrategy(chains));
-        const idle = await scores(setup, chains, scriptedStrategy([], ''));
-        chains.forEach((s, i) => {
-          expect(oracle[i], s.task).toBe(1);
-          expect(idle[i], s.task).toBe(0);
-        });
+        await expectOracleAllIdleNone(setup, chains);
       }
     }, 300_000);
   }
@@ -141,12 +93,7 @@ describe('server-everything under --isolate: long-running, gzip and toggle tools
       }
       if (seed === 1) {
         const asked = ['trigger-long-running-operation', 'gzip-file-as-resource', 'toggle-simulated-logging', 'toggle-subscriber-updates'].flatMap(by);
-        const oracle = await scores(setup, asked, goodStrategy(asked));
-        const idle = await scores(setup, asked, scriptedStrategy([], ''));
-        asked.forEach((s, i) => {
-          expect(oracle[i], s.task).toBe(1);
-          expect(idle[i], s.task).toBe(0);
-        });
+        await expectOracleAllIdleNone(setup, asked);
       }
     }, 600_000);
   }

@@ -13,58 +13,14 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { OpenAIPolicy } from '../src/agent/policy.js';
-import { rolloutGroups } from '../src/agent/rollout.js';
-import { connect, SafetyPolicy } from '../src/mcp/index.js';
-import type { Target } from '../src/mcp/types.js';
-import { scoreChecks } from '../src/ruler/checks.js';
-import { generateOfflineScenarios } from '../src/scenarios/offline.js';
+import { SafetyPolicy } from '../src/mcp/index.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
-import type { OpenAIDouble } from './doubles/openai-double.js';
-import { goodStrategy, scriptedStrategy, startPolicyDouble } from './doubles/policy-double.js';
+import { calledTool, closeDoubles, expectOracleAllIdleNone, generateFor, type Setup } from './helpers/scenario-setups.js';
 import { filesystemTarget, fixtureStdioTarget, folderWithFiles, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
 
-const doubles: OpenAIDouble[] = [];
-afterAll(async () => {
-  await Promise.all(doubles.map((d) => d.close()));
-});
+afterAll(closeDoubles);
 
-interface Setup {
-  target: Target;
-  sandboxFrom?: string;
-  safety: SafetyPolicy;
-}
-
-async function generate(s: Setup, count: number, seed: number): Promise<Scenario[]> {
-  const opts = { sandboxFrom: s.sandboxFrom, policy: s.safety };
-  const session = await connect(s.target, opts);
-  try {
-    const r = await generateOfflineScenarios(session, { count, seed, maxAttempts: count * 6, isolatedServer: () => connect(s.target, { ...opts, isolated: true }) });
-    return r.scenarios;
-  } finally {
-    await session.close();
-  }
-}
-
-async function expectOracleAllIdleNone(s: Setup, scenarios: Scenario[]): Promise<void> {
-  const run = async (strategy: Parameters<typeof startPolicyDouble>[0]) => {
-    const double = await startPolicyDouble(strategy);
-    doubles.push(double);
-    const policy = new OpenAIPolicy({ baseURL: double.baseURL, model: 'scripted', maxRetries: 0 });
-    return rolloutGroups({ policy, target: s.target, scenarios, rolloutsPerGroup: 1, concurrency: 2, isolate: true, sandboxFrom: s.sandboxFrom, policyForSafety: s.safety });
-  };
-  const good = await run(goodStrategy(scenarios));
-  const idle = await run(scriptedStrategy([], ''));
-  scenarios.forEach((sc, i) => {
-    expect(scoreChecks(good[i][0], sc).fraction, `${sc.task}\n${JSON.stringify(sc.checks)}\n${JSON.stringify(good[i][0].state)}`).toBe(1);
-    expect(scoreChecks(idle[i][0], sc).fraction, sc.task).toBe(0);
-  });
-}
-
-const calledTool = (s: Scenario): string | undefined => {
-  const c = s.checks?.find((k) => k.kind === 'tool_called');
-  return c?.kind === 'tool_called' ? c.tool : undefined;
-};
+const generate = async (s: Setup, count: number, seed: number): Promise<Scenario[]> => (await generateFor(s, count, seed, { maxAttempts: count * 6 })).scenarios;
 const hasState = (s: Scenario) => (s.checks ?? []).some((c) => c.kind.startsWith('state_'));
 
 describe('tools that had no scenario', () => {
