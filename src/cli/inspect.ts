@@ -4,6 +4,7 @@
 import type { Command } from 'commander';
 import { connect, type McpSession } from '../mcp/session.js';
 import { McpConnectError, McpListError } from '../mcp/errors.js';
+import { errorLine } from '../util/errors.js';
 import { inspectSession, type InspectReport } from '../mcp/inspect.js';
 import type { PolicyDecision } from '../mcp/policy.js';
 import type { ToolInfo } from '../mcp/types.js';
@@ -63,8 +64,7 @@ export function formatInspectTable(report: InspectReport, width = 120, decide?: 
 
 /** One line for stderr, whatever the error. */
 export function oneLineError(err: unknown): string {
-  const msg = err instanceof Error ? err.message : String(err);
-  return msg.replace(/\s+/g, ' ').trim();
+  return errorLine(err);
 }
 
 export function registerInspect(program: Command): Command {

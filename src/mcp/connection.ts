@@ -10,6 +10,7 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { errorLine, oneLine } from '../util/errors.js';
 import { McpConnectError } from './errors.js';
 import { authRequired, storedLoginProvider, type StoredLoginProvider } from './oauth-provider.js';
 import { redact, secretsOf, secretValues } from './redact.js';
@@ -93,14 +94,6 @@ const NETWORK_CODES: Record<string, string> = {
   DEPTH_ZERO_SELF_SIGNED_CERT: 'self-signed TLS certificate',
   UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'TLS certificate not trusted',
 };
-
-function oneLine(s: string): string {
-  return s.replace(/\s+/g, ' ').trim();
-}
-
-function describe(err: unknown): string {
-  return oneLine(err instanceof Error ? err.message : String(err));
-}
 
 /**
  * Races `p` against a timer; on timeout calls `onTimeout` (which should tear the attempt down) and rejects
@@ -199,8 +192,8 @@ async function openStdio(target: Extract<Target, { kind: 'stdio' }>, opts: OpenO
     if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) {
       throw new McpConnectError('TIMEOUT', `${what} did not complete initialize within ${opts.timeoutMs} ms`, { cause: err });
     }
-    if (code) throw new McpConnectError('SPAWN_FAILED', `cannot start ${target.command}: ${describe(err)}`, { cause: err });
-    throw new McpConnectError('PROTOCOL', `${what} failed to initialize: ${describe(err)}`, { cause: err });
+    if (code) throw new McpConnectError('SPAWN_FAILED', `cannot start ${target.command}: ${errorLine(err)}`, { cause: err });
+    throw new McpConnectError('PROTOCOL', `${what} failed to initialize: ${errorLine(err)}`, { cause: err });
   }
 }
 
@@ -219,7 +212,7 @@ export function httpFailure(url: string, err: unknown, timeoutMs: number): McpCo
     return new McpConnectError('UNREACHABLE', `cannot reach ${url}: ${NETWORK_CODES[code]} (${code})`, { cause: err });
   }
   if (err instanceof TypeError && /fetch failed/i.test(err.message)) {
-    return new McpConnectError('UNREACHABLE', `cannot reach ${url}: ${describe(err.cause ?? err)}`, { cause: err });
+    return new McpConnectError('UNREACHABLE', `cannot reach ${url}: ${errorLine(err.cause ?? err)}`, { cause: err });
   }
   const status = httpStatusOf(err);
   if (status === 401 || status === 403) {
@@ -229,11 +222,11 @@ export function httpFailure(url: string, err: unknown, timeoutMs: number): McpCo
       { cause: err },
     );
   }
-  if (status !== undefined) return new McpConnectError('HTTP_ERROR', `HTTP ${status} from ${url}: ${describe(err)}`, { cause: err });
+  if (status !== undefined) return new McpConnectError('HTTP_ERROR', `HTTP ${status} from ${url}: ${errorLine(err)}`, { cause: err });
   if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) {
     return new McpConnectError('TIMEOUT', `HTTP server ${url} did not complete initialize within ${timeoutMs} ms`, { cause: err });
   }
-  return new McpConnectError('PROTOCOL', `HTTP server ${url} failed to initialize: ${describe(err)}`, { cause: err });
+  return new McpConnectError('PROTOCOL', `HTTP server ${url} failed to initialize: ${errorLine(err)}`, { cause: err });
 }
 
 /** True when the target's own headers carry credentials: they take precedence over a stored OAuth login. */

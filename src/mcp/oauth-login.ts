@@ -12,6 +12,7 @@ import { auth, extractWWWAuthenticateParams, type OAuthClientProvider, type OAut
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { httpFailure } from './connection.js';
+import { errorLine } from '../util/errors.js';
 import { McpConnectError } from './errors.js';
 import { expiryOf, loginSecrets, readLogin, saveLogin, serverKey, withLoginLock } from './oauth-store.js';
 import { redact, secretValues } from './redact.js';
@@ -266,8 +267,7 @@ export async function login(url: string, opts: LoginOptions = {}): Promise<Login
       throw err;
     }
     // The SDK's OAuth errors (invalid_client, a failed registration, …) become one AUTH_FAILED line.
-    const msg = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
-    throw new McpConnectError('AUTH_FAILED', `login to ${url} failed: ${redact(msg, secretValues(provider?.secrets() ?? []))}`, { cause: err });
+    throw new McpConnectError('AUTH_FAILED', `login to ${url} failed: ${redact(errorLine(err), secretValues(provider?.secrets() ?? []))}`, { cause: err });
   } finally {
     await listener.close();
   }

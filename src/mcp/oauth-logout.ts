@@ -7,6 +7,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { errorLine, oneLine } from '../util/errors.js';
 import { McpConnectError } from './errors.js';
 import { authorizationServerOf } from './oauth-provider.js';
 import {
@@ -80,7 +81,7 @@ async function revoke(url: string, login: StoredLogin): Promise<{ revoked: Revok
       const res = await fetch(endpoint, { method: 'POST', headers, body, signal: AbortSignal.timeout(REVOCATION_TIMEOUT_MS) });
       // RFC 7009 §2.2: 200 whether or not the token was still valid.
       if (res.status !== 200) {
-        const text = (await res.text().catch(() => '')).replace(/\s+/g, ' ').trim().slice(0, 200);
+        const text = oneLine(await res.text().catch(() => '')).slice(0, 200);
         return { revoked, notRevoked: `${endpoint} answered HTTP ${res.status} to revoking the ${hint.replace('_', ' ')}${text ? `: ${redact(text, secrets)}` : ''}` };
       }
       await res.body?.cancel().catch(() => undefined);
@@ -88,8 +89,7 @@ async function revoke(url: string, login: StoredLogin): Promise<{ revoked: Revok
     }
     return { revoked };
   } catch (err) {
-    const msg = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
-    return { revoked, notRevoked: `revocation failed: ${redact(msg, secrets)}` };
+    return { revoked, notRevoked: `revocation failed: ${redact(errorLine(err), secrets)}` };
   }
 }
 

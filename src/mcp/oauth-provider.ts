@@ -10,6 +10,7 @@
 import { discoverOAuthServerInfo, refreshAuthorization } from '@modelcontextprotocol/sdk/client/auth.js';
 import { InvalidClientError, InvalidGrantError, UnauthorizedClientError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import type { AuthorizationServerMetadata } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { errorLine } from '../util/errors.js';
 import { McpConnectError } from './errors.js';
 import { expiryOf, loginSecrets, readLogin, saveLogin, serverKey, withLoginLock, type LoginLockOptions, type StoredLogin } from './oauth-store.js';
 
@@ -20,8 +21,6 @@ const EXPIRY_MARGIN_MS = 30_000;
 export function authRequired(url: string, why?: string): McpConnectError {
   return new McpConnectError('AUTH_REQUIRED', `${url} requires OAuth: run \`mcprl login ${url}\`${why ? ` (${why})` : ''}`);
 }
-
-const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
 
 /** The authorization server of a stored login, as its MCP server's protected-resource metadata names it. */
 export interface AuthorizationServer {
@@ -37,7 +36,7 @@ export async function authorizationServerOf(url: string, login: StoredLogin): Pr
     const info = await discoverOAuthServerInfo(url, { resourceMetadataUrl: login.resourceMetadataUrl ? new URL(login.resourceMetadataUrl) : undefined });
     return { url: info.authorizationServerUrl, metadata: info.authorizationServerMetadata, resource: info.resourceMetadata?.resource };
   } catch (err) {
-    throw new McpConnectError('AUTH_FAILED', `cannot find the authorization server of ${url}: ${oneLine(err)}`, { cause: err });
+    throw new McpConnectError('AUTH_FAILED', `cannot find the authorization server of ${url}: ${errorLine(err)}`, { cause: err });
   }
 }
 
@@ -126,7 +125,7 @@ export class StoredLoginProvider {
         this.refused = true;
         throw authRequired(this.url, 'the stored login was refused by its authorization server');
       }
-      throw new McpConnectError('AUTH_FAILED', `refreshing the login of ${this.url} at ${server.url} failed: ${oneLine(err)}`, { cause: err });
+      throw new McpConnectError('AUTH_FAILED', `refreshing the login of ${this.url} at ${server.url} failed: ${errorLine(err)}`, { cause: err });
     }
     await this.persist({ ...this.login, tokens, expiresAt: expiryOf(tokens) });
   }

@@ -17,6 +17,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { toToolInfo } from './catalog.js';
 import { isConnectionLost, isRequestNotDelivered, openConnection, type Connection, type TransportKind } from './connection.js';
+import { errorLine } from '../util/errors.js';
 import { McpConnectError, McpListError } from './errors.js';
 import { capText, DEFAULT_MAX_OUTPUT_CHARS, mediaBlocks, resultToText } from './normalize.js';
 import { SafetyPolicy } from './policy.js';
@@ -55,10 +56,6 @@ export interface ServerIdentity {
 }
 
 const CLIENT_VERSION = '0.1.0';
-
-function describe(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
-}
 
 /** The SDK's messages when a server's structuredContent breaks (or omits) its own outputSchema. */
 function isOutputSchemaViolation(err: unknown): boolean {
@@ -233,7 +230,7 @@ export class McpSession {
           // A server that declares a capability but does not implement the list method has nothing to list.
           if (err instanceof McpError && err.code === ErrorCode.MethodNotFound) return [];
           if (isRequestNotDelivered(err) || isConnectionLost(err)) throw err;
-          throw new McpListError('REQUEST_FAILED', `listing ${what} failed: ${describe(err)}`, { cause: err });
+          throw new McpListError('REQUEST_FAILED', `listing ${what} failed: ${errorLine(err)}`, { cause: err });
         }
         items.push(...result.items);
         const next = result.nextCursor;
@@ -373,16 +370,16 @@ export class McpSession {
         return fail(`Tool '${name}' timed out after ${timeoutMs} ms; the call was cancelled.`);
       }
       if (isOutputSchemaViolation(err)) {
-        return fail(`Tool '${name}' returned output that breaks its own outputSchema: ${describe(err)}`);
+        return fail(`Tool '${name}' returned output that breaks its own outputSchema: ${errorLine(err)}`);
       }
       if (isConnectionLost(err) || this.stale) {
         this.invalidate(conn);
         return fail(
-          `Tool '${name}' failed: the connection to the server was lost during the call (${describe(err)}); ` +
+          `Tool '${name}' failed: the connection to the server was lost during the call (${errorLine(err)}); ` +
             'it is not known whether the tool ran. The next call reconnects.',
         );
       }
-      return fail(`Tool '${name}' failed: ${describe(err)}`);
+      return fail(`Tool '${name}' failed: ${errorLine(err)}`);
     }
 
     const { text, truncated } = capText(resultToText(result), maxChars);

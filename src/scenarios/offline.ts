@@ -29,7 +29,7 @@ import { createRng, hashString, type Rng } from '../util/rng.js';
 import { answerContains, isStateCheck, numberAt, replaceSandbox, stateShows, type Check, type Scenario, type StateCheck } from './scenario.js';
 import { SANDBOX_PLACEHOLDER } from '../mcp/sandbox.js';
 import { realpathSync } from 'node:fs';
-import { McprlError } from '../util/errors.js';
+import { McprlError, oneLine } from '../util/errors.js';
 
 /** What scenario generation needs from a server connection; an McpSession satisfies it. */
 export interface ScenarioServer {
@@ -567,7 +567,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   const note = (tool: string, reason: NoScenarioReason, detail?: string) => {
     const i = STAGES.indexOf(reason);
     if (i > (furthest.get(tool) ?? -1)) furthest.set(tool, i);
-    if (reason === 'calls_failed' && detail) lastError.set(tool, detail.replace(/\s+/g, ' ').trim().slice(0, 200));
+    if (reason === 'calls_failed' && detail) lastError.set(tool, oneLine(detail).slice(0, 200));
   };
   const tools: ToolInfo[] = [];
   const writeTools: ToolInfo[] = [];
@@ -1083,7 +1083,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
         return undefined;
       }
       args = withOldText(args, uniqueLines(content), rng);
-    } else args = newPathsBeside(args, /\b(director(y|ies)|folders?|dirs?)\b/.test(words(tool.name).join(' ')));
+    } else args = newPathsBeside(args, FOLDER_WORDS.test(words(tool.name).join(' ')));
     return args;
   }
 
@@ -1624,6 +1624,9 @@ function safeRealpath(dir: string): string {
   }
 }
 
+/** Words of a tool's name that say it is about folders (create_directory, list_directory). */
+const FOLDER_WORDS = /\b(director(y|ies)|folders?|dirs?)\b/;
+
 /** Files a tool that reads media is given first (and a tool that reads text is not, when there are others). */
 const MEDIA_FILE = /\.(png|jpe?g|gif|webp|bmp|ico|tiff?|mp3|wav|ogg|oga|flac|m4a|aac|mp4|webm)$/i;
 
@@ -1673,7 +1676,7 @@ function withFixed(schema: JsonSchema, args: Record<string, unknown>): Record<st
 /** What a tool's path argument names: a folder (list_directory, directory_tree, search_files), a file, or either. */
 function pathKind(tool: ToolInfo): 'folder' | 'file' | undefined {
   const name = words(tool.name).join(' ');
-  if (/\b(director(y|ies)|folders?|dirs?|tree)\b/.test(name)) return 'folder';
+  if (FOLDER_WORDS.test(name) || /\btree\b/.test(name)) return 'folder';
   if (/\bsearch\b/.test(name) && hasKey(tool.inputSchema, GLOB_NAMES)) return 'folder';
   if (/\b(read|file|files|media|text)\b/.test(name)) return 'file';
   return undefined;

@@ -13,3 +13,13 @@ export class McprlError<C extends string | null = string> extends Error {
     this.name = new.target.name;
   }
 }
+
+/** Text on one line: every run of whitespace (newlines included) becomes one space. */
+export function oneLine(s: string): string {
+  return s.replace(/\s+/g, ' ').trim();
+}
+
+/** An error's message on one line, whatever was thrown. */
+export function errorLine(err: unknown): string {
+  return oneLine(err instanceof Error ? err.message : String(err));
+}
