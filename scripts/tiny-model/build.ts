@@ -40,13 +40,13 @@ import { trajectoryToSequences } from '../../src/train/tokenize.js';
 import { writeJsonAtomic } from '../../src/util/atomic.js';
 import { makeRandomModel, makeRng } from '../random-model.js';
 import { AUTHORS, BOOKS } from '../../fixtures/server/bookshop.js';
-import { GROUPED_DIGITS_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
+import { GROUPED_DIGITS_SPLIT_REGEX, QWEN_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
 import { copyDrill } from './copy-drills.js';
 import { toolDrill } from './tool-drills.js';
 import { ExpertPolicy, type Habit } from './expert.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
 import { fixtureTarget } from './fixture-target.js';
-import { makeScenarioSets } from './scenario-sets.js';
+import { drawWarmup, makeScenarioSets } from './scenario-sets.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const { values } = parseArgs({
@@ -76,6 +76,11 @@ const { values } = parseArgs({
     'drill-steps': { type: 'string', default: '1500' },
     /** Use this tokenizer.json instead of training one (e.g. the bundled model's, to rebuild it exactly). */
     tokenizer: { type: 'string' },
+    /** How the tokenizer splits digits: `single` one by one (as Qwen's does), `grouped` in runs of up to three. */
+    digits: { type: 'string', default: 'grouped' },
+    /** Also warm up on N made-up catalogues of the same server (fixtures/server/bookshop.ts madeUpCatalogue). */
+    'warmup-catalogues': { type: 'string', default: '0' },
+    'warmup-per-catalogue': { type: 'string', default: '150' },
   },
 });
 const seed = Number(values.seed);
@@ -109,8 +114,8 @@ async function main() {
   const habits: Record<Habit, number> = { expert: 0, guess: 0, forget: 0 };
   const transcripts: Trajectory[] = [];
   const mixed: Trajectory[] = [];
-  const run = async (scenario: Scenario, habit: Habit) => {
-    const t = await rollout({ policy: new ExpertPolicy(scenario, habit), session, tools, scenario, id: `warmup-${scenario.id}` });
+  const run = async (scenario: Scenario, habit: Habit, on = session) => {
+    const t = await rollout({ policy: new ExpertPolicy(scenario, habit), session: on, tools, scenario, id: `warmup-${scenario.id}` });
     if (!t.metrics.completed || t.error) throw new Error(`the ${habit} policy did not finish warm-up scenario ${scenario.id}: ${t.error ?? 'not completed'}`);
     if (habit === 'expert' && scoreChecks(t, scenario).fraction < 1) throw new Error(`the expert failed warm-up scenario ${scenario.id}`);
     return t;
@@ -120,6 +125,19 @@ async function main() {
     habits[habit]++;
     transcripts.push(await run(scenario, 'expert'));
     mixed.push(await run(scenario, habit));
+  }
+  // the same warm-up on made-up catalogues: other ids, titles and names, so the model must read what tools return
+  const madeUp: Scenario[] = [];
+  for (let k = 1; k <= Number(values['warmup-catalogues']); k++) {
+    const other = await connect(fixtureTarget(k));
+    for (const scenario of await drawWarmup(other, seed + 100 * k, Number(values['warmup-per-catalogue']))) {
+      madeUp.push(scenario);
+      const habit: Habit = habitRng.uniform() >= Number(values['lookup-rate']) ? 'guess' : habitRng.uniform() < Number(values['report-rate']) ? 'expert' : 'forget';
+      habits[habit]++;
+      transcripts.push(await run(scenario, 'expert', other));
+      mixed.push(await run(scenario, habit, other));
+    }
+    await other.close();
   }
   await session.close();
   log(`warm-up transcripts: ${transcripts.length} expert; habit mix ${habits.expert} expert, ${habits.guess} guess, ${habits.forget} forget`);
@@ -136,7 +154,9 @@ async function main() {
   } else {
     const texts = transcripts.map((t) => renderer.render(t.messages, { tools: t.tools, addGenerationPrompt: false }));
     texts.push(await readFile(join(import.meta.dirname, 'tokenizer-corpus.md'), 'utf8'), JSON.stringify({ books: BOOKS, authors: AUTHORS }, null, 2));
-    tokenizerJson = trainByteLevelBpe(texts, { vocabSize, addedTokens: SPECIAL, splitRegex: GROUPED_DIGITS_SPLIT_REGEX, minFrequency: 1 });
+    const splitRegex = { single: QWEN_SPLIT_REGEX, grouped: GROUPED_DIGITS_SPLIT_REGEX }[values.digits!];
+    if (!splitRegex) throw new Error(`--digits ${values.digits}: expected single or grouped`);
+    tokenizerJson = trainByteLevelBpe(texts, { vocabSize, addedTokens: SPECIAL, splitRegex, minFrequency: 1 });
   }
   const idOf = (content: string) => (tokenizerJson.added_tokens as { id: number; content: string }[]).find((t) => t.content === content)!.id;
 
@@ -218,10 +238,10 @@ async function main() {
   const out = values.out!;
   await rm(out, { recursive: true, force: true });
   await cp(modelDir, out, { recursive: true });
-  await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios(sets.warmup));
+  await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios([...sets.warmup, ...madeUp]));
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
     seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, warmup_habits: habits,
-    lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: Number(values['drill-steps']), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
+    digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: Number(values['warmup-catalogues']), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: Number(values['drill-steps']), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
     cycles, habit_cycles: Number(values['habit-cycles']), steps_per_cycle: Number(values['steps-per-cycle']),
     batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank),
     val_success: summary.success_rate, test_success: testSummary.success_rate,

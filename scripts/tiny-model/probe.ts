@@ -1,6 +1,7 @@
 /**
  * Shows what a model does on scenarios, turn by turn, with the in-process engine (for tuning the tiny model):
- *   node --import tsx scripts/tiny-model/probe.ts MODEL_DIR SCENARIO_DIR [val|train] [N] [TEMPERATURE]
+ *   node --import tsx scripts/tiny-model/probe.ts MODEL_DIR SCENARIO_DIR [val|train|test] [N] [TEMPERATURE] [constrained]
+ * (`constrained`: tool calls decoded under the tools' schemas, as `npm run demo` trains and validates)
  */
 import { runEval } from '../../src/eval/evaluate.js';
 import { ChatEngine } from '../../src/chat/chat-engine.js';
@@ -9,15 +10,15 @@ import type { Model } from '../../src/engine/model.js';
 import { loadScenarioSet } from '../../src/scenarios/index.js';
 import { fixtureTarget } from './fixture-target.js';
 
-const [dir, scenarioDir, split = 'val', n = '8', temperature = '0'] = process.argv.slice(2);
+const [dir, scenarioDir, split = 'val', n = '8', temperature = '0', constrained] = process.argv.slice(2);
 if (!dir || !scenarioDir) {
-  console.error('usage: probe.ts MODEL_DIR SCENARIO_DIR [val|train] [N] [TEMPERATURE]');
+  console.error('usage: probe.ts MODEL_DIR SCENARIO_DIR [val|train|test] [N] [TEMPERATURE] [constrained]');
   process.exit(1);
 }
 const engine = await ChatEngine.load(dir);
 const sets = await loadScenarioSet(scenarioDir);
 const { groups, summary } = await runEval({
-  policy: new EnginePolicy(engine, { maxTokens: 160 }), target: fixtureTarget(), scenarios: sets[split as 'val' | 'train'].slice(0, Number(n)),
+  policy: new EnginePolicy(engine, { maxTokens: 160, constrainToolCalls: constrained === 'constrained' }), target: fixtureTarget(), scenarios: sets[split as 'val' | 'train' | 'test'].slice(0, Number(n)),
   reward: 'checks', rolloutsPerGroup: 1, concurrency: 8, temperature: Number(temperature), maxTurns: 4,
 });
 for (const t of groups.flat()) {

@@ -82,6 +82,12 @@ export function roundRobin(xs: Scenario[], count: number): Scenario[] {
   return out;
 }
 
+/** Warm-up scenarios of another server (a made-up catalogue): the warm-up partition's templates, capped per stratum. */
+export async function drawWarmup(server: ScenarioServer, seed: number, count: number): Promise<Scenario[]> {
+  const r = await generateOfflineScenarios(server, { count: Math.max(400, count * 4), seed, partition: { index: 0, of: 4 } });
+  return capPerStratum(r.scenarios.filter(fairScenario), Math.ceil(count / 4)).slice(0, count);
+}
+
 export async function makeScenarioSets(server: ScenarioServer, seed: number, sizes = DEFAULT_SET_SIZES): Promise<ScenarioSets> {
   const draw = async (index: number, count: number) => {
     const r = await generateOfflineScenarios(server, { count: Math.max(400, count * 4), seed: seed + index, partition: { index, of: 4 } });

@@ -26,8 +26,8 @@ describe('toolDrill', () => {
     expect(names.size).toBeGreaterThanOrEqual(9);
   });
 
-  it('draws every kind of drill: a lookup by id, search then lookup, a listing and a computation', () => {
+  it('draws every kind of drill: a lookup by id, search then lookup, a listing, a computation, a lookup feeding a computation, a filtered listing', () => {
     const shapes = new Set(drills.map((d) => d.messages.filter((m) => m.role === 'assistant').map((m) => m.tool_calls![0].function.name.split('_')[0]).join('+')));
-    expect([...shapes].sort()).toEqual(['convert+complete', 'get+complete', 'search+complete', 'search+get+complete']);
+    expect([...shapes].sort()).toEqual(['convert+complete', 'get+complete', 'get+convert+complete', 'list+complete', 'search+complete', 'search+get+complete']);
   });
 });

@@ -15,7 +15,7 @@ import { COUNTRIES, int, pick, WORDS } from './copy-drills.js';
 import type { makeRng } from '../random-model.js';
 
 type Rng = ReturnType<typeof makeRng>;
-type Value = string | number;
+type Value = string | number | string[];
 
 const TITLE_WORDS = WORDS.filter((w) => w !== 'The');
 const COLORS = ['red', 'blue', 'green', 'black', 'white', 'silver'];
@@ -32,11 +32,13 @@ interface Domain {
   fields: Record<string, (rng: Rng) => Value>;
 }
 
+const idList = (prefix: string) => (rng: Rng) => Array.from({ length: int(rng, 2, 4) }, () => `${prefix}-${String(int(rng, 0, 999)).padStart(3, '0')}`);
+
 const DOMAINS: Domain[] = [
-  { kind: 'film', plural: 'films', prefix: 'fm', labelKey: 'title', fields: { director: (r) => `${pick(r, TITLE_WORDS)} ${pick(r, TITLE_WORDS)}`, year: (r) => int(r, 1930, 2025), rating: (r) => int(r, 10, 99) / 10, country: (r) => pick(r, COUNTRIES) } },
-  { kind: 'city', plural: 'cities', prefix: 'ct', labelKey: 'name', fields: { country: (r) => pick(r, COUNTRIES), population: (r) => int(r, 1000, 999999), founded: (r) => int(r, 800, 1990) } },
+  { kind: 'film', plural: 'films', prefix: 'fm', labelKey: 'title', fields: { director: (r) => `${pick(r, TITLE_WORDS)} ${pick(r, TITLE_WORDS)}`, year: (r) => int(r, 1930, 2025), rating: (r) => int(r, 10, 99) / 10, country: (r) => pick(r, COUNTRIES), price: money } },
+  { kind: 'city', plural: 'cities', prefix: 'ct', labelKey: 'name', fields: { country: (r) => pick(r, COUNTRIES), population: (r) => int(r, 1000, 999999), founded: (r) => int(r, 800, 1990), district_ids: idList('ds') } },
   { kind: 'product', plural: 'products', prefix: 'pr', labelKey: 'name', fields: { price: money, stock: (r) => int(r, 0, 500), color: (r) => pick(r, COLORS), weight: (r) => int(r, 1, 900) } },
-  { kind: 'member', plural: 'members', prefix: 'mb', labelKey: 'name', fields: { country: (r) => pick(r, COUNTRIES), age: (r) => int(r, 18, 90), points: (r) => int(r, 0, 9999), team: (r) => pick(r, TITLE_WORDS) } },
+  { kind: 'member', plural: 'members', prefix: 'mb', labelKey: 'name', fields: { country: (r) => pick(r, COUNTRIES), age: (r) => int(r, 18, 90), points: (r) => int(r, 0, 9999), team: (r) => pick(r, TITLE_WORDS), club_ids: idList('cl'), price: money } },
 ];
 
 function record(rng: Rng, d: Domain): Record<string, Value> {
@@ -69,22 +71,34 @@ class Transcript {
   }
 }
 
-/** One tool drill: a lookup by id, a search then a lookup, a search listing every match, or a computation. */
+/** How a drill reports a value: a list as its items joined by commas. */
+const said = (v: Value) => (Array.isArray(v) ? v.join(', ') : String(v));
+
+/**
+ * One tool drill: a lookup by id, a search then a lookup, a search listing every match, a computation, a
+ * lookup whose price feeds a computation, or a listing filtered by country.
+ */
 export function toolDrill(rng: Rng): { messages: ChatMessage[]; tools: OpenAITool[] } {
   const d = pick(rng, DOMAINS);
   const idKey = `${d.kind}_id`;
   const search = tool(`search_${d.plural}`, `Search ${d.plural} by words in the ${d.labelKey}.`, { query: { type: 'string' } }, ['query']);
   const get = tool(`get_${d.kind}`, `Full record of one ${d.kind}.`, { [idKey]: { type: 'string', pattern: `^${d.prefix}-\\d{3}$` } }, [idKey]);
   const calc = tool('convert_amount', 'Convert an amount into a currency.', { amount: { type: 'number' }, currency: { type: 'string', enum: [...CURRENCIES] } }, ['amount', 'currency']);
-  const tools = [search, get, calc, COMPLETE_TASK_TOOL];
+  const list = tool(`list_${d.plural}`, `List ${d.plural}, optionally only those of one country.`, { country: { type: 'string' } }, []);
+  const tools = [search, get, calc, ...('country' in d.fields ? [list] : []), COMPLETE_TASK_TOOL];
   const target = record(rng, d);
   const field = pick(rng, Object.keys(d.fields));
   const others = Array.from({ length: int(rng, 0, 3) }, () => record(rng, d));
   const brief = (r: Record<string, Value>) => ({ id: r.id, [d.labelKey]: r[d.labelKey] });
-  switch (int(rng, 0, 3)) {
+  const convert = (amount: number) => {
+    const currency = pick(rng, CURRENCIES);
+    const rate = int(rng, 50, 20000) / 100;
+    return { amount, currency, rate, converted: Math.round(amount * rate * 100) / 100 };
+  };
+  switch (int(rng, 0, 5)) {
     case 0: {
       const task = pick(rng, [`What is the ${field} of the ${d.kind} ${target.id}?`, `Look up the ${d.kind} ${target.id} and give me its ${field}.`, `I'd like to know the ${field} of ${d.kind} ${target.id}.`]);
-      return { tools, messages: new Transcript(task).call(get.function.name, { [idKey]: target.id }, target).answer(String(target[field])).messages };
+      return { tools, messages: new Transcript(task).call(get.function.name, { [idKey]: target.id }, target).answer(said(target[field])).messages };
     }
     case 1: {
       const name = String(target[d.labelKey]);
@@ -95,7 +109,7 @@ export function toolDrill(rng: Rng): { messages: ChatMessage[]; tools: OpenAIToo
         messages: new Transcript(task)
           .call(search.function.name, { query: name }, { total_matches: results.length, results })
           .call(get.function.name, { [idKey]: target.id }, target)
-          .answer(String(target[field])).messages,
+          .answer(said(target[field])).messages,
       };
     }
     case 2: {
@@ -109,14 +123,36 @@ export function toolDrill(rng: Rng): { messages: ChatMessage[]; tools: OpenAIToo
           .answer(matches.map((r) => r[d.labelKey]).join(', ')).messages,
       };
     }
-    default: {
-      const amount = money(rng);
-      const currency = pick(rng, CURRENCIES);
-      const rate = int(rng, 50, 20000) / 100;
-      const out = { amount, currency, rate, converted: Math.round(amount * rate * 100) / 100 };
+    case 3: {
+      const out = convert(money(rng));
       const key = pick(rng, ['rate', 'converted'] as const);
-      const task = pick(rng, [`Convert the amount ${amount} into "${currency}"; I want the ${key}.`, `With amount ${amount} and currency "${currency}", convert it and tell me the ${key}.`]);
-      return { tools, messages: new Transcript(task).call(calc.function.name, { amount, currency }, out).answer(String(out[key])).messages };
+      const task = pick(rng, [`Convert the amount ${out.amount} into "${out.currency}"; I want the ${key}.`, `With amount ${out.amount} and currency "${out.currency}", convert it and tell me the ${key}.`]);
+      return { tools, messages: new Transcript(task).call(calc.function.name, { amount: out.amount, currency: out.currency }, out).answer(String(out[key])).messages };
+    }
+    case 4: {
+      if (!('price' in d.fields)) return toolDrill(rng);
+      const out = convert(target.price as number);
+      const task = pick(rng, [`Take the price of the ${d.kind} ${target.id} and convert it into "${out.currency}". What is the rate?`, `First get the price of the ${d.kind} ${target.id}, then convert that amount to currency "${out.currency}"; tell me the rate.`]);
+      return {
+        tools,
+        messages: new Transcript(task)
+          .call(get.function.name, { [idKey]: target.id }, target)
+          .call(calc.function.name, { amount: out.amount, currency: out.currency }, out)
+          .answer(String(out.rate)).messages,
+      };
+    }
+    default: {
+      if (!('country' in d.fields)) return toolDrill(rng);
+      const country = String(target.country);
+      const matches = [target, ...others].map((r): Record<string, Value> => ({ ...r, country }));
+      const key = pick(rng, ['id', d.labelKey]);
+      const task = pick(rng, [`List the ${d.plural} of country "${country}" and give me the ${key} of each.`, `Which ${d.plural} are from "${country}"? I want every ${key}.`]);
+      return {
+        tools,
+        messages: new Transcript(task)
+          .call(list.function.name, { country }, { [d.plural]: matches.map(brief) })
+          .answer(matches.map((r) => r[key]).join(', ')).messages,
+      };
     }
   }
 }
