@@ -234,11 +234,12 @@ async function main() {
   const summary = await validate(modelDir, sets.val, threads);
   const testSummary = await validate(modelDir, sets.test, threads, 'test');
 
-  // 7. the bundled folder: the model, its warm-up manifest, and the RL / validation scenario sets
+  // 7. the bundled folder: the model, its warm-up manifest (one entry per scenario id: a schema task reads the same
+  //    on every catalogue), and the RL / validation scenario sets
   const out = values.out!;
   await rm(out, { recursive: true, force: true });
   await cp(modelDir, out, { recursive: true });
-  await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios([...sets.warmup, ...madeUp]));
+  await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios([...new Map([...sets.warmup, ...madeUp].map((s) => [s.id, s])).values()]));
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
     seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, warmup_habits: habits,
     digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: Number(values['warmup-catalogues']), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: Number(values['drill-steps']), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
