@@ -4,8 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkHeldOut } from '../src/mcp-rl/job.js';
 import { loadScenarioSet, parseScenarios } from '../src/scenarios/scenario.js';
-
-const ROOT = path.resolve(import.meta.dirname, '..');
+import { REPO_ROOT as ROOT } from './helpers/servers.js';
 
 // Each tiny model in fixtures/models comes with the scenario sets drawn apart from its warm-up; mcprl train checks
 // that (checkHeldOut) before it trains, and refuses a warm-up manifest that repeats a scenario id.
