@@ -10,7 +10,6 @@ import { REPO_ROOT as ROOT } from './helpers/servers.js';
 // that (checkHeldOut) before it trains, and refuses a warm-up manifest that repeats a scenario id.
 describe.each([
   ['tiny-bookshop', 'bookshop'],
-  ['tiny-bookshop-next', 'bookshop-next'],
 ])('fixtures/models/%s with fixtures/scenarios/%s', (model, scenarios) => {
   const modelDir = path.join(ROOT, 'fixtures', 'models', model);
   const work = mkdtempSync(path.join(tmpdir(), 'mcprl-heldout-'));

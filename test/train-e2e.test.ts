@@ -131,10 +131,10 @@ describe('mcprl train (tiny model, fixture server)', () => {
     expect(events.filter((e) => e.phase === 'gather' && e.step === 1).at(-1)).toMatchObject({ done: 4, total: 4 });
     expect(events.at(-2).phase).toBe('report');
     expect(events.at(-1)).toMatchObject({ phase: 'done', step: 2 });
-    // The best step is the first to beat every validation before it (step 0 when none beat the untrained
-    // model), and the run's adapter is exported from it exactly when it is a trained step.
+    // The best step has the highest validation success, the latest of the trained steps that tie for it (step 0
+    // when none beat the untrained model), and the run's adapter is exported from it exactly when it is a trained step.
     let best = metrics[0];
-    for (const m of metrics.slice(1)) if (m.val_success > best.val_success) best = m;
+    for (const m of metrics.slice(1)) if (m.val_success > best.val_success || (m.val_success === best.val_success && best.step > 0)) best = m;
     expect(state).toMatchObject({ bestStep: best.step, bestValSuccess: best.val_success });
     expect(existsSync(join(dir, 'adapter', 'adapter_model.safetensors'))).toBe(best.step > 0);
 

@@ -6,7 +6,8 @@
  *      rather than guessing, and only sometimes reports what it found;
  *   3. a byte-level BPE tokenizer trained on those transcripts, a fixed text (tokenizer-corpus.md, a frozen
  *      snapshot of an early README: training text only, not documentation) and the fixture's catalogue, with
- *      digits grouped in threes (so an id is one or two tokens, easy for a tiny model to copy);
+ *      digits one by one as Qwen's tokenizer splits them (every id is made of the same ten tokens; `--digits
+ *      grouped` groups them in threes, as the first bundled models did);
  *   4. a randomly initialised Qwen3-shaped model using that tokenizer and a compact Hermes-style template;
  *   5. SFT warm-up with the engine's own sftStep: high-rank LoRA on every projection, merged into the base
  *      weights after each cycle (the engine trains LoRA weights only); every batch also holds synthetic copy
@@ -17,9 +18,9 @@
  *
  *   node --import tsx scripts/tiny-model/build.ts [--out fixtures/models/tiny-bookshop] [--seed 1] [--tokenizer FILE]
  *
- * `--tokenizer FILE` skips step 3 and uses that tokenizer.json: the bundled model's tokenizer was trained on a
- * README draft that no longer exists, so `--tokenizer fixtures/models/tiny-bookshop/tokenizer.json` (copied out of
- * the folder first) is how the bundled model is rebuilt exactly.
+ * The defaults make the bundled model (built so at commit b526be3, docs/tiny-model.md). `--tokenizer FILE` skips
+ * step 3 and uses that tokenizer.json (fixtures/models/tiny-bookshop-v1's was trained on a README draft that no
+ * longer exists, so its own tokenizer, copied out of the folder first, is how that model is rebuilt).
  */
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -69,7 +70,7 @@ const { values } = parseArgs({
     'eval-each-cycle': { type: 'boolean', default: false },
     drills: { type: 'string', default: '16' },
     /** Tool drills (tool-drills.ts) per batch of the skill cycles: generic tool use on made-up domains. */
-    'tool-drills': { type: 'string', default: '8' },
+    'tool-drills': { type: 'string', default: '16' },
     /** Habit mix of the warm-up transcripts: the share that look things up, and of those the share that report. */
     'lookup-rate': { type: 'string', default: '0.45' },
     'report-rate': { type: 'string', default: '0.5' },
@@ -77,9 +78,9 @@ const { values } = parseArgs({
     /** Use this tokenizer.json instead of training one (e.g. the bundled model's, to rebuild it exactly). */
     tokenizer: { type: 'string' },
     /** How the tokenizer splits digits: `single` one by one (as Qwen's does), `grouped` in runs of up to three. */
-    digits: { type: 'string', default: 'grouped' },
+    digits: { type: 'string', default: 'single' },
     /** Also warm up on N made-up catalogues of the same server (fixtures/server/bookshop.ts madeUpCatalogue). */
-    'warmup-catalogues': { type: 'string', default: '0' },
+    'warmup-catalogues': { type: 'string', default: '4' },
     'warmup-per-catalogue': { type: 'string', default: '150' },
   },
 });

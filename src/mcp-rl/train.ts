@@ -251,8 +251,12 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
           log(`step ${step}: validation not counted: ${v.lost}`);
         } else {
           Object.assign(row, { val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate });
-          if (v.success_rate > state.bestValSuccess) Object.assign(next, { bestStep: step, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0 });
-          else next.evalsWithoutImprovement += 1;
+          // The selected checkpoint: the best validation success; on a tie between trained steps the later one
+          // (validation cannot tell them apart, and it trained on more), while a trained step must beat the
+          // untrained model. Patience counts validations without a strict improvement.
+          const improved = v.success_rate > state.bestValSuccess;
+          if (improved || (v.success_rate === state.bestValSuccess && state.bestStep > 0)) Object.assign(next, { bestStep: step, bestValSuccess: v.success_rate });
+          next.evalsWithoutImprovement = improved ? 0 : next.evalsWithoutImprovement + 1;
           if (next.evalsWithoutImprovement >= c.patience) next.stopped = 'patience';
         }
       }

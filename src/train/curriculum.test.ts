@@ -3,7 +3,9 @@ import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import { Curriculum, CurriculumStateSchema } from './curriculum.js';
 
-const scenario = (id: string): Scenario => ({ id, task: `task ${id}`, difficulty: 1, source: 'schema' });
+const scenario = (id: string, difficulty = 1): Scenario => ({ id, task: `task ${id}`, difficulty, source: 'schema' });
+// A scenario checked by one call of `tool`: its kind is the tool and the difficulty.
+const calling = (id: string, tool: string, difficulty = 1): Scenario => ({ ...scenario(id, difficulty), checks: [{ kind: 'tool_called', tool, args: {} }] });
 
 describe('Curriculum', () => {
   it('smooths pass rates, decays old groups and saves its records', () => {
@@ -19,13 +21,36 @@ describe('Curriculum', () => {
   });
 
   it('weights a scenario solved half the time above ones always failed or always solved', () => {
-    const c = new Curriculum([scenario('half'), scenario('never'), scenario('always')]);
+    // Each alone of its kind (difficulties differ), so each pass rate is its own record's.
+    const c = new Curriculum([scenario('half', 1), scenario('never', 2), scenario('always', 3)]);
     c.record('half', 8, 4);
     c.record('never', 8, 0);
     c.record('always', 8, 8);
-    expect(c.weight('half')).toBeCloseTo(0.02 + 0.25, 12);
-    expect(c.weight('never')).toBeCloseTo(0.02 + 0.09, 12);
+    expect(c.weight('half')).toBeCloseTo(0.005 + 0.25, 12);
+    expect(c.weight('never')).toBeCloseTo(0.005 + 0.09, 12);
     expect(c.weight('always')).toBeCloseTo(c.weight('never'), 12);
+  });
+
+  it("lends a scenario its kind's pass rate: the same checked tools and difficulty, not the scenario's own record", () => {
+    const set = [calling('solved-1', 'get_book'), calling('solved-2', 'get_book'), calling('new', 'get_book'), calling('harder', 'get_book', 2), calling('other', 'check_stock')];
+    const c = new Curriculum(set);
+    c.record('solved-1', 8, 8);
+    c.record('solved-2', 8, 8);
+    // Unseen, of a kind solved 16/16: 2 pseudo-attempts at q = 17/18.
+    expect(c.passRate('new')).toBeCloseTo(17 / 18, 12);
+    // Its own 8/8 with the other one's 8/8 as the prior: (8 + 2 · 9/10) / (8 + 2).
+    expect(c.passRate('solved-1')).toBeCloseTo((8 + 2 * 0.9) / 10, 12);
+    // Another difficulty or another tool is another kind: still unseen, ½.
+    expect(c.passRate('harder')).toBe(0.5);
+    expect(c.passRate('other')).toBe(0.5);
+    expect(c.weight('new')).toBeLessThan(c.weight('other') / 2);
+    // A failure of the kind lowers its unseen scenarios' rate; the kind's totals follow the decayed records.
+    c.record('solved-1', 8, 0); // solved-1: attempts 4 + 8, successes 4 + 0
+    expect(c.passRate('new')).toBeCloseTo((2 * ((8 + 4 + 1) / (8 + 12 + 2))) / 2, 12);
+    // A resumed run (the saved records, the same scenarios) rebuilds the kinds' totals.
+    const resumed = new Curriculum(set, CurriculumStateSchema.parse(JSON.parse(JSON.stringify(c.state()))));
+    for (const s of set) expect(resumed.passRate(s.id)).toBeCloseTo(c.passRate(s.id), 12);
+    expect(() => new Curriculum(set, {}, { priorWeight: 0 })).toThrow(/priorWeight/);
   });
 
   it('draws without replacement, in proportion to the weights, never an excluded scenario', () => {

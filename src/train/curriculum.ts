@@ -4,15 +4,21 @@
  * whose rewards are all alike, which carries no GRPO signal; one it solves about half the time gives the most.
  *
  * Each scenario keeps a decayed count of its attempts and successes (halved each time it is gathered again, so
- * the rate follows the model as it learns). Its pass rate is the smoothed p = (successes + 1) / (attempts + 2)
- * — an unseen scenario counts as p = ½, so every scenario is tried early — and its weight is
- * `floor + p (1 − p)`: ¼ + floor at p = ½, falling towards `floor` for scenarios always failed or always solved,
- * which are still revisited now and then. Scenarios are drawn without replacement with probability in proportion
- * to their weight (Efraimidis–Spirakis keys u^(1/w)), from a seeded generator, so a resumed run draws the same.
+ * the rate follows the model as it learns). Scenarios of one kind — the same checked tools in the same order and
+ * the same difficulty (scenarioSurface) — tend to be solved alike, so the kind's record lends a scenario a prior:
+ * q = (successes + 1) / (attempts + 2) over the kind's other scenarios, and the scenario's pass rate is
+ * p = (successes + m q) / (attempts + m), m = `priorWeight` pseudo-attempts. An unseen scenario of a kind the model
+ * always solves (or always fails) is then weighed as such before its first group, where without the prior every
+ * unseen scenario counts as p = ½; a scenario alone of its kind has p = (successes + 1) / (attempts + 2) for m = 2.
+ * Its weight is `floor + p (1 − p)`: ¼ + floor at p = ½, falling towards `floor` for scenarios always failed or
+ * always solved, which are still revisited now and then. Scenarios are drawn without replacement with probability
+ * in proportion to their weight (Efraimidis–Spirakis keys u^(1/w)), from a seeded generator, so a resumed run draws
+ * the same.
  */
 import { z } from 'zod';
 import type { Scenario } from '../scenarios/scenario.js';
 import type { Rng } from '../util/rng.js';
+import { scenarioSurface } from './breakdown.js';
 
 export const ScenarioRecordSchema = z.object({
   /** Decayed number of rollouts of this scenario. */
@@ -27,16 +33,25 @@ export const CurriculumStateSchema = z.record(z.string(), ScenarioRecordSchema);
 export type CurriculumState = z.infer<typeof CurriculumStateSchema>;
 
 export interface CurriculumOptions {
-  /** Weight every scenario has whatever its pass rate. Default 0.02 (a scenario at p = ½ weighs 0.27). */
+  /** Weight every scenario has whatever its pass rate. Default 0.005 (a scenario at p = ½ weighs 0.255). */
   floor?: number;
   /** Factor applied to a scenario's counts before a new group of it is added. Default 0.5. */
   decay?: number;
+  /** Pseudo-attempts (> 0) of the kind's pass rate in a scenario's own (m above). Default 2. */
+  priorWeight?: number;
 }
+
+/** The kind a scenario's prior comes from: its checked tools in order, and its difficulty. */
+const kindOf = (s: Scenario) => `${scenarioSurface(s)} @${s.difficulty}`;
 
 export class Curriculum {
   private readonly records: Map<string, ScenarioRecord>;
   private readonly floor: number;
   private readonly decay: number;
+  private readonly priorWeight: number;
+  /** scenario id → kind, and kind → the sum of its scenarios' records. */
+  private readonly kinds: Map<string, string>;
+  private readonly kindTotals = new Map<string, ScenarioRecord>();
 
   constructor(
     readonly scenarios: readonly Scenario[],
@@ -44,14 +59,23 @@ export class Curriculum {
     opts: CurriculumOptions = {},
   ) {
     this.records = new Map(Object.entries(state).map(([id, r]) => [id, { ...r }]));
-    this.floor = opts.floor ?? 0.02;
+    this.floor = opts.floor ?? 0.005;
     this.decay = opts.decay ?? 0.5;
+    this.priorWeight = opts.priorWeight ?? 2;
+    if (!(this.priorWeight > 0)) throw new RangeError(`curriculum priorWeight must be > 0, got ${this.priorWeight}`);
+    this.kinds = new Map(scenarios.map((s) => [s.id, kindOf(s)]));
+    for (const [id, r] of this.records) this.addToKind(id, r, 1);
   }
 
-  /** Smoothed recent pass rate of a scenario (½ when it was never tried). */
+  /**
+   * Smoothed recent pass rate of a scenario: its own record, with `priorWeight` pseudo-attempts at the pass rate of
+   * its kind's other scenarios (½ when none of them was tried either).
+   */
   passRate(id: string): number {
-    const r = this.records.get(id);
-    return ((r?.successes ?? 0) + 1) / ((r?.attempts ?? 0) + 2);
+    const r = this.records.get(id) ?? { attempts: 0, successes: 0 };
+    const kind = this.kindTotals.get(this.kinds.get(id) ?? '') ?? { attempts: 0, successes: 0 };
+    const q = (kind.successes - r.successes + 1) / (kind.attempts - r.attempts + 2);
+    return (r.successes + this.priorWeight * q) / (r.attempts + this.priorWeight);
   }
 
   weight(id: string): number {
@@ -72,7 +96,18 @@ export class Curriculum {
   /** Adds one gathered group of a scenario: its attempts and how many of them succeeded. */
   record(id: string, attempts: number, successes: number): void {
     const r = this.records.get(id) ?? { attempts: 0, successes: 0 };
-    this.records.set(id, { attempts: r.attempts * this.decay + attempts, successes: r.successes * this.decay + successes });
+    const next = { attempts: r.attempts * this.decay + attempts, successes: r.successes * this.decay + successes };
+    this.addToKind(id, r, -1);
+    this.addToKind(id, next, 1);
+    this.records.set(id, next);
+  }
+
+  /** Adds (sign 1) or takes away (−1) a scenario's record from its kind's totals; ids of no listed scenario are ignored. */
+  private addToKind(id: string, r: ScenarioRecord, sign: 1 | -1): void {
+    const kind = this.kinds.get(id);
+    if (kind === undefined) return;
+    const t = this.kindTotals.get(kind) ?? { attempts: 0, successes: 0 };
+    this.kindTotals.set(kind, { attempts: t.attempts + sign * r.attempts, successes: t.successes + sign * r.successes });
   }
 
   state(): CurriculumState {
