@@ -1,7 +1,7 @@
 // N-API boundary of the engine: the Engine class, gradcheck, gemm, info; the trainer's bindings are in
 // train/train_napi.cc. Every call either returns/throws synchronously (cheap bookkeeping) or returns a
-// Promise whose work runs on a libuv worker thread (run_async). Every C++ exception is caught and becomes a
-// rejected promise or a thrown JS Error: the Node process never aborts.
+// Promise whose work runs off the JS thread, on the process's compute thread (run_async). Every C++ exception
+// is caught and becomes a rejected promise or a thrown JS Error: the Node process never aborts.
 #include <napi.h>
 
 #include <algorithm>
@@ -863,6 +863,7 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   const BlasForkStats bf = blas_fork_stats();
   o.Set("blasCalls", (double)bf.blas_calls);
   o.Set("forks", (double)bf.forks);
+  o.Set("taskThreads", task_threads());
 #ifdef _OPENMP
   o.Set("maxThreads", omp_get_num_procs());
 #else

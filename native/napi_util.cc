@@ -1,12 +1,83 @@
 #include "napi_util.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 namespace mcprl {
 
 namespace {
+
+std::atomic<int> g_task_threads{0};
+
+// The one thread that runs every native task of the process, one at a time, in the order they reach it.
+// libgomp gives each thread that opens a parallel region a team of its own; when libuv's pool threads took
+// turns running tasks, the process held several teams, more OpenMP threads than cores, and libgomp then spins
+// only ~1000 times at a barrier before it sleeps in a futex: in a batch-64 decode of the bundled model a fifth of
+// the CPU samples were futex wake-ups and two threads decoded no faster than one (perf). With one master thread
+// there is one team, its workers spin between regions as libgomp intends, and the decode runs 1.5x faster.
+// The libuv worker that queued a task waits for it (the JS thread never does). Which thread computes what inside
+// a task does not change, so neither does any result.
+class ComputeThread {
+ public:
+  static ComputeThread& get() {
+    static ComputeThread* t = new ComputeThread();  // never destroyed: the thread may outlive static destructors
+    return *t;
+  }
+  // Runs f on the compute thread and returns when it is done; an exception of f is rethrown here.
+  void run(const std::function<void()>& f) {
+    Job job{&f, nullptr, false};
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      queue_.push_back(&job);
+    }
+    ready_.notify_one();
+    std::unique_lock<std::mutex> g(mu_);
+    done_.wait(g, [&] { return job.done; });
+    if (job.error) std::rethrow_exception(job.error);
+  }
+
+ private:
+  struct Job {
+    const std::function<void()>* f;
+    std::exception_ptr error;
+    bool done;
+  };
+  ComputeThread() { std::thread([this] { loop(); }).detach(); }
+  [[noreturn]] void loop() {
+    g_task_threads.fetch_add(1);
+    for (;;) {
+      Job* job;
+      {
+        std::unique_lock<std::mutex> g(mu_);
+        ready_.wait(g, [&] { return !queue_.empty(); });
+        job = queue_.front();
+        queue_.pop_front();
+      }
+      std::exception_ptr error;
+      try {
+        (*job->f)();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        job->error = error;
+        job->done = true;
+      }
+      done_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable ready_, done_;
+  std::deque<Job*> queue_;
+};
 
 class PromiseWorker : public Napi::AsyncWorker {
  public:
@@ -14,7 +85,7 @@ class PromiseWorker : public Napi::AsyncWorker {
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)), done_(std::move(done)) {}
   void Execute() override {
     try {
-      work_();
+      ComputeThread::get().run(work_);
     } catch (const std::exception& e) {
       SetError(e.what());
     } catch (...) {
@@ -40,6 +111,8 @@ class PromiseWorker : public Napi::AsyncWorker {
 };
 
 }  // namespace
+
+int task_threads() { return g_task_threads.load(); }
 
 Napi::Value run_async(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done) {
   auto* w = new PromiseWorker(env, std::move(work), std::move(done));

@@ -137,9 +137,11 @@ export interface NativeAddon {
   /**
    * `blasCalls`: products OpenBLAS ran since the addon loaded; `forks`: forks of this process since then, each of
    * which waited for the OpenBLAS products in flight (OpenBLAS's fork handler hangs otherwise: see g_blas_fork in
-   * native/gemm.cc). Both 0 without OpenBLAS.
+   * native/gemm.cc). Both 0 without OpenBLAS. `taskThreads`: OS threads that have run the engine's asynchronous work
+   * (1 once any ran: every task of the process runs on one compute thread, so there is one OpenMP team; see
+   * native/napi_util.cc).
    */
-  info(): { openblas: boolean; portableGemm: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number };
+  info(): { openblas: boolean; portableGemm: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number };
   [key: string]: unknown;
 }
 
@@ -167,11 +169,22 @@ function addonPath(): string {
  */
 const OPENBLAS_THREAD_TIMEOUT = '16';
 
+/**
+ * How long libgomp's workers spin at the end of a parallel region before they sleep, unless the environment sets
+ * it (GOMP_SPINCOUNT or OMP_WAIT_POLICY). All native work runs on one compute thread (native/napi_util.cc), so
+ * the process has one OpenMP team and libgomp's default of 300,000 spins applies: in training the team then spun
+ * through every OpenBLAS product and took its core from OpenBLAS's own worker (a third of the samples in libgomp
+ * and sched_yield; a LoRA step of the bundled model 1.6 s -> 2.7 s). 30,000 spins (tens of microseconds) still
+ * bridge the gaps between the regions of one decode or prefill step. Only the waiting changes, never a result.
+ */
+const GOMP_SPINCOUNT = '30000';
+
 /** The loaded addon (loaded once per process). */
 export function loadNative(): NativeAddon {
   if (!cached) {
     const path = addonPath();
     process.env.OPENBLAS_THREAD_TIMEOUT ??= OPENBLAS_THREAD_TIMEOUT;
+    if (process.env.OMP_WAIT_POLICY === undefined) process.env.GOMP_SPINCOUNT ??= GOMP_SPINCOUNT;
     try {
       cached = createRequire(import.meta.url)(path) as NativeAddon;
     } catch (e) {
