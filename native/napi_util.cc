@@ -18,12 +18,12 @@ std::atomic<int> g_task_threads{0};
 
 // The one thread that runs every native task of the process, one at a time, in the order they reach it.
 // libgomp gives each thread that opens a parallel region a team of its own; when libuv's pool threads took
-// turns running tasks, the process held several teams, more OpenMP threads than cores, and libgomp then spins
-// only ~1000 times at a barrier before it sleeps in a futex: in a batch-64 decode of the bundled model a fifth of
-// the CPU samples were futex wake-ups and two threads decoded no faster than one (perf). With one master thread
-// there is one team, its workers spin between regions as libgomp intends, and the decode runs 1.5x faster.
-// The libuv worker that queued a task waits for it (the JS thread never does). Which thread computes what inside
-// a task does not change, so neither does any result.
+// turns running tasks, the process held several teams, more OpenMP threads than cores, and their workers woke and
+// slept in futexes at every barrier: in a batch-64 decode of the bundled model a fifth of the CPU samples were
+// futex wake-ups and two threads decoded no faster than one (perf). With one master thread there is one team and
+// the decode runs 2x faster (src/engine/native.ts sets how long its workers spin). The libuv worker that queued a
+// task waits for it (the JS thread never does). Which thread computes what inside a task does not change, so
+// neither does any result.
 class ComputeThread {
  public:
   static ComputeThread& get() {

@@ -170,14 +170,17 @@ function addonPath(): string {
 const OPENBLAS_THREAD_TIMEOUT = '16';
 
 /**
- * How long libgomp's workers spin at the end of a parallel region before they sleep, unless the environment sets
- * it (GOMP_SPINCOUNT or OMP_WAIT_POLICY). All native work runs on one compute thread (native/napi_util.cc), so
- * the process has one OpenMP team and libgomp's default of 300,000 spins applies: in training the team then spun
- * through every OpenBLAS product and took its core from OpenBLAS's own worker (a third of the samples in libgomp
- * and sched_yield; a LoRA step of the bundled model 1.6 s -> 2.7 s). 30,000 spins (tens of microseconds) still
- * bridge the gaps between the regions of one decode or prefill step. Only the waiting changes, never a result.
+ * How long libgomp's workers spin at a barrier or the end of a parallel region before they sleep, unless the
+ * environment sets it (GOMP_SPINCOUNT or OMP_WAIT_POLICY). All native work runs on one compute thread
+ * (native/napi_util.cc), so the process has one OpenMP team and libgomp would spin 300,000 times. Spinning longer
+ * than the OS lends a core is ruinous when the cores are shared: with 30,000 spins two 4-step demos side by side
+ * took 611 s each instead of 71 s (each team spun waiting for a worker the other process had descheduled), and in
+ * training the team took its core from OpenBLAS's own worker (a LoRA step of the bundled model 1.6 s -> 2.7 s at
+ * the default). 1,000 spins, libgomp's own figure for a process with more threads than cores, still bridge the gaps
+ * between the regions of one decode step (a single process decodes as fast as with 30,000). Only the waiting
+ * changes, never a result.
  */
-const GOMP_SPINCOUNT = '30000';
+const GOMP_SPINCOUNT = '1000';
 
 /** The loaded addon (loaded once per process). */
 export function loadNative(): NativeAddon {
