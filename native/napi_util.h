@@ -13,8 +13,8 @@
 
 namespace mcprl {
 
-// Runs `work` off the JS thread (on the process's one compute thread, queued by a libuv worker); resolves with `done(env)` (undefined when null) or rejects
-// with the exception's message.
+// Runs `work` off the JS thread (on the process's one compute thread, queued by a libuv worker); resolves with
+// `done(env)` (undefined when null) or rejects with the exception's message.
 Napi::Value run_async(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done = nullptr);
 // Threads that have run run_async's work since the addon loaded: 1 once any has run (the compute thread), else 0.
 int task_threads();
