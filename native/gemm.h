@@ -26,6 +26,15 @@ void gemm_blas(bool transA, bool transB, int M, int N, int K, float alpha, const
 // and OpenBLAS's small-M sgemm is several times slower for these shapes (measured here).
 constexpr int kGemmSmallRows = 8;
 
+// C(i, j) += alpha <A_i, B_j> for i < M, j < N (A is M x K, B is N x K, both row-major), on the calling thread:
+// the dot-product path of x W^T. Every element is summed in one fixed order, whichever block of the call it falls
+// in: eight lanes accumulated by fused multiply-adds over the first K & ~7 terms, the remaining terms fused into
+// lane 0 one by one, then 0 + lane 0 + lane 1 + ... + lane 7 left to right, and C(i, j) = fma(alpha, sum, C(i, j)).
+// The work goes in register tiles of kDotRows rows x kDotCols columns, which load each vector of A and B once
+// per tile instead of once per element.
+constexpr int kDotRows = 4, kDotCols = 3;
+void dot_rows(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C, int ldc);
+
 // Row-wise mode (per thread): while on, every x W^T product (transB, !transA) takes the per-row dot-product
 // path whatever M is, so one row's result does not depend on which other rows share the call. Inference
 // turns it on around decode steps and sampling (RowwiseGemm below): which requests share a decode step
@@ -60,9 +69,9 @@ struct BlockedGemm {
 // op(W) = W^T (W stored (N,K), the x W^T of a projection or the LM head) when transW, else W (stored (K,N), the
 // dy W of a projection's backward). f32 weights go to gemm() unchanged. 16-bit weights are widened to f32 in
 // blocks (of W's rows) that then go through gemm(), or, on the row-wise/small-rows path of x W^T (not in blocked
-// mode), one row of W at a
-// time into a per-thread buffer and the same fixed-order dot product per output as gemm_portable: one row's
-// result never depends on which other rows share the call (decode stays batch-invariant).
+// mode), kDotCols rows of W at a time into a per-thread buffer and through dot_rows, as gemm_portable's: one row's
+// result never depends on which other rows share the call (decode stays batch-invariant), and equals the f32
+// product's bit for bit.
 void gemm_w(bool transW, int M, int N, int K, float alpha, const float* A, int lda, WeightRef W, int ldw, float beta,
             float* C, int ldc);
 

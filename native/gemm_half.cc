@@ -21,23 +21,20 @@ void gemm_w(bool transW, int M, int N, int K, float alpha, const float* A, int l
   }
   if (M <= 0 || N <= 0) return;
   if (transW && !gemm_blocked() && (M <= kGemmSmallRows || gemm_rowwise())) {
-    // The direct dot-product path (as gemm_portable's): C(i, j) = beta C(i, j) + alpha <A_i, W_j>, row j of W
-    // widened once per call and reused by every row i.
+    // The direct dot-product path (gemm_portable's dot_rows): C(i, j) = beta C(i, j) + alpha <A_i, W_j>, each block
+    // of kDotCols rows of W widened once per call and reused by every row i.
+    const int blocks = (N + kDotCols - 1) / kDotCols;
 #pragma omp parallel
     {
-      std::vector<float> wj((size_t)std::max(K, 0));
+      std::vector<float> wj((size_t)kDotCols * std::max(K, 0));
 #pragma omp for schedule(static)
-      for (int j = 0; j < N; ++j) {
-        if (K > 0) widen(wj.data(), W, (size_t)j * ldw, (size_t)K);
-        const float* __restrict bj = wj.data();
-        for (int i = 0; i < M; ++i) {
-          const float* __restrict ai = A + (size_t)i * lda;
-          float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-          for (int p = 0; p < K; ++p) s += ai[p] * bj[p];
-          float& c = C[(size_t)i * ldc + j];
-          c = (beta == 0.0f ? 0.0f : beta * c) + alpha * s;
-        }
+      for (int b = 0; b < blocks; ++b) {
+        const int j = b * kDotCols, n = std::min(kDotCols, N - j);
+        if (beta != 1.0f)
+          for (int i = 0; i < M; ++i)
+            for (float *c = C + (size_t)i * ldc + j, *end = c + n; c < end; ++c) *c = beta == 0.0f ? 0.0f : beta * *c;
+        if (K > 0) for (int r = 0; r < n; ++r) widen(wj.data() + (size_t)r * K, W, (size_t)(j + r) * ldw, (size_t)K);
+        dot_rows(M, n, K, alpha, A, lda, wj.data(), K, C + j, ldc);
       }
     }
     return;

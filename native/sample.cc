@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "common.h"
@@ -29,16 +30,24 @@ uint64_t rng_seed(uint64_t seed, uint64_t stream) {
   return s;
 }
 
-// log of sum over the allowed tokens of exp((z - mx) / T), with mx the largest allowed logit.
-static double masked_tempered_lse(const float* z, int V, const uint32_t* allow, double invT, double* mx_out) {
-  float mx = -INFINITY;
-  for (int v = 0; v < V; ++v)
-    if (token_allowed(allow, v) && z[v] > mx) mx = z[v];
-  const float invTf = (float)invT;
+// w[v] = exp_fast((z[v] - mx) * invTf) for every token, allowed or not (the others are never read): 8 lanes at a
+// time (exp_fast8, the same bits), so that the sums and scans below read each weight instead of computing it.
+static void exp_weights(const float* z, int V, float mx, float invTf, float* w) {
+  int v = 0;
+  for (; v + 8 <= V; v += 8) {
+    f32x8 x;
+    std::memcpy(&x, z + v, sizeof x);
+    const f32x8 e = exp_fast8((x - mx) * invTf);
+    std::memcpy(w + v, &e, sizeof e);
+  }
+  for (; v < V; ++v) w[v] = exp_fast((z[v] - mx) * invTf);
+}
+
+// log of the sum over the allowed tokens, in token order, of the weights w (exp_weights with the same mx).
+static double masked_lse(const float* w, int V, const uint32_t* allow) {
   double sum = 0.0;
   for (int v = 0; v < V; ++v)
-    if (token_allowed(allow, v)) sum += exp_fast((z[v] - mx) * invTf);
-  *mx_out = mx;
+    if (token_allowed(allow, v)) sum += (double)w[v];
   return std::log(sum);
 }
 
@@ -69,9 +78,12 @@ int sample_token(const float* z, int V, const SampleParams& p, const uint32_t* a
   int arg = 0;
   for (int v = 0; v < V; ++v)
     if (z[v] > mx) { mx = z[v]; arg = v; }
+  // exp(z - mx), then their sum in token order (x * 1 is x: the weights at temperature 1).
+  thread_local std::vector<float> ebuf;
+  ebuf.resize(V);
+  exp_weights(z, V, mx, 1.0f, ebuf.data());
   double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-  for (int v = 0; v < V; ++v) sum += exp_fast(z[v] - mx);
+  for (int v = 0; v < V; ++v) sum += (double)ebuf[v];
   const double lse = mx + std::log(sum);
   int tok = arg;
   if (allow) {
@@ -81,8 +93,23 @@ int sample_token(const float* z, int V, const SampleParams& p, const uint32_t* a
     for (int v = 0; v < V; ++v)
       if (token_allowed(allow, v) && z[v] > mx) { mx = z[v]; tok = v; }
   }
-  if (p.temperature > 0.0f && p.top_k != 1) {
-    const double invT = 1.0 / p.temperature;
+  // Tempered weights of every token (w), computed once when sampling or when the sampler's log-probability
+  // needs them; mx is then the largest allowed logit.
+  const double Ts = p.temperature > 0.0f ? (double)p.temperature : 1.0;
+  const float invTf = (float)(1.0 / Ts);
+  thread_local std::vector<float> wbuf;
+  const bool sampling = p.temperature > 0.0f && p.top_k != 1;
+  // Without a mask mx is still the row's maximum, so at temperature 1 the weights are those of the lse above.
+  const float* w = ebuf.data();
+  if (allow || Ts != 1.0) {
+    wbuf.resize(V);
+    exp_weights(z, V, mx, invTf, wbuf.data());
+    w = wbuf.data();
+  }
+  // The sum in token order of w over the allowed tokens, once known (the softmax's denominator): without a mask at
+  // temperature 1 it is the lse's sum; a sampler that keeps every allowed token sums it first.
+  double allowed_sum = !allow && Ts == 1.0 ? sum : -1.0;
+  if (sampling) {
     idx.resize(V);
     int n = V;
     if (allow) {
@@ -94,15 +121,20 @@ int sample_token(const float* z, int V, const SampleParams& p, const uint32_t* a
       std::iota(idx.begin(), idx.end(), 0);
     }
     auto desc = [&](int a, int b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+    const int allowed = n;
     if (p.top_k > 0 && p.top_k < n) {
       std::nth_element(idx.begin(), idx.begin() + p.top_k, idx.end(), desc);
       n = p.top_k;
     }
     // Unnormalised tempered probabilities of the candidates; total over all of them.
-    const float invTf = (float)invT;
-    auto weight = [&](int v) { return (double)exp_fast((z[v] - mx) * invTf); };
+    auto weight = [&](int v) { return (double)w[v]; };
     double total = 0.0;
-    for (int i = 0; i < n; ++i) total += weight(idx[i]);
+    if (n == allowed && allowed_sum >= 0.0) {
+      total = allowed_sum;
+    } else {
+      for (int i = 0; i < n; ++i) total += weight(idx[i]);
+      if (n == allowed) allowed_sum = total;
+    }
     if (p.top_p < 1.0f) {
       // Sort candidates by logit; try the best 1024 first (almost always enough), else sort them all.
       int head = std::min(n, 1024);
@@ -136,13 +168,11 @@ int sample_token(const float* z, int V, const SampleParams& p, const uint32_t* a
     top_n(z, V, n, top_ids);
     for (int i = 0; i < n; ++i) top_lps[i] = (float)(z[top_ids[i]] - lse);
   }
-  const double Ts = p.temperature > 0.0f ? (double)p.temperature : 1.0;
   if (!allow && Ts == 1.0) {
     *sampler_logprob = *logprob;
   } else {
-    double mxa;
-    const double lse_a = masked_tempered_lse(z, V, allow, 1.0 / Ts, &mxa);
-    *sampler_logprob = (float)((double)(z[tok] - (float)mxa) * (float)(1.0 / Ts) - lse_a);
+    const double lse_allowed = allowed_sum >= 0.0 ? std::log(allowed_sum) : masked_lse(w, V, allow);
+    *sampler_logprob = (float)((double)(z[tok] - mx) * invTf - lse_allowed);
   }
   return tok;
 }

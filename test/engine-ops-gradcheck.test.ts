@@ -68,8 +68,9 @@ function naive(ta: boolean, tb: boolean, M: number, N: number, K: number, A: Flo
 
 describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitude ~sqrt(K)/2)', () => {
   const kernels: ('portable' | 'blas')[] = addon.info().openblas ? ['portable', 'blas'] : ['portable'];
-  // Sizes cover the small-M dot-product path (M <= 8), ragged 6x16 tiles and more than one K block (KC = 256).
-  const sizes: [number, number, number][] = [[1, 33, 70], [5, 17, 9], [37, 29, 41], [70, 50, 300]];
+  // Sizes cover the small-M dot-product path (M <= 8: its 4-row x 3-column tiles with every remainder of rows and
+  // columns, K below and above a multiple of 8), ragged 6x16 tiles and more than one K block (KC = 256).
+  const sizes: [number, number, number][] = [[1, 33, 70], [2, 7, 8], [3, 31, 20], [5, 17, 9], [8, 10, 5], [37, 29, 41], [70, 50, 300]];
   it.each(kernels)('%s', (kernel) => {
     let seed = 7;
     const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5;
@@ -84,6 +85,18 @@ describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitu
           for (let i = 0; i < C.length; i++) max = Math.max(max, Math.abs(C[i] - ref[i]));
           expect(max, `${kernel} ${M}x${N}x${K} ta=${ta} tb=${tb}`).toBeLessThanOrEqual(1e-4);
         }
+  });
+  it('x W^T of at most 8 rows: each row bit for bit the same whatever the rows beside it (the dot path)', () => {
+    let seed = 11;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5;
+    const [N, K] = [29, 45];
+    const A = Float32Array.from({ length: 8 * K }, rnd);
+    const B = Float32Array.from({ length: N * K }, rnd);
+    const all = addon.gemm(false, true, 8, N, K, A, B, 'auto');
+    for (const M of [1, 2, 3, 5]) {
+      const part = addon.gemm(false, true, M, N, K, A.subarray(0, M * K), B, 'auto');
+      expect([...part], `rows 0..${M - 1} of 8 computed alone`).toEqual([...all.subarray(0, M * N)]);
+    }
   });
   it('MCPRL_PORTABLE_GEMM=1 forces the portable kernel from process start', () => {
     const probe = `console.log(JSON.stringify(require(${JSON.stringify(new URL('../build/Release/mcprl_native.node', import.meta.url).pathname)}).info()))`;
