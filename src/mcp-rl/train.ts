@@ -134,7 +134,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     }
     const policy: Policy = pool ?? local;
     const metrics = await run.readMetrics(state?.step ?? -1);
-    const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum) : null;
+    const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum, { power: c.curriculumPower }) : null;
     // On the servers, validation names the adapter it started on, whatever later gathers switch the pool to.
     const evaluate = (step: number) => heldOut(o, pool?.validates ? pool.at(pool.name) : local, 'val', step, events);
     const testSet = o.scenarios.test ?? [];

@@ -63,6 +63,12 @@ export const TrainSettingsSchema = z.object({
    */
   curriculum: z.enum(['shuffle', 'pass_rate']).default('shuffle').describe('how scenarios are drawn: shuffle, or pass_rate (towards those sometimes solved)'),
   /**
+   * Exponent k of the `pass_rate` curriculum's weight, floor + (p (1 − p))^k: a larger k draws the scenarios solved
+   * about half the time more often against those always solved or always failed (with the floor, a scenario at
+   * p = 0.9 weighs 0.19 of one at p = ½ at k = 2, and 0.37 at k = 1). Default 1.
+   */
+  curriculumPower: z.number().positive().default(1).describe('pass_rate curriculum: exponent k of its weight floor + (p(1-p))^k; larger draws fewer scenarios always solved or failed'),
+  /**
    * Dynamic sampling (DAPO): rounds of extra rollouts per step in which each group whose rewards were all alike
    * (no signal, dropped) is replaced by a group of another scenario, so that the step trains on a full batch.
    * 0 turns it off: such groups are only dropped. Default 0.

@@ -31,6 +31,16 @@ describe('Curriculum', () => {
     expect(c.weight('always')).toBeCloseTo(c.weight('never'), 12);
   });
 
+  it('sharpens the weight with its power: floor + (p (1 - p))^k', () => {
+    const c = new Curriculum([scenario('half', 1), scenario('never', 2)], {}, { power: 2 });
+    c.record('half', 8, 4);
+    c.record('never', 8, 0);
+    // Alone of its kind, 0 of 8 gives p = (0 + 2 × ½) / (8 + 2) = 0.1, so p (1 − p) = 0.09.
+    expect(c.weight('half')).toBeCloseTo(0.005 + 0.25 ** 2, 12);
+    expect(c.weight('never')).toBeCloseTo(0.005 + 0.09 ** 2, 12);
+    expect(() => new Curriculum([], {}, { power: 0 })).toThrow(/power must be > 0/);
+  });
+
   it("lends a scenario its kind's pass rate: the same checked tools and difficulty, not the scenario's own record", () => {
     const set = [calling('solved-1', 'get_book'), calling('solved-2', 'get_book'), calling('new', 'get_book'), calling('harder', 'get_book', 2), calling('other', 'check_stock')];
     const c = new Curriculum(set);

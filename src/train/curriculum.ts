@@ -10,8 +10,8 @@
  * p = (successes + m q) / (attempts + m), m = `priorWeight` pseudo-attempts. An unseen scenario of a kind the model
  * always solves (or always fails) is then weighed as such before its first group, where without the prior every
  * unseen scenario counts as p = ½; a scenario alone of its kind has p = (successes + 1) / (attempts + 2) for m = 2.
- * Its weight is `floor + p (1 − p)`: ¼ + floor at p = ½, falling towards `floor` for scenarios always failed or
- * always solved, which are still revisited now and then. Scenarios are drawn without replacement with probability
+ * Its weight is `floor + (p (1 − p))^k`, k = `power`: (¼)^k + floor at p = ½, falling towards `floor` for scenarios
+ * always failed or always solved, which are still revisited now and then. Scenarios are drawn without replacement with probability
  * in proportion to their weight (Efraimidis–Spirakis keys u^(1/w)), from a seeded generator, so a resumed run draws
  * the same.
  */
@@ -39,6 +39,8 @@ export interface CurriculumOptions {
   decay?: number;
   /** Pseudo-attempts (> 0) of the kind's pass rate in a scenario's own (m above). Default 2. */
   priorWeight?: number;
+  /** Exponent k of the weight floor + (p (1 − p))^k. Default 1. */
+  power?: number;
 }
 
 /** The kind a scenario's prior comes from: its checked tools in order, and its difficulty. */
@@ -49,6 +51,7 @@ export class Curriculum {
   private readonly floor: number;
   private readonly decay: number;
   private readonly priorWeight: number;
+  private readonly power: number;
   /** scenario id → kind, and kind → the sum of its scenarios' records. */
   private readonly kinds: Map<string, string>;
   private readonly kindTotals = new Map<string, ScenarioRecord>();
@@ -62,7 +65,9 @@ export class Curriculum {
     this.floor = opts.floor ?? 0.005;
     this.decay = opts.decay ?? 0.5;
     this.priorWeight = opts.priorWeight ?? 2;
+    this.power = opts.power ?? 1;
     if (!(this.priorWeight > 0)) throw new RangeError(`curriculum priorWeight must be > 0, got ${this.priorWeight}`);
+    if (!(this.power > 0)) throw new RangeError(`curriculum power must be > 0, got ${this.power}`);
     this.kinds = new Map(scenarios.map((s) => [s.id, kindOf(s)]));
     for (const [id, r] of this.records) this.addToKind(id, r, 1);
   }
@@ -80,7 +85,7 @@ export class Curriculum {
 
   weight(id: string): number {
     const p = this.passRate(id);
-    return this.floor + p * (1 - p);
+    return this.floor + (p * (1 - p)) ** this.power;
   }
 
   /** Draws up to n scenarios not in `exclude`, without replacement, in proportion to their weights. */
