@@ -220,7 +220,8 @@ void dot_cols(int M, int K, float alpha, const float* A, int lda, const float* B
 }  // namespace
 
 void dot_rows(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
-  static_assert(kDotRows == 4 && kDotCols == 3, "dot_cols handles remainders of up to 3 rows; the switch below, up to 3 columns");
+  static_assert(kDotRows == 4 && kDotCols == 3,
+                "dot_cols handles remainders of up to 3 rows; the switch below, up to 3 columns");
   // One or two rows: B's rows one at a time, a single stream through memory (three side by side read a weight
   // that does not fit in cache a quarter slower, and there is little reuse of A's vectors to gain).
   const int cols = M <= 2 ? 1 : kDotCols;

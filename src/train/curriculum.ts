@@ -11,9 +11,9 @@
  * always solves (or always fails) is then weighed as such before its first group, where without the prior every
  * unseen scenario counts as p = ½; a scenario alone of its kind has p = (successes + 1) / (attempts + 2) for m = 2.
  * Its weight is `floor + (p (1 − p))^k`, k = `power`: (¼)^k + floor at p = ½, falling towards `floor` for scenarios
- * always failed or always solved, which are still revisited now and then. Scenarios are drawn without replacement with probability
- * in proportion to their weight (Efraimidis–Spirakis keys u^(1/w)), from a seeded generator, so a resumed run draws
- * the same.
+ * always failed or always solved, which are still revisited now and then. Scenarios are drawn without replacement
+ * with probability in proportion to their weight (Efraimidis–Spirakis keys u^(1/w)), from a seeded generator, so a
+ * resumed run draws the same.
  */
 import { z } from 'zod';
 import type { Scenario } from '../scenarios/scenario.js';
