@@ -87,8 +87,9 @@ export default async function engineBench(emit: Emit): Promise<void> {
 
     for (const batch of [1, 16]) {
       const prompts = Array.from({ length: batch }, () => prompt(16));
+      const whole = noEos(model);
       const run = (maxTokens: number) =>
-        Promise.all(prompts.map((p, i) => model.generate({ promptIds: p, sampling: { maxTokens, seed: i }, ...noEos(model) })));
+        Promise.all(prompts.map((p, i) => model.generate({ promptIds: p, sampling: { maxTokens, seed: i }, ...whole })));
       const t1 = await time(() => run(1), 2);
       const t65 = await time(() => run(65), 2);
       emit(`engine.decode.batch${batch}`, (64 * batch) / (t65 - t1), 'tok/s');
@@ -102,7 +103,8 @@ export default async function engineBench(emit: Emit): Promise<void> {
     const tTiny = await time(() => tiny.generate({ promptIds: p431, sampling: { maxTokens: 1, temperature: 0 } }), 10);
     emit('engine.tiny.prefill.431tok', 431 / tTiny, 'tok/s');
     const tPrompts = Array.from({ length: 32 }, (_, i) => tprompt(300 + i));
-    const tRun = (maxTokens: number) => Promise.all(tPrompts.map((p, i) => tiny.generate({ promptIds: p, sampling: { maxTokens, seed: i }, ...noEos(tiny) })));
+    const tWhole = noEos(tiny);
+    const tRun = (maxTokens: number) => Promise.all(tPrompts.map((p, i) => tiny.generate({ promptIds: p, sampling: { maxTokens, seed: i }, ...tWhole })));
     const u1 = await time(() => tRun(1), 3);
     const u65 = await time(() => tRun(65), 3);
     emit('engine.tiny.decode.batch32', (64 * 32) / (u65 - u1), 'tok/s');

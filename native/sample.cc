@@ -93,13 +93,14 @@ int sample_token(const float* z, int V, const SampleParams& p, const uint32_t* a
     for (int v = 0; v < V; ++v)
       if (token_allowed(allow, v) && z[v] > mx) { mx = z[v]; tok = v; }
   }
-  // Tempered weights of every token (w), computed once when sampling or when the sampler's log-probability
-  // needs them; mx is then the largest allowed logit.
+  // Tempered weights of every token (w), for the sampler and its log-probability; mx is now the largest allowed
+  // logit.
   const double Ts = p.temperature > 0.0f ? (double)p.temperature : 1.0;
   const float invTf = (float)(1.0 / Ts);
   thread_local std::vector<float> wbuf;
   const bool sampling = p.temperature > 0.0f && p.top_k != 1;
-  // Without a mask mx is still the row's maximum, so at temperature 1 the weights are those of the lse above.
+  // Without a mask mx is still the row's maximum, so at temperature 1 the weights are those of the lse above:
+  // a second pass only with a mask or another temperature.
   const float* w = ebuf.data();
   if (allow || Ts != 1.0) {
     wbuf.resize(V);

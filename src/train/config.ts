@@ -11,6 +11,7 @@ import { WeightDtypeSchema } from '../engine/weight-dtype.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { LORA_TARGETS } from '../hf/peft.js';
 import { resolveRewardMode, RewardModeSchema } from '../ruler/blend.js';
+import { DEFAULT_CURRICULUM_POWER } from './curriculum.js';
 
 /** The policy losses: the trainer's loss kinds but supervised fine-tuning (definitions in native/train/loss.h). */
 export const PolicyLossSchema = LossConfigSchema.shape.kind.exclude(['sft']);
@@ -65,9 +66,9 @@ export const TrainSettingsSchema = z.object({
   /**
    * Exponent k of the `pass_rate` curriculum's weight, floor + (p (1 − p))^k: a larger k draws the scenarios solved
    * about half the time more often against those always solved or always failed (with the floor, a scenario at
-   * p = 0.9 weighs 0.19 of one at p = ½ at k = 2, and 0.37 at k = 1). Default 1.
+   * p = 0.9 weighs 0.19 of one at p = ½ at k = 2, and 0.37 at k = 1). Default 1 (DEFAULT_CURRICULUM_POWER).
    */
-  curriculumPower: z.number().positive().default(1).describe('pass_rate curriculum: exponent k of its weight floor + (p(1-p))^k; larger draws fewer scenarios always solved or failed'),
+  curriculumPower: z.number().positive().default(DEFAULT_CURRICULUM_POWER).describe('pass_rate curriculum: exponent k of its weight floor + (p(1-p))^k; larger draws fewer scenarios always solved or failed'),
   /**
    * Dynamic sampling (DAPO): rounds of extra rollouts per step in which each group whose rewards were all alike
    * (no signal, dropped) is replaced by a group of another scenario, so that the step trains on a full batch.

@@ -39,9 +39,12 @@ export interface CurriculumOptions {
   decay?: number;
   /** Pseudo-attempts (> 0) of the kind's pass rate in a scenario's own (m above). Default 2. */
   priorWeight?: number;
-  /** Exponent k of the weight floor + (p (1 − p))^k. Default 1. */
+  /** Exponent k of the weight floor + (p (1 − p))^k. Default DEFAULT_CURRICULUM_POWER. */
   power?: number;
 }
+
+/** The weight's exponent k when none is given (also `curriculumPower`'s default in src/train/config.ts). */
+export const DEFAULT_CURRICULUM_POWER = 1;
 
 /** The kind a scenario's prior comes from: its checked tools in order, and its difficulty. */
 const kindOf = (s: Scenario) => `${scenarioSurface(s)} @${s.difficulty}`;
@@ -65,7 +68,7 @@ export class Curriculum {
     this.floor = opts.floor ?? 0.005;
     this.decay = opts.decay ?? 0.5;
     this.priorWeight = opts.priorWeight ?? 2;
-    this.power = opts.power ?? 1;
+    this.power = opts.power ?? DEFAULT_CURRICULUM_POWER;
     if (!(this.priorWeight > 0)) throw new RangeError(`curriculum priorWeight must be > 0, got ${this.priorWeight}`);
     if (!(this.power > 0)) throw new RangeError(`curriculum power must be > 0, got ${this.power}`);
     this.kinds = new Map(scenarios.map((s) => [s.id, kindOf(s)]));
