@@ -21,6 +21,7 @@
         "native/model/config.cc",
         "native/model/load.cc",
         "native/model/forward.cc",
+        "native/model/device.cc",
         "native/sample.cc",
         "native/prefix_cache.cc",
         "native/ops/embedding.cc",

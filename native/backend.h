@@ -1,10 +1,13 @@
 // The backend seam: every op the model runs, as a table of function pointers with the CPU signatures
 // (outputs, inputs, sizes). The CPU backend fills it from native/ops/*.cc. A CUDA backend fills the same
-// table from native/cuda/*.cu (device pointers, same argument order) and the model code stays unchanged;
-// only the weight/run-state allocation (FloatBuffer) and the KV-cache copies differ per device.
+// table from native/cuda/*.cu (device pointers, same argument order) and the model code stays unchanged.
+// The model takes every buffer from the backend's `memory`, moves data with its copies, and hands small host
+// arrays (token ids, positions, loss rows) to the ops through `staged`; on the CPU all of that is the host.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
+#include "common.h"
 #include "ops/attention.h"
 #include "ops/linear.h"
 #include "ops/rope.h"
@@ -43,8 +46,31 @@ struct Backend {
   void (*lm_head_backward)(float* dh, const float* dlogp, const float* g, WeightRef W, const int32_t* targets,
                            int N, int C, const float* inv_temp);
   void (*logits_forward)(float* z, const float* h, WeightRef W, int N, int C, int V);
+
+  // Where the tensors the ops read and write live: null is host memory (the CPU), else the backend's own.
+  const Allocator* memory;
+  void (*copy)(void* dst, const void* src, size_t bytes);       // within the backend's memory
+  void (*upload)(void* dst, const void* host, size_t bytes);    // host -> backend, after the work issued before
+  void (*download)(void* host, const void* src, size_t bytes);  // backend -> host, after the work issued before
+  void (*zero)(void* p, size_t bytes);
+  // y (n) = a + b, the residual adds; y may alias a or b.
+  void (*add)(float* y, const float* a, const float* b, long n);
+  // dst (M, C) = the rows rows[j] of src (gather), and dst's rows rows[j] += src (M, C) (scatter; rows
+  // distinct). `rows` is in the backend's memory.
+  void (*gather_rows)(float* dst, const float* src, const int32_t* rows, int M, int C);
+  void (*scatter_add_rows)(float* dst, const float* src, const int32_t* rows, int M, int C);
 };
 
 const Backend& cpu_backend();
+
+// `host` (n elements) where the backend's ops can read it: the array itself when the backend's memory is the
+// host's, else a copy in `stage` (grown on demand, reused by the next call with the same stage).
+template <typename T>
+const T* staged(const Backend& b, AlignedBuffer<T>& stage, const T* host, size_t n) {
+  if (!b.memory || n == 0) return host;
+  if (stage.size < n || stage.where != b.memory) stage.allocate(n, b.memory);
+  b.upload(stage.data, host, n * sizeof(T));
+  return stage.data;
+}
 
 }  // namespace mcprl

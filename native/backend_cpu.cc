@@ -1,4 +1,7 @@
 #include "backend.h"
+
+#include <cstring>
+
 #include "gemm.h"
 #include "ops/embedding.h"
 #include "ops/lm_head.h"
@@ -6,6 +9,28 @@
 #include "ops/swiglu.h"
 
 namespace mcprl {
+
+static void host_copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+static void host_zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+
+static void add(float* y, const float* a, const float* b, long n) {
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+static void gather_rows(float* dst, const float* src, const int32_t* rows, int M, int C) {
+#pragma omp parallel for schedule(static)
+  for (int j = 0; j < M; ++j) std::memcpy(dst + (size_t)j * C, src + (size_t)rows[j] * C, sizeof(float) * C);
+}
+
+// Serial: rows are distinct, but the order of the additions stays the one the CPU engine always had.
+static void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int M, int C) {
+  for (int j = 0; j < M; ++j) {
+    float* d = dst + (size_t)rows[j] * C;
+    const float* s = src + (size_t)j * C;
+    for (int k = 0; k < C; ++k) d[k] += s[k];
+  }
+}
 
 const Backend& cpu_backend() {
   static const Backend be = {
@@ -28,6 +53,14 @@ const Backend& cpu_backend() {
       lm_head_forward,
       lm_head_backward,
       logits_forward,
+      nullptr,  // host memory
+      host_copy,
+      host_copy,
+      host_copy,
+      host_zero,
+      add,
+      gather_rows,
+      scatter_add_rows,
   };
   return be;
 }

@@ -18,12 +18,15 @@ constexpr size_t kMapBytes = size_t(1) << 20;
 static size_t buffer_bytes(size_t n, size_t elem) { return ((n * elem) + 63) / 64 * 64; }
 
 template <typename T>
-void AlignedBuffer<T>::allocate(size_t n) {
+void AlignedBuffer<T>::allocate(size_t n, const Allocator* w) {
   release();
+  where = w;
   if (n == 0) return;
   size_t bytes = buffer_bytes(n, sizeof(T));
   void* p = nullptr;
-  if (bytes >= kMapBytes) {
+  if (where) {
+    p = where->alloc(bytes);
+  } else if (bytes >= kMapBytes) {
     p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) FAIL("out of memory mapping " + std::to_string(bytes) + " bytes");
   } else {
@@ -39,7 +42,8 @@ template <typename T>
 void AlignedBuffer<T>::release() {
   if (data) {
     size_t bytes = buffer_bytes(size, sizeof(T));
-    if (bytes >= kMapBytes) munmap(data, bytes);
+    if (where) where->release(data, bytes);
+    else if (bytes >= kMapBytes) munmap(data, bytes);
     else std::free(data);
   }
   data = nullptr;
@@ -48,5 +52,7 @@ void AlignedBuffer<T>::release() {
 
 template struct AlignedBuffer<float>;
 template struct AlignedBuffer<uint16_t>;
+template struct AlignedBuffer<int32_t>;
+template struct AlignedBuffer<uint32_t>;
 
 }  // namespace mcprl

@@ -24,27 +24,38 @@ struct EngineError : std::runtime_error {
   throw EngineError(msg + " (" + base + ":" + std::to_string(line) + ")");
 }
 
+// Memory that is not the host's (a GPU's): how a buffer there is taken and given back. A buffer without one
+// lives in host memory, which is where the CPU backend's tensors are.
+struct Allocator {
+  void* (*alloc)(size_t bytes);  // zero-filled; throws EngineError when memory is exhausted
+  void (*release)(void* p, size_t bytes);  // bytes: as allocated
+};
+
 // Owning 64-byte-aligned buffer of T: the "one flat allocation" behind each struct of named views.
 template <typename T>
 struct AlignedBuffer {
   T* data = nullptr;
   size_t size = 0;  // elements
+  const Allocator* where = nullptr;  // null: host memory
   AlignedBuffer() = default;
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; o.size = 0; }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data(o.data), size(o.size), where(o.where) { o.data = nullptr; o.size = 0; }
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
-    if (this != &o) { release(); data = o.data; size = o.size; o.data = nullptr; o.size = 0; }
+    if (this != &o) { release(); data = o.data; size = o.size; where = o.where; o.data = nullptr; o.size = 0; }
     return *this;
   }
   ~AlignedBuffer() { release(); }
   void release();
-  // Allocates n elements, zero-filled. Throws EngineError when memory is exhausted.
-  void allocate(size_t n);
+  // Allocates n elements, zero-filled, in host memory or (`where`) a backend's. Throws EngineError when memory
+  // is exhausted.
+  void allocate(size_t n, const Allocator* where = nullptr);
 };
 
 using FloatBuffer = AlignedBuffer<float>;    // weights, activations, optimiser state
 using HalfBuffer = AlignedBuffer<uint16_t>;  // bf16 / f16 weights kept as stored
+using IntBuffer = AlignedBuffer<int32_t>;    // token ids, positions, rows, where a backend's ops read them
+using MaskBuffer = AlignedBuffer<uint32_t>;  // token-mask bitsets, likewise
 
 }  // namespace mcprl
 

@@ -93,6 +93,9 @@ void lora_allocate(LoraAdapter& a, const ModelConfig& c, int r, float alpha, boo
 void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir, int r, float alpha, bool rslora,
                const bool* targets);
 
+// Moves an adapter's A and B into backend b's memory (its views follow); a new weights version.
+void lora_to_backend(LoraAdapter& a, const Backend& b);
+
 struct LayerActs {
   float* x;       // (T, C) residual stream entering the layer
   float* xn1;     // (T, C) input_layernorm(x)
@@ -126,6 +129,8 @@ struct RunState {
   float* tmp = nullptr;     // (T, C) o_proj / down_proj output before the residual add
   std::vector<int32_t> pos;       // (T) position ids
   std::vector<int32_t> tokens;    // (T) input ids of the last forward
+  const int32_t* pos_ops = nullptr;  // (T) pos where the backend's ops read it (pos itself on the CPU)
+  IntBuffer stage_pos, stage_tokens; // their copies in the backend's memory when it is not the host's
 };
 
 struct KVSlot {
@@ -148,7 +153,13 @@ class Model {
   ModelConfig cfg{};
   ModelWeights w;
   std::vector<float> inv_freq;  // (D/2)
+  FloatBuffer inv_freq_b;       // (D/2) inv_freq in the backend's memory when it is not the host's
   const Backend* be = &cpu_backend();
+
+  const float* inv_freq_ops() const { return be->memory ? inv_freq_b.data : inv_freq.data(); }
+  // Moves the loaded weights into backend b's memory and runs every later op there (native/model/device.cc).
+  // Run states, caches and adapters used with the model afterwards must live there too (lora_to_backend).
+  void to_backend(const Backend& b);
 
   // Reads the safetensors weights of an HF folder for the architecture `config`.
   void load(const std::string& dir, const ModelConfig& config, WeightMode mode);

@@ -7,13 +7,19 @@
 #    dumps the inputs and outputs of the marked cases;
 # 3. runs scripts/device-check.py: the same cases recomputed with PyTorch on the GPU in float64 (the second
 #    oracle), and torch.matmul's bf16 rate as the peer;
-# 4. prints the whole run's seconds.
+# 4. the engine's model and trainer on the CUDA backend (mcprl-cuda-model-check, scripts/device-model-check.py):
+#    log-probabilities and LoRA gradients of a random Qwen3-shaped folder with a PEFT adapter against
+#    transformers + peft in float64, then benchmarks at Qwen3-0.6B and -4B shapes (LoRA GRPO step at 4096 packed
+#    tokens, decode at batch 1 and 64) beside PyTorch + peft;
+# 5. prints the whole run's seconds.
 # Every line on stdout is one JSON object. Dry mode (--cpu-only, or no GPU found): builds, skips the GPU runs,
 # meets the PyTorch oracle (on the CPU) with the CPU ops on small dumped cases when torch can be imported, and
 # prints one line saying so; exit 0 when all that succeeded. Exit status otherwise: 0 every check ok.
 # Environment: MCPRL_CUDA_BUILD (build folder, default a temp dir), MCPRL_CHECK_ARGS (extra check arguments,
 # e.g. --quick), MCPRL_COMMIT (the commit to print), MCPRL_PYTHON (the interpreter with torch; default
-# python3), OUT (where logs go; default: the build folder).
+# python3), OUT (where logs go; default: the build folder), MCPRL_JSON_INCLUDE (a folder holding
+# nlohmann/json.hpp, which the model check needs and the GPU machine lacks: carry a copy), MCPRL_MODEL_BENCH
+# (shapes to benchmark, default "0.6b 4b"; "none" skips the benchmarks).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 t0=$(date +%s.%N)
@@ -64,6 +70,13 @@ if [ $gpu = 0 ]; then
     fi
     oracle="PyTorch oracle vs CPU ops ok"
   fi
+  if [ -x "$build/mcprl-cuda-model-check" ]; then
+    if ! "$build/mcprl-cuda-model-check" staged "$root/fixtures/models/tiny-bookshop"; then
+      echo "{\"figure\":\"device-check\",\"ok\":false,\"mode\":\"dry\",\"error\":\"the model check's staged run failed (line above)\"}"
+      exit 1
+    fi
+    oracle="$oracle; model check staged ok"
+  fi
   echo "{\"figure\":\"device-check\",\"ok\":true,\"mode\":\"dry\",\"note\":\"built $build/mcprl-cuda-check for sm_90; GPU runs skipped: $why; $oracle\"}"
   exit 0
 fi
@@ -83,6 +96,31 @@ else
   echo "{\"figure\":\"torch\",\"ok\":false,\"error\":\"$py cannot import torch and numpy: the PyTorch oracle did not run\"}"
   rc_torch=1
 fi
-ok=$([ $rc_check = 0 ] && [ $rc_torch = 0 ] && echo true || echo false)
-echo "{\"figure\":\"device-check\",\"ok\":$ok,\"seconds\":$(elapsed),\"commit\":\"$commit\",\"check_rc\":$rc_check,\"torch_rc\":$rc_torch}"
+# The engine's model and trainer on the device: parity with transformers + peft, then the benchmarks.
+rc_model=0
+if [ ! -x "$build/mcprl-cuda-model-check" ]; then
+  echo "{\"figure\":\"cuda.model\",\"ok\":false,\"error\":\"mcprl-cuda-model-check was not built (nlohmann/json.hpp: set MCPRL_JSON_INCLUDE; see build.log)\"}"
+  rc_model=1
+elif have_torch; then
+  par="$build/parity"
+  rm -rf "$par"
+  export PYTHONUNBUFFERED=1
+  { timeout 120 "$py" "$root/scripts/device-model-check.py" prepare "$par" &&
+    timeout 120 "$build/mcprl-cuda-model-check" parity "$par" &&
+    timeout 180 "$py" "$root/scripts/device-model-check.py" compare "$par"; } 2>>"$logs/model.log" | tee "$logs/model.jsonl"
+  rc_model=${PIPESTATUS[0]}
+  shapes=${MCPRL_MODEL_BENCH:-0.6b 4b}
+  if [ "$shapes" != none ]; then
+    (r=0; for s in $shapes; do timeout 240 "$build/mcprl-cuda-model-check" bench "$s" 2>>"$logs/model.log" || r=1; done
+      exit $r) | tee "$logs/bench.jsonl"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc_model=1
+    timeout 240 "$py" "$root/scripts/device-model-check.py" peer "$logs/bench.jsonl" 2>>"$logs/model.log" | tee -a "$logs/bench.jsonl"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc_model=1
+  fi
+  tail -n 20 "$logs/model.log" >&2
+else
+  rc_model=1
+fi
+ok=$([ $rc_check = 0 ] && [ $rc_torch = 0 ] && [ $rc_model = 0 ] && echo true || echo false)
+echo "{\"figure\":\"device-check\",\"ok\":$ok,\"seconds\":$(elapsed),\"commit\":\"$commit\",\"check_rc\":$rc_check,\"torch_rc\":$rc_torch,\"model_rc\":$rc_model}"
 [ "$ok" = true ]

@@ -25,6 +25,14 @@ const Backend& cuda_backend() {
       cuda::lm_head_forward,
       cuda::lm_head_backward,
       cuda::logits_forward,
+      &cuda::device_allocator(),
+      cuda::copy,
+      cuda::upload,
+      cuda::download,
+      cuda::zero,
+      cuda::add,
+      cuda::gather_rows,
+      cuda::scatter_add_rows,
   };
   return b;
 }

@@ -74,6 +74,20 @@ void logits_forward(float* z, const float* h, WeightRef W, int N, int C, int V);
 void adamw_step(float* param, const float* grad, float* m, float* v, size_t n, long step, float lr,
                 const AdamWConfig& c);
 
+// ---- memory (memory.cu): the Backend table's allocator, copies and data movement, and the bytes allocated
+// through it (now, and the most at once since the last reset).
+const Allocator& device_allocator();
+size_t memory_bytes();
+size_t memory_peak_bytes();
+void memory_reset_peak();
+void copy(void* dst, const void* src, size_t bytes);
+void upload(void* dst, const void* host, size_t bytes);
+void download(void* host, const void* src, size_t bytes);
+void zero(void* p, size_t bytes);
+void add(float* y, const float* a, const float* b, long n);
+void gather_rows(float* dst, const float* src, const int32_t* rows, int M, int C);
+void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int M, int C);
+
 }  // namespace cuda
 
 // The CUDA table for the backend seam (backend_cuda.cu).

@@ -19,7 +19,7 @@ void Model::reserve(RunState& rs, int T, int r, bool save_all) {
   const size_t per_layer = Tz * (C * 4 + 3 + HD * 3 + H + Hkv + KD * 3 + I * 3 + H) + NUM_MODULES * Tz * R;
   const int nl = save_all ? c.layers : 1;
   const size_t total = per_layer * nl + Tz * (3 * C + 1);
-  rs.memory.allocate(total);
+  rs.memory.allocate(total, be->memory);
   float* p = rs.memory.data;
   auto take = [&](size_t n) { float* q = p; p += n; return q; };
   rs.layers.assign(c.layers, LayerActs{});
@@ -42,8 +42,8 @@ void Model::slot_init(KVSlot& s, int cap) const {
   const size_t per = (size_t)cfg.layers * cap * cfg.kv_heads * cfg.head_dim;
   s.cap = cap;
   s.len = 0;
-  s.k.allocate(per);
-  s.v.allocate(per);
+  s.k.allocate(per, be->memory);
+  s.v.allocate(per, be->memory);
   s.last_h.assign(cfg.hidden, 0.0f);
   s.has_h = false;
 }
@@ -52,8 +52,8 @@ void Model::slot_copy(KVSlot& dst, const KVSlot& src) const {
   CHECK(dst.cap >= src.len, "KV slot too small to copy into");
   const size_t row = (size_t)cfg.kv_heads * cfg.head_dim;
   for (int l = 0; l < cfg.layers; ++l) {
-    std::memcpy(dst.k.data + (size_t)l * dst.cap * row, src.k.data + (size_t)l * src.cap * row, sizeof(float) * src.len * row);
-    std::memcpy(dst.v.data + (size_t)l * dst.cap * row, src.v.data + (size_t)l * src.cap * row, sizeof(float) * src.len * row);
+    be->copy(dst.k.data + (size_t)l * dst.cap * row, src.k.data + (size_t)l * src.cap * row, sizeof(float) * src.len * row);
+    be->copy(dst.v.data + (size_t)l * dst.cap * row, src.v.data + (size_t)l * src.cap * row, sizeof(float) * src.len * row);
   }
   dst.len = src.len;
   dst.last_h = src.last_h;
@@ -88,10 +88,11 @@ void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& se
     }
   }
   const Backend& B = *be;
-  B.embedding_forward(rs.layers[0].x, tokens, w.wte, T, C);
+  rs.pos_ops = staged(B, rs.stage_pos, rs.pos.data(), T);
+  B.embedding_forward(rs.layers[0].x, staged(B, rs.stage_tokens, tokens, T), w.wte, T, C);
   for (int l = 0; l < c.layers; ++l) {
     LayerActs& a = rs.layers[l];
-    if (layer_inputs) std::memcpy(layer_inputs + (size_t)l * T * C, a.x, sizeof(float) * (size_t)T * C);
+    if (layer_inputs) B.copy(layer_inputs + (size_t)l * T * C, a.x, sizeof(float) * (size_t)T * C);
     // Without save_all every layer's views alias layer 0's, so x_next is a.x itself: the layer reads a.x for
     // the last time in x2 = x + attention, before it writes x_next.
     layer_forward(l, segs, a, rs, l + 1 < c.layers ? rs.layers[l + 1].x : rs.xf);
@@ -103,7 +104,7 @@ void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& se
     row += s.n;
     if (!s.slot) continue;
     s.slot->len += s.n;
-    std::memcpy(s.slot->last_h.data(), rs.hf + (size_t)(row - 1) * C, sizeof(float) * C);
+    B.download(s.slot->last_h.data(), rs.hf + (size_t)(row - 1) * C, sizeof(float) * C);
     s.slot->has_h = true;
   }
 }
@@ -142,11 +143,11 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
     B.rmsnorm_forward(a.q, a.q_rstd, a.q_pre, lw.q_norm, T * H, D, c.eps);
     B.rmsnorm_forward(a.k, a.k_rstd, a.k_pre, lw.k_norm, T * Hkv, D, c.eps);
   } else {
-    std::memcpy(a.q, a.q_pre, sizeof(float) * (size_t)T * HD);
-    std::memcpy(a.k, a.k_pre, sizeof(float) * (size_t)T * KD);
+    B.copy(a.q, a.q_pre, sizeof(float) * (size_t)T * HD);
+    B.copy(a.k, a.k_pre, sizeof(float) * (size_t)T * KD);
   }
-  B.rope_forward(a.q, rs.pos.data(), inv_freq.data(), T, H, D);
-  B.rope_forward(a.k, rs.pos.data(), inv_freq.data(), T, Hkv, D);
+  B.rope_forward(a.q, rs.pos_ops, inv_freq_ops(), T, H, D);
+  B.rope_forward(a.k, rs.pos_ops, inv_freq_ops(), T, Hkv, D);
   std::vector<AttnSegment> as(segs.size());
   int row = 0;
   for (size_t s = 0; s < segs.size(); ++s) {
@@ -158,8 +159,8 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
       KVSlot& sl = *sg.slot;
       float* kc = sl.k.data + (size_t)l * sl.cap * KD;
       float* vc = sl.v.data + (size_t)l * sl.cap * KD;
-      std::memcpy(kc + (size_t)sl.len * KD, a.k + (size_t)row * KD, sizeof(float) * sg.n * KD);
-      std::memcpy(vc + (size_t)sl.len * KD, a.v + (size_t)row * KD, sizeof(float) * sg.n * KD);
+      B.copy(kc + (size_t)sl.len * KD, a.k + (size_t)row * KD, sizeof(float) * sg.n * KD);
+      B.copy(vc + (size_t)sl.len * KD, a.v + (size_t)row * KD, sizeof(float) * sg.n * KD);
       at.npast = sl.len;
       at.k = kc;
       at.v = vc;
@@ -173,8 +174,7 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
   B.attention_forward(a.att, a.lse, a.q, as.data(), (int)as.size(), H, Hkv, D);
   B.linear_forward(rs.tmp, a.att, lw.w[O], lw.b[O], T, HD, C);
   lora(O, rs.tmp, a.att, a.xa[O], HD, C);
-#pragma omp parallel for schedule(static)
-  for (long i = 0; i < (long)T * C; ++i) a.x2[i] = a.x[i] + rs.tmp[i];
+  B.add(a.x2, a.x, rs.tmp, (long)T * C);
   // MLP block
   B.rmsnorm_forward(a.xn2, a.rstd2, a.x2, lw.ln2, T, C, c.eps);
   B.linear_forward(a.gate, a.xn2, lw.w[GATE], nullptr, T, C, I);
@@ -184,8 +184,7 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
   B.swiglu_forward(a.act, a.gate, a.up, (long)T * I);
   B.linear_forward(rs.tmp, a.act, lw.w[DOWN], nullptr, T, I, C);
   lora(DOWN, rs.tmp, a.act, a.xa[DOWN], I, C);
-#pragma omp parallel for schedule(static)
-  for (long i = 0; i < (long)T * C; ++i) x_next[i] = a.x2[i] + rs.tmp[i];
+  B.add(x_next, a.x2, rs.tmp, (long)T * C);
 }
 
 }  // namespace mcprl

@@ -10,7 +10,7 @@
 namespace mcprl {
 
 // Rows of LM-head logits held at once: lm_head_chunk_rows (ops/lm_head.h).
-static void work_reserve(TrainWork& w, const ModelConfig& c, int T, int M, int r) {
+static void work_reserve(TrainWork& w, const Backend& B, const ModelConfig& c, int T, int M, int r) {
   int chunk = lm_head_chunk_rows(c.vocab, std::max(M, 1));
   if (T <= w.T_cap && M <= w.M_cap && r <= w.r_cap && chunk <= w.chunk && w.memory.data) return;
   T = std::max(T, w.T_cap);
@@ -21,7 +21,7 @@ static void work_reserve(TrainWork& w, const ModelConfig& c, int T, int M, int r
   const size_t Tz = T, Mz = std::max(M, 1), V = c.vocab;
   const size_t total = Tz * C * 3 + Tz * I * 3 + Tz * HD * 3 + Tz * KD * 3 + Tz * r +
                        Mz * C * 3 + Mz * 5 + (size_t)chunk * V;
-  w.memory.allocate(total);
+  w.memory.allocate(total, B.memory);
   float* p = w.memory.data;
   auto take = [&](size_t n) { float* q = p; p += n; return q; };
   w.dres = take(Tz * C); w.dxn = take(Tz * C); w.dtmp = take(Tz * C);
@@ -35,21 +35,41 @@ static void work_reserve(TrainWork& w, const ModelConfig& c, int T, int M, int r
   w.T_cap = T; w.M_cap = M; w.r_cap = r; w.chunk = chunk;
 }
 
-static void gather_rows(float* dst, const float* src, const int32_t* rows, int M, int C) {
-#pragma omp parallel for schedule(static)
-  for (int j = 0; j < M; ++j) std::memcpy(dst + (size_t)j * C, src + (size_t)rows[j] * C, sizeof(float) * C);
+// The loss tokens' rows, targets, temperatures and masks where the backend's ops read them (null: absent).
+struct LossTokens {
+  const int32_t *rows, *targets, *mask_idx;
+  const float* inv_temp;
+  const uint32_t* masks;
+};
+
+static LossTokens stage_loss_tokens(const Backend& B, TrainWork& w, const MicroBatch& mb) {
+  const size_t M = mb.loss_rows.size();
+  LossTokens t;
+  t.rows = staged(B, w.stage_rows, mb.loss_rows.data(), M);
+  t.targets = staged(B, w.stage_targets, mb.loss_targets.data(), M);
+  t.inv_temp = mb.loss_inv_temp.empty() ? nullptr : staged(B, w.stage_inv_temp, mb.loss_inv_temp.data(), M);
+  t.mask_idx = mb.loss_mask_idx.empty() ? nullptr : staged(B, w.stage_mask_idx, mb.loss_mask_idx.data(), M);
+  t.masks = staged(B, w.stage_masks, mb.masks.data(), mb.masks.size());
+  return t;
+}
+
+// n values of the backend's memory readable on the host: src itself on the CPU, else a copy in `host`.
+static const float* host_view(const Backend& B, std::vector<float>& host, const float* src, int n) {
+  if (!B.memory) return src;
+  host.resize(n);
+  B.download(host.data(), src, sizeof(float) * n);
+  return host.data();
 }
 
 // Log-probabilities (and entropies) of the loss tokens from the final hidden rows of the last forward;
 // with g, also what the LM-head backward needs (ops/lm_head.h).
-static void loss_token_logprobs(const Model& m, const RunState& rs, const MicroBatch& mb, TrainWork& w, float* logp,
-                                float* lse, float* ent, float* g) {
+static void loss_token_logprobs(const Model& m, const RunState& rs, const MicroBatch& mb, const LossTokens& lt,
+                                TrainWork& w, float* logp, float* lse, float* ent, float* g) {
   const int M = (int)mb.loss_rows.size(), C = m.cfg.hidden;
   if (M == 0) return;
-  gather_rows(w.hsel, rs.hf, mb.loss_rows.data(), M, C);
-  m.be->lm_head_forward(logp, lse, ent, g, w.hsel, m.w.lm_head, mb.loss_targets.data(), M, C, m.cfg.vocab, w.lm_scratch,
-                        lm_head_chunk_rows(m.cfg.vocab, M), mb.loss_inv_temp.empty() ? nullptr : mb.loss_inv_temp.data(),
-                        mb.loss_mask_idx.empty() ? nullptr : mb.loss_mask_idx.data(), mb.masks.data());
+  m.be->gather_rows(w.hsel, rs.hf, lt.rows, M, C);
+  m.be->lm_head_forward(logp, lse, ent, g, w.hsel, m.w.lm_head, lt.targets, M, C, m.cfg.vocab, w.lm_scratch,
+                        lm_head_chunk_rows(m.cfg.vocab, M), lt.inv_temp, lt.mask_idx, lt.masks);
 }
 
 MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const MicroBatch& mb, const LossParams& p,
@@ -74,7 +94,8 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
     CHECK(mb.loss_targets[j] >= 0 && mb.loss_targets[j] < c.vocab, "loss target token out of range");
   }
   const int r = a ? a->r : 1;
-  work_reserve(w, c, T, M, r);
+  work_reserve(w, B, c, T, M, r);
+  const LossTokens lt = stage_loss_tokens(B, w, mb);
 
   std::vector<Segment> segs(nseq);
   for (int s = 0; s < nseq; ++s) segs[s].n = mb.cu_seqlens[s + 1] - mb.cu_seqlens[s];
@@ -83,7 +104,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   const bool need_ref = p.beta > 0.0f && p.kind != LOSS_SFT;
   if (need_ref) {
     m.forward(mb.tokens.data(), T, segs, w.rs_ref, false, nullptr);
-    loss_token_logprobs(m, w.rs_ref, mb, w, w.ref, w.lse, nullptr, nullptr);
+    loss_token_logprobs(m, w.rs_ref, mb, lt, w, w.ref, w.lse, nullptr, nullptr);
   }
 
   // Policy forward, saving every layer's activations when a backward follows.
@@ -93,30 +114,33 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   RunState& rs = recompute ? w.rs_rc : w.rs;
   if (recompute) {
     // Keep only each layer's input (rs_rc shares one layer's activations between all layers).
-    if (w.ckpt.size < (size_t)c.layers * T * C) w.ckpt.allocate((size_t)c.layers * T * C);
+    if (w.ckpt.size < (size_t)c.layers * T * C) w.ckpt.allocate((size_t)c.layers * T * C, B.memory);
     m.forward(mb.tokens.data(), T, segs, rs, false, w.ckpt.data);
   } else {
     m.forward(mb.tokens.data(), T, segs, rs, backward, nullptr);
   }
-  loss_token_logprobs(m, rs, mb, w, w.logp, w.lse, w.ent, backward ? w.lm_g : nullptr);
-  if (logp_out && M) std::memcpy(logp_out, w.logp, sizeof(float) * M);
+  loss_token_logprobs(m, rs, mb, lt, w, w.logp, w.lse, w.ent, backward ? w.lm_g : nullptr);
+
+  // The loss runs on the host over the M loss tokens; dlogp goes back to the backend's memory.
+  const float* logp = host_view(B, w.host_logp, w.logp, M);
+  const float* ent = host_view(B, w.host_ent, w.ent, M);
+  const float* ref = need_ref ? host_view(B, w.host_ref, w.ref, M) : nullptr;
+  if (B.memory) w.host_dlogp.resize(M);
+  float* dlogp = B.memory ? w.host_dlogp.data() : w.dlogp;
+  if (logp_out && M) std::memcpy(logp_out, logp, sizeof(float) * M);
 
   MicroResult res;
-  for (int j = 0; j < M; ++j) res.entropy_sum += w.ent[j];
-  loss_forward_backward(&res.loss, w.dlogp, w.logp, mb.old_logp.empty() ? nullptr : mb.old_logp.data(),
-                        mb.is_weight.empty() ? nullptr : mb.is_weight.data(),
-                        need_ref ? w.ref : nullptr, mb.seqs.data(), (int)mb.seqs.size(), p);
+  for (int j = 0; j < M; ++j) res.entropy_sum += ent[j];
+  loss_forward_backward(&res.loss, dlogp, logp, mb.old_logp.empty() ? nullptr : mb.old_logp.data(),
+                        mb.is_weight.empty() ? nullptr : mb.is_weight.data(), ref, mb.seqs.data(), (int)mb.seqs.size(),
+                        p);
   if (!backward || M == 0 || !a) return res;
+  if (B.memory) B.upload(w.dlogp, dlogp, sizeof(float) * M);
 
   // LM head + log-softmax backward (the head is frozen), scattered back to the loss rows.
-  B.lm_head_backward(w.dhsel, w.dlogp, w.lm_g, m.w.lm_head, mb.loss_targets.data(), M, C,
-                     mb.loss_inv_temp.empty() ? nullptr : mb.loss_inv_temp.data());
-  std::memset(w.dtmp, 0, sizeof(float) * (size_t)T * C);
-  for (int j = 0; j < M; ++j) {  // serial: two loss tokens never share a row, but keep it simple and exact
-    float* d = w.dtmp + (size_t)mb.loss_rows[j] * C;
-    const float* s = w.dhsel + (size_t)j * C;
-    for (int k = 0; k < C; ++k) d[k] += s[k];
-  }
+  B.lm_head_backward(w.dhsel, w.dlogp, w.lm_g, m.w.lm_head, lt.targets, M, C, lt.inv_temp);
+  B.zero(w.dtmp, sizeof(float) * (size_t)T * C);
+  B.scatter_add_rows(w.dtmp, w.dhsel, lt.rows, M, C);
   // Final norm (frozen weight).
   B.rmsnorm_backward(w.dres, nullptr, w.dtmp, rs.xf, m.w.norm, rs.rstdf, T, C);
 
@@ -134,7 +158,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   for (int l = c.layers - 1; l >= 0; --l) {
     if (recompute) {
       LayerActs& r = rs.layers[0];
-      std::memcpy(r.x, w.ckpt.data + (size_t)l * T * C, sizeof(float) * (size_t)T * C);
+      B.copy(r.x, w.ckpt.data + (size_t)l * T * C, sizeof(float) * (size_t)T * C);
       m.layer_forward(l, segs, r, rs, rs.tmp);  // x_next is not needed: write it to scratch
     }
     const LayerActs& s = recompute ? rs.layers[0] : rs.layers[l];
@@ -145,14 +169,13 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
     proj_backward(l, GATE, w.dxn, w.dgate, s.xn2, C, I, false);
     proj_backward(l, UP, w.dxn, w.dup, s.xn2, C, I, true);
     B.rmsnorm_backward(w.dtmp, nullptr, w.dxn, s.x2, lw.ln2, s.rstd2, T, C);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)T * C; ++i) w.dres[i] += w.dtmp[i];  // now d x2
+    B.add(w.dres, w.dres, w.dtmp, (long)T * C);  // now d x2
     // Attention block: x2 = x + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
     proj_backward(l, O, w.datt, w.dres, s.att, HD, C, false);
     B.attention_backward(w.dq, w.dk, w.dv, w.datt, s.q, s.k, s.v, s.att, s.lse, mb.cu_seqlens.data(), nseq, H, Hkv,
                          D);
-    B.rope_backward(w.dq, rs.pos.data(), m.inv_freq.data(), T, H, D);
-    B.rope_backward(w.dk, rs.pos.data(), m.inv_freq.data(), T, Hkv, D);
+    B.rope_backward(w.dq, rs.pos_ops, m.inv_freq_ops(), T, H, D);
+    B.rope_backward(w.dk, rs.pos_ops, m.inv_freq_ops(), T, Hkv, D);
     const float* dqp = w.dq;
     const float* dkp = w.dk;
     if (c.qk_norm) {
@@ -165,8 +188,7 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
     proj_backward(l, K, w.dxn, dkp, s.xn1, C, KD, true);
     proj_backward(l, V, w.dxn, w.dv, s.xn1, C, KD, true);
     B.rmsnorm_backward(w.dtmp, nullptr, w.dxn, s.x, lw.ln1, s.rstd1, T, C);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)T * C; ++i) w.dres[i] += w.dtmp[i];  // now d x (the layer's input)
+    B.add(w.dres, w.dres, w.dtmp, (long)T * C);  // now d x (the layer's input)
   }
   return res;
 }

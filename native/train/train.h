@@ -49,6 +49,12 @@ struct TrainWork {
   RunState rs_ref;                       // the adapter-free reference forward (nothing saved)
   RunState rs_rc;                        // recompute mode: one layer's activations, shared by all layers
   FloatBuffer ckpt;                      // recompute mode: (L, T, C) each layer's input
+  // Where the backend's memory is not the host's: the micro-batch's loss-token arrays copied there, and the
+  // loss's inputs and output copied back (the loss runs on the host over M values).
+  IntBuffer stage_rows, stage_targets, stage_mask_idx;
+  FloatBuffer stage_inv_temp;
+  MaskBuffer stage_masks;
+  std::vector<float> host_logp, host_ent, host_ref, host_dlogp;
 };
 
 // The result of one micro-batch: loss sums (LossStats) and entropy sum over its loss tokens.
