@@ -4,7 +4,11 @@
  *     links the standalone check executable with the CPU ops (native/cuda/build.sh);
  *   - that executable, with no CUDA device, says so in one JSON line and exits 2 (it never claims a pass);
  *   - the dry mode meets the PyTorch oracle of the device run (scripts/device-check.py, float64) with the CPU ops
- *     on small dumped cases, tolerance 1e-4 (f32 against f64), and the oracle fails a result that is off.
+ *     on small dumped cases, tolerance 1e-4 (f32 against f64), and the oracle fails a result that is off;
+ *   - the model check (the engine's model and trainer on a backend's own memory, mcprl-cuda-model-check) links,
+ *     and its staged run, the CPU backend with its memory declared elsewhere so that every copy, transfer and
+ *     staged array the CUDA backend relies on runs, gives the plain CPU run's log-probabilities and LoRA gradient
+ *     bit for bit; without a device its GPU modes exit 2.
  * What the CUDA kernels compute is checked only on the GPU machine (native/cuda/README.md says how). Without
  * nvcc these tests skip with the reason; under CI=true (this machine kind has nvcc 13) a missing nvcc fails.
  */
@@ -52,6 +56,19 @@ describe('the CUDA backend builds without a GPU', () => {
     expect(out.find((l) => l.figure === 'device-check.build')?.ok).toBe(true);
     expect(out.at(-1)).toMatchObject({ figure: 'device-check', ok: true, mode: 'dry' });
     expect(existsSync(join(build, 'mcprl-cuda-check'))).toBe(true);
+    expect(out.find((l) => l.figure === 'cuda.model.staged')?.ok).toBe(true);
+  });
+
+  it('the model check runs the model and trainer through staged memory bit for bit, and refuses GPU modes without one', (ctx) => {
+    if (!haveNvcc) ctx.skip('nvcc not on the PATH');
+    const exe = join(build, 'mcprl-cuda-model-check');
+    const staged = spawnSync(exe, ['staged', join(ROOT, 'fixtures/models/tiny-bookshop')], { encoding: 'utf8' });
+    expect(staged.status, staged.stdout + staged.stderr).toBe(0);
+    expect(lines(staged.stdout)).toMatchObject([{ figure: 'cuda.model.staged', ok: true }]);
+    if (haveGpu) ctx.skip('a GPU is present here: scripts/device-check.sh runs the GPU modes');
+    const bench = spawnSync(exe, ['bench', '4b'], { encoding: 'utf8' });
+    expect(bench.status).toBe(2);
+    expect(lines(bench.stdout)).toMatchObject([{ figure: 'cuda.model', ok: false }]);
   });
 
   it('the check executable refuses to pass without a CUDA device: one JSON line, exit 2', (ctx) => {

@@ -323,6 +323,84 @@ void random_model(Model& m, const ModelConfig& c, uint64_t seed) {
   m.be = &B;
 }
 
+// ---- per-op breakdown: every Backend entry wrapped to synchronise before and after and add the wall time to its
+// op's total. The synchronisations perturb the step (launch overlap is lost), so the shares are a breakdown;
+// step times are measured without the wrapper.
+struct OpTime {
+  const char* name;
+  const void* fn;
+  double seconds = 0;
+  long calls = 0;
+};
+vector<OpTime> g_ops;
+
+template <auto Fn, typename... A>
+void timed_call(A... a) {
+  static OpTime* t = [] {
+    for (auto& o : g_ops)
+      if (o.fn == reinterpret_cast<const void*>(Fn)) return &o;
+    FAIL("an op was not registered for the breakdown");
+  }();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  Fn(a...);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  t->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t->calls++;
+}
+
+template <auto Fn, typename... A>
+auto timed(void (*)(A...), const char* name) -> void (*)(A...) {
+  g_ops.push_back(OpTime{name, reinterpret_cast<const void*>(Fn)});
+  return &timed_call<Fn, A...>;
+}
+
+const Backend& profiled_cuda_backend() {
+  static const Backend b = [] {
+    g_ops.reserve(32);
+    Backend p = cuda_backend();
+    p.name = "cuda-profiled";
+#define TIMED(op) p.op = timed<cuda::op>(cuda::op, #op)
+    TIMED(gemm); TIMED(gemm_w); TIMED(embedding_forward); TIMED(rmsnorm_forward); TIMED(rmsnorm_backward);
+    TIMED(rope_forward); TIMED(rope_backward); TIMED(attention_forward); TIMED(attention_backward);
+    TIMED(swiglu_forward); TIMED(swiglu_backward); TIMED(linear_forward); TIMED(linear_backward);
+    TIMED(lora_forward); TIMED(lora_backward); TIMED(lm_head_forward); TIMED(lm_head_backward);
+    TIMED(logits_forward); TIMED(copy); TIMED(upload); TIMED(download); TIMED(zero); TIMED(add);
+    TIMED(gather_rows); TIMED(scatter_add_rows);
+#undef TIMED
+    return p;
+  }();
+  return b;
+}
+
+// Runs fn once on the profiled backend and prints each op's share: {"op": [ms, calls], ...} by time, largest first.
+template <typename F>
+void print_breakdown(const string& figure, Model& m, F fn) {
+  const Backend* keep = m.be;
+  m.be = &profiled_cuda_backend();
+  for (auto& o : g_ops) { o.seconds = 0; o.calls = 0; }
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.be = keep;
+  vector<OpTime> v = g_ops;
+  std::sort(v.begin(), v.end(), [](const OpTime& x, const OpTime& y) { return x.seconds > y.seconds; });
+  Json ops = Json::object();
+  double in_ops = 0;
+  for (auto& o : v)
+    if (o.calls) {
+      ops[o.name] = {std::round(o.seconds * 1e5) / 100.0, o.calls};
+      in_ops += o.seconds;
+    }
+  Json line = {{"figure", figure}, {"total_ms", std::round(total * 1e5) / 100.0},
+               {"outside_ops_ms", std::round((total - in_ops) * 1e5) / 100.0}, {"ops_ms_calls", ops},
+               {"note", "each op synchronised before and after (a breakdown, not the step's time)"}};
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+}
+
 double now_s() {
   CUDA_CHECK(cudaDeviceSynchronize());
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -396,6 +474,10 @@ void bench_train(const string& name, Model& m, int seq, int nseq) {
     double t2 = now_s();
     if (it > 0) { fwd.push_back(t1 - t0); step.push_back(t2 - t1); }
   }
+  print_breakdown("cuda.train." + name + ".breakdown", m, [&] {
+    m.be->zero(grad.data, sizeof(float) * grad.size);
+    train_micro_batch(m, &a, grad.data, mb, kGrpo, w, nullptr, false);
+  });
   const double s = median(step), sf = median(fwd);
   const double flops = step_flops(c, T, nseq, seq, M, r, true);
   size_t free_b = 0, total_b = 0;
@@ -443,6 +525,10 @@ void bench_decode(const string& name, Model& m, int batch, int prompt, int steps
     B.logits_forward(logits.data, rs.hf, m.w.lm_head, batch, c.hidden, c.vocab);
   }
   const double s = (now_s() - t0) / steps;
+  print_breakdown("cuda.decode." + name + ".b" + std::to_string(batch) + ".breakdown", m, [&] {
+    m.forward(toks.data(), batch, segs, rs, false, nullptr);
+    m.be->logits_forward(logits.data, rs.hf, m.w.lm_head, batch, c.hidden, c.vocab);
+  });
   // Bytes one step must read at least: every weight once (bf16 matrices, f32 norms, f32 LoRA) and the KV cache.
   const double kv_len = prompt + 2 + steps / 2.0;
   const double bytes = 2.0 * m.w.half.size + 4.0 * m.w.memory.size + 4.0 * a.memory.size +
