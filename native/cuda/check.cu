@@ -410,25 +410,32 @@ void check_attention(const std::string& name, const vector<int>& lens, int H, in
   auto bwd = [&] {
     cuda::attention_backward(gdq.p, gdk.p, gdv.p, gd.p, gq.p, gk.p, gv.p, go.p, gl.p, cu.data(), nseq, H, Hkv, D);
   };
-  fwd();
-  bwd();
-  Report rep{"cuda.op.attention." + name, 1e-4};
-  rep.add("out", out, go.get());
-  rep.add("lse", lse, gl.get());
-  rep.add("dq", dq, gdq.get());
-  rep.add("dk", dk, gdk.get());
-  rep.add("dv", dv, gdv.get());
-  const double fms = time_ms(fwd), bms = time_ms(bwd);
-  // Causal FLOPs: each (query, key <= query) pair costs 2D for the scores and 2D for P V (forward); the
-  // backward recomputes scores and does dP, dV, dK (in dk/dv) and again scores, dP and dQ (in dq): 5x (plus 2).
-  double pairs = 0;
-  for (int n : lens) pairs += 0.5 * (double)n * (n + 1);
-  const double fflop = pairs * H * 4.0 * D;
-  rep.extra = ",\"T\":" + std::to_string(T) + ",\"H\":" + std::to_string(H) + ",\"Hkv\":" + std::to_string(Hkv) +
-              ",\"D\":" + std::to_string(D) + ",\"nseq\":" + std::to_string(nseq) + ",\"fwd_ms\":" + fmt("%.3f", fms) +
-              ",\"bwd_ms\":" + fmt("%.3f", bms) + ",\"fwd_tflops\":" + fmt("%.2f", fflop / fms * 1e-9) +
-              ",\"cpu_s\":" + fmt("%.2f", cpu_s);
-  rep.print();
+  // The tensor-core kernels first (head_dim a multiple of 16): bf16 operands, so bf16 accuracy (2e-2); then the
+  // f32 kernels, whose outputs the dump keeps for the PyTorch oracle.
+  for (const bool tc : {true, false}) {
+    if (tc && D % 16 != 0) continue;
+    cuda::attention_set_tensor_cores(tc);
+    fwd();
+    bwd();
+    Report rep{"cuda.op.attention." + name + (tc ? ".tc" : ""), tc ? 2e-2 : 1e-4};
+    rep.add("out", out, go.get());
+    rep.add("lse", lse, gl.get());
+    rep.add("dq", dq, gdq.get());
+    rep.add("dk", dk, gdk.get());
+    rep.add("dv", dv, gdv.get());
+    const double fms = time_ms(fwd), bms = time_ms(bwd);
+    // Causal FLOPs: each (query, key <= query) pair costs 2D for the scores and 2D for P V (forward); the
+    // backward recomputes scores and does dP, dV, dK (in dk/dv) and again scores, dP and dQ (in dq): 5x (plus 2).
+    double pairs = 0;
+    for (int n : lens) pairs += 0.5 * (double)n * (n + 1);
+    const double fflop = pairs * H * 4.0 * D;
+    rep.extra = ",\"T\":" + std::to_string(T) + ",\"H\":" + std::to_string(H) + ",\"Hkv\":" + std::to_string(Hkv) +
+                ",\"D\":" + std::to_string(D) + ",\"nseq\":" + std::to_string(nseq) + ",\"fwd_ms\":" + fmt("%.3f", fms) +
+                ",\"bwd_ms\":" + fmt("%.3f", bms) + ",\"fwd_tflops\":" + fmt("%.2f", fflop / fms * 1e-9) +
+                ",\"bwd_tflops\":" + fmt("%.2f", 2.5 * fflop / bms * 1e-9) +
+                ",\"cpu_s\":" + fmt("%.2f", cpu_s);
+    rep.print();
+  }
   d.f32("cuda.out", go.get(), {T, H, D}); d.f32("cuda.lse", gl.get(), {T, H});
   d.f32("cuda.dq", gdq.get(), {T, H, D}); d.f32("cuda.dk", gdk.get(), {T, Hkv, D}); d.f32("cuda.dv", gdv.get(), {T, Hkv, D});
   d.finish(params);
@@ -466,11 +473,14 @@ void check_attention_generation() {
     dsegs[i].v = gv.back()->p;
   }
   Dev<float> gq(q), go(out.size()), gl(lse.size());
-  cuda::attention_forward(go.p, gl.p, gq.p, dsegs.data(), (int)dsegs.size(), H, Hkv, D);
-  Report rep{"cuda.op.attention.generation_segments", 1e-4};
-  rep.add("out", out, go.get());
-  rep.add("lse", lse, gl.get());
-  rep.print();
+  for (const bool tc : {true, false}) {
+    cuda::attention_set_tensor_cores(tc);
+    cuda::attention_forward(go.p, gl.p, gq.p, dsegs.data(), (int)dsegs.size(), H, Hkv, D);
+    Report rep{std::string("cuda.op.attention.generation_segments") + (tc ? ".tc" : ""), tc ? 2e-2 : 1e-4};
+    rep.add("out", out, go.get());
+    rep.add("lse", lse, gl.get());
+    rep.print();
+  }
 }
 
 void check_lm_head(const std::string& name, int N, int C, int V, int chunk, bool bf16, double tol, bool dump) {

@@ -12,7 +12,8 @@
 //                memory declared "elsewhere" (host buffers handed out through an Allocator), so every staging,
 //                copy and transfer path the CUDA backend relies on runs; both must agree bit for bit.
 //   bench SHAPE  Random bf16 weights of a Qwen3 shape (0.6b, 4b) made on the device: a LoRA GRPO train step
-//                (forward, LM head and loss, backward, AdamW) over 4096 packed tokens, and decode steps at batch 1
+//                (forward, LM head and loss, backward, AdamW) over 4096 packed tokens (with the f32 attention
+//                kernels, then with the tensor-core ones, the default), and decode steps at batch 1
 //                and 64 (forward + LM-head logits, no sampling: the device sampler is not built). Seconds, tokens/s,
 //                the FLOPs counted, bytes read per decode step, and device memory.
 // Exit status: 0 done (parity and staged: every comparison that this program makes held), 1 otherwise, 2 no GPU.
@@ -544,6 +545,10 @@ int run_bench(const string& shape) {
   const ModelConfig c = qwen3_shape(shape);
   Model m;
   random_model(m, c, 42);
+  // The step with the f32 attention kernels first, for the comparison; then the default (tensor cores).
+  cuda::attention_set_tensor_cores(false);
+  bench_train(shape + ".f32_attention", m, 1024, 4);
+  cuda::attention_set_tensor_cores(true);
   bench_train(shape, m, 1024, 4);
   bench_decode(shape, m, 1, 256, 32);
   bench_decode(shape, m, 64, 256, 16);

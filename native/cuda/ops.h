@@ -55,6 +55,9 @@ void attention_forward(float* out, float* lse, const float* q, const AttnSegment
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* cu_seqlens, int nseq, int H,
                         int Hkv, int D);
+// The tensor-core attention kernels (bf16 operands, f32 accumulation; head_dim a multiple of 16) or the f32 ones.
+// Default: tensor cores, unless MCPRL_CUDA_ATTENTION=f32; this call overrides both (the check runs each).
+void attention_set_tensor_cores(bool on);
 void swiglu_forward(float* out, const float* gate, const float* up, long N);
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long N);
 void linear_forward(float* y, const float* x, WeightRef W, const float* b, int N, int in, int out);
