@@ -15,6 +15,13 @@
 
 namespace mcprl {
 
+// One copy of `count` floats within a backend's memory (copy_rows takes many at once).
+struct RowCopy {
+  float* dst;
+  const float* src;
+  size_t count;
+};
+
 struct Backend {
   const char* name;
   void (*gemm)(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
@@ -50,6 +57,7 @@ struct Backend {
   // Where the tensors the ops read and write live: null is host memory (the CPU), else the backend's own.
   const Allocator* memory;
   void (*copy)(void* dst, const void* src, size_t bytes);       // within the backend's memory
+  void (*copy_rows)(const RowCopy* copies, int n);               // n copies within it (a host array of them)
   void (*upload)(void* dst, const void* host, size_t bytes);    // host -> backend, after the work issued before
   void (*download)(void* host, const void* src, size_t bytes);  // backend -> host, after the work issued before
   void (*zero)(void* p, size_t bytes);

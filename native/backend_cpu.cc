@@ -12,6 +12,9 @@ namespace mcprl {
 
 static void host_copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 static void host_zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+static void host_copy_rows(const RowCopy* c, int n) {
+  for (int i = 0; i < n; ++i) std::memcpy(c[i].dst, c[i].src, sizeof(float) * c[i].count);
+}
 
 static void add(float* y, const float* a, const float* b, long n) {
 #pragma omp parallel for schedule(static)
@@ -55,6 +58,7 @@ const Backend& cpu_backend() {
       logits_forward,
       nullptr,  // host memory
       host_copy,
+      host_copy_rows,
       host_copy,
       host_copy,
       host_zero,

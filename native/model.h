@@ -131,6 +131,12 @@ struct RunState {
   std::vector<int32_t> tokens;    // (T) input ids of the last forward
   const int32_t* pos_ops = nullptr;  // (T) pos where the backend's ops read it (pos itself on the CPU)
   IntBuffer stage_pos, stage_tokens; // their copies in the backend's memory when it is not the host's
+  // The last row of each cache segment (its slot's last_h); elsewhere than the host, gathered there and
+  // brought back in one copy.
+  std::vector<int32_t> last_rows;
+  IntBuffer stage_last_rows;
+  FloatBuffer stage_last;
+  std::vector<float> host_last;
 };
 
 struct KVSlot {

@@ -321,15 +321,28 @@ using FragBt = wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::col_major>;
 using FragC = wm::fragment<wm::accumulator, 16, 16, 16, float>;
 
 // Rows [row0, row0 + nrows) of a (rows, heads * D) matrix's head block at column `col` into a (TB, ldh) bf16 tile,
-// times `mul`; columns >= D and rows past nrows are zero.
+// times `mul`; columns >= D and rows past nrows are zero. Four columns per thread and load when the source is
+// 16-byte aligned (D, the row stride and the column are multiples of 16 here, so only the base pointer decides;
+// the run state packs (T) arrays between its matrices, so it is not always), else one.
 template <int DM>
 __device__ __forceinline__ void load_bf16(bf16* dst, const float* src, size_t row_stride, int row0, int nrows, int col,
                                           int D, float mul) {
-  for (int idx = threadIdx.x; idx < TB * DM; idx += TNT) {
-    const int i = idx / DM, c = idx % DM;
-    float v = 0.0f;
-    if (i < nrows && c < D) v = src[(size_t)(row0 + i) * row_stride + col + c] * mul;
-    dst[i * ldh<DM>() + c] = __float2bfloat16(v);
+  if ((reinterpret_cast<uintptr_t>(src) & 15) != 0) {
+    for (int idx = threadIdx.x; idx < TB * DM; idx += TNT) {
+      const int i = idx / DM, c = idx % DM;
+      float v = 0.0f;
+      if (i < nrows && c < D) v = src[(size_t)(row0 + i) * row_stride + col + c] * mul;
+      dst[i * ldh<DM>() + c] = __float2bfloat16(v);
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < TB * DM / 4; idx += TNT) {
+    const int i = idx / (DM / 4), c = (idx % (DM / 4)) * 4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (i < nrows && c < D) v = *reinterpret_cast<const float4*>(src + (size_t)(row0 + i) * row_stride + col + c);
+    __nv_bfloat162* d2 = reinterpret_cast<__nv_bfloat162*>(dst + i * ldh<DM>() + c);
+    d2[0] = __floats2bfloat162_rn(v.x * mul, v.y * mul);
+    d2[1] = __floats2bfloat162_rn(v.z * mul, v.w * mul);
   }
 }
 
@@ -618,6 +631,76 @@ __global__ void __launch_bounds__(TNT) attn_bwd_dq_tc(float* __restrict__ dq, co
   store_rows<DM>(dq, qs, tile.t0 + tile.i0 + w0, nqt - w0, h * D, D, acc, Ss + w0 * LDS);
 }
 
+
+// ---------------------------------------------------------------- decode: one query against its KV cache
+// One block per (segment of a single query, head), 4 warps: warp w takes keys w, w + 4, ...; per key the warp's
+// lanes share the dot product (lane owns dims lane, lane + 32, ...) and keep an online softmax and their dims of
+// the output; the four warps' states are merged at the end. f32 throughout (agrees with the CPU op to 1e-4).
+// The tile kernels would spend a 32- or 64-row tile on this single row.
+constexpr int DEC_WARPS = 4;
+
+__global__ void __launch_bounds__(32 * DEC_WARPS) attn_decode_kernel(float* __restrict__ out, float* __restrict__ lse,
+                                                                    const float* __restrict__ q,
+                                                                    const DevSeg* __restrict__ segs, int H, int Hkv,
+                                                                    int D, float scale) {
+  __shared__ float wm_[DEC_WARPS], wl_[DEC_WARPS], wacc[DEC_WARPS][128];
+  const DevSeg sg = segs[blockIdx.x];
+  const int h = blockIdx.y, hk = h / (H / Hkv);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const size_t kvs = (size_t)Hkv * D;
+  const float* qr = q + (size_t)sg.q0 * H * D + (size_t)h * D;
+  float qv[4], acc[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int d = lane + 32 * i;
+    qv[i] = d < D ? qr[d] * scale : 0.0f;
+    acc[i] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  const int nkeys = sg.npast + 1;  // the query at position npast sees keys 0 .. npast
+  for (int j = warp; j < nkeys; j += DEC_WARPS) {
+    const float* kr = sg.k + (size_t)j * kvs + (size_t)hk * D;
+    const float* vr = sg.v + (size_t)j * kvs + (size_t)hk * D;
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int d = lane + 32 * i;
+      if (d < D) s = fmaf(qv[i], kr[d], s);
+    }
+    s = warp_sum(s);
+    const float mnew = fmaxf(m, s), alpha = expf(m - mnew), p = expf(s - mnew);
+    l = l * alpha + p;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int d = lane + 32 * i;
+      acc[i] = acc[i] * alpha + (d < D ? p * vr[d] : 0.0f);
+    }
+    m = mnew;
+  }
+  if (lane == 0) { wm_[warp] = m; wl_[warp] = l; }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) wacc[warp][lane + 32 * i] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+  float M = -INFINITY;
+  for (int w = 0; w < DEC_WARPS; ++w) M = fmaxf(M, wm_[w]);
+  float L = 0.0f, f[DEC_WARPS];
+  for (int w = 0; w < DEC_WARPS; ++w) {
+    f[w] = wm_[w] == -INFINITY ? 0.0f : expf(wm_[w] - M);  // a warp that saw no key (fewer keys than warps)
+    L += wl_[w] * f[w];
+  }
+  float* orow = out + (size_t)sg.q0 * H * D + (size_t)h * D;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int d = lane + 32 * i;
+    if (d >= D) continue;
+    float o = 0.0f;
+    for (int w = 0; w < DEC_WARPS; ++w) o += wacc[w][d] * f[w];
+    orow[d] = o / L;
+  }
+  if (lse && lane == 0) lse[(size_t)sg.q0 * H + h] = M + logf(L);
+}
+
 // Shared-memory bytes of each kernel for head-dim bucket DM (kept next to the kernels' layouts above).
 template <int DM> constexpr size_t fwd_smem() { return sizeof(float) * (BQ * (DM + 1) + BK * (DM + 1) + BK * DM + BQ * (BK + 1)); }
 template <int DM> constexpr size_t dkdv_smem() { return sizeof(float) * (4 * 32 * (DM + 1) + 2 * BQ * (BK + 1) + 2 * BQ); }
@@ -720,20 +803,34 @@ void attention_forward(float* out, float* lse, const float* q, const AttnSegment
   const int dm = head_bucket(D);
   const bool tc = use_tensor_cores(D);
   const int tile_rows = tc ? TB : BQ;
-  std::vector<DevSeg> ds;
+  // Segments of one query (decode steps) go to the decode kernel, the others to the tile kernels.
+  std::vector<DevSeg> ds, single;
   std::vector<FwdTile> tiles;
   for (int s = 0; s < nseg; ++s) {
     const AttnSegment& a = segs[s];
     CHECK(a.nq >= 0 && a.npast >= 0, "attention: negative segment size");
+    if (a.nq == 1) {
+      single.push_back({a.q0, a.nq, a.npast, a.k, a.v});
+      continue;
+    }
     ds.push_back({a.q0, a.nq, a.npast, a.k, a.v});
-    for (int i0 = 0; i0 < a.nq; i0 += tile_rows) tiles.push_back({s, i0});
+    for (int i0 = 0; i0 < a.nq; i0 += tile_rows) tiles.push_back({(int)ds.size() - 1, i0});
+  }
+  const float scale = 1.0f / std::sqrt((float)D);
+  if (!single.empty()) {
+    const std::vector<int> none;
+    const int* unused;
+    const DevSeg* dsingle;
+    upload(single, none, &dsingle, &unused);
+    attn_decode_kernel<<<dim3((unsigned)single.size(), (unsigned)H), 32 * DEC_WARPS, 0, stream()>>>(
+        out, lse, q, dsingle, H, Hkv, D, scale);
+    CUDA_LAUNCHED("attention_forward (decode)");
   }
   if (tiles.empty()) return;
   const DevSeg* dsegs;
   const FwdTile* dtiles;
   upload(ds, tiles, &dsegs, &dtiles);
   const dim3 grid((unsigned)tiles.size(), (unsigned)H);
-  const float scale = 1.0f / std::sqrt((float)D);
   if (tc && dm == 64) launch_fwd_tc<64>(grid, out, lse, q, dsegs, dtiles, H, Hkv, D, scale);
   else if (tc) launch_fwd_tc<128>(grid, out, lse, q, dsegs, dtiles, H, Hkv, D, scale);
   else if (dm == 32) launch_fwd<32>(grid, out, lse, q, dsegs, dtiles, H, Hkv, D, scale);

@@ -27,6 +27,7 @@ const Backend& cuda_backend() {
       cuda::logits_forward,
       &cuda::device_allocator(),
       cuda::copy,
+      cuda::copy_rows,
       cuda::upload,
       cuda::download,
       cuda::zero,

@@ -51,6 +51,20 @@ void upload(void* dst, const void* host, size_t bytes) {
 void download(void* host, const void* src, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
 }
+// One block per copy.
+__global__ void copy_rows_kernel(const RowCopy* __restrict__ c) {
+  const RowCopy r = c[blockIdx.x];
+  for (size_t i = threadIdx.x; i < r.count; i += blockDim.x) r.dst[i] = r.src[i];
+}
+
+void copy_rows(const RowCopy* copies, int n) {
+  if (n == 0) return;
+  auto* meta = static_cast<RowCopy*>(workspace(WS_COPY_META, sizeof(RowCopy) * n));
+  CUDA_CHECK(cudaMemcpyAsync(meta, copies, sizeof(RowCopy) * n, cudaMemcpyHostToDevice, stream()));
+  copy_rows_kernel<<<n, 256, 0, stream()>>>(meta);
+  CUDA_LAUNCHED("copy_rows");
+}
+
 void zero(void* p, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
 }

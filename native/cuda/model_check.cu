@@ -231,6 +231,29 @@ MicroBatch random_batch(const ModelConfig& c, const vector<int>& lens, uint64_t 
   return mb;
 }
 
+// Generation through KV-cache slots: two prompts prefilled in one call, then decode steps of both together;
+// every slot's last hidden row after each call, concatenated.
+vector<float> generate(Model& m, const LoraAdapter& a) {
+  vector<KVSlot> slots(2);
+  for (auto& s : slots) m.slot_init(s, 64);
+  std::mt19937_64 g(5);
+  RunState rs;
+  vector<float> trace;
+  vector<int> lens = {20, 33};
+  for (int step = 0; step < 4; ++step) {
+    vector<int32_t> toks;
+    vector<Segment> segs;
+    for (int b = 0; b < 2; ++b) {
+      const int n = step == 0 ? lens[b] : 1;
+      for (int i = 0; i < n; ++i) toks.push_back((int32_t)(g() % (uint64_t)m.cfg.vocab));
+      segs.push_back(Segment{n, &slots[b], b == 0 ? &a : nullptr});
+    }
+    m.forward(toks.data(), (int)toks.size(), segs, rs, false, nullptr);
+    for (auto& s : slots) trace.insert(trace.end(), s.last_h.begin(), s.last_h.end());
+  }
+  return trace;
+}
+
 int run_staged(const string& dir) {
   const ModelConfig c = qwen3_config(dir);
   static const Allocator elsewhere = {host_alloc, host_release};
@@ -241,6 +264,7 @@ int run_staged(const string& dir) {
   bool targets[NUM_MODULES];
   std::fill(targets, targets + NUM_MODULES, true);
   GradResult res[2];
+  vector<float> gen[2];
   for (int k = 0; k < 2; ++k) {
     Model m;
     m.load(dir, c, WeightMode::F32);
@@ -252,17 +276,19 @@ int run_staged(const string& dir) {
       lora_to_backend(a, staged_cpu);
     }
     res[k] = policy_gradient(m, a, mb);
+    gen[k] = generate(m, a);
   }
   auto same = [](const vector<float>& x, const vector<float>& y) {
     return x.size() == y.size() && std::memcmp(x.data(), y.data(), sizeof(float) * x.size()) == 0;
   };
   const bool ok = same(res[0].logp, res[1].logp) && same(res[0].logp_base, res[1].logp_base) &&
-                  same(res[0].grad, res[1].grad);
+                  same(res[0].grad, res[1].grad) && same(gen[0], gen[1]);
   double gmax = 0;
   for (float v : res[0].grad) gmax = std::max(gmax, (double)std::fabs(v));
   std::printf("{\"figure\":\"cuda.model.staged\",\"ok\":%s,\"loss_tokens\":%zu,\"grad_elems\":%zu,\"grad_max_abs\":%.4g,"
-              "\"note\":\"CPU backend with its memory elsewhere vs as is: logp, base logp and LoRA gradient bit for bit\"}\n",
-              ok ? "true" : "false", res[0].logp.size(), res[0].grad.size(), gmax);
+              "\"generation_values\":%zu,\"note\":\"CPU backend with its memory elsewhere vs as is: logp, base logp, LoRA "
+              "gradient and the last hidden rows of KV-cache generation (prefill, 3 decode steps) bit for bit\"}\n",
+              ok ? "true" : "false", res[0].logp.size(), res[0].grad.size(), gmax, gen[0].size());
   return ok && gmax > 0 ? 0 : 1;
 }
 
@@ -366,7 +392,7 @@ const Backend& profiled_cuda_backend() {
     TIMED(rope_forward); TIMED(rope_backward); TIMED(attention_forward); TIMED(attention_backward);
     TIMED(swiglu_forward); TIMED(swiglu_backward); TIMED(linear_forward); TIMED(linear_backward);
     TIMED(lora_forward); TIMED(lora_backward); TIMED(lm_head_forward); TIMED(lm_head_backward);
-    TIMED(logits_forward); TIMED(copy); TIMED(upload); TIMED(download); TIMED(zero); TIMED(add);
+    TIMED(logits_forward); TIMED(copy); TIMED(copy_rows); TIMED(upload); TIMED(download); TIMED(zero); TIMED(add);
     TIMED(gather_rows); TIMED(scatter_add_rows);
 #undef TIMED
     return p;

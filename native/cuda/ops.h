@@ -84,6 +84,7 @@ size_t memory_bytes();
 size_t memory_peak_bytes();
 void memory_reset_peak();
 void copy(void* dst, const void* src, size_t bytes);
+void copy_rows(const RowCopy* copies, int n);
 void upload(void* dst, const void* host, size_t bytes);
 void download(void* host, const void* src, size_t bytes);
 void zero(void* p, size_t bytes);

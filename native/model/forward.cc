@@ -100,12 +100,30 @@ void Model::forward(const int32_t* tokens, int T, const std::vector<Segment>& se
   B.rmsnorm_forward(rs.hf, rs.rstdf, rs.xf, w.norm, T, C, c.eps);
   // Cache segments: advance the cache and keep the last row's hidden state for sampling.
   int row = 0;
+  rs.last_rows.clear();
   for (auto& s : segs) {
     row += s.n;
     if (!s.slot) continue;
     s.slot->len += s.n;
-    B.download(s.slot->last_h.data(), rs.hf + (size_t)(row - 1) * C, sizeof(float) * C);
     s.slot->has_h = true;
+    rs.last_rows.push_back(row - 1);
+  }
+  if (rs.last_rows.empty()) return;
+  const int n = (int)rs.last_rows.size();
+  const float* last = rs.hf;  // on the host: read each row where it is
+  if (B.memory) {             // elsewhere: gather the rows there and bring them back in one copy
+    if (rs.stage_last.size < (size_t)n * C) rs.stage_last.allocate((size_t)n * C, B.memory);
+    B.gather_rows(rs.stage_last.data, rs.hf, staged(B, rs.stage_last_rows, rs.last_rows.data(), n), n, C);
+    rs.host_last.resize((size_t)n * C);
+    B.download(rs.host_last.data(), rs.stage_last.data, sizeof(float) * n * C);
+    last = rs.host_last.data();
+  }
+  int k = 0;
+  for (auto& s : segs) {
+    if (!s.slot) continue;
+    const float* src = B.memory ? last + (size_t)k * C : last + (size_t)rs.last_rows[k] * C;
+    std::copy(src, src + C, s.slot->last_h.begin());
+    ++k;
   }
 }
 
@@ -149,6 +167,7 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
   B.rope_forward(a.q, rs.pos_ops, inv_freq_ops(), T, H, D);
   B.rope_forward(a.k, rs.pos_ops, inv_freq_ops(), T, Hkv, D);
   std::vector<AttnSegment> as(segs.size());
+  std::vector<RowCopy> to_cache;  // this layer's keys and values of the cache segments, appended in one call
   int row = 0;
   for (size_t s = 0; s < segs.size(); ++s) {
     const Segment& sg = segs[s];
@@ -159,8 +178,8 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
       KVSlot& sl = *sg.slot;
       float* kc = sl.k.data + (size_t)l * sl.cap * KD;
       float* vc = sl.v.data + (size_t)l * sl.cap * KD;
-      B.copy(kc + (size_t)sl.len * KD, a.k + (size_t)row * KD, sizeof(float) * sg.n * KD);
-      B.copy(vc + (size_t)sl.len * KD, a.v + (size_t)row * KD, sizeof(float) * sg.n * KD);
+      to_cache.push_back({kc + (size_t)sl.len * KD, a.k + (size_t)row * KD, (size_t)sg.n * KD});
+      to_cache.push_back({vc + (size_t)sl.len * KD, a.v + (size_t)row * KD, (size_t)sg.n * KD});
       at.npast = sl.len;
       at.k = kc;
       at.v = vc;
@@ -171,6 +190,7 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
     }
     row += sg.n;
   }
+  B.copy_rows(to_cache.data(), (int)to_cache.size());
   B.attention_forward(a.att, a.lse, a.q, as.data(), (int)as.size(), H, Hkv, D);
   B.linear_forward(rs.tmp, a.att, lw.w[O], lw.b[O], T, HD, C);
   lora(O, rs.tmp, a.att, a.xa[O], HD, C);
