@@ -11,7 +11,14 @@
  * always solves (or always fails) is then weighed as such before its first group, where without the prior every
  * unseen scenario counts as p = ½; a scenario alone of its kind has p = (successes + 1) / (attempts + 2) for m = 2.
  * Its weight is `floor + (p (1 − p))^k`, k = `power`: (¼)^k + floor at p = ½, falling towards `floor` for scenarios
- * always failed or always solved, which are still revisited now and then. Scenarios are drawn without replacement
+ * always failed or always solved, which are still revisited now and then.
+ *
+ * A scenario whose last `retireAfter` groups each scored all alike is retired: it weighs only `floor` until a draw
+ * of it by that floor gives a group whose scores differ. Such a group is strong evidence where the pass rate is
+ * weak: a scenario solved 8 of 8 times still has p ≈ 0.97 and weighs about 0.03, and with tens of them once the
+ * model solves most of its tasks they drew a fifth of each step's groups, two thirds of which were alike again
+ * (seed 1 of the demo); and rewards all at the same partial score are invisible to a pass rate. The draw still
+ * fills the batch: when few scenarios are left active, retired ones make up the rest. Scenarios are drawn without replacement
  * with probability in proportion to their weight (Efraimidis–Spirakis keys u^(1/w)), from a seeded generator, so a
  * resumed run draws the same.
  */
@@ -25,6 +32,8 @@ export const ScenarioRecordSchema = z.object({
   attempts: z.number().nonnegative(),
   /** Decayed number of those that succeeded. */
   successes: z.number().nonnegative(),
+  /** Groups in a row, up to the latest, whose attempts all scored alike (no GRPO signal); absent means 0. */
+  alike: z.number().int().nonnegative().optional(),
 });
 export type ScenarioRecord = z.infer<typeof ScenarioRecordSchema>;
 
@@ -41,10 +50,17 @@ export interface CurriculumOptions {
   priorWeight?: number;
   /** Exponent k of the weight floor + (p (1 − p))^k. Default DEFAULT_CURRICULUM_POWER. */
   power?: number;
+  /**
+   * Groups in a row all scored alike after which a scenario weighs only `floor` (retired) until one of its groups
+   * scores differently; 0 never retires. Default DEFAULT_CURRICULUM_RETIRE_AFTER.
+   */
+  retireAfter?: number;
 }
 
 /** The weight's exponent k when none is given (also `curriculumPower`'s default in src/train/config.ts). */
 export const DEFAULT_CURRICULUM_POWER = 1;
+/** Alike groups in a row that retire a scenario when none is given (also `curriculumRetireAfter`'s default). */
+export const DEFAULT_CURRICULUM_RETIRE_AFTER = 0;
 
 /** The kind a scenario's prior comes from: its checked tools in order, and its difficulty. */
 const kindOf = (s: Scenario) => `${scenarioSurface(s)} @${s.difficulty}`;
@@ -55,6 +71,7 @@ export class Curriculum {
   private readonly decay: number;
   private readonly priorWeight: number;
   private readonly power: number;
+  private readonly retireAfter: number;
   /** scenario id → kind, and kind → the sum of its scenarios' records. */
   private readonly kinds: Map<string, string>;
   private readonly kindTotals = new Map<string, ScenarioRecord>();
@@ -69,6 +86,8 @@ export class Curriculum {
     this.decay = opts.decay ?? 0.5;
     this.priorWeight = opts.priorWeight ?? 2;
     this.power = opts.power ?? DEFAULT_CURRICULUM_POWER;
+    this.retireAfter = opts.retireAfter ?? DEFAULT_CURRICULUM_RETIRE_AFTER;
+    if (!(Number.isInteger(this.retireAfter) && this.retireAfter >= 0)) throw new RangeError(`curriculum retireAfter must be an integer >= 0, got ${this.retireAfter}`);
     if (!(this.priorWeight > 0)) throw new RangeError(`curriculum priorWeight must be > 0, got ${this.priorWeight}`);
     if (!(this.power > 0)) throw new RangeError(`curriculum power must be > 0, got ${this.power}`);
     this.kinds = new Map(scenarios.map((s) => [s.id, kindOf(s)]));
@@ -86,7 +105,13 @@ export class Curriculum {
     return (r.successes + this.priorWeight * q) / (r.attempts + this.priorWeight);
   }
 
+  /** Whether the scenario is retired: its last `retireAfter` groups (≥ 1) all scored alike. */
+  retired(id: string): boolean {
+    return this.retireAfter > 0 && (this.records.get(id)?.alike ?? 0) >= this.retireAfter;
+  }
+
   weight(id: string): number {
+    if (this.retired(id)) return this.floor;
     const p = this.passRate(id);
     return this.floor + (p * (1 - p)) ** this.power;
   }
@@ -101,10 +126,14 @@ export class Curriculum {
     return keyed.slice(0, n).map((k) => k.s);
   }
 
-  /** Adds one gathered group of a scenario: its attempts and how many of them succeeded. */
-  record(id: string, attempts: number, successes: number): void {
+  /**
+   * Adds one gathered group of a scenario: its attempts, how many of them succeeded, and whether they all scored
+   * alike (the group had no GRPO signal).
+   */
+  record(id: string, attempts: number, successes: number, alike = false): void {
     const r = this.records.get(id) ?? { attempts: 0, successes: 0 };
-    const next = { attempts: r.attempts * this.decay + attempts, successes: r.successes * this.decay + successes };
+    const streak = alike ? (r.alike ?? 0) + 1 : 0;
+    const next: ScenarioRecord = { attempts: r.attempts * this.decay + attempts, successes: r.successes * this.decay + successes, ...(streak > 0 ? { alike: streak } : {}) };
     this.addToKind(id, r, -1);
     this.addToKind(id, next, 1);
     this.records.set(id, next);
