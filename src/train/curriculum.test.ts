@@ -115,12 +115,20 @@ describe('Curriculum', () => {
     expect(new Curriculum(set, saved, { retireAfter: 1 }).retired('partial')).toBe(true);
   });
 
-  it('retires only after retireAfter alike groups in a row, and never when it is 0', () => {
-    const two = new Curriculum([scenario('a')], {}, { retireAfter: 2 });
-    two.record('a', 8, 8, true);
-    expect(two.retired('a')).toBe(false);
-    two.record('a', 8, 8, true);
-    expect(two.retired('a')).toBe(true);
+  it('retires after retireAfter alike groups in a row, or at once after one all solved, and never when it is 0', () => {
+    const two = new Curriculum([scenario('failed', 1), scenario('solved', 2)], {}, { retireAfter: 2 });
+    two.record('failed', 8, 0, true);
+    expect(two.retired('failed')).toBe(false);
+    two.record('failed', 8, 0, true);
+    expect(two.retired('failed')).toBe(true);
+    // Solved by the whole group: learnt, retired at once; saved with the run's state, and undone by a group that differs.
+    two.record('solved', 8, 8, true);
+    expect(two.retired('solved')).toBe(true);
+    const saved = CurriculumStateSchema.parse(JSON.parse(JSON.stringify(two.state())));
+    expect(saved.solved).toEqual({ attempts: 8, successes: 8, alike: 1, solved: true });
+    expect(new Curriculum([scenario('failed', 1), scenario('solved', 2)], saved, { retireAfter: 2 }).retired('solved')).toBe(true);
+    two.record('solved', 8, 5, false);
+    expect(two.retired('solved')).toBe(false);
     const never = new Curriculum([scenario('a')], {}, { retireAfter: 0 });
     never.record('a', 8, 8, true);
     never.record('a', 8, 8, true);
