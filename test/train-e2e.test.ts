@@ -189,9 +189,9 @@ describe('mcprl train (tiny model, fixture server)', () => {
     expect(noRun.stderr).toMatch(/mcprl train: --resume needs --run NAME/);
   }, 120_000);
 
-  it('draws by pass rate, replaces groups without signal, trains at the sampling temperature with constrained calls, decays the lr', async () => {
+  it('draws by pass rate, retires scenarios scored alike, replaces groups without signal, trains at the sampling temperature with constrained calls, decays the lr', async () => {
     const r = await start(trainArgs('curriculum', 2, [
-      '--curriculum', 'pass_rate', '--resample-rounds', '2', '--temperature', '0.7', '--train-at-sampling-temperature',
+      '--curriculum', 'pass_rate', '--curriculum-retire-after', '1', '--resample-rounds', '2', '--temperature', '0.7', '--train-at-sampling-temperature',
       '--constrain-tool-calls', '--lr-schedule', 'cosine', '--beta', '0.05',
     ])).done;
     expect(r.code, r.stderr).toBe(0);
@@ -220,6 +220,21 @@ describe('mcprl train (tiny model, fixture server)', () => {
     // The curriculum learnt a pass rate for every scenario it gathered, and saved it with the step.
     const gathered = new Set((await readJsonl(join(dir, 'trajectories', 'step-0001.jsonl'))).map((t) => t.scenario_id));
     for (const id of gathered) expect(state.curriculum?.[id]?.attempts).toBeGreaterThan(0);
+    // Each scenario's saved streak counts its groups in a row, up to its latest, whose scored attempts all scored
+    // alike: those counted in groups_dropped_zero_variance.
+    const streak = new Map<string, number>();
+    let alikeGroups = 0;
+    for (const step of [1, 2]) {
+      const byScenario = new Map<string, number[]>();
+      for (const t of await readJsonl(join(dir, 'trajectories', `step-000${step}.jsonl`))) byScenario.set(t.scenario_id, [...(byScenario.get(t.scenario_id) ?? []), t.reward]);
+      for (const [id, rewards] of byScenario) {
+        const alike = Math.max(...rewards) - Math.min(...rewards) <= 1e-9;
+        alikeGroups += alike ? 1 : 0;
+        streak.set(id, alike ? (streak.get(id) ?? 0) + 1 : 0);
+      }
+    }
+    expect(alikeGroups).toBe(metrics[1].groups_dropped_zero_variance + metrics[2].groups_dropped_zero_variance);
+    for (const [id, n] of streak) expect(state.curriculum?.[id]?.alike ?? 0, id).toBe(n);
     // Cosine decay over maxSteps × updatesPerStep = 2 optimiser steps: the second uses half the peak.
     const lrs = metrics.slice(1).filter((m) => m.lr !== undefined).map((m) => m.lr);
     if (lrs.length === 2) expect(lrs[1]).toBeCloseTo(lrs[0] / 2, 12);

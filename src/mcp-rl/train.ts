@@ -51,7 +51,7 @@ import { writeJsonlAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
 import { inSpan, startSpan, withinSpan } from '../util/tracing.js';
 import { advantagesFor } from '../train/advantages.js';
-import type { TrainConfig } from '../train/config.js';
+import type { PolicyLoss, TrainConfig } from '../train/config.js';
 import { Curriculum } from '../train/curriculum.js';
 import { ProgressLog, type PhaseProgress } from '../train/progress-log.js';
 import type { RunDir, RunState } from '../train/run-dir.js';
@@ -134,7 +134,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
     }
     const policy: Policy = pool ?? local;
     const metrics = await run.readMetrics(state?.step ?? -1);
-    const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum, { power: c.curriculumPower }) : null;
+    const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum, { power: c.curriculumPower, retireAfter: c.curriculumRetireAfter }) : null;
     // On the servers, validation names the adapter it started on, whatever later gathers switch the pool to.
     const evaluate = (step: number) => heldOut(o, pool?.validates ? pool.at(pool.name) : local, 'val', step, events);
     const testSet = o.scenarios.test ?? [];
@@ -203,7 +203,9 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         return regatherStale(o, pool!, await ahead.take(step), step, step - 1, events);
       });
       const cacheAfter = model.prefixCacheStats();
-      if (curriculum) for (const g of gathered.groups) if (g.length > 0) curriculum.record(g[0].scenario_id, trainable(g).length, trainable(g).filter(isSuccess).length);
+      if (curriculum) {
+        for (const g of gathered.groups) if (g.length > 0) curriculum.record(g[0].scenario_id, trainable(g).length, trainable(g).filter(isSuccess).length, scoredAlike(c.loss, g));
+      }
       pool?.ensureAlive(`step ${step}`);
       const groups = gathered.groups.map(trainable);
       const rollouts = gathered.groups.flat();
@@ -389,6 +391,13 @@ interface GatheredStep {
 /** A trajectory that counts for training: scored and without an infrastructure error. */
 const trainableOne = (t: Trajectory) => !t.unscored && !t.error;
 const trainable = (g: Trajectory[]) => g.filter(trainableOne);
+/** Whether a group's scored attempts carry GRPO signal (their rewards differ), so that the step keeps it. */
+const hasSignal = (loss: PolicyLoss, g: Trajectory[]) => advantagesFor(loss, [trainable(g).map((t) => t.reward)]).kept.length > 0;
+/**
+ * Whether a group's scored attempts all scored alike: the groups counted in groups_dropped_zero_variance, and those
+ * that retire a scenario from the curriculum. A group with no scored attempt (all lost to infrastructure) is neither.
+ */
+const scoredAlike = (loss: PolicyLoss, g: Trajectory[]) => advantagesFor(loss, [trainable(g).map((t) => t.reward)]).droppedZeroVariance > 0;
 
 /**
  * Gathers the step's groups; with resampleRounds, groups without signal are replaced by groups of scenarios not
@@ -398,7 +407,6 @@ const trainable = (g: Trajectory[]) => g.filter(trainableOne);
  */
 async function gatherStep(o: TrainRunOptions, policy: Policy, curriculum: Curriculum | null, step: number, events: ProgressLog, signal?: AbortSignal): Promise<GatheredStep> {
   const c = o.config;
-  const hasSignal = (g: Trajectory[]) => advantagesFor(c.loss, [trainable(g).map((t) => t.reward)]).kept.length > 0;
   const rng = createRng(c.seed * 7919 + step * 104729);
   const first = curriculum ? curriculum.pick(c.groupsPerStep, rng) : pickScenarios(o.scenarios.train, c.groupsPerStep, c.seed, step);
   const used = new Set(first.map((s) => s.id));
@@ -407,7 +415,7 @@ async function gatherStep(o: TrainRunOptions, policy: Policy, curriculum: Curric
   let replaced = 0;
   let rounds = 0;
   while (rounds < c.resampleRounds) {
-    const missing = c.groupsPerStep - groups.filter(hasSignal).length;
+    const missing = c.groupsPerStep - groups.filter((g) => hasSignal(c.loss, g)).length;
     if (missing <= 0) break;
     const more = curriculum
       ? curriculum.pick(missing, rng, used)

@@ -11,7 +11,7 @@ import { WeightDtypeSchema } from '../engine/weight-dtype.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { LORA_TARGETS } from '../hf/peft.js';
 import { resolveRewardMode, RewardModeSchema } from '../ruler/blend.js';
-import { DEFAULT_CURRICULUM_POWER } from './curriculum.js';
+import { DEFAULT_CURRICULUM_POWER, DEFAULT_CURRICULUM_RETIRE_AFTER } from './curriculum.js';
 
 /** The policy losses: the trainer's loss kinds but supervised fine-tuning (definitions in native/train/loss.h). */
 export const PolicyLossSchema = LossConfigSchema.shape.kind.exclude(['sft']);
@@ -69,6 +69,14 @@ export const TrainSettingsSchema = z.object({
    * p = 0.9 weighs 0.19 of one at p = ½ at k = 2, and 0.37 at k = 1). Default 1 (DEFAULT_CURRICULUM_POWER).
    */
   curriculumPower: z.number().positive().default(DEFAULT_CURRICULUM_POWER).describe('pass_rate curriculum: exponent k of its weight floor + (p(1-p))^k; larger draws fewer scenarios always solved or failed'),
+  /**
+   * The `pass_rate` curriculum retires a scenario whose last N groups each scored all alike (every attempt the same
+   * reward: no GRPO signal), or whose last group was solved by every attempt: it weighs only the floor until a draw
+   * of it gives a group whose scores differ. A full group all alike is stronger evidence than the smoothed pass
+   * rate, and catches groups all at the same partial reward, which a pass rate cannot see. 0 never retires.
+   * Default 0 (DEFAULT_CURRICULUM_RETIRE_AFTER).
+   */
+  curriculumRetireAfter: z.number().int().nonnegative().default(DEFAULT_CURRICULUM_RETIRE_AFTER).describe('pass_rate curriculum: retire a scenario (draw it only at the weight floor) after N groups in a row whose attempts all scored alike, or one all solved (0: never)'),
   /**
    * Dynamic sampling (DAPO): rounds of extra rollouts per step in which each group whose rewards were all alike
    * (no signal, dropped) is replaced by a group of another scenario, so that the step trains on a full batch.

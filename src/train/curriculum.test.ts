@@ -86,4 +86,54 @@ describe('Curriculum', () => {
     expect(two.map((s) => s.id).sort()).toEqual(['always', 'never', 'new']);
     expect(c.pick(10, rng).map((s) => s.id).sort()).toEqual([...ids].sort());
   });
+
+  it('retires a scenario after groups in a row all scored alike, until one of its groups scores differently', () => {
+    // Each alone of its kind. Solved 8 of 8 (all alike) and solved 7 of 8: close pass rates, yet only the first is retired.
+    const set = [scenario('solved', 1), scenario('seven', 2), scenario('partial', 3)];
+    const c = new Curriculum(set, {}, { retireAfter: 1 });
+    c.record('solved', 8, 8, true);
+    c.record('seven', 8, 7);
+    // Every attempt at the same partial reward: no success, so the pass rate alone would weigh it as one always failed.
+    c.record('partial', 8, 0, true);
+    expect(c.retired('solved')).toBe(true);
+    expect(c.retired('partial')).toBe(true);
+    expect(c.retired('seven')).toBe(false);
+    expect(c.weight('solved')).toBe(0.005);
+    expect(c.weight('partial')).toBe(0.005);
+    // p = (7 + 2 × ½) / 10 = 0.8: 0.005 + 0.16, against 0.005 + 0.0099 for 8 of 8 were it not retired.
+    expect(c.weight('seven')).toBeCloseTo(0.005 + 0.16, 12);
+    // The draw still fills the batch: the one active scenario first, then retired ones.
+    expect(c.pick(1, createRng(3)).map((s) => s.id)).toEqual(['seven']);
+    expect(c.pick(3, createRng(3)).map((s) => s.id).sort()).toEqual(['partial', 'seven', 'solved']);
+    // A group whose scores differ brings it back at its pass rate; the streak is saved with the run's state.
+    c.record('solved', 8, 6, false);
+    expect(c.retired('solved')).toBe(false);
+    expect(c.weight('solved')).toBeCloseTo(0.005 + c.passRate('solved') * (1 - c.passRate('solved')), 12);
+    const saved = CurriculumStateSchema.parse(JSON.parse(JSON.stringify(c.state())));
+    expect(saved.partial).toEqual({ attempts: 8, successes: 0, alike: 1 });
+    expect(saved.solved).toEqual({ attempts: 12, successes: 10 });
+    expect(new Curriculum(set, saved, { retireAfter: 1 }).retired('partial')).toBe(true);
+  });
+
+  it('retires after retireAfter alike groups in a row, or at once after one all solved, and never when it is 0', () => {
+    const two = new Curriculum([scenario('failed', 1), scenario('solved', 2)], {}, { retireAfter: 2 });
+    two.record('failed', 8, 0, true);
+    expect(two.retired('failed')).toBe(false);
+    two.record('failed', 8, 0, true);
+    expect(two.retired('failed')).toBe(true);
+    // Solved by the whole group: learnt, retired at once; saved with the run's state, and undone by a group that differs.
+    two.record('solved', 8, 8, true);
+    expect(two.retired('solved')).toBe(true);
+    const saved = CurriculumStateSchema.parse(JSON.parse(JSON.stringify(two.state())));
+    expect(saved.solved).toEqual({ attempts: 8, successes: 8, alike: 1, solved: true });
+    expect(new Curriculum([scenario('failed', 1), scenario('solved', 2)], saved, { retireAfter: 2 }).retired('solved')).toBe(true);
+    two.record('solved', 8, 5, false);
+    expect(two.retired('solved')).toBe(false);
+    const never = new Curriculum([scenario('a')], {}, { retireAfter: 0 });
+    never.record('a', 8, 8, true);
+    never.record('a', 8, 8, true);
+    expect(never.retired('a')).toBe(false);
+    expect(never.weight('a')).toBeGreaterThan(0.005);
+    expect(() => new Curriculum([], {}, { retireAfter: 1.5 })).toThrow(/retireAfter/);
+  });
 });
