@@ -20,10 +20,11 @@
  * (retiring those after one alike group as well left the mean test gain of the demo 0.7 points lower, within one
  * test task). A full group all alike is strong evidence that the next one will be too, stronger than the smoothed
  * pass rate makes of it: a scenario solved 8 of 8 times in a kind solved 90 % of the time has p = 0.98 and still
- * weighs 0.025, a tenth of one at p = ½, and once the model solves most of its tasks there are tens of them. Rewards all at the same partial score are invisible to a pass rate
- * altogether. In the demo without retirement (seeds 1–3), 18 % of the groups were revisits of a scenario whose
- * last group had scored all alike, and 71 % of those scored all alike again. The draw still fills the batch: when
- * few scenarios are left active, retired ones make up the rest.
+ * weighs 0.025, a tenth of one at p = ½, and once the model solves most of its tasks there are tens of them.
+ * Rewards all at the same partial score are invisible to a pass rate altogether. In the demo without retirement
+ * (seeds 1–3), 18 % of the groups were revisits of a scenario whose last group had scored all alike, and 71 % of
+ * those scored all alike again. The draw still fills the batch: when few scenarios are left active, retired ones
+ * make up the rest.
  *
  * Scenarios are drawn without replacement with probability in proportion to their weight (Efraimidis–Spirakis keys
  * u^(1/w)), from a seeded generator, so a resumed run draws the same.
