@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -46,6 +47,8 @@ enum WorkspaceSlot : int {
 void* workspace(WorkspaceSlot slot, size_t bytes);
 
 inline long cdiv(long a, long b) { return (a + b - 1) / b; }
+// Blocks of 256 threads for a grid-stride loop over n elements (capped; the loop covers the rest).
+inline unsigned grid_stride_blocks(long n) { return (unsigned)std::min<long>(cdiv(n, 256), 65535L * 16); }
 
 // One element of a frozen weight (f32, bf16 or f16 as stored), widened to f32 (exact).
 __device__ __forceinline__ float load_w(const void* p, WDtype t, size_t i) {

@@ -2,7 +2,6 @@
 // host, and the small data-movement ops the model needs between the ops proper (residual adds, the loss rows'
 // gather and scatter). Everything is issued on stream() in order; copies to the host wait for the work issued
 // before them.
-#include <algorithm>
 #include <atomic>
 
 #include "cuda_common.cuh"
@@ -69,15 +68,13 @@ void zero(void* p, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
 }
 
-static unsigned blocks_for(long n) { return (unsigned)std::min<long>(cdiv(n, 256), 65535L * 16); }
-
 __global__ void add_kernel(float* y, const float* a, const float* b, long n) {
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) y[i] = a[i] + b[i];
 }
 
 void add(float* y, const float* a, const float* b, long n) {
   if (n == 0) return;
-  add_kernel<<<blocks_for(n), 256, 0, stream()>>>(y, a, b, n);
+  add_kernel<<<grid_stride_blocks(n), 256, 0, stream()>>>(y, a, b, n);
   CUDA_LAUNCHED("add");
 }
 

@@ -1,6 +1,5 @@
 // SwiGLU activation on the device (ops/swiglu.h): out = silu(gate) * up, elementwise, f32.
 // Backward rule: activation grads =.
-#include <algorithm>
 
 #include "cuda_common.cuh"
 #include "ops.h"
@@ -25,17 +24,15 @@ __global__ void swiglu_bwd_kernel(float* __restrict__ dgate, float* __restrict__
   }
 }
 
-static unsigned blocks_for(long n) { return (unsigned)std::min<long>(cdiv(n, 256), 65535L * 16); }
-
 void swiglu_forward(float* out, const float* gate, const float* up, long N) {
   if (N == 0) return;
-  swiglu_fwd_kernel<<<blocks_for(N), 256, 0, stream()>>>(out, gate, up, N);
+  swiglu_fwd_kernel<<<grid_stride_blocks(N), 256, 0, stream()>>>(out, gate, up, N);
   CUDA_LAUNCHED("swiglu_forward");
 }
 
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long N) {
   if (N == 0) return;
-  swiglu_bwd_kernel<<<blocks_for(N), 256, 0, stream()>>>(dgate, dup, dout, gate, up, N);
+  swiglu_bwd_kernel<<<grid_stride_blocks(N), 256, 0, stream()>>>(dgate, dup, dout, gate, up, N);
   CUDA_LAUNCHED("swiglu_backward");
 }
 

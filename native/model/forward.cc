@@ -1,7 +1,6 @@
 // The forward pass: run-state allocation, KV-cache slots, Model::forward over segments, and the one
 // layer_forward that inference and training (including its recompute mode) share.
 #include <algorithm>
-#include <cstring>
 
 #include "../model.h"
 
