@@ -572,7 +572,8 @@ Napi::Value Gradcheck(const Napi::CallbackInfo& info) {
   });
 }
 
-// gemm(transA, transB, M, N, K, A, B, kernel: 'portable'|'blas'|'auto', threads): Float32Array C = op(A) op(B)
+// gemm(transA, transB, M, N, K, A, B, kernel: 'portable'|'portable-avx2'|'blas'|'auto', threads): Float32Array
+// C = op(A) op(B). 'portable-avx2' is the portable kernel with its AVX2 tiles even where the CPU has AVX-512.
 Napi::Value Gemm(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     bool ta = bool_arg(info[0], "transA"), tb = bool_arg(info[1], "transB");
@@ -585,7 +586,12 @@ Napi::Value Gemm(const Napi::CallbackInfo& info) {
     CHECK(M > 0 && N > 0 && K > 0 && A.size() == (size_t)M * K && B.size() == (size_t)K * N, "gemm: bad sizes");
     std::vector<float> C((size_t)M * N, 0.0f);
     int lda = ta ? M : K, ldb = tb ? K : N;
-    if (kernel == "portable") gemm_portable(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+    if (kernel == "portable-avx2") {
+      const bool prev = gemm_avx512();
+      gemm_set_avx512(false);
+      gemm_portable(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+      gemm_set_avx512(prev);
+    } else if (kernel == "portable") gemm_portable(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
     else if (kernel == "blas") gemm_blas(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
     else gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
     return f32_array(info.Env(), C);
@@ -859,6 +865,7 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   auto o = Napi::Object::New(info.Env());
   o.Set("openblas", gemm_have_blas());
   o.Set("portableGemm", !gemm_have_blas() || gemm_portable_forced());
+  o.Set("gemmAvx512", gemm_avx512());
   o.Set("backend", cpu_backend().name);
   const BlasForkStats bf = blas_fork_stats();
   o.Set("blasCalls", (double)bf.blas_calls);

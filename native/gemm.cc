@@ -217,6 +217,109 @@ void dot_cols(int M, int K, float alpha, const float* A, int lda, const float* B
   }
 }
 
+// The packed product of gemm_portable with an MR x NR register-tile kernel: KC-deep slices of op(A) packed as MR-row
+// panels and of op(B) as NR-column panels (zero-padded), then every (row panel, column panel) tile. Each element of
+// C is accumulated over each KC slice in order of p by the kernel, then added to C once per slice: the same
+// arithmetic whatever MR and NR, so the AVX2 and AVX-512 kernels give the same bits.
+template <int MR_, int NR_, void (*Kernel)(int, const float*, const float*, float*, int, float, int, int)>
+void packed(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+            int ldb, float* C, int ldc) {
+  const int mpanels = (M + MR_ - 1) / MR_;
+  // The packing buffers stay with the calling thread and only grow: a fresh allocation per product cost page
+  // faults and zeroing on every prefill chunk (perf).
+  static thread_local FloatBuffer apack, bpack;
+  const size_t an = (size_t)mpanels * MR_ * KC, bn = (size_t)((std::min(N, NC) + NR_ - 1) / NR_) * NR_ * KC;
+  if (apack.size < an) apack.allocate(an);
+  if (bpack.size < bn) bpack.allocate(bn);
+  for (int jc = 0; jc < N; jc += NC) {
+    const int nc = std::min(NC, N - jc);
+    const int npanels = (nc + NR_ - 1) / NR_;
+    for (int pc = 0; pc < K; pc += KC) {
+      const int kc = std::min(KC, K - pc);
+      float* ap = apack.data;
+      float* bp = bpack.data;
+      // op(A)[:, pc:pc+kc] as panels of MR_ rows: ap[panel][p][i].
+#pragma omp parallel for schedule(static)
+      for (int ip = 0; ip < mpanels; ++ip) {
+        float* dst = ap + (size_t)ip * MR_ * kc;
+        for (int i = 0; i < MR_; ++i) {
+          const int r = ip * MR_ + i;
+          if (r >= M) for (int p = 0; p < kc; ++p) dst[p * MR_ + i] = 0.0f;
+          else if (transA) for (int p = 0; p < kc; ++p) dst[p * MR_ + i] = A[(size_t)(pc + p) * lda + r];
+          else for (int p = 0; p < kc; ++p) dst[p * MR_ + i] = A[(size_t)r * lda + pc + p];
+        }
+      }
+      // op(B)[pc:pc+kc, jc:jc+nc] as panels of NR_ columns: bp[panel][p][j].
+#pragma omp parallel for schedule(static)
+      for (int jp = 0; jp < npanels; ++jp) {
+        float* dst = bp + (size_t)jp * NR_ * kc;
+        for (int j = 0; j < NR_; ++j) {
+          const int col = jc + jp * NR_ + j;
+          if (col >= jc + nc) for (int p = 0; p < kc; ++p) dst[p * NR_ + j] = 0.0f;
+          else if (transB) for (int p = 0; p < kc; ++p) dst[p * NR_ + j] = B[(size_t)col * ldb + pc + p];
+          else for (int p = 0; p < kc; ++p) dst[p * NR_ + j] = B[(size_t)(pc + p) * ldb + col];
+        }
+      }
+      // Tiles, column panel outer so one B panel stays in cache across row panels.
+      const long ntiles = (long)npanels * mpanels;
+#pragma omp parallel for schedule(static)
+      for (long t = 0; t < ntiles; ++t) {
+        const int jp = (int)(t / mpanels), ip = (int)(t % mpanels);
+        const int mr = std::min(MR_, M - ip * MR_), nr = std::min(NR_, nc - jp * NR_);
+        Kernel(kc, ap + (size_t)ip * MR_ * kc, bp + (size_t)jp * NR_ * kc, C + (size_t)ip * MR_ * ldc + jc + jp * NR_,
+               ldc, alpha, mr, nr);
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The AVX-512 tile: 8 rows x 32 columns (two 16-lane registers a row), compiled for AVX-512F alone and used only
+// where the CPU has it (g_avx512). Per element exactly kernel_6x16's arithmetic: fused multiply-adds over p in
+// order from 0, then C += alpha * acc fused.
+constexpr int MR16 = 8, NR16 = 32;
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+
+__attribute__((target("avx512f"))) void kernel_8x32(int kc, const float* __restrict a, const float* __restrict b,
+                                                     float* c, int ldc, float alpha, int mr, int nr) {
+  v16 acc[MR16][2] = {};
+  for (int p = 0; p < kc; ++p) {
+    const v16 b0 = *(const v16*)(b + p * NR16), b1 = *(const v16*)(b + p * NR16 + 16);
+    const float* ap = a + p * MR16;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR16; ++i) {
+      acc[i][0] += ap[i] * b0;
+      acc[i][1] += ap[i] * b1;
+    }
+  }
+  if (mr == MR16 && nr == NR16) {
+#pragma GCC unroll 8
+    for (int i = 0; i < MR16; ++i) {
+      v16u* row = (v16u*)(c + (size_t)i * ldc);
+      row[0] += alpha * acc[i][0];
+      row[1] += alpha * acc[i][1];
+    }
+  } else {
+    alignas(64) float tile[MR16][NR16];
+    for (int i = 0; i < MR16; ++i) {
+      *(v16*)&tile[i][0] = acc[i][0];
+      *(v16*)&tile[i][16] = acc[i][1];
+    }
+    for (int i = 0; i < mr; ++i)
+      for (int j = 0; j < nr; ++j) c[(size_t)i * ldc + j] += alpha * tile[i][j];
+  }
+}
+
+bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
+#else
+constexpr int MR16 = MR, NR16 = NR;
+constexpr auto kernel_8x32 = kernel_6x16;
+bool cpu_has_avx512() { return false; }
+#endif
+
+std::atomic<bool> g_avx512{cpu_has_avx512()};
+
 }  // namespace
 
 void dot_rows(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
@@ -261,50 +364,14 @@ void gemm_portable(bool transA, bool transB, int M, int N, int K, float alpha, c
     }
     return;
   }
-  const int mpanels = (M + MR - 1) / MR;
-  FloatBuffer apack, bpack;
-  apack.allocate((size_t)mpanels * MR * KC);
-  bpack.allocate((size_t)((std::min(N, NC) + NR - 1) / NR) * NR * KC);
-  for (int jc = 0; jc < N; jc += NC) {
-    const int nc = std::min(NC, N - jc);
-    const int npanels = (nc + NR - 1) / NR;
-    for (int pc = 0; pc < K; pc += KC) {
-      const int kc = std::min(KC, K - pc);
-      float* ap = apack.data;
-      float* bp = bpack.data;
-      // Pack op(A)[:, pc:pc+kc] as panels of MR rows: ap[panel][p][i]; zero-padded.
-#pragma omp parallel for schedule(static)
-      for (int ip = 0; ip < mpanels; ++ip) {
-        float* dst = ap + (size_t)ip * MR * kc;
-        for (int p = 0; p < kc; ++p)
-          for (int i = 0; i < MR; ++i) {
-            int r = ip * MR + i;
-            dst[p * MR + i] = r < M ? (transA ? A[(size_t)(pc + p) * lda + r] : A[(size_t)r * lda + pc + p]) : 0.0f;
-          }
-      }
-      // Pack op(B)[pc:pc+kc, jc:jc+nc] as panels of NR columns: bp[panel][p][j]; zero-padded.
-#pragma omp parallel for schedule(static)
-      for (int jp = 0; jp < npanels; ++jp) {
-        float* dst = bp + (size_t)jp * NR * kc;
-        for (int p = 0; p < kc; ++p)
-          for (int j = 0; j < NR; ++j) {
-            int col = jc + jp * NR + j;
-            dst[p * NR + j] = col < jc + nc
-                                  ? (transB ? B[(size_t)col * ldb + pc + p] : B[(size_t)(pc + p) * ldb + col])
-                                  : 0.0f;
-          }
-      }
-      // Tiles, column panel outer so one B panel stays in cache across row panels.
-      const long ntiles = (long)npanels * mpanels;
-#pragma omp parallel for schedule(static)
-      for (long t = 0; t < ntiles; ++t) {
-        int jp = (int)(t / mpanels), ip = (int)(t % mpanels);
-        int mr = std::min(MR, M - ip * MR), nr = std::min(NR, nc - jp * NR);
-        kernel_6x16(kc, ap + (size_t)ip * MR * kc, bp + (size_t)jp * NR * kc,
-                    C + (size_t)ip * MR * ldc + jc + jp * NR, ldc, alpha, mr, nr);
-      }
-    }
-  }
+  if (g_avx512.load()) packed<MR16, NR16, kernel_8x32>(transA, transB, M, N, K, alpha, A, lda, B, ldb, C, ldc);
+  else packed<MR, NR, kernel_6x16>(transA, transB, M, N, K, alpha, A, lda, B, ldb, C, ldc);
+}
+
+bool gemm_avx512() { return g_avx512.load(); }
+bool gemm_set_avx512(bool on) {
+  g_avx512.store(on && cpu_has_avx512());
+  return g_avx512.load();
 }
 
 void gemm_blas(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,

@@ -17,6 +17,12 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
 void gemm_portable(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
                    const float* B, int ldb, float beta, float* C, int ldc);
 
+// The packed kernel's instruction set: AVX-512 (8 x 32 tiles) where the CPU has it, detected when the addon loads,
+// else AVX2 (6 x 16). Both sum every element in the same order, so they give the same bits; gemm_set_avx512(false)
+// forces AVX2 (tests compare the two) and (true) returns to AVX-512 where the CPU has it. Returns the kernel now on.
+bool gemm_avx512();
+bool gemm_set_avx512(bool on);
+
 // OpenBLAS alone; throws when the addon was built without it.
 void gemm_blas(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
                const float* B, int ldb, float beta, float* C, int ldc);

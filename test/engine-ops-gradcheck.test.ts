@@ -12,7 +12,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadNative } from '../src/engine/native.js';
+import { loadNative, type GemmKernel } from '../src/engine/native.js';
 
 const addon = loadNative();
 const OPS = ['rmsnorm', 'qknorm', 'rope', 'attention', 'attention_long', 'swiglu', 'linear', 'lora', 'lm_head', 'lm_head_sampler'];
@@ -67,7 +67,7 @@ function naive(ta: boolean, tb: boolean, M: number, N: number, K: number, A: Flo
 }
 
 describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitude ~sqrt(K)/2)', () => {
-  const kernels: ('portable' | 'blas')[] = addon.info().openblas ? ['portable', 'blas'] : ['portable'];
+  const kernels: GemmKernel[] = addon.info().openblas ? ['portable', 'portable-avx2', 'blas'] : ['portable', 'portable-avx2'];
   // Sizes cover the small-M dot-product path (M <= 8: its 4-row x 3-column tiles with every remainder of rows and
   // columns, K below and above a multiple of 8), ragged 6x16 tiles and more than one K block (KC = 256).
   const sizes: [number, number, number][] = [[1, 33, 70], [2, 7, 8], [3, 31, 20], [5, 17, 9], [8, 10, 5], [37, 29, 41], [70, 50, 300]];
@@ -97,6 +97,27 @@ describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitu
       const part = addon.gemm(false, true, M, N, K, A.subarray(0, M * K), B, 'auto');
       expect([...part], `rows 0..${M - 1} of 8 computed alone`).toEqual([...all.subarray(0, M * N)]);
     }
+  });
+  // Blocked mode (prefill) relies on the packed kernel's bits being a function of the element alone: the AVX-512
+  // tiles (8 x 32) must sum exactly as the AVX2 ones (6 x 16), so a model prefills to the same bits on any x86-64-v3
+  // CPU. Sizes: ragged tiles of both shapes, several K blocks (KC = 256), column blocks past NC = 4096.
+  it('the portable kernel gives the same bits with AVX-512 tiles as with AVX2 tiles', () => {
+    const { gemmAvx512 } = addon.info();
+    // The project's CI machines have AVX-512 (AVX-512 BF16 included); elsewhere both names run the AVX2 tiles.
+    if (process.env.CI === 'true') expect(gemmAvx512, 'CI machines have AVX-512').toBe(true);
+    let seed = 13;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5;
+    for (const [M, N, K] of [[9, 33, 17], [47, 95, 300], [130, 70, 513], [16, 4100, 40]] as const)
+      for (const ta of [false, true])
+        for (const tb of [false, true]) {
+          const A = Float32Array.from({ length: M * K }, rnd);
+          const B = Float32Array.from({ length: K * N }, rnd);
+          const wide = addon.gemm(ta, tb, M, N, K, A, B, 'portable');
+          const narrow = addon.gemm(ta, tb, M, N, K, A, B, 'portable-avx2');
+          let differ = 0;
+          for (let i = 0; i < wide.length; i++) if (!Object.is(wide[i], narrow[i])) differ++;
+          expect(differ, `${M}x${N}x${K} ta=${ta} tb=${tb}: elements that differ`).toBe(0);
+        }
   });
   it('MCPRL_PORTABLE_GEMM=1 forces the portable kernel from process start', () => {
     const probe = `console.log(JSON.stringify(require(${JSON.stringify(new URL('../build/Release/mcprl_native.node', import.meta.url).pathname)}).info()))`;

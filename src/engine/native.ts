@@ -102,7 +102,8 @@ export interface GradcheckRow {
   checked: number;
 }
 
-export type GemmKernel = 'portable' | 'blas' | 'auto';
+/** 'portable-avx2': the portable kernel with its AVX2 tiles even where the CPU has AVX-512 (tests). */
+export type GemmKernel = 'portable' | 'portable-avx2' | 'blas' | 'auto';
 export type AttentionKernel = 'tiles' | 'reference';
 
 export interface NativeAddon {
@@ -141,7 +142,7 @@ export interface NativeAddon {
    * (1 once any ran: every task of the process runs on one compute thread, so there is one OpenMP team; see
    * native/napi_util.cc).
    */
-  info(): { openblas: boolean; portableGemm: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number };
+  info(): { openblas: boolean; portableGemm: boolean; gemmAvx512: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number };
   [key: string]: unknown;
 }
 
