@@ -311,7 +311,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
               }
               if (T == 0) continue;
               const int chunk = lm_head_chunk_rows(V, T);
-              if (scratch.size() < (size_t)chunk * V) scratch.resize((size_t)chunk * V);
+              if (scratch.size() < lm_head_scratch_floats(V, T)) scratch.resize(lm_head_scratch_floats(V, T));
               m.forward(tokens->data() + start, T, segs, st->rs, false, nullptr);
               std::vector<int32_t> tg(T, 0);
               for (int t = 0; t + 1 < T; ++t) tg[t] = (*tokens)[start + t + 1];
@@ -804,8 +804,9 @@ Napi::Value AttentionBench(const Napi::CallbackInfo& info) {
 }
 
 // lmHeadBench(N, C, V, reps): Promise<{ forward, backward, gemm }>, CPU seconds (best of reps, single-threaded): the LM head's
-// forward (log-probabilities and the saved g, chunks of the training's size) and backward on N random rows
-// against a random f32 (V, C) head, and the plain GEMMs of the same shapes (per chunk z = h Wᵀ, then g = P W),
+// forward (log-probabilities and the saved g, chunks and tiles of the training's size) and backward on N random rows
+// against a random f32 (V, C) head, and the plain GEMMs of the same shapes (per chunk and vocabulary tile z = h Wᵀ,
+// then g += P W),
 // the rate the op is measured against.
 Napi::Value LmHeadBench(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
@@ -817,9 +818,9 @@ Napi::Value LmHeadBench(const Napi::CallbackInfo& info) {
         info.Env(),
         [N, C, V, reps, result] {
           set_threads(1);
-          const int chunk = lm_head_chunk_rows(V, N);  // as the trainer's and scoring's
+          const int chunk = lm_head_chunk_rows(V, N), cols = lm_head_tile_cols(V);  // as the trainer's and scoring's
           std::vector<float> h((size_t)N * C), W((size_t)V * C), g((size_t)N * C), dh((size_t)N * C);
-          std::vector<float> logp(N), lse(N), dlogp(N, 1.0f), scratch((size_t)chunk * V);
+          std::vector<float> logp(N), lse(N), dlogp(N, 1.0f), scratch(lm_head_scratch_floats(V, N));
           std::vector<int32_t> tg(N);
           std::mt19937 rng(1);
           std::normal_distribution<float> d;
@@ -840,8 +841,13 @@ Napi::Value LmHeadBench(const Napi::CallbackInfo& info) {
             t0 = thread_cpu_seconds();
             for (int n0 = 0; n0 < N; n0 += chunk) {
               const int m = std::min(chunk, N - n0);
-              gemm(false, true, m, V, C, 1.0f, h.data() + (size_t)n0 * C, C, W.data(), C, 0.0f, scratch.data(), V);
-              gemm(false, false, m, C, V, 1.0f, scratch.data(), V, W.data(), C, 0.0f, g.data() + (size_t)n0 * C, C);
+              for (int v0 = 0; v0 < V; v0 += cols) {
+                const int vc = std::min(cols, V - v0);
+                const float* Wt = W.data() + (size_t)v0 * C;
+                gemm(false, true, m, vc, C, 1.0f, h.data() + (size_t)n0 * C, C, Wt, C, 0.0f, scratch.data(), vc);
+                gemm(false, false, m, C, vc, 1.0f, scratch.data(), vc, Wt, C, v0 > 0 ? 1.0f : 0.0f,
+                     g.data() + (size_t)n0 * C, C);
+              }
             }
             (*result)[2] = std::min((*result)[2], secs(t0));
           }

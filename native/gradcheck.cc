@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "common.h"
+#include "ops/lm_head.h"
 
 namespace mcprl {
 
@@ -186,6 +187,41 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     Vec dh((size_t)N * C);
     be.lm_head_backward(dh.data(), a.data(), g.data(), W.data(), tg.data(), N, C, sampler ? inv_temp.data() : nullptr);
     ck.check("dh", h, dh, loss);
+  } else if (op == "lm_head_tiles") {
+    // The online log-sum-exp over vocabulary tiles (ops/lm_head.h): V = 13 in tiles of 4 columns (the last of one),
+    // rows at temperatures and with allowed sets as lm_head_sampler's, row 1's set {9, 12} all in later tiles (its
+    // first tiles contribute nothing). L = sum_n a_n logp_n. Also "forward vs one tile": logp, lse, entropy and g
+    // against the same op in one tile of 13 (the plain two-pass LM head).
+    int N = 7, C = 6, V = 13, chunk = 3, cols = 4;
+    Vec h = ck.randn((size_t)N * C), W = ck.randn((size_t)V * C), a = ck.randn(N);
+    std::vector<int32_t> tg = {0, 12, 5, 5, 3, 7, 1};
+    Vec inv_temp = {1 / 0.7f, 1 / 1.3f, 1.0f, 2.0f, 1 / 0.7f, 1.0f, 1 / 1.1f};
+    std::vector<int32_t> mask_idx = {-1, 0, -1, 1, 1, -1, -1};
+    std::vector<uint32_t> masks = {(1u << 12) | (1u << 9), (1u << 5) | (1u << 3) | (1u << 0) | (1u << 11)};
+    Vec logp(N), lse(N), ent(N), g((size_t)N * C), scratch((size_t)chunk * V);
+    auto forward = [&](int tile) {
+      lm_head_forward_tiles(logp.data(), lse.data(), ent.data(), g.data(), h.data(), W.data(), tg.data(), N, C, V,
+                            scratch.data(), chunk, tile, inv_temp.data(), mask_idx.data(), masks.data());
+    };
+    auto loss = [&] {
+      forward(cols);
+      return Checker::dot(logp, a);
+    };
+    forward(V);
+    const Vec one[4] = {logp, lse, ent, g};
+    loss();
+    const Vec tiled[4] = {logp, lse, ent, g};
+    GradcheckResult r{"forward vs one tile", 0.0, 0.0, 0};
+    for (int k = 0; k < 4; ++k)
+      for (size_t i = 0; i < one[k].size(); ++i) {
+        r.max_abs_err = std::max(r.max_abs_err, std::fabs((double)tiled[k][i] - one[k][i]));
+        r.max_abs_grad = std::max(r.max_abs_grad, std::fabs((double)one[k][i]));
+        r.checked++;
+      }
+    Vec dh((size_t)N * C);
+    be.lm_head_backward(dh.data(), a.data(), g.data(), W.data(), tg.data(), N, C, inv_temp.data());
+    ck.check("dh", h, dh, loss);
+    ck.results.push_back(r);
   } else {
     FAIL("gradcheck: unknown op '" + op + "'");
   }

@@ -21,6 +21,12 @@ struct WeightRef {
   const uint16_t* u16() const { return static_cast<const uint16_t*>(data); }
 };
 
+// W shifted by `elems` elements of its own dtype (a block of rows of a frozen matrix).
+inline WeightRef weight_offset(WeightRef w, size_t elems) {
+  if (w.is_f32()) return WeightRef(w.f32() + elems);
+  return WeightRef(w.u16() + elems, w.dtype);
+}
+
 // dst (n) = elements [off, off + n) of w, widened to f32. Serial (callers parallelise over rows).
 void widen(float* dst, WeightRef w, size_t off, size_t n);
 // Rounds f32 to bf16, to nearest with ties to even (NaN stays NaN).

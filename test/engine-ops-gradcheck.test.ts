@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadNative, type GemmKernel } from '../src/engine/native.js';
 
 const addon = loadNative();
-const OPS = ['rmsnorm', 'qknorm', 'rope', 'attention', 'attention_long', 'swiglu', 'linear', 'lora', 'lm_head', 'lm_head_sampler'];
+const OPS = ['rmsnorm', 'qknorm', 'rope', 'attention', 'attention_long', 'swiglu', 'linear', 'lora', 'lm_head', 'lm_head_sampler', 'lm_head_tiles'];
 const EXPECTED_INPUTS: Record<string, string[]> = {
   rmsnorm: ['dx', 'dw'],
   qknorm: ['dx', 'dw'],
@@ -27,6 +27,7 @@ const EXPECTED_INPUTS: Record<string, string[]> = {
   lora: ['dx', 'dA', 'dB'],
   lm_head: ['dh'],
   lm_head_sampler: ['dh'],
+  lm_head_tiles: ['dh', 'forward vs one tile'],
 };
 const STEP = 1e-2;
 const TOL = 1e-3;
@@ -45,7 +46,9 @@ describe.each([
       for (const r of rows) {
         expect(r.checked).toBeGreaterThan(0);
         expect(r.maxAbsGrad).toBeGreaterThan(0.01); // the check exercises non-trivial gradients
-        expect(r.maxAbsErr, `${op} ${r.input} seed ${seed}`).toBeLessThanOrEqual(TOL * Math.max(1, r.maxAbsGrad));
+        // The tiled LM head's forward against the one-tile op: float rounding of the rescaled sums only.
+        const tol = r.input === 'forward vs one tile' ? 1e-5 : TOL;
+        expect(r.maxAbsErr, `${op} ${r.input} seed ${seed}`).toBeLessThanOrEqual(tol * Math.max(1, r.maxAbsGrad));
       }
     }
   });

@@ -58,12 +58,6 @@ __device__ __forceinline__ float load_w(const void* p, WDtype t, size_t i) {
   return __half2float(__ushort_as_half(u));
 }
 
-// W shifted by `elems` elements of its own dtype (a block of rows of a frozen matrix).
-inline WeightRef weight_offset(WeightRef w, size_t elems) {
-  if (w.is_f32()) return WeightRef(w.f32() + elems);
-  return WeightRef(w.u16() + elems, w.dtype);
-}
-
 // Warp-wide sum / max (all 32 lanes take part and get the result).
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -15,93 +15,149 @@ void logits_forward(float* z, const float* h, WeightRef W, int N, int C, int V) 
   gemm_w(true, N, V, C, 1.0f, h, C, W, C, 0.0f, z, V);
 }
 
+namespace {
+
+// One row's log-sum-exp so far, over the vocabulary tiles seen: sums relative to the running max mx.
+struct RowState {
+  double sum, wsum;  // Σ e, Σ e (z − mx)
+  float mx, zt;      // running max of the tempered, allowed logits; the target's tempered logit
+  float resc;        // this tile's rescale factor for the row of g (1 / Σ e once the row is done)
+};
+
+// Row n's tile of logits z (columns [v0, v0 + vc) of the vocabulary) into the row's state: tempered, masked, the
+// running max moved to the tile's, z overwritten with e = exp(z − mx) (0 outside the allowed set), the sums
+// rescaled and the tile's added. Within the tile, float partial sums over blocks of 1024 columns, added in double.
+void tile_row(RowState& st, float* z, int v0, int vc, int target, float ts, const uint32_t* allow) {
+  auto allowed = [allow](int v) { return (bool)((allow[v >> 5] >> (v & 31)) & 1u); };
+  // Passes over the row's logits are what this op adds to its two GEMMs, so the temperature rides on the max pass.
+  float mx = -INFINITY;
+  if (ts != 1.0f) {
+#pragma omp simd reduction(max : mx)
+    for (int c = 0; c < vc; ++c) {
+      z[c] *= ts;
+      mx = std::max(mx, allow && !allowed(v0 + c) ? -INFINITY : z[c]);
+    }
+  } else if (allow) {
+    for (int c = 0; c < vc; ++c)
+      if (allowed(v0 + c)) mx = std::max(mx, z[c]);
+  } else {
+#pragma omp simd reduction(max : mx)
+    for (int c = 0; c < vc; ++c) mx = std::max(mx, z[c]);
+  }
+  if (target >= v0 && target < v0 + vc) st.zt = z[target - v0];
+  const bool first = st.mx == -INFINITY;  // nothing allowed seen before: the old sums are 0
+  mx = std::max(mx, st.mx);
+  if (mx == -INFINITY) {  // nothing allowed yet: the tile contributes nothing
+    for (int c = 0; c < vc; ++c) z[c] = 0.0f;
+    st.resc = 1.0f;
+    return;
+  }
+  double sum = 0.0, wsum = 0.0;
+  for (int c0 = 0; c0 < vc; c0 += 1024) {
+    const int c1 = std::min(vc, c0 + 1024);
+    float s = 0.0f, ws = 0.0f;
+    if (allow) {
+      // Tokens outside the allowed set get probability 0.
+      for (int c = c0; c < c1; ++c) {
+        if (!allowed(v0 + c)) { z[c] = 0.0f; continue; }
+        float d = z[c] - mx;
+        float e = exp_nonpos(d);
+        s += e;
+        ws += e * d;
+        z[c] = e;
+      }
+    } else {
+      // 8 lanes at a time in vector types (exp_nonpos8): GCC leaves the scalar form unvectorised.
+      typedef float f32x8u __attribute__((vector_size(32), aligned(4)));
+      f32x8 s8 = {}, ws8 = {};
+      int c = c0;
+      for (; c + 8 <= c1; c += 8) {
+        const f32x8 d = *(const f32x8u*)(z + c) - mx;
+        const f32x8 e = exp_nonpos8(d);
+        s8 += e;
+        ws8 += e * d;
+        *(f32x8u*)(z + c) = e;
+      }
+      for (int l = 0; l < 8; ++l) {
+        s += s8[l];
+        ws += ws8[l];
+      }
+      for (; c < c1; ++c) {
+        const float d = z[c] - mx;
+        const float e = exp_nonpos(d);
+        s += e;
+        ws += e * d;
+        z[c] = e;
+      }
+    }
+    sum += s;
+    wsum += ws;
+  }
+  if (first) {
+    st.sum = sum;
+    st.wsum = wsum;
+    st.resc = 0.0f;
+  } else {
+    // Σ e (z − mx) relative to the new max: f (Σ e (z − old) + (old − new) Σ e).
+    const double f = std::exp((double)st.mx - (double)mx);
+    st.wsum = f * (st.wsum + st.sum * ((double)st.mx - (double)mx)) + wsum;
+    st.sum = f * st.sum + sum;
+    st.resc = (float)f;
+  }
+  st.mx = mx;
+}
+
+}  // namespace
+
 void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
                      const int32_t* targets, int N, int C, int V, float* scratch, int chunk, const float* inv_temp,
                      const int32_t* mask_idx, const uint32_t* masks) {
+  lm_head_forward_tiles(logp, lse, entropy, g, h, W, targets, N, C, V, scratch, chunk, lm_head_tile_cols(V), inv_temp,
+                        mask_idx, masks);
+}
+
+void lm_head_forward_tiles(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
+                           const int32_t* targets, int N, int C, int V, float* scratch, int chunk, int cols,
+                           const float* inv_temp, const int32_t* mask_idx, const uint32_t* masks) {
   const size_t words = ((size_t)V + 31) / 32;
-  std::vector<float> inv_sum((size_t)std::min(chunk, N));
+  std::vector<RowState> st((size_t)std::min(chunk, N));
   for (int n0 = 0; n0 < N; n0 += chunk) {
     const int m = std::min(chunk, N - n0);
-    logits_forward(scratch, h + (size_t)n0 * C, W, m, C, V);
+    float* gc = g ? g + (size_t)n0 * C : nullptr;
+    for (int i = 0; i < m; ++i) st[i] = RowState{0.0, 0.0, -INFINITY, 0.0f, 1.0f};
+    for (int v0 = 0; v0 < V; v0 += cols) {
+      const int vc = std::min(cols, V - v0);
+      const WeightRef Wt = weight_offset(W, (size_t)v0 * C);
+      gemm_w(true, m, vc, C, 1.0f, h + (size_t)n0 * C, C, Wt, C, 0.0f, scratch, vc);
+#pragma omp parallel for schedule(static)
+      for (int i = 0; i < m; ++i) {
+        const int n = n0 + i;
+        tile_row(st[i], scratch + (size_t)i * vc, v0, vc, targets[n], inv_temp ? inv_temp[n] : 1.0f,
+                 mask_idx && mask_idx[n] >= 0 ? masks + (size_t)mask_idx[n] * words : nullptr);
+      }
+      // g (m, C) = f g + E Wt: the rows rescaled to the new max, then the tile's product (beta = 0 on the first).
+      if (gc) {
+        if (v0 > 0) {
+#pragma omp parallel for schedule(static)
+          for (int i = 0; i < m; ++i)
+            if (st[i].resc != 1.0f)
+              for (int c = 0; c < C; ++c) gc[(size_t)i * C + c] *= st[i].resc;
+        }
+        gemm_w(false, m, C, vc, 1.0f, scratch, vc, Wt, C, v0 > 0 ? 1.0f : 0.0f, gc, C);
+      }
+    }
+    // P = E / Σ: 1 / Σ goes onto g (C per row) rather than onto every probability.
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < m; ++i) {
-      float* z = scratch + (size_t)i * V;  // logits, then exp(z - max) in place
       const int n = n0 + i;
-      const uint32_t* allow = mask_idx && mask_idx[n] >= 0 ? masks + (size_t)mask_idx[n] * words : nullptr;
-      auto allowed = [allow](int v) { return (bool)((allow[v >> 5] >> (v & 31)) & 1u); };
-      // Passes over the row's V logits are what this op adds to its two GEMMs, so the temperature rides on the
-      // max pass, and 1 / Σ goes onto g (C per row, after the second product) instead of onto P.
-      float mx = -INFINITY;
-      const float ts = inv_temp ? inv_temp[n] : 1.0f;
-      if (ts != 1.0f) {
-#pragma omp simd reduction(max : mx)
-        for (int v = 0; v < V; ++v) {
-          z[v] *= ts;
-          mx = std::max(mx, allow && !allowed(v) ? -INFINITY : z[v]);
-        }
-      } else if (allow) {
-        for (int v = 0; v < V; ++v)
-          if (allowed(v)) mx = std::max(mx, z[v]);
-      } else {
-#pragma omp simd reduction(max : mx)
-        for (int v = 0; v < V; ++v) mx = std::max(mx, z[v]);
+      const double log_sum = std::log(st[i].sum);
+      lse[n] = (float)(st[i].mx + log_sum);
+      logp[n] = (float)((double)(st[i].zt - st[i].mx) - log_sum);
+      if (entropy) entropy[n] = (float)(log_sum - st[i].wsum / st[i].sum);
+      if (gc) {
+        const float inv_sum = (float)(1.0 / st[i].sum);
+        for (int c = 0; c < C; ++c) gc[(size_t)i * C + c] *= inv_sum;
       }
-      const float zt = z[targets[n]];
-      // Blocked partial sums: float within a block of 1024, double across blocks (V ~ 150k terms).
-      double sum = 0.0, wsum = 0.0;
-      for (int v0 = 0; v0 < V; v0 += 1024) {
-        const int v1 = std::min(V, v0 + 1024);
-        float s = 0.0f, ws = 0.0f;
-        if (allow) {
-          // Tokens outside the allowed set get probability 0.
-          for (int v = v0; v < v1; ++v) {
-            if (!allowed(v)) { z[v] = 0.0f; continue; }
-            float d = z[v] - mx;
-            float e = exp_nonpos(d);
-            s += e;
-            ws += e * d;
-            z[v] = e;
-          }
-        } else {
-          // 8 lanes at a time in vector types (exp_nonpos8): GCC leaves the scalar form unvectorised.
-          typedef float f32x8u __attribute__((vector_size(32), aligned(4)));
-          f32x8 s8 = {}, ws8 = {};
-          int v = v0;
-          for (; v + 8 <= v1; v += 8) {
-            const f32x8 d = *(const f32x8u*)(z + v) - mx;
-            const f32x8 e = exp_nonpos8(d);
-            s8 += e;
-            ws8 += e * d;
-            *(f32x8u*)(z + v) = e;
-          }
-          for (int l = 0; l < 8; ++l) {
-            s += s8[l];
-            ws += ws8[l];
-          }
-          for (; v < v1; ++v) {
-            const float d = z[v] - mx;
-            const float e = exp_nonpos(d);
-            s += e;
-            ws += e * d;
-            z[v] = e;
-          }
-        }
-        sum += s;
-        wsum += ws;
-      }
-      const double log_sum = std::log(sum);
-      lse[n] = (float)(mx + log_sum);
-      logp[n] = (float)((double)(zt - mx) - log_sum);
-      if (entropy) entropy[n] = (float)(log_sum - wsum / sum);
-      inv_sum[i] = (float)(1.0 / sum);
-    }
-    // g (m, C) = P (m, V) W (V, C), with P = E / Σ: the product of the unnormalised E, each row then scaled.
-    if (g) {
-      float* gc = g + (size_t)n0 * C;
-      gemm_w(false, m, C, V, 1.0f, scratch, V, W, C, 0.0f, gc, C);
-#pragma omp parallel for schedule(static)
-      for (int i = 0; i < m; ++i)
-        for (int c = 0; c < C; ++c) gc[(size_t)i * C + c] *= inv_sum[i];
     }
   }
 }

@@ -8,8 +8,8 @@
 //   dh_n = dlogp_n · (W[target_n] − g_n)
 // for ANY upstream dlogp (the loss is computed between the two). Compared with recomputing the logits in the
 // backward, this does two (N, V, C) products instead of three and one exponential per logit instead of two.
-// Logits are never held whole: rows go through in chunks of `chunk`. The entropy is reported, not
-// differentiated (no loss uses it).
+// Logits are never held whole: rows go through in chunks of `chunk`, the vocabulary in tiles (below). The entropy
+// is reported, not differentiated (no loss uses it).
 //
 // Each row may have its own sampling distribution: logits divided by a temperature T_n and restricted to an
 // allowed set S_n of tokens (constrained decoding), p = softmax over S_n of z / T_n. Then
@@ -25,19 +25,34 @@
 
 namespace mcprl {
 
-// Rows per chunk of lm_head_forward for N rows against a vocabulary of V: 2^24 / V rows (64 MiB of f32 logits in
-// scratch, 110 rows of Qwen's 151,936 tokens), at least 1, at most N. The one size every caller uses (training,
-// scoring, the bench): a chunk is one product of its rows, and the GEMM's rounding can depend on the row count.
-inline int lm_head_chunk_rows(int V, int N) { return std::max(1, std::min(N, (1 << 24) / std::max(V, 1))); }
+// The logits go through in tiles of (chunk rows) x (kLmHeadCols vocabulary columns) with an online log-sum-exp (as
+// the CUDA op does): per row a running max and sums rescaled when the max moves, and g rescaled with them. A
+// vocabulary of at most kLmHeadCols tokens is one tile, and the op is then the plain two-pass one.
+constexpr int kLmHeadCols = 16384;
+inline int lm_head_tile_cols(int V) { return std::max(1, std::min(V, kLmHeadCols)); }
+// Rows per chunk for N rows against a vocabulary of V: 2^24 / lm_head_tile_cols(V) rows (64 MiB of f32 logits in
+// scratch; 1,024 rows of Qwen's 151,936 tokens, so the head's weight is streamed through the products once per
+// 1,024 rows), at least 1, at most N. The one size every caller uses (training, scoring, the bench): a chunk is one
+// product of its rows, and the GEMM's rounding can depend on the row count.
+inline int lm_head_chunk_rows(int V, int N) { return std::max(1, std::min(N, (1 << 24) / lm_head_tile_cols(V))); }
+// Floats of scratch lm_head_forward needs for N rows: one tile.
+inline size_t lm_head_scratch_floats(int V, int N) { return (size_t)lm_head_chunk_rows(V, N) * lm_head_tile_cols(V); }
 
 // logp (N), lse (N), entropy (N, may be null), g (N, C) = p^T W per row (may be null: no backward follows).
-// h (N, C), W (V, C) (the embedding when tied; f32 or 16-bit, widened in the products), targets (N) in [0, V). scratch: chunk * V floats.
+// h (N, C), W (V, C) (the embedding when tied; f32 or 16-bit, widened in the products), targets (N) in [0, V).
+// scratch: chunk * lm_head_tile_cols(V) floats.
 // inv_temp (N) 1 / T_n, or null (T = 1 everywhere). mask_idx (N) index of row n's allowed set in masks
 // (nmasks, ceil(V / 32) words, bitsets), −1 for none; null for no sets. lse is of the tempered, masked logits.
 // Saves for backward: g.
 void lm_head_forward(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
                      const int32_t* targets, int N, int C, int V, float* scratch, int chunk, const float* inv_temp,
                      const int32_t* mask_idx, const uint32_t* masks);
+
+// The same with `cols` vocabulary columns per tile (scratch: chunk * cols floats): the gradcheck runs many tiles
+// over a small vocabulary.
+void lm_head_forward_tiles(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
+                           const int32_t* targets, int N, int C, int V, float* scratch, int chunk, int cols,
+                           const float* inv_temp, const int32_t* mask_idx, const uint32_t* masks);
 
 // dh (N, C) = dlogp[n] / T_n * (W[targets[n]] − g[n]), overwritten. Needs g from forward. inv_temp as above.
 void lm_head_backward(float* dh, const float* dlogp, const float* g, WeightRef W, const int32_t* targets, int N,

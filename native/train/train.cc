@@ -18,9 +18,9 @@ static void work_reserve(TrainWork& w, const Backend& B, const ModelConfig& c, i
   r = std::max(r, w.r_cap);
   chunk = std::max(chunk, w.chunk);
   const size_t C = c.hidden, I = c.inter, HD = (size_t)c.heads * c.head_dim, KD = (size_t)c.kv_heads * c.head_dim;
-  const size_t Tz = T, Mz = std::max(M, 1), V = c.vocab;
+  const size_t Tz = T, Mz = std::max(M, 1);
   const size_t total = Tz * C * 3 + Tz * I * 3 + Tz * HD * 3 + Tz * KD * 3 + Tz * r +
-                       Mz * C * 3 + Mz * 5 + (size_t)chunk * V;
+                       Mz * C * 3 + Mz * 5 + (size_t)chunk * lm_head_tile_cols(c.vocab);
   w.memory.allocate(total, B.memory);
   float* p = w.memory.data;
   auto take = [&](size_t n) { float* q = p; p += n; return q; };
@@ -31,7 +31,7 @@ static void work_reserve(TrainWork& w, const Backend& B, const ModelConfig& c, i
   w.dh = take(Tz * r);
   w.hsel = take(Mz * C); w.dhsel = take(Mz * C); w.lm_g = take(Mz * C);
   w.logp = take(Mz); w.lse = take(Mz); w.ent = take(Mz); w.dlogp = take(Mz); w.ref = take(Mz);
-  w.lm_scratch = take((size_t)chunk * V);
+  w.lm_scratch = take((size_t)chunk * lm_head_tile_cols(c.vocab));
   w.T_cap = T; w.M_cap = M; w.r_cap = r; w.chunk = chunk;
 }
 
