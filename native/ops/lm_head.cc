@@ -29,20 +29,31 @@ struct RowState {
 // rescaled and the tile's added. Within the tile, float partial sums over blocks of 1024 columns, added in double.
 void tile_row(RowState& st, float* z, int v0, int vc, int target, float ts, const uint32_t* allow) {
   auto allowed = [allow](int v) { return (bool)((allow[v >> 5] >> (v & 31)) & 1u); };
-  // Passes over the row's logits are what this op adds to its two GEMMs, so the temperature rides on the max pass.
-  float mx = -INFINITY;
-  if (ts != 1.0f) {
-#pragma omp simd reduction(max : mx)
-    for (int c = 0; c < vc; ++c) {
-      z[c] *= ts;
-      mx = std::max(mx, allow && !allowed(v0 + c) ? -INFINITY : z[c]);
+  // Passes over the row's logits are what this op adds to its two GEMMs, so the temperature rides on the max pass,
+  // in 8 lanes (GCC leaves a max reduction scalar: one dependent vmaxss per logit); a max is exact, so the lanes
+  // find the serial pass's value. Allowed sets: 8 bits of the set per 8 logits where they sit in one word.
+  typedef float f32x8u __attribute__((vector_size(32), aligned(4)));
+  typedef int32_t i32x8 __attribute__((vector_size(32)));
+  const i32x8 lane_bit = {1, 2, 4, 8, 16, 32, 64, 128};
+  const f32x8 none = f32x8{} - INFINITY;
+  f32x8 m8 = none;
+  int c = 0;
+  if ((v0 & 7) == 0 || !allow)
+    for (; c + 8 <= vc; c += 8) {
+      f32x8 x = *(const f32x8u*)(z + c);
+      if (ts != 1.0f) *(f32x8u*)(z + c) = x = x * ts;
+      if (allow) {
+        const int v = v0 + c;
+        const int32_t bits = (int32_t)((allow[v >> 5] >> (v & 31)) & 0xffu);
+        x = ((i32x8{} + bits) & lane_bit) != 0 ? x : none;
+      }
+      m8 = x > m8 ? x : m8;
     }
-  } else if (allow) {
-    for (int c = 0; c < vc; ++c)
-      if (allowed(v0 + c)) mx = std::max(mx, z[c]);
-  } else {
-#pragma omp simd reduction(max : mx)
-    for (int c = 0; c < vc; ++c) mx = std::max(mx, z[c]);
+  float mx = -INFINITY;
+  for (int l = 0; l < 8; ++l) mx = std::max(mx, m8[l]);
+  for (; c < vc; ++c) {
+    if (ts != 1.0f) z[c] *= ts;
+    if (!allow || allowed(v0 + c)) mx = std::max(mx, z[c]);
   }
   if (target >= v0 && target < v0 + vc) st.zt = z[target - v0];
   const bool first = st.mx == -INFINITY;  // nothing allowed seen before: the old sums are 0
