@@ -7,8 +7,8 @@
  * onnx.score.8x256tok: the full graph (logits for every position) on 8 sequences of 256 tokens, like
  *   engine.score.8x256tok (which also turns logits into logprobs; onnxruntime stops at the logits).
  * onnx.{prefill.*,score.*}.engine_over_ort: the engine (src/engine/model.ts) on the same folder, the same prompts
- *   and the same threads, timed in the same sitting with its runs alternating with onnxruntime's: the ratio of
- *   their speeds (above 1: the engine is faster).
+ *   and the same threads, timed right after onnxruntime on each shape: the ratio of their speeds (above 1: the
+ *   engine is faster).
  * Best of 5 runs (3 for scoring) after one warm-up each. Threads: os.availableParallelism(), or MCPRL_BENCH_THREADS.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -24,8 +24,8 @@ import type { Emit } from './run.js';
 const feed = (ids: number[][]) => ({ input_ids: new ort.Tensor('int64', BigInt64Array.from(ids.flat().map(BigInt)), [ids.length, ids[0].length]) });
 
 /**
- * Best seconds of each of two runs: a warm-up (first-run allocations, kernel selection) then `reps` timed runs of
- * one, then of the other. Not interleaved run by run: each runtime's worker threads spin a while after a run, and
+ * Best seconds of each of two runtimes: a warm-up (first-run allocations, kernel selection) then `reps` timed runs
+ * of one, then the same of the other. Not interleaved run by run: each runtime's worker threads spin a while after a run, and
  * would take the cores from the other's next run.
  */
 async function bestOfBoth(a: () => Promise<unknown>, b: () => Promise<unknown>, reps: number): Promise<[number, number]> {
