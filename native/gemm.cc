@@ -238,36 +238,41 @@ void packed(bool transA, bool transB, int M, int N, int K, float alpha, const fl
       const int kc = std::min(KC, K - pc);
       float* ap = apack.data;
       float* bp = bpack.data;
-      // op(A)[:, pc:pc+kc] as panels of MR_ rows: ap[panel][p][i].
-#pragma omp parallel for schedule(static)
-      for (int ip = 0; ip < mpanels; ++ip) {
-        float* dst = ap + (size_t)ip * MR_ * kc;
-        for (int i = 0; i < MR_; ++i) {
-          const int r = ip * MR_ + i;
-          if (r >= M) for (int p = 0; p < kc; ++p) dst[p * MR_ + i] = 0.0f;
-          else if (transA) for (int p = 0; p < kc; ++p) dst[p * MR_ + i] = A[(size_t)(pc + p) * lda + r];
-          else for (int p = 0; p < kc; ++p) dst[p * MR_ + i] = A[(size_t)r * lda + pc + p];
-        }
-      }
-      // op(B)[pc:pc+kc, jc:jc+nc] as panels of NR_ columns: bp[panel][p][j].
-#pragma omp parallel for schedule(static)
-      for (int jp = 0; jp < npanels; ++jp) {
-        float* dst = bp + (size_t)jp * NR_ * kc;
-        for (int j = 0; j < NR_; ++j) {
-          const int col = jc + jp * NR_ + j;
-          if (col >= jc + nc) for (int p = 0; p < kc; ++p) dst[p * NR_ + j] = 0.0f;
-          else if (transB) for (int p = 0; p < kc; ++p) dst[p * NR_ + j] = B[(size_t)col * ldb + pc + p];
-          else for (int p = 0; p < kc; ++p) dst[p * NR_ + j] = B[(size_t)(pc + p) * ldb + col];
-        }
-      }
-      // Tiles, column panel outer so one B panel stays in cache across row panels.
       const long ntiles = (long)npanels * mpanels;
-#pragma omp parallel for schedule(static)
-      for (long t = 0; t < ntiles; ++t) {
-        const int jp = (int)(t / mpanels), ip = (int)(t % mpanels);
-        const int mr = std::min(MR_, M - ip * MR_), nr = std::min(NR_, nc - jp * NR_);
-        Kernel(kc, ap + (size_t)ip * MR_ * kc, bp + (size_t)jp * NR_ * kc, C + (size_t)ip * MR_ * ldc + jc + jp * NR_,
-               ldc, alpha, mr, nr);
+      // One parallel region per slice, its three loops separated by the barriers of `omp for`: a region of its own
+      // for each woke the team three times per slice, which short prompts felt (perf: futex wake-ups).
+#pragma omp parallel
+      {
+        // op(A)[:, pc:pc+kc] as panels of MR_ rows: ap[panel][p][i].
+#pragma omp for schedule(static)
+        for (int ip = 0; ip < mpanels; ++ip) {
+          float* dst = ap + (size_t)ip * MR_ * kc;
+          for (int i = 0; i < MR_; ++i) {
+            const int r = ip * MR_ + i;
+            if (r >= M) for (int p = 0; p < kc; ++p) dst[p * MR_ + i] = 0.0f;
+            else if (transA) for (int p = 0; p < kc; ++p) dst[p * MR_ + i] = A[(size_t)(pc + p) * lda + r];
+            else for (int p = 0; p < kc; ++p) dst[p * MR_ + i] = A[(size_t)r * lda + pc + p];
+          }
+        }
+        // op(B)[pc:pc+kc, jc:jc+nc] as panels of NR_ columns: bp[panel][p][j].
+#pragma omp for schedule(static)
+        for (int jp = 0; jp < npanels; ++jp) {
+          float* dst = bp + (size_t)jp * NR_ * kc;
+          for (int j = 0; j < NR_; ++j) {
+            const int col = jc + jp * NR_ + j;
+            if (col >= jc + nc) for (int p = 0; p < kc; ++p) dst[p * NR_ + j] = 0.0f;
+            else if (transB) for (int p = 0; p < kc; ++p) dst[p * NR_ + j] = B[(size_t)col * ldb + pc + p];
+            else for (int p = 0; p < kc; ++p) dst[p * NR_ + j] = B[(size_t)(pc + p) * ldb + col];
+          }
+        }
+        // Tiles, column panel outer so one B panel stays in cache across row panels.
+#pragma omp for schedule(static)
+        for (long t = 0; t < ntiles; ++t) {
+          const int jp = (int)(t / mpanels), ip = (int)(t % mpanels);
+          const int mr = std::min(MR_, M - ip * MR_), nr = std::min(NR_, nc - jp * NR_);
+          Kernel(kc, ap + (size_t)ip * MR_ * kc, bp + (size_t)jp * NR_ * kc,
+                 C + (size_t)ip * MR_ * ldc + jc + jp * NR_, ldc, alpha, mr, nr);
+        }
       }
     }
   }
