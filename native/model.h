@@ -80,6 +80,12 @@ struct LoraAdapter {
   // (allocate/load, the trainer's writes and optimizer steps), so the prefix cache (prefix_cache.h) never
   // reuses KV computed with other weights under the same name.
   uint64_t version = 0;
+  // W + scale · B A in f32 for each targeted projection, [layer][module] (empty when not targeted): the
+  // Trainer's foldLora (lora_fold, CPU). A forward whose segments all use this adapter then reads one matrix
+  // per projection instead of W and the B A pair. Current only while fold_version == version: the next
+  // optimizer step or write leaves it stale, and forwards fall back to the LoRA products.
+  std::vector<std::vector<std::vector<float>>> folded;
+  uint64_t fold_version = 0;
 };
 
 // A weights version no adapter has had (process-wide, thread-safe; never 0, the base model's).
@@ -92,6 +98,12 @@ void lora_allocate(LoraAdapter& a, const ModelConfig& c, int r, float alpha, boo
 // adapter_config.json describes (read in TypeScript: rank r, alpha, rslora, targets[NUM_MODULES]).
 void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir, int r, float alpha, bool rslora,
                const bool* targets);
+
+// Folds the adapter's current weights into `folded` (see LoraAdapter) over the base weights w (host memory).
+void lora_fold(LoraAdapter& a, const ModelConfig& c, const ModelWeights& w);
+// Projection m of layer l as a forward or backward reads it: `fold`'s folded matrix when fold targets m,
+// else the base weight.
+WeightRef proj_weight(const ModelWeights& w, const LoraAdapter* fold, int l, int m);
 
 // Moves an adapter's A and B into backend b's memory (its views follow); a new weights version.
 void lora_to_backend(LoraAdapter& a, const Backend& b);
@@ -153,6 +165,10 @@ struct Segment {
   KVSlot* slot = nullptr;          // null: a packed sequence starting at position 0; else appended to the cache
   const LoraAdapter* adapter = nullptr;  // null: base model
 };
+
+// The adapter whose folded weights a forward over segs reads: the one adapter of every segment, when its fold
+// is current; else null (the LoRA products run as usual).
+const LoraAdapter* segments_fold(const std::vector<Segment>& segs);
 
 class Model {
  public:

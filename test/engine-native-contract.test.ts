@@ -18,7 +18,7 @@ const root = mkdtempSync(join(tmpdir(), 'mcprl-contract-'));
 const dir = join(root, 'model');
 const addon = loadNative() as ReturnType<typeof loadNative> & {
   Trainer: new (engine: unknown, name: string, r: number, alpha: number, rslora: boolean, targets: string[]) => {
-    run(mbs: unknown[], loss: unknown, optim: unknown, wantLogprobs: unknown, recompute: unknown): Promise<unknown>;
+    run(mbs: unknown[], loss: unknown, optim: unknown, wantLogprobs: unknown, recompute: unknown, foldLora?: unknown): Promise<unknown>;
   };
   scheduleLr(kind: string, lr: number, step: number, warmup: number, total: number): number;
 };
@@ -73,7 +73,8 @@ describe('the native readers require every value and range-check integers', () =
     expect(() => t.run([], loss, noDecay, false, false)).toThrow('optim.weightDecay is required (a number)');
     expect(() => t.run([], loss, { ...optim, step: 1e20 }, false, false)).toThrow(RangeError);
     expect(() => t.run([], loss, undefined, false, false)).toThrow('optim is required (an object)');
-    expect(() => t.run([], loss, null, undefined, false)).toThrow('wantLogprobs is required (a boolean)');
+    expect(() => t.run([], loss, null, undefined, false, false)).toThrow('wantLogprobs is required (a boolean)');
+    expect(() => t.run([], loss, null, false, false)).toThrow('foldLora is required (a boolean)');
     expect(() => addon.scheduleLr('constant', 1e-3, 1.5, 0, 0)).toThrow('step must be an integer');
     model.unloadAdapter('contract');
   });

@@ -87,6 +87,49 @@ describe('per-layer activation recompute', () => {
   });
 });
 
+describe('folded LoRA (foldLora: W + scale · B A, A and B graded through the dense gradient)', () => {
+  // The same sums associated another way: agreement to f32 rounding, 1e-4 of each tensor's largest entry.
+  const close = (a: Float32Array, b: Float32Array, what: string) => {
+    const scale = Math.max(...Array.from(b, Math.abs));
+    expect(scale, what).toBeGreaterThan(0);
+    for (let i = 0; i < a.length; i++) expect(Math.abs(a[i] - b[i]), `${what}[${i}]`).toBeLessThanOrEqual(1e-4 * scale);
+  };
+  it('gives the gradients and metrics of the LoRA products, with and without recompute', async () => {
+    const t = await Trainer.resume(model, adapterDir, { adapterName: 'fold', optimizer: { lr: 0 } });
+    const batch = randomSequences(9, VOCAB, [13, 7, 21], { advantages: [1, -1, 0.3] });
+    for (const loss of [{ kind: 'sft' }, { kind: 'dapo', beta: 0.1 }] as LossConfig[]) {
+      const plain = await t.gradientsWithMetrics(batch, loss, { microBatchTokens: 30 });
+      for (const recompute of [false, true]) {
+        const folded = await t.gradientsWithMetrics(batch, loss, { microBatchTokens: 30, recompute, foldLora: true });
+        expect(Math.abs(folded.metrics.loss - plain.metrics.loss)).toBeLessThanOrEqual(1e-5 * Math.abs(plain.metrics.loss));
+        close(folded.logprobs, plain.logprobs, `${loss.kind} logprobs`);
+        for (const [k, g] of plain.grads) close(folded.grads.get(k)!, g, `${loss.kind} ${k}`);
+      }
+    }
+    t.close();
+  });
+  it('refolds after each step, and a forward never reads a fold of older weights', async () => {
+    const batch = randomSequences(10, VOCAB, [12, 9]);
+    const tokens = batch.map((s) => s.tokenIds);
+    const score = async (adapter: string) => Float32Array.from((await model.score(tokens, { adapter })).flatMap((r) => Array.from(r)));
+    const folded = await Trainer.resume(model, adapterDir, { adapterName: 'fold-steps', optimizer: { lr: 0.05 } });
+    const plain = await Trainer.resume(model, adapterDir, { adapterName: 'plain-steps', optimizer: { lr: 0.05 } });
+    const before = await score('fold-steps');
+    for (let step = 0; step < 2; step++) {
+      const a = await folded.sftStep(batch, { foldLora: true });
+      const b = await plain.sftStep(batch);
+      expect(Math.abs(a.loss - b.loss)).toBeLessThanOrEqual(1e-5 * b.loss);
+    }
+    // The fold of the last step's starting weights is stale now: scoring must read the stepped adapter.
+    const after = await score('fold-steps');
+    const want = await score('plain-steps');
+    close(after, want, 'scores after two steps');
+    expect(Math.max(...Array.from(after, (x, i) => Math.abs(x - before[i])))).toBeGreaterThan(1e-2);
+    folded.close();
+    plain.close();
+  });
+});
+
 describe('schedules', () => {
   const lr = (kind: string, step: number, warmup = 0, total = 0) => (nativeAddon() as unknown as { scheduleLr: (...a: unknown[]) => number }).scheduleLr(kind, 1e-3, step, warmup, total);
   it('constant, linear warm-up, warm-up + cosine to zero', () => {

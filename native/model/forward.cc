@@ -135,8 +135,13 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
   for (auto& s : segs) T += s.n;
   const LayerWeights& lw = w.layers[l];
 
-  // LoRA over runs of consecutive segments that share an adapter.
+  // With a folded adapter (segments_fold) the projections read W + scale · B A and there is no LoRA term (its
+  // backward needs no x Aᵀ, native/train/train.cc); else each LoRA term is added over runs of consecutive
+  // segments that share an adapter.
+  const LoraAdapter* fold = segments_fold(segs);
+  auto W = [&](int m) { return proj_weight(w, fold, l, m); };
   auto lora = [&](int m, float* y, const float* x, float* xa, int in, int out) {
+    if (fold) return;
     int row = 0;
     size_t si = 0;
     while (si < segs.size()) {
@@ -150,9 +155,9 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
 
   // attention block
   B.rmsnorm_forward(a.xn1, a.rstd1, a.x, lw.ln1, T, C, c.eps);
-  B.linear_forward(a.q_pre, a.xn1, lw.w[Q], lw.b[Q], T, C, HD);
-  B.linear_forward(a.k_pre, a.xn1, lw.w[K], lw.b[K], T, C, KD);
-  B.linear_forward(a.v, a.xn1, lw.w[V], lw.b[V], T, C, KD);
+  B.linear_forward(a.q_pre, a.xn1, W(Q), lw.b[Q], T, C, HD);
+  B.linear_forward(a.k_pre, a.xn1, W(K), lw.b[K], T, C, KD);
+  B.linear_forward(a.v, a.xn1, W(V), lw.b[V], T, C, KD);
   lora(Q, a.q_pre, a.xn1, a.xa[Q], C, HD);
   lora(K, a.k_pre, a.xn1, a.xa[K], C, KD);
   lora(V, a.v, a.xn1, a.xa[V], C, KD);
@@ -191,17 +196,17 @@ void Model::layer_forward(int l, const std::vector<Segment>& segs, LayerActs& a,
   }
   B.copy_rows(to_cache.data(), (int)to_cache.size());
   B.attention_forward(a.att, a.lse, a.q, as.data(), (int)as.size(), H, Hkv, D);
-  B.linear_forward(rs.tmp, a.att, lw.w[O], lw.b[O], T, HD, C);
+  B.linear_forward(rs.tmp, a.att, W(O), lw.b[O], T, HD, C);
   lora(O, rs.tmp, a.att, a.xa[O], HD, C);
   B.add(a.x2, a.x, rs.tmp, (long)T * C);
   // MLP block
   B.rmsnorm_forward(a.xn2, a.rstd2, a.x2, lw.ln2, T, C, c.eps);
-  B.linear_forward(a.gate, a.xn2, lw.w[GATE], nullptr, T, C, I);
-  B.linear_forward(a.up, a.xn2, lw.w[UP], nullptr, T, C, I);
+  B.linear_forward(a.gate, a.xn2, W(GATE), nullptr, T, C, I);
+  B.linear_forward(a.up, a.xn2, W(UP), nullptr, T, C, I);
   lora(GATE, a.gate, a.xn2, a.xa[GATE], C, I);
   lora(UP, a.up, a.xn2, a.xa[UP], C, I);
   B.swiglu_forward(a.act, a.gate, a.up, (long)T * I);
-  B.linear_forward(rs.tmp, a.act, lw.w[DOWN], nullptr, T, I, C);
+  B.linear_forward(rs.tmp, a.act, W(DOWN), nullptr, T, I, C);
   lora(DOWN, rs.tmp, a.act, a.xa[DOWN], I, C);
   B.add(x_next, a.x2, rs.tmp, (long)T * C);
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "../json.h"
+#include "../gemm.h"
 #include "../model.h"
 #include "../safetensors.h"
 
@@ -277,6 +278,40 @@ void lora_load(LoraAdapter& a, const ModelConfig& c, const std::string& dir, int
   }
   for (auto& t : a.tensors)
     if (!seen.count(t.key)) FAIL(f.path() + ": missing tensor '" + t.key + "'");
+}
+
+void lora_fold(LoraAdapter& a, const ModelConfig& c, const ModelWeights& w) {
+  a.folded.resize(c.layers);
+  for (int l = 0; l < c.layers; ++l) {
+    a.folded[l].resize(NUM_MODULES);
+    for (int m = 0; m < NUM_MODULES; ++m) {
+      if (!a.targets[m]) continue;
+      int in, out;
+      module_dims(c, m, &in, &out);
+      std::vector<float>& f = a.folded[l][m];
+      f.resize((size_t)out * in);
+      const WeightRef W = w.layers[l].w[m];
+#pragma omp parallel for schedule(static)
+      for (int o = 0; o < out; ++o) widen(f.data() + (size_t)o * in, W, (size_t)o * in, in);
+      const LoraView& v = a.views[l][m];
+      gemm(false, false, out, in, v.r, v.scale, v.B, v.r, v.A, in, 1.0f, f.data(), in);  // += scale · B A
+    }
+  }
+  a.fold_version = a.version;
+}
+
+WeightRef proj_weight(const ModelWeights& w, const LoraAdapter* fold, int l, int m) {
+  if (fold && fold->targets[m]) return WeightRef(fold->folded[l][m].data());
+  return w.layers[l].w[m];
+}
+
+const LoraAdapter* segments_fold(const std::vector<Segment>& segs) {
+  if (segs.empty()) return nullptr;
+  const LoraAdapter* a = segs[0].adapter;
+  if (!a || a->folded.empty() || a->fold_version != a->version) return nullptr;
+  for (auto& s : segs)
+    if (s.adapter != a) return nullptr;
+  return a;
 }
 
 }  // namespace mcprl

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "../gemm.h"
 #include "../ops/lm_head.h"
 
 namespace mcprl {
@@ -145,14 +146,23 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
   B.rmsnorm_backward(w.dres, nullptr, w.dtmp, rs.xf, m.w.norm, rs.rstdf, T, C);
 
   auto G = [&](const float* view) { return grad + (view - a->memory.data); };
-  // Base projection backward (dx = dy W, overwritten) plus the LoRA term (dx +=, dA/dB +=).
+  // Base projection backward (dx = dy W, overwritten) plus the LoRA term (dx +=, dA/dB +=). A folded adapter
+  // (CPU): W already holds scale · B A, so dx needs no LoRA term, and A and B take their gradients from the
+  // dense one, Gw = dyᵀ x: dB += scale · Gw Aᵀ, dA += scale · Bᵀ Gw (the same sums as dyᵀ (x Aᵀ) and (dy B)ᵀ x,
+  // associated the other way: one product of T rows instead of three).
+  const LoraAdapter* fold = segments_fold(segs);
   auto proj_backward = [&](int l, int mod, float* dx, const float* dy, const float* x, int in, int out, bool accumulate) {
-    const WeightRef W = m.w.layers[l].w[mod];
+    const WeightRef W = proj_weight(m.w, fold, l, mod);
     if (accumulate) B.gemm_w(false, T, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
     else B.linear_backward(dx, dy, W, T, in, out);
     if (!a->targets[mod]) return;
     const LoraView& v = a->views[l][mod];
-    B.lora_backward(dx, G(v.A), G(v.B), w.dh, dy, x, rs.layers[l].xa[mod], v, T, in, out);
+    if (!fold) return B.lora_backward(dx, G(v.A), G(v.B), w.dh, dy, x, rs.layers[l].xa[mod], v, T, in, out);
+    w.fold_gw.resize((size_t)out * in);
+    float* gw = w.fold_gw.data();
+    gemm(true, false, out, in, T, 1.0f, dy, out, x, in, 0.0f, gw, in);
+    gemm(false, true, out, v.r, in, v.scale, gw, in, v.A, in, 1.0f, G(v.B), v.r);
+    gemm(true, false, v.r, in, out, v.scale, v.B, v.r, gw, in, 1.0f, G(v.A), in);
   };
 
   for (int l = c.layers - 1; l >= 0; --l) {

@@ -41,6 +41,7 @@ struct TrainWork {
   float *datt, *dq, *dqpre;              // (T, H*D)
   float *dk, *dkpre, *dv;                // (T, Hkv*D)
   float* dh;                             // (T, r) LoRA scratch
+  std::vector<float> fold_gw;            // (out, in) a folded adapter's dense gradient of one projection (host)
   float *hsel, *dhsel;                   // (M, C) gathered LM-head inputs and their gradient
   float* lm_g;                           // (M, C) p^T W per loss row, saved by lm_head_forward
   float *logp, *lse, *ent, *dlogp, *ref; // (M)

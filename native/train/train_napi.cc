@@ -8,9 +8,10 @@
 //   trainer.layout(): {key, offset, rows, cols}[]   PEFT key order (layer, module, A then B)
 //   trainer.read(which): Float32Array               which: 'params' | 'grads' | 'exp_avg' | 'exp_avg_sq' (copy)
 //   trainer.write(which, data: Float32Array)
-//   trainer.run(microBatches, loss, optim | null, wantLogprobs, recompute): Promise<RunResult>
+//   trainer.run(microBatches, loss, optim | null, wantLogprobs, recompute, foldLora): Promise<RunResult>
 //       zeroes the gradient, runs every micro-batch (forward, loss, backward; gradients accumulate), then
-//       with optim: clips the global grad norm and takes one AdamW step
+//       with optim: clips the global grad norm and takes one AdamW step. foldLora (CPU only): the projections
+//       read W + scale · B A, folded once at the start of the run (model.h lora_fold)
 //   scheduleLr(kind, lr, step, warmup, total): number
 #include "train_napi.h"
 
@@ -143,7 +144,8 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
   // run(microBatches: {tokens, cuSeqlens, lossRows, lossTargets, oldLogprobs|null, isWeights|null, lossInvTemp|null,
   //     lossMaskIdx|null, masks|null, seqOff, seqN, seqAdv,
   //     seqWeight}[], loss: {kind, epsLow, epsHigh, beta, cispoEpsMax}, optim: {lr, beta1, beta2, eps,
-  //     weightDecay, maxGradNorm, step} | null, wantLogprobs: boolean, recompute: boolean); every field required
+  //     weightDecay, maxGradNorm, step} | null, wantLogprobs: boolean, recompute: boolean, foldLora: boolean);
+  //     every field required
   // -> Promise<{loss, policyLoss, klSum, ratioSum, clipped, tokens, nllSum, entropySum, gradNorm, seconds,
   //             logprobs?: Float32Array (every micro-batch's loss tokens, in order)}>
   Napi::Value Run(const Napi::CallbackInfo& info) {
@@ -210,6 +212,8 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
       }
       const bool want_lp = bool_arg(info[3], "wantLogprobs");
       const bool recompute = bool_arg(info[4], "recompute");
+      const bool fold = bool_arg(info[5], "foldLora");
+      CHECK(!fold || !st_->eng->model.be->memory, "foldLora: the CPU backend only (the folded weights live in host memory)");
       struct Out {
         MicroResult sum;
         double grad_norm = 0, seconds = 0;
@@ -219,12 +223,14 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
       auto st = st_;
       return run_async(
           env,
-          [st, mbs, lp, step, ac, lr, max_norm, step_no, want_lp, recompute, total_m, out] {
+          [st, mbs, lp, step, ac, lr, max_norm, step_no, want_lp, recompute, fold, total_m, out] {
             std::lock_guard<std::mutex> g(st->eng->mu);
             LoraAdapter& a = st->live();
             auto t0 = std::chrono::steady_clock::now();
             const size_t n = a.memory.size;
             std::fill(st->grad.data, st->grad.data + n, 0.0f);
+            if (!fold) a.folded.clear();
+            else if (a.folded.empty() || a.fold_version != a.version) lora_fold(a, st->eng->model.cfg, st->eng->model.w);
             if (want_lp) out->logp.assign(total_m, 0.0f);
             size_t lp_off = 0;
             for (const MicroBatch& mb : *mbs) {

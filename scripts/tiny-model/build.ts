@@ -190,7 +190,7 @@ async function main() {
     });
     for (let step = 0; step < Number(values['drill-steps']); step++) {
       const batch = Array.from({ length: 64 }, () => trajectoryToSequences(engine, { messages: copyDrill(rng), tools: [] })).flat();
-      const m = await trainer.sftStep(batch);
+      const m = await trainer.sftStep(batch, { foldLora: true });
       if (step % 50 === 0) log(`drills step ${step}: loss ${m.loss.toFixed(4)}`);
     }
     const adapterDir = join(work, 'adapter-drills');
@@ -219,7 +219,7 @@ async function main() {
       for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copyDrill(sftRng), tools: [] }));
       // the skill cycles only: a drill always looks up and reports, which would undo the habit cycle's mix
       if (!habitCycle) for (let k = 0; k < Number(values['tool-drills']); k++) batch.push(...trajectoryToSequences(engine, toolDrill(toolRng)));
-      const m = await trainer.sftStep(batch);
+      const m = await trainer.sftStep(batch, { foldLora: true });
       if (step % 10 === 0 || step === Number(values['steps-per-cycle']) - 1) log(`cycle ${cycle} step ${step}: loss ${m.loss.toFixed(4)} grad ${m.gradNorm.toFixed(3)} ${Math.round(m.tokensPerSecond)} tok/s`);
     }
     const adapterDir = join(work, `adapter-${cycle}`);

@@ -79,6 +79,13 @@ export interface StepOptions {
    * forward of the layers. Same gradients. Default false.
    */
   recompute?: boolean;
+  /**
+   * Fold the adapter into the base weights for the step (CPU only): each projection reads W + scale · B A, one
+   * product instead of three in the forward and one fewer in the backward, for an f32 copy of every targeted
+   * matrix. The same gradients up to rounding (a different order of additions). Pays at ranks near the
+   * projections' widths (the tiny model's warm-up: rank 128 on width 128). Default false.
+   */
+  foldLora?: boolean;
 }
 
 interface LayoutEntry { key: string; offset: number; rows: number; cols: number }
@@ -90,7 +97,7 @@ interface NativeTrainer {
   layout(): LayoutEntry[];
   read(which: 'params' | 'grads' | 'exp_avg' | 'exp_avg_sq'): Float32Array;
   write(which: 'params' | 'grads' | 'exp_avg' | 'exp_avg_sq', data: Float32Array): void;
-  run(microBatches: NativeMicroBatch[], loss: Record<string, unknown>, optim: Record<string, unknown> | null, wantLogprobs: boolean, recompute: boolean): Promise<NativeRunResult>;
+  run(microBatches: NativeMicroBatch[], loss: Record<string, unknown>, optim: Record<string, unknown> | null, wantLogprobs: boolean, recompute: boolean, foldLora: boolean): Promise<NativeRunResult>;
 }
 
 /** The training part of the addon (native/train/train_napi.cc). */
@@ -215,7 +222,7 @@ export class Trainer {
     // totalSteps is read by the cosine schedule only (required for it above).
     const lr = trainAddon().scheduleLr(s.kind, o.lr, this.step, s.warmupSteps, s.totalSteps ?? 0);
     const optim = optimizerParams(o, lr, this.step + 1);
-    const r = await this.run(mbs.microBatches, lc, optim, false, opts.recompute ?? false);
+    const r = await this.run(mbs.microBatches, lc, optim, false, opts);
     this.step += 1;
     return { ...metrics(r, mbs.totalTokens), lr, step: this.step };
   }
@@ -235,7 +242,7 @@ export class Trainer {
     const lc = parseLoss(loss);
     this.checkMasks(batch);
     const mbs = packBatch(batch, lc, opts.microBatchTokens ?? 4096);
-    const r = await this.run(mbs.microBatches, lc, null, true, opts.recompute ?? false);
+    const r = await this.run(mbs.microBatches, lc, null, true, opts);
     const flat = await this.nativeRead('grads');
     const grads = new Map<string, Float32Array>();
     for (const e of this.layout) grads.set(e.key, flat.slice(e.offset, e.offset + e.rows * e.cols));
@@ -305,12 +312,12 @@ export class Trainer {
     }
   }
 
-  private async run(mbs: NativeMicroBatch[], lc: ResolvedLoss, optim: ReturnType<typeof optimizerParams> | null, wantLogprobs: boolean, recompute: boolean): Promise<NativeRunResult> {
+  private async run(mbs: NativeMicroBatch[], lc: ResolvedLoss, optim: ReturnType<typeof optimizerParams> | null, wantLogprobs: boolean, opts: StepOptions): Promise<NativeRunResult> {
     if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
     const loss = lossParams(lc);
     try {
       // Queued behind (and ahead of) the model's other native calls: generation never sees half-updated weights.
-      return await this.model.run(() => this.native.run(mbs, loss, optim, wantLogprobs, recompute));
+      return await this.model.run(() => this.native.run(mbs, loss, optim, wantLogprobs, opts.recompute ?? false, opts.foldLora ?? false));
     } catch (e) {
       throw new TrainError('TRAIN_NATIVE', (e as Error).message, { cause: e });
     }
