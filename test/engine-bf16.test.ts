@@ -138,11 +138,15 @@ describe('bf16 weights kept as bf16 on CPU', () => {
     const loss = { kind: 'grpo' as const, beta: 0.05 };
     const gradsOut = join(dir, 'g.safetensors');
     const [ref] = await torchTrainRef([{ model: modelDir, adapter: adapterDir, sequences: withOld, loss, grads_out: gradsOut }]);
-    const { grads, metrics } = await trainer.gradientsWithMetrics(withOld, loss, { microBatchTokens: 30 });
-    expect(Math.abs(metrics.loss - ref.loss)).toBeLessThanOrEqual(1e-4 * Math.max(1, Math.abs(ref.loss)));
-    const { worst, key } = tensorRelErrors(grads, await readF32Tensors(gradsOut));
-    expect(worst, `worst tensor ${key}`).toBeLessThanOrEqual(1e-3);
-    expect(metrics.kl).toBeGreaterThan(0);
+    const want = await readF32Tensors(gradsOut);
+    // foldLora too: the bf16 matrices widened into W + scale · B A, the KL reference still on the bare base
+    for (const foldLora of [false, true]) {
+      const { grads, metrics } = await trainer.gradientsWithMetrics(withOld, loss, { microBatchTokens: 30, foldLora });
+      expect(Math.abs(metrics.loss - ref.loss)).toBeLessThanOrEqual(1e-4 * Math.max(1, Math.abs(ref.loss)));
+      const { worst, key } = tensorRelErrors(grads, want);
+      expect(worst, `foldLora ${foldLora}: worst tensor ${key}`).toBeLessThanOrEqual(1e-3);
+      expect(metrics.kl).toBeGreaterThan(0);
+    }
   }, 120_000);
 
   it('with the real vocabulary (the LM head in several widened blocks): scores and LoRA gradients match f32', async () => {
