@@ -167,7 +167,8 @@ struct Segment {
 };
 
 // The adapter whose folded weights a forward over segs reads: the one adapter of every segment, when its fold
-// is current; else null (the LoRA products run as usual).
+// is current and no segment appends to a KV cache (the prefix cache reuses keys by weights version, so they must
+// not depend on whether a fold was current); else null (the LoRA products run as usual).
 const LoraAdapter* segments_fold(const std::vector<Segment>& segs);
 
 class Model {

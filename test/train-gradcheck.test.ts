@@ -128,6 +128,17 @@ describe('folded LoRA (foldLora: W + scale · B A, A and B graded through the de
     folded.close();
     plain.close();
   });
+  it('never reaches a forward that fills a KV cache (generation reads the LoRA products, fold current or not)', async () => {
+    const t = await Trainer.resume(model, adapterDir, { adapterName: 'fold-gen', optimizer: { lr: 0 } });
+    const batch = randomSequences(11, VOCAB, [10, 14]);
+    const gen = () => model.generate({ promptIds: batch[0].tokenIds, adapter: 'fold-gen', sampling: { maxTokens: 8, temperature: 0 } });
+    await t.gradientsWithMetrics(batch, { kind: 'sft' });
+    const plain = await gen();
+    await t.gradientsWithMetrics(batch, { kind: 'sft' }, { foldLora: true });  // no step: the fold stays current
+    const whileFolded = await gen();
+    expect(whileFolded.map((g) => g.logprobs)).toEqual(plain.map((g) => g.logprobs));
+    t.close();
+  });
 });
 
 describe('schedules', () => {

@@ -309,8 +309,8 @@ const LoraAdapter* segments_fold(const std::vector<Segment>& segs) {
   if (segs.empty()) return nullptr;
   const LoraAdapter* a = segs[0].adapter;
   if (!a || a->folded.empty() || a->fold_version != a->version) return nullptr;
-  for (auto& s : segs)
-    if (s.adapter != a) return nullptr;
+  for (auto& s : segs)  // and never a forward that fills a KV cache: cached keys must not depend on a fold
+    if (s.adapter != a || s.slot) return nullptr;
   return a;
 }
 
