@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "../gemm.h"
 #include "../ops/lm_head.h"
 
 namespace mcprl {
@@ -160,9 +159,9 @@ MicroResult train_micro_batch(Model& m, const LoraAdapter* a, float* grad, const
     if (!fold) return B.lora_backward(dx, G(v.A), G(v.B), w.dh, dy, x, rs.layers[l].xa[mod], v, T, in, out);
     w.fold_gw.resize((size_t)out * in);
     float* gw = w.fold_gw.data();
-    gemm(true, false, out, in, T, 1.0f, dy, out, x, in, 0.0f, gw, in);
-    gemm(false, true, out, v.r, in, v.scale, gw, in, v.A, in, 1.0f, G(v.B), v.r);
-    gemm(true, false, v.r, in, out, v.scale, v.B, v.r, gw, in, 1.0f, G(v.A), in);
+    B.gemm(true, false, out, in, T, 1.0f, dy, out, x, in, 0.0f, gw, in);
+    B.gemm(false, true, out, v.r, in, v.scale, gw, in, v.A, in, 1.0f, G(v.B), v.r);
+    B.gemm(true, false, v.r, in, out, v.scale, v.B, v.r, gw, in, 1.0f, G(v.A), in);
   };
 
   for (int l = c.layers - 1; l >= 0; --l) {
