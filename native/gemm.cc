@@ -289,6 +289,9 @@ typedef float v16u __attribute__((vector_size(64), aligned(4)));
 __attribute__((target("avx512f"))) void kernel_8x32(int kc, const float* __restrict a, const float* __restrict b,
                                                      float* c, int ldc, float alpha, int mr, int nr) {
   v16 acc[MR16][2] = {};
+  // Four steps of p per loop iteration (the order of every sum unchanged): the loop's own instructions otherwise cost
+  // a tenth of the rate (measured).
+#pragma GCC unroll 4
   for (int p = 0; p < kc; ++p) {
     const v16 b0 = *(const v16*)(b + p * NR16), b1 = *(const v16*)(b + p * NR16 + 16);
     const float* ap = a + p * MR16;

@@ -222,6 +222,56 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     be.lm_head_backward(dh.data(), a.data(), g.data(), W.data(), tg.data(), N, C, inv_temp.data());
     ck.check("dh", h, dh, loss);
     ck.results.push_back(r);
+  } else if (op == "lm_head_fused") {
+    // The fused path (ops/lm_head.h) with small tiles: 21 rows at temperatures (two lane groups, the second partial)
+    // in blocks of 16 rows, C = 16, V = 29 in tiles of 8 (the last of 5: the zero-padded copy), targets in several
+    // tiles. L = sum_n a_n logp_n. Also "fused vs two-pass": logp, lse, entropy and g against lm_head_forward_tiles
+    // in one tile of 29, and "bf16 vs widened": the head rounded to bf16 against the same values widened to f32.
+    int N = 21, C = 16, V = 29;
+    const LmHeadFusedTiles tiles{8, 16};
+    Vec h = ck.randn((size_t)N * C), W = ck.randn((size_t)V * C), a = ck.randn(N), inv_temp(N);
+    std::vector<int32_t> tg(N);
+    for (int n = 0; n < N; ++n) {
+      tg[n] = (n * 11 + 3) % V;
+      inv_temp[n] = n % 3 == 0 ? 1.0f : 1.0f / (0.5f + 0.1f * (float)n);
+    }
+    Vec logp(N), lse(N), ent(N), g((size_t)N * C), scratch((size_t)N * V);
+    auto fused = [&](WeightRef w) {
+      lm_head_forward_fused(logp.data(), lse.data(), ent.data(), g.data(), h.data(), w, tg.data(), N, C, V,
+                            inv_temp.data(), tiles);
+    };
+    auto compare = [&](const char* name, const Vec* want, const Vec* got) {
+      GradcheckResult r{name, 0.0, 0.0, 0};
+      for (int k = 0; k < 4; ++k)
+        for (size_t i = 0; i < want[k].size(); ++i) {
+          r.max_abs_err = std::max(r.max_abs_err, std::fabs((double)got[k][i] - want[k][i]));
+          r.max_abs_grad = std::max(r.max_abs_grad, std::fabs((double)want[k][i]));
+          r.checked++;
+        }
+      ck.results.push_back(r);
+    };
+    auto loss = [&] {
+      fused(W.data());
+      return Checker::dot(logp, a);
+    };
+    lm_head_forward_tiles(logp.data(), lse.data(), ent.data(), g.data(), h.data(), W.data(), tg.data(), N, C, V,
+                          scratch.data(), N, V, inv_temp.data(), nullptr, nullptr);
+    const Vec two_pass[4] = {logp, lse, ent, g};
+    loss();
+    const Vec got[4] = {logp, lse, ent, g};
+    Vec dh((size_t)N * C);
+    be.lm_head_backward(dh.data(), a.data(), g.data(), W.data(), tg.data(), N, C, inv_temp.data());
+    ck.check("dh", h, dh, loss);
+    compare("fused vs two-pass", two_pass, got);
+    std::vector<uint16_t> w16(W.size());
+    Vec widened(W.size());
+    for (size_t i = 0; i < W.size(); ++i) w16[i] = f32_to_bf16(W[i]);
+    widen(widened.data(), WeightRef(w16.data(), WDtype::BF16), 0, W.size());
+    fused(widened.data());
+    const Vec f32[4] = {logp, lse, ent, g};
+    fused(WeightRef(w16.data(), WDtype::BF16));
+    const Vec b16[4] = {logp, lse, ent, g};
+    compare("bf16 vs widened", f32, b16);
   } else {
     FAIL("gradcheck: unknown op '" + op + "'");
   }

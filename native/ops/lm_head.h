@@ -38,6 +38,29 @@ inline int lm_head_chunk_rows(int V, int N) { return std::max(1, std::min(N, (1 
 // Floats of scratch lm_head_forward needs for N rows: one tile.
 inline size_t lm_head_scratch_floats(int V, int N) { return (size_t)lm_head_chunk_rows(V, N) * lm_head_tile_cols(V); }
 
+// The fused path. Where the vocabulary spans several tiles (V > kLmHeadCols: real tokenizers; the bundled tiny
+// model's 1,024 stays on the two-pass op, and so do its figures), on a CPU with AVX-512, with C a multiple of
+// kLmHeadFusedRows, more than kGemmSmallRows rows, no allowed sets, and neither row-wise nor blocked GEMM mode on
+// (gemm.h: their arithmetic is promised), lm_head_forward runs one loop per thread over its rows instead of two
+// GEMMs around a logits buffer: per block of rows (h^T packed once) and per tile of vocab_rows rows of W (widened
+// when 16-bit), z^T = W_tile h^T in register tiles, then per 16 rows (one vector lane each) the tempered tile max,
+// the running max and sums moved, e = exp(z - max) in place, then g^T += W_tile^T E in the same register tiles,
+// reading W_tile unpacked while it is still in cache. Neither product packs W, nothing zeroes or re-reads a
+// logits buffer out of cache, and each row's figures are one fixed order of operations: they do not depend on how
+// many rows share the call, on the thread count, or on the other rows (the scratch is unused).
+constexpr int kLmHeadFusedRows = 8;  // W rows per register tile (and C's unit)
+struct LmHeadFusedTiles {
+  int vocab_rows;   // vocabulary rows per tile (a multiple of kLmHeadFusedRows)
+  int token_block;  // rows of h per block
+};
+// The sizes every caller uses for a hidden size C: tile and block buffers that stay in a core's L2.
+LmHeadFusedTiles lm_head_fused_tiles(int C);
+bool lm_head_fused_available();  // this CPU has AVX-512 and the build the kernel
+bool lm_head_fused_applies(int N, int C, int V, const int32_t* mask_idx);
+// The fused forward with the given tiles (the gradcheck runs small ones); no allowed sets.
+void lm_head_forward_fused(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
+                           const int32_t* targets, int N, int C, int V, const float* inv_temp, LmHeadFusedTiles tiles);
+
 // logp (N), lse (N), entropy (N, may be null), g (N, C) = p^T W per row (may be null: no backward follows).
 // h (N, C), W (V, C) (the embedding when tied; f32 or 16-bit, widened in the products), targets (N) in [0, V).
 // scratch: chunk * lm_head_tile_cols(V) floats.
