@@ -226,7 +226,8 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     // The fused path (ops/lm_head.h) with small tiles: 21 rows at temperatures (two lane groups, the second partial)
     // in blocks of 16 rows, C = 16, V = 29 in tiles of 8 (the last of 5: the zero-padded copy), targets in several
     // tiles. L = sum_n a_n logp_n. Also "fused vs two-pass": logp, lse, entropy and g against lm_head_forward_tiles
-    // in one tile of 29, and "bf16 vs widened": the head rounded to bf16 against the same values widened to f32.
+    // in one tile of 29, "bf16 vs widened": the head rounded to bf16 against the same values widened to f32, and
+    // "rows alone vs together": rows 3.. in a call of their own against the same rows of the whole call.
     int N = 21, C = 16, V = 29;
     const LmHeadFusedTiles tiles{8, 16};
     Vec h = ck.randn((size_t)N * C), W = ck.randn((size_t)V * C), a = ck.randn(N), inv_temp(N);
@@ -272,6 +273,15 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     fused(WeightRef(w16.data(), WDtype::BF16));
     const Vec b16[4] = {logp, lse, ent, g};
     compare("bf16 vs widened", f32, b16);
+    // Rows 3.. alone (other lane groups, blocks and threads) against the same rows of the whole call.
+    const int skip = 3, n2 = N - skip;
+    Vec logp2(n2), lse2(n2), ent2(n2), g2((size_t)n2 * C);
+    lm_head_forward_fused(logp2.data(), lse2.data(), ent2.data(), g2.data(), h.data() + (size_t)skip * C, W.data(),
+                          tg.data() + skip, n2, C, V, inv_temp.data() + skip, tiles);
+    auto tail = [&](const Vec& v, size_t per) { return Vec(v.begin() + (long)(skip * per), v.end()); };
+    const Vec whole[4] = {tail(got[0], 1), tail(got[1], 1), tail(got[2], 1), tail(got[3], C)};
+    const Vec alone[4] = {logp2, lse2, ent2, g2};
+    compare("rows alone vs together", whole, alone);
   } else {
     FAIL("gradcheck: unknown op '" + op + "'");
   }

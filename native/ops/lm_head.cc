@@ -259,7 +259,7 @@ __attribute__((target("avx512f"))) void fused_block(float* logp, float* lse, flo
         const v16 d = *p - nm;
         const v16 e = exp_nonpos16(d);
         s16 += e;
-        w16 += e * d;
+        if (entropy) w16 += e * d;
         *p = e;
       }
       v16 f16 = v16{} + 1.0f;
