@@ -223,18 +223,18 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     ck.check("dh", h, dh, loss);
     ck.results.push_back(r);
   } else if (op == "lm_head_fused") {
-    // The fused path (ops/lm_head.h) with small tiles: 21 rows at temperatures (two lane groups, the second partial)
-    // in blocks of 16 rows, C = 16, V = 29 in tiles of 8 (the last of 5: the zero-padded copy), targets in several
-    // tiles. L = sum_n a_n logp_n. Also "fused vs two-pass": logp, lse, entropy and g against lm_head_forward_tiles
+    // The fused path (ops/lm_head.h) with small tiles: 100 rows at temperatures in blocks of at most 48 rows (on two
+    // threads, rows 0-47 and 48-99: panels of 32 and 16 rows, and a last block of 4 rows in a panel of 16), C = 16,
+    // V = 29 in tiles of 8 (the last of 5: the zero-padded copy), targets in every tile. L = sum_n a_n logp_n. Also "fused vs two-pass": logp, lse, entropy and g against lm_head_forward_tiles
     // in one tile of 29, "bf16 vs widened": the head rounded to bf16 against the same values widened to f32, and
     // "rows alone vs together": rows 3.. in a call of their own against the same rows of the whole call.
-    int N = 21, C = 16, V = 29;
-    const LmHeadFusedTiles tiles{8, 16};
+    int N = 100, C = 16, V = 29;
+    const LmHeadFusedTiles tiles{8, 48};
     Vec h = ck.randn((size_t)N * C), W = ck.randn((size_t)V * C), a = ck.randn(N), inv_temp(N);
     std::vector<int32_t> tg(N);
     for (int n = 0; n < N; ++n) {
       tg[n] = (n * 11 + 3) % V;
-      inv_temp[n] = n % 3 == 0 ? 1.0f : 1.0f / (0.5f + 0.1f * (float)n);
+      inv_temp[n] = n % 3 == 0 ? 1.0f : 1.0f / (0.5f + 0.02f * (float)n);
     }
     Vec logp(N), lse(N), ent(N), g((size_t)N * C), scratch((size_t)N * V);
     auto fused = [&](WeightRef w) {

@@ -163,13 +163,12 @@ __attribute__((target("avx512f"))) inline void fused_tile(int K, const float* __
     }
 }
 
-// The tiles of a (rows x mp) product, mp a multiple of 16: columns in pairs of vectors, a last single one.
+// One register tile over a panel of w = 32 or 16 columns (b and c with row stride w).
 template <bool ADD>
-__attribute__((target("avx512f"))) inline void fused_tiles(int K, const float* a, long ai, long ak, const float* b,
-                                                            long bk, float* c, long ldc, int mp) {
-  int j = 0;
-  for (; j + 32 <= mp; j += 32) fused_tile<kLmHeadFusedRows, 2, ADD>(K, a, ai, ak, b + j, bk, c + j, ldc);
-  if (j < mp) fused_tile<kLmHeadFusedRows, 1, ADD>(K, a, ai, ak, b + j, bk, c + j, ldc);
+__attribute__((target("avx512f"))) inline void panel_tile(int K, const float* a, long ai, long ak, const float* b, int w,
+                                                           float* c) {
+  if (w == 32) fused_tile<kLmHeadFusedRows, 2, ADD>(K, a, ai, ak, b, 32, c, 32);
+  else fused_tile<kLmHeadFusedRows, 1, ADD>(K, a, ai, ak, b, 16, c, 16);
 }
 
 // exp_nonpos on 16 lanes (the same Cephes arithmetic as fastmath.h's exp_range, the clamp at -87 a lane select).
@@ -197,27 +196,39 @@ struct FusedBuffers {
 };
 
 // Rows [0, m) of one block (m <= token_block): h (m, C), targets, inv_temp (or null) and outputs offset to the block.
+// The block's rows go in panels of 32 (the last of 16 when m rounds up to an odd number of 16s): panel p holds rows
+// [32 p, 32 p + w) and keeps its own contiguous slices of h^T (C, w), of the tile's logits (vt, w) and of g^T (C, w),
+// so that each register tile reads its panel in one stream. (With rows of the whole block side by side, a panel's
+// rows sat 1 KiB apart for C = 256 and mapped to a few L1 sets only: 3.5 % slower, measured.)
 __attribute__((target("avx512f"))) void fused_block(float* logp, float* lse, float* entropy, float* g,
                                                      const float* h, WeightRef W, const int32_t* targets, int m,
                                                      int C, int V, const float* inv_temp, int vt, FusedBuffers& buf) {
   constexpr int R = kLmHeadFusedRows;
-  const int mp = (m + 15) & ~15;
+  const int mp = (m + 15) & ~15, panels = (mp + 31) / 32;
   const int vtp = (vt + R - 1) / R * R;
+  auto width = [mp](int p) { return std::min(32, mp - 32 * p); };
   buf.reserve(buf.hp, (size_t)C * mp);
   buf.reserve(buf.z, (size_t)vtp * mp);
   buf.reserve(buf.tail, (size_t)R * C);
   if (!W.is_f32()) buf.reserve(buf.wide, (size_t)vt * C);
-  float* hp = buf.hp.data;
-  float* z = buf.z.data;
-  float* gt = nullptr;
+  float* const hp = buf.hp.data;  // panel p at 32 p C
+  float* const z = buf.z.data;    // panel p at 32 p vtp
+  float* gt = nullptr;            // panel p at 32 p C
   if (g) {
     buf.reserve(buf.gt, (size_t)C * mp);
     gt = buf.gt.data;
     std::memset(gt, 0, sizeof(float) * C * mp);
   }
-  // h^T, zero columns past m.
-  for (int c = 0; c < C; ++c)
-    for (int t = 0; t < mp; ++t) hp[(size_t)c * mp + t] = t < m ? h[(size_t)t * C + c] : 0.0f;
+  // h^T per panel, zero columns past m.
+  for (int p = 0; p < panels; ++p) {
+    const int w = width(p);
+    float* dst = hp + (size_t)32 * p * C;
+    for (int c = 0; c < C; ++c)
+      for (int l = 0; l < w; ++l) {
+        const int t = 32 * p + l;
+        dst[(size_t)c * w + l] = t < m ? h[(size_t)t * C + c] : 0.0f;
+      }
+  }
   std::vector<float> mx(mp, -INFINITY), zt(mp, 0.0f), ts(mp, 1.0f);
   std::vector<double> sum(mp, 0.0), wsum(mp, 0.0);
   if (inv_temp) std::copy(inv_temp, inv_temp + m, ts.begin());
@@ -230,61 +241,68 @@ __attribute__((target("avx512f"))) void fused_block(float* logp, float* lse, flo
       widen(buf.wide.data, W, (size_t)v0 * C, (size_t)vc * C);
       Wt = buf.wide.data;
     }
-    // z^T (vc, mp) = Wt h^T: R vocabulary rows per tile row, the last ones from a zero-padded copy.
-    for (int vb = 0; vb < vc; vb += R) {
-      const float* a = Wt + (size_t)vb * C;
-      if (vb + R > vc) {
-        std::memset(buf.tail.data, 0, sizeof(float) * R * C);
-        std::memcpy(buf.tail.data, a, sizeof(float) * (vc - vb) * C);
-        a = buf.tail.data;
-      }
-      fused_tiles<false>(C, a, C, 1, hp, mp, z + (size_t)vb * mp, mp, mp);
-    }
-    // Per 16 rows of h (lanes): tempered, the tile's max, the running max moved, e = exp(z - max) in place.
-    for (int tb = 0; tb < mp; tb += 16) {
-      const v16 t16 = *(const v16u*)&ts[tb];
-      v16 m16 = v16{} - INFINITY;
-      for (int v = 0; v < vc; ++v) {
-        v16* p = (v16*)(z + (size_t)v * mp + tb);
-        if (inv_temp) *p *= t16;
-        m16 = *p > m16 ? *p : m16;
-      }
-      for (int l = 0; l < 16 && tb + l < m; ++l)  // the target's tempered logit
-        if (targets[tb + l] >= v0 && targets[tb + l] < v0 + vc) zt[tb + l] = z[(size_t)(targets[tb + l] - v0) * mp + tb + l];
-      v16 nm = *(const v16u*)&mx[tb];
-      nm = m16 > nm ? m16 : nm;
-      v16 s16 = {}, w16 = {};
-      for (int v = 0; v < vc; ++v) {
-        v16* p = (v16*)(z + (size_t)v * mp + tb);
-        const v16 d = *p - nm;
-        const v16 e = exp_nonpos16(d);
-        s16 += e;
-        if (entropy) w16 += e * d;
-        *p = e;
-      }
-      v16 f16 = v16{} + 1.0f;
-      bool rescale = false;
-      for (int l = 0; l < 16 && tb + l < m; ++l) {
-        const int t = tb + l;
-        if (mx[t] == -INFINITY) {
-          sum[t] = s16[l];
-          wsum[t] = w16[l];
-        } else {
-          const double d = (double)mx[t] - (double)nm[l];
-          const double f = std::exp(d);
-          wsum[t] = f * (wsum[t] + sum[t] * d) + w16[l];
-          sum[t] = f * sum[t] + s16[l];
-          f16[l] = (float)f;
-          rescale = rescale || f != 1.0;
+    for (int p = 0; p < panels; ++p) {
+      const int w = width(p);
+      float* zp = z + (size_t)32 * p * vtp;
+      // z^T (vc, w) = Wt h^T: R vocabulary rows per register tile, the last ones from a zero-padded copy.
+      for (int vb = 0; vb < vc; vb += R) {
+        const float* a = Wt + (size_t)vb * C;
+        if (vb + R > vc) {
+          std::memset(buf.tail.data, 0, sizeof(float) * R * C);
+          std::memcpy(buf.tail.data, a, sizeof(float) * (vc - vb) * C);
+          a = buf.tail.data;
         }
-        mx[t] = nm[l];
+        panel_tile<false>(C, a, C, 1, hp + (size_t)32 * p * C, w, zp + (size_t)vb * w);
       }
-      if (gt && rescale)
-        for (int c = 0; c < C; ++c) *(v16*)(gt + (size_t)c * mp + tb) *= f16;
+      // Per 16 rows (lanes): tempered, the tile's max, the running max moved, e = exp(z - max) in place.
+      for (int half = 0; half < w; half += 16) {
+        const int tb = 32 * p + half;
+        float* zb = zp + half;
+        const v16 t16 = *(const v16u*)&ts[tb];
+        v16 m16 = v16{} - INFINITY;
+        for (int v = 0; v < vc; ++v) {
+          v16* q = (v16*)(zb + (size_t)v * w);
+          if (inv_temp) *q *= t16;
+          m16 = *q > m16 ? *q : m16;
+        }
+        for (int l = 0; l < 16 && tb + l < m; ++l)  // the target's tempered logit
+          if (targets[tb + l] >= v0 && targets[tb + l] < v0 + vc) zt[tb + l] = zb[(size_t)(targets[tb + l] - v0) * w + l];
+        v16 nm = *(const v16u*)&mx[tb];
+        nm = m16 > nm ? m16 : nm;
+        v16 s16 = {}, w16 = {};
+        for (int v = 0; v < vc; ++v) {
+          v16* q = (v16*)(zb + (size_t)v * w);
+          const v16 d = *q - nm;
+          const v16 e = exp_nonpos16(d);
+          s16 += e;
+          if (entropy) w16 += e * d;
+          *q = e;
+        }
+        v16 f16 = v16{} + 1.0f;
+        bool rescale = false;
+        for (int l = 0; l < 16 && tb + l < m; ++l) {
+          const int t = tb + l;
+          if (mx[t] == -INFINITY) {
+            sum[t] = s16[l];
+            wsum[t] = w16[l];
+          } else {
+            const double d = (double)mx[t] - (double)nm[l];
+            const double f = std::exp(d);
+            wsum[t] = f * (wsum[t] + sum[t] * d) + w16[l];
+            sum[t] = f * sum[t] + s16[l];
+            f16[l] = (float)f;
+            rescale = rescale || f != 1.0;
+          }
+          mx[t] = nm[l];
+        }
+        if (gt && rescale)
+          for (int c = 0; c < C; ++c) *(v16*)(gt + (size_t)32 * p * C + (size_t)c * w + half) *= f16;
+      }
+      // g^T (C, w) += Wt^T E: a(i = c, k = v) = Wt[v C + c].
+      if (gt)
+        for (int cb = 0; cb < C; cb += R)
+          panel_tile<true>(vc, Wt + cb, 1, C, zp, w, gt + (size_t)32 * p * C + (size_t)cb * w);
     }
-    // g^T (C, mp) += Wt^T E: a(i = c, k = v) = Wt[v C + c].
-    if (gt)
-      for (int cb = 0; cb < C; cb += R) fused_tiles<true>(vc, Wt + cb, 1, C, z, mp, gt + (size_t)cb * mp, mp, mp);
   }
   for (int t = 0; t < m; ++t) {
     const double log_sum = std::log(sum[t]);
@@ -293,7 +311,9 @@ __attribute__((target("avx512f"))) void fused_block(float* logp, float* lse, flo
     if (entropy) entropy[t] = (float)(log_sum - wsum[t] / sum[t]);
     if (g) {
       const float inv_sum = (float)(1.0 / sum[t]);
-      for (int c = 0; c < C; ++c) g[(size_t)t * C + c] = gt[(size_t)c * mp + t] * inv_sum;
+      const int p = t / 32, w = width(p);
+      const float* src = gt + (size_t)32 * p * C + t % 32;
+      for (int c = 0; c < C; ++c) g[(size_t)t * C + c] = src[(size_t)c * w] * inv_sum;
     }
   }
 }
