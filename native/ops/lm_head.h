@@ -42,10 +42,10 @@ inline size_t lm_head_scratch_floats(int V, int N) { return (size_t)lm_head_chun
 // model's 1,024 stays on the two-pass op, and so do its figures), on a CPU with AVX-512, with C a multiple of
 // kLmHeadFusedRows, more than kGemmSmallRows rows, no allowed sets, and neither row-wise nor blocked GEMM mode on
 // (gemm.h: their arithmetic is promised), lm_head_forward runs one loop per thread over its rows instead of two
-// GEMMs around a logits buffer: per block of rows (h^T packed once) and per tile of vocab_rows rows of W (widened
-// when 16-bit), z^T = W_tile h^T in register tiles, then per 16 rows (one vector lane each) the tempered tile max,
-// the running max and sums moved, e = exp(z - max) in place, then g^T += W_tile^T E in the same register tiles,
-// reading W_tile unpacked while it is still in cache. Neither product packs W, nothing zeroes or re-reads a
+// GEMMs around a logits buffer: per block of rows (h^T packed once, in panels of 32 rows) and per tile of
+// vocab_rows rows of W (widened when 16-bit), z^T = W_tile h^T in register tiles, then per 16 rows (one vector lane
+// each) the tempered tile max, the running max and sums moved, e = exp(z - max) in place, then g^T += W_tile^T E in
+// the same register tiles, reading W_tile unpacked while it is still in cache. Neither product packs W, nothing zeroes or re-reads a
 // logits buffer out of cache, and each row's figures are one fixed order of operations: they do not depend on how
 // many rows share the call, on the thread count, or on the other rows (the scratch is unused).
 constexpr int kLmHeadFusedRows = 8;  // W rows per register tile (and C's unit)
