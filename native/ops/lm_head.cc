@@ -172,6 +172,8 @@ __attribute__((target("avx512f"))) inline void panel_tile(int K, const float* a,
 }
 
 // exp_nonpos on 16 lanes (the same Cephes arithmetic as fastmath.h's exp_range, the clamp at -87 a lane select).
+// Written out here rather than instantiating exp_range for 16 lanes: that template is compiled without AVX-512, and
+// GCC then warns (-Wpsabi) of 64-byte vectors passed under another ABI, even when every call is inlined.
 __attribute__((target("avx512f"))) inline v16 exp_nonpos16(v16 x) {
   const v16 lo = v16{} - 87.0f;
   x = x < lo ? lo : x;
