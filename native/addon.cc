@@ -311,7 +311,6 @@ class Engine : public Napi::ObjectWrap<Engine> {
               }
               if (T == 0) continue;
               const int chunk = lm_head_chunk_rows(V, T);
-              if (scratch.size() < lm_head_scratch_floats(V, T)) scratch.resize(lm_head_scratch_floats(V, T));
               m.forward(tokens->data() + start, T, segs, st->rs, false, nullptr);
               std::vector<int32_t> tg(T, 0);
               for (int t = 0; t + 1 < T; ++t) tg[t] = (*tokens)[start + t + 1];
@@ -323,6 +322,10 @@ class Engine : public Napi::ObjectWrap<Engine> {
                 if (!it_rows.empty()) it_rows[t] = (*inv_temp)[start + t + 1];
                 if (!mi_rows.empty()) mi_rows[t] = (*mask_idx)[start + t + 1];
               }
+              // The two-pass head's logits (up to 64 MiB, zeroed by the resize): not when the fused path takes the call.
+              if (!lm_head_fused_applies(T, C, V, mi_rows.empty() ? nullptr : mi_rows.data()) &&
+                  scratch.size() < lm_head_scratch_floats(V, T))
+                scratch.resize(lm_head_scratch_floats(V, T));
               std::vector<float> lp(T), lse(T);
               m.be->lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk,
                                     it_rows.empty() ? nullptr : it_rows.data(), mi_rows.empty() ? nullptr : mi_rows.data(),
