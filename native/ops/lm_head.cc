@@ -355,6 +355,7 @@ void lm_head_forward_fused(float* logp, float* lse, float* entropy, float* g, co
         "lm_head_forward_fused: C must be a multiple of kLmHeadFusedRows, tiles positive");
 #if defined(__x86_64__) && defined(__GNUC__)
   const int groups = (N + 15) / 16;
+  bool failed = false;
 #pragma omp parallel
   {
 #ifdef _OPENMP
@@ -363,14 +364,21 @@ void lm_head_forward_fused(float* logp, float* lse, float* entropy, float* g, co
     const int T = 1, id = 0;
 #endif
     static thread_local FusedBuffers buf;
-    const int r0 = std::min(N, (int)((long)groups * id / T) * 16), r1 = std::min(N, (int)((long)groups * (id + 1) / T) * 16);
-    for (int b0 = r0; b0 < r1; b0 += tiles.token_block) {
-      const int m = std::min(tiles.token_block, r1 - b0);
-      fused_block(logp + b0, lse + b0, entropy ? entropy + b0 : nullptr, g ? g + (size_t)b0 * C : nullptr,
-                  h + (size_t)b0 * C, W, targets + b0, m, C, V, inv_temp ? inv_temp + b0 : nullptr, tiles.vocab_rows,
-                  buf);
+    const int r0 = std::min(N, (int)((long)groups * id / T) * 16);
+    const int r1 = std::min(N, (int)((long)groups * (id + 1) / T) * 16);
+    try {  // an exception must not leave the parallel region (std::terminate): reported after it
+      for (int b0 = r0; b0 < r1; b0 += tiles.token_block) {
+        const int m = std::min(tiles.token_block, r1 - b0);
+        fused_block(logp + b0, lse + b0, entropy ? entropy + b0 : nullptr, g ? g + (size_t)b0 * C : nullptr,
+                    h + (size_t)b0 * C, W, targets + b0, m, C, V, inv_temp ? inv_temp + b0 : nullptr, tiles.vocab_rows,
+                    buf);
+      }
+    } catch (...) {
+#pragma omp atomic write
+      failed = true;
     }
   }
+  CHECK(!failed, "lm_head_forward_fused: out of memory for the per-thread tile buffers");
 #else
   (void)logp; (void)lse; (void)entropy; (void)g; (void)h; (void)W; (void)targets; (void)N; (void)V; (void)inv_temp;
 #endif

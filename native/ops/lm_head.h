@@ -45,9 +45,9 @@ inline size_t lm_head_scratch_floats(int V, int N) { return (size_t)lm_head_chun
 // GEMMs around a logits buffer: per block of rows (h^T packed once, in panels of 32 rows) and per tile of
 // vocab_rows rows of W (widened when 16-bit), z^T = W_tile h^T in register tiles, then per 16 rows (one vector lane
 // each) the tempered tile max, the running max and sums moved, e = exp(z - max) in place, then g^T += W_tile^T E in
-// the same register tiles, reading W_tile unpacked while it is still in cache. Neither product packs W, nothing zeroes or re-reads a
-// logits buffer out of cache, and each row's figures are one fixed order of operations: they do not depend on how
-// many rows share the call, on the thread count, or on the other rows (the scratch is unused).
+// the same register tiles, reading W_tile unpacked while it is still in cache. Neither product packs W, nothing
+// zeroes or re-reads a logits buffer out of cache, and each row's figures are one fixed order of operations: they
+// do not depend on how many rows share the call, on the thread count, or on the other rows (the scratch is unused).
 constexpr int kLmHeadFusedRows = 8;  // W rows per register tile (and C's unit)
 struct LmHeadFusedTiles {
   int vocab_rows;   // vocabulary rows per tile (a multiple of kLmHeadFusedRows)
@@ -55,7 +55,7 @@ struct LmHeadFusedTiles {
 };
 // The sizes every caller uses for a hidden size C: tile and block buffers that stay in a core's L2.
 LmHeadFusedTiles lm_head_fused_tiles(int C);
-bool lm_head_fused_available();  // this CPU has AVX-512 and the build the kernel
+bool lm_head_fused_available();  // an x86-64 build (the kernel is compiled in) on a CPU with AVX-512
 bool lm_head_fused_applies(int N, int C, int V, const int32_t* mask_idx);
 // The fused forward with the given tiles (the gradcheck runs small ones); no allowed sets.
 void lm_head_forward_fused(float* logp, float* lse, float* entropy, float* g, const float* h, WeightRef W,
@@ -63,7 +63,7 @@ void lm_head_forward_fused(float* logp, float* lse, float* entropy, float* g, co
 
 // logp (N), lse (N), entropy (N, may be null), g (N, C) = p^T W per row (may be null: no backward follows).
 // h (N, C), W (V, C) (the embedding when tied; f32 or 16-bit, widened in the products), targets (N) in [0, V).
-// scratch: chunk * lm_head_tile_cols(V) floats.
+// scratch: chunk * lm_head_tile_cols(V) floats (may be null where lm_head_fused_applies: the fused path reads none).
 // inv_temp (N) 1 / T_n, or null (T = 1 everywhere). mask_idx (N) index of row n's allowed set in masks
 // (nmasks, ceil(V / 32) words, bitsets), −1 for none; null for no sets. lse is of the tempered, masked logits.
 // Saves for backward: g.
