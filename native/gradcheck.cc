@@ -52,6 +52,18 @@ struct Checker {
     }
     results.push_back(r);
   }
+  // A forward's outputs (logp, lse, entropy, g) against another computation of them: the largest difference, and
+  // the largest reference value as the scale.
+  void compare(const std::string& name, const Vec (&want)[4], const Vec (&got)[4]) {
+    GradcheckResult r{name, 0.0, 0.0, 0};
+    for (int k = 0; k < 4; ++k)
+      for (size_t i = 0; i < want[k].size(); ++i) {
+        r.max_abs_err = std::max(r.max_abs_err, std::fabs((double)got[k][i] - want[k][i]));
+        r.max_abs_grad = std::max(r.max_abs_grad, std::fabs((double)want[k][i]));
+        r.checked++;
+      }
+    results.push_back(r);
+  }
 };
 
 }  // namespace
@@ -211,23 +223,17 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     const Vec one[4] = {logp, lse, ent, g};
     loss();
     const Vec tiled[4] = {logp, lse, ent, g};
-    GradcheckResult r{"forward vs one tile", 0.0, 0.0, 0};
-    for (int k = 0; k < 4; ++k)
-      for (size_t i = 0; i < one[k].size(); ++i) {
-        r.max_abs_err = std::max(r.max_abs_err, std::fabs((double)tiled[k][i] - one[k][i]));
-        r.max_abs_grad = std::max(r.max_abs_grad, std::fabs((double)one[k][i]));
-        r.checked++;
-      }
     Vec dh((size_t)N * C);
     be.lm_head_backward(dh.data(), a.data(), g.data(), W.data(), tg.data(), N, C, inv_temp.data());
     ck.check("dh", h, dh, loss);
-    ck.results.push_back(r);
+    ck.compare("forward vs one tile", one, tiled);
   } else if (op == "lm_head_fused") {
     // The fused path (ops/lm_head.h) with small tiles: 100 rows at temperatures in blocks of at most 48 rows (on two
     // threads, rows 0-47 and 48-99: panels of 32 and 16 rows, and a last block of 4 rows in a panel of 16), C = 16,
-    // V = 29 in tiles of 8 (the last of 5: the zero-padded copy), targets in every tile. L = sum_n a_n logp_n. Also "fused vs two-pass": logp, lse, entropy and g against lm_head_forward_tiles
-    // in one tile of 29, "bf16 vs widened": the head rounded to bf16 against the same values widened to f32, and
-    // "rows alone vs together": rows 3.. in a call of their own against the same rows of the whole call.
+    // V = 29 in tiles of 8 (the last of 5: the zero-padded copy), targets in every tile. L = sum_n a_n logp_n.
+    // Also "fused vs two-pass": logp, lse, entropy and g against lm_head_forward_tiles in one tile of 29, "bf16 vs
+    // widened": the head rounded to bf16 against the same values widened to f32, and "rows alone vs together":
+    // rows 3.. in a call of their own against the same rows of the whole call.
     int N = 100, C = 16, V = 29;
     const LmHeadFusedTiles tiles{8, 48};
     Vec h = ck.randn((size_t)N * C), W = ck.randn((size_t)V * C), a = ck.randn(N), inv_temp(N);
@@ -241,16 +247,6 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
       lm_head_forward_fused(logp.data(), lse.data(), ent.data(), g.data(), h.data(), w, tg.data(), N, C, V,
                             inv_temp.data(), tiles);
     };
-    auto compare = [&](const char* name, const Vec* want, const Vec* got) {
-      GradcheckResult r{name, 0.0, 0.0, 0};
-      for (int k = 0; k < 4; ++k)
-        for (size_t i = 0; i < want[k].size(); ++i) {
-          r.max_abs_err = std::max(r.max_abs_err, std::fabs((double)got[k][i] - want[k][i]));
-          r.max_abs_grad = std::max(r.max_abs_grad, std::fabs((double)want[k][i]));
-          r.checked++;
-        }
-      ck.results.push_back(r);
-    };
     auto loss = [&] {
       fused(W.data());
       return Checker::dot(logp, a);
@@ -263,7 +259,7 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     Vec dh((size_t)N * C);
     be.lm_head_backward(dh.data(), a.data(), g.data(), W.data(), tg.data(), N, C, inv_temp.data());
     ck.check("dh", h, dh, loss);
-    compare("fused vs two-pass", two_pass, got);
+    ck.compare("fused vs two-pass", two_pass, got);
     std::vector<uint16_t> w16(W.size());
     Vec widened(W.size());
     for (size_t i = 0; i < W.size(); ++i) w16[i] = f32_to_bf16(W[i]);
@@ -272,7 +268,7 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     const Vec f32[4] = {logp, lse, ent, g};
     fused(WeightRef(w16.data(), WDtype::BF16));
     const Vec b16[4] = {logp, lse, ent, g};
-    compare("bf16 vs widened", f32, b16);
+    ck.compare("bf16 vs widened", f32, b16);
     // Rows 3.. alone (other lane groups, blocks and threads) against the same rows of the whole call.
     const int skip = 3, n2 = N - skip;
     Vec logp2(n2), lse2(n2), ent2(n2), g2((size_t)n2 * C);
@@ -281,7 +277,7 @@ std::vector<GradcheckResult> gradcheck_op(const std::string& op, unsigned seed, 
     auto tail = [&](const Vec& v, size_t per) { return Vec(v.begin() + (long)(skip * per), v.end()); };
     const Vec whole[4] = {tail(got[0], 1), tail(got[1], 1), tail(got[2], 1), tail(got[3], C)};
     const Vec alone[4] = {logp2, lse2, ent2, g2};
-    compare("rows alone vs together", whole, alone);
+    ck.compare("rows alone vs together", whole, alone);
   } else {
     FAIL("gradcheck: unknown op '" + op + "'");
   }
