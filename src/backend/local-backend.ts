@@ -16,7 +16,7 @@
  */
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rm } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { ChatMessage, OpenAITool } from '../agent/policy.js';
 import { ChatEngine } from '../chat/chat-engine.js';
@@ -170,29 +170,47 @@ export class LocalBackend implements Backend {
       throw new BackendError('BACKEND_CONFLICT', `the name ${settings.name} is the base model's own served name: choose another`, { field: 'settings.name' });
     }
     const run = new RunDir(this.opts.modelDir ? resolve(this.opts.modelDir(settings)) : join(this.dir, settings.project, settings.name));
+    // model.json is the registration's commit point, written once the model has loaded and serves: a registration
+    // that fails (a rank the engine cannot allocate, a missing base model) leaves the folder as it found it, and the
+    // next registration of the name is not held to settings that never worked.
     const settingsFile = run.path('model.json');
-    if (existsSync(settingsFile)) {
+    const registered = existsSync(settingsFile);
+    if (registered) {
       const saved = parseInput(TrainableModelSettingsSchema, JSON.parse(await readFile(settingsFile, 'utf8')), 'model.json');
       sameSettings(saved, settings, `${settingsFile} holds`);
-    } else {
-      await writeJsonAtomic(settingsFile, settings);
     }
-
+    // Without model.json, a step-0 checkpoint is what a registration cut short left behind (a fresh adapter of
+    // settings nobody registered): it is made again from these settings.
+    const found = await savedSteps(run);
+    const steps = registered || found.some((s) => s > 0) ? found : [];
+    // What a failed registration removes: the outermost folder it created, else the checkpoint it wrote.
+    const created = outermostMissing(run.dir);
     const trainName = `${settings.name}@train`;
-    const steps = await savedSteps(run);
-    let trainer: Trainer;
     const step = steps.length > 0 ? steps[steps.length - 1] : 0;
-    if (steps.length > 0) {
-      trainer = await Trainer.resume(base.model, run.checkpoint(step), { adapterName: trainName });
-    } else {
-      const l = settings.lora;
-      // The learning rate is set by each step (TrainStepConfig); this one is only the optimiser's placeholder.
-      trainer = await Trainer.create(base.model, { adapterName: trainName, rank: l.rank, alpha: l.alpha, targets: l.targets, seed: l.seed, optimizer: { lr: 0 } });
-      await trainer.save(run.checkpoint(0));
+    let trainer: Trainer | undefined;
+    let wroteStep0 = false;
+    let model: LoadedModel;
+    try {
+      if (steps.length > 0) {
+        trainer = await Trainer.resume(base.model, run.checkpoint(step), { adapterName: trainName });
+      } else {
+        const l = settings.lora;
+        // The learning rate is set by each step (TrainStepConfig); this one is only the optimiser's placeholder.
+        trainer = await Trainer.create(base.model, { adapterName: trainName, rank: l.rank, alpha: l.alpha, targets: l.targets, seed: l.seed, optimizer: { lr: 0 } });
+        wroteStep0 = true;
+        await trainer.save(run.checkpoint(0));
+      }
+      base.engine.routes.hide(trainName);
+      model = { settings, base, trainer, run, step, queue: Promise.resolve() };
+      await this.serveCheckpoint(model, step);
+      if (!registered) await writeJsonAtomic(settingsFile, settings);
+    } catch (err) {
+      base.engine.routes.delete(settings.name);
+      trainer?.close();
+      if (created) await rm(created, { recursive: true, force: true });
+      else if (wroteStep0) await rm(run.checkpoint(0), { recursive: true, force: true });
+      throw err;
     }
-    base.engine.routes.hide(trainName);
-    const model: LoadedModel = { settings, base, trainer, run, step, queue: Promise.resolve() };
-    await this.serveCheckpoint(model, step);
     this.models.set(key, model);
     return this.endpointOf(model);
   }
@@ -495,6 +513,13 @@ function sameSettings(have: TrainableModelSettings, want: TrainableModelSettings
   for (const [field, a, b] of fields) {
     if (a !== b) throw new BackendError('BACKEND_CONFLICT', `${where} ${field} = ${String(a)}, not ${String(b)}`, { field: `settings.${field}` });
   }
+}
+
+/** The outermost of `dir` and its parents that does not exist (null when `dir` exists). */
+function outermostMissing(dir: string): string | null {
+  let missing: string | null = null;
+  for (let d = dir; !existsSync(d); d = dirname(d)) missing = d;
+  return missing;
 }
 
 /** Steps with a complete checkpoint folder, oldest first (leftovers of interrupted writes are not steps). */

@@ -1,0 +1,47 @@
+/**
+ * Issue 42 §4: a register that failed (LoRA rank 100000) left `model.json` behind, and every later register of the
+ * name was refused (409) until it was deleted by hand. Nothing is written until the model has loaded: the failed
+ * register leaves no folder, and the next one, with settings that work, registers. The real engine on the bundled
+ * tiny model.
+ */
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalBackend, TrainableModel } from '../../src/index.js';
+import { REPO_ROOT } from '../helpers/servers.js';
+import { fault } from './fault-table.js';
+
+const MODEL = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
+let dir: string;
+let backend: LocalBackend;
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'mcprl-register-'));
+  backend = new LocalBackend({ dir });
+});
+afterAll(async () => {
+  await backend?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('a register that fails', () => {
+  it('writes nothing, and the next register of the name (settings that work) succeeds', async () => {
+    const bad = new TrainableModel({ project: 'p', name: 'm', baseModel: MODEL, lora: { rank: 100_000, alpha: 8, seed: 1 } });
+    const err = await bad.register(backend).then(() => null, (e: unknown) => e as Error);
+    expect(err, 'rank 100000 registered').not.toBeNull();
+    // Nothing of the failed registration is left: not the model's folder, not its project's.
+    const left = await readdir(dir, { recursive: true });
+
+    const good = new TrainableModel({ project: 'p', name: 'm', baseModel: MODEL, lora: { rank: 4, alpha: 8, seed: 1 } });
+    const later = await good.register(backend).then(() => null, (e: unknown) => e as Error);
+    expect(later?.message ?? null, 'the register after the failed one').toBeNull();
+    expect(left).toEqual([]);
+    expect(good.step).toBe(0);
+    expect(existsSync(path.join(dir, 'p', 'm', 'model.json'))).toBe(true);
+    expect(existsSync(path.join(dir, 'p', 'm', 'checkpoints', 'step-0000', 'adapter_model.safetensors'))).toBe(true);
+    fault('register with LoRA rank 100000, then a register with rank 4', 'the first fails writing nothing; the second registers',
+      `first: ${err!.message.replace(/\s+/g, ' ').slice(0, 100)}; nothing left under the folder; second registered at step 0`);
+  }, 120_000);
+});
