@@ -12,7 +12,10 @@ export interface TrainSequence {
   mask: number[];
   /** GRPO advantage of this sequence. Default 0. */
   advantage?: number;
-  /** log π_old(token t) from sampling, aligned with tokenIds (entry 0 unused); missing => ratio 1. */
+  /**
+   * log π_old(token t) from sampling, aligned with tokenIds (entry 0 unused). Missing => ratio 1: log π_old is the
+   * policy's before the update (in a batch where other sequences carry theirs, scored by the trainer before it).
+   */
   oldLogprobs?: number[];
   /**
    * Importance weight of each token's policy term, aligned with tokenIds (entry 0 unused; see native/train/loss.h):

@@ -216,7 +216,7 @@ export class Trainer {
   async trainStep(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<StepMetrics> {
     const lc = parseLoss(loss);
     this.checkMasks(batch);
-    const mbs = packBatch(batch, lc, opts.microBatchTokens ?? 4096);
+    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? 4096);
     const o = this.optimizer;
     const s = o.schedule;
     if (s.kind === 'cosine' && !s.totalSteps) throw new TrainError('TRAIN_INVALID_CONFIG', 'cosine schedule needs totalSteps');
@@ -242,7 +242,7 @@ export class Trainer {
   async gradientsWithMetrics(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<{ grads: Map<string, Float32Array>; metrics: StepMetrics; logprobs: Float32Array }> {
     const lc = parseLoss(loss);
     this.checkMasks(batch);
-    const mbs = packBatch(batch, lc, opts.microBatchTokens ?? 4096);
+    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? 4096);
     const r = await this.run(mbs.microBatches, lc, null, true, opts);
     const flat = await this.nativeRead('grads');
     const grads = new Map<string, Float32Array>();
@@ -295,6 +295,24 @@ export class Trainer {
       peft_type: 'LORA' as const, task_type: 'CAUSAL_LM', r: this.config.rank, lora_alpha: this.config.alpha,
       use_rslora: this.config.rslora, target_modules: this.config.targets, base_model_name_or_path: this.model.dir,
     };
+  }
+
+  /**
+   * A batch whose sequences carry log π_old (sampled turns) and lack it (turns rendered from text: written by the
+   * application, or sampled by a policy that kept no logprobs) trains each sequence by the rule a batch of its
+   * kind alone follows: one without log π_old takes the policy as it stands before this update, so its ratio is 1.
+   * Those are scored here with this adapter, at each sequence's temperature and over its token masks, as the loss
+   * will compute log π. SFT reads no log π_old: it is dropped. Other batches are returned as they are.
+   */
+  private async withOldLogprobs(batch: TrainSequence[], lc: ResolvedLoss): Promise<TrainSequence[]> {
+    const lacking = batch.filter((s) => !s.oldLogprobs);
+    if (lacking.length === 0 || lacking.length === batch.length) return batch;
+    if (lc.kind === 'sft') return batch.map(({ oldLogprobs: _old, ...s }) => s);
+    const scored = await this.model.score(lacking.map((s) => s.tokenIds), {
+      adapter: this.adapterName, temperatures: lacking.map((s) => s.temperature ?? 1), tokenMasks: lacking.map((s) => s.tokenMasks),
+    });
+    let k = 0;
+    return batch.map((s) => (s.oldLogprobs ? s : { ...s, oldLogprobs: Array.from(scored[k++]) }));
   }
 
   private checkMasks(batch: TrainSequence[]): void {
