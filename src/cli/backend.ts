@@ -8,6 +8,7 @@
 import { mkdir } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { startBackendServer } from '../backend/server.js';
+import { removeUnfinishedOutputs } from '../export/out-dir.js';
 import { DirLock } from '../util/dir-lock.js';
 import { numberParser } from './parse-number.js';
 import { closeOnSignal, reportFailure } from './server-process.js';
@@ -58,6 +59,8 @@ Examples:
       const held = lock;
       closeOnSignal(async () => {
         await running.close();
+        // An export under way when the signal came is not waited for: its temporary folder goes with it.
+        removeUnfinishedOutputs();
         held.release();
       });
     } catch (err) {

@@ -6,6 +6,7 @@
 import type { Command } from 'commander';
 import { ExportError } from '../export/errors.js';
 import { exportModel, ExportFormatSchema } from '../export/export-model.js';
+import { removeUnfinishedOutputs } from '../export/out-dir.js';
 import { resolveRun } from './report.js';
 
 interface ExportCliOptions {
@@ -44,6 +45,14 @@ Examples:
   mcprl export --model models/qwen3 --adapter runs/x/checkpoints/best --format onnx --out out/onnx`,
   );
   cmd.action(async (runName: string | undefined, opts: ExportCliOptions) => {
+    // SIGINT/SIGTERM: the output folder is never half made, and its temporary folder (written beside it) goes too.
+    const onSignal = (signal: NodeJS.Signals) => {
+      const removed = removeUnfinishedOutputs();
+      process.stderr.write(`mcprl export: stopped by ${signal}${removed.length > 0 ? `; the unfinished output ${removed.join(', ')} was removed` : ''}\n`);
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
     try {
       if (runName) {
         const run = resolveRun(runName, opts.runsDir);
@@ -77,6 +86,9 @@ Examples:
       const msg = err instanceof Error ? err.message : String(err);
       process.stderr.write(`mcprl export: ${kind}${msg.replace(/\s+/g, ' ').trim()}\n`);
       process.exitCode = 1;
+    } finally {
+      process.removeListener('SIGINT', onSignal);
+      process.removeListener('SIGTERM', onSignal);
     }
   });
   return cmd;

@@ -1,8 +1,11 @@
 /**
- * Export folders appear whole or not at all: everything is written into a sibling temporary folder that is
- * renamed to the output path at the end, so an interrupted export never leaves a half-written model behind.
+ * Export folders appear whole or not at all: everything is written into a sibling temporary folder
+ * (`.<name>.partial-<pid>`) that is renamed to the output path at the end, so an interrupted export never leaves a
+ * half-written model behind. A failure removes the temporary folder; a signal does too, where the command handles it
+ * (removeUnfinishedOutputs); and what a killed process left (SIGKILL, a power cut) is swept by the next export of
+ * the same output.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { copyFile, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { ExportError } from './errors.js';
@@ -10,12 +13,49 @@ import { ExportError } from './errors.js';
 /** Weight files of other formats are never copied next to exported weights (they would contradict them). */
 const WEIGHT_FILE = /\.(safetensors|bin|pt|pth|ckpt|gguf|onnx|h5|msgpack)$|^model\.safetensors\.index\.json$|^pytorch_model\.bin\.index\.json$|\.onnx\.data$/;
 
+/** The temporary folders this process is writing, for removeUnfinishedOutputs. */
+const unfinished = new Set<string>();
+
+/**
+ * Removes, synchronously, the temporary folders of the exports this process has under way, and returns them: for a
+ * command about to exit on a signal, which cannot wait for the exports to fail on their own.
+ */
+export function removeUnfinishedOutputs(): string[] {
+  const removed = [...unfinished];
+  for (const dir of removed) rmSync(dir, { recursive: true, force: true });
+  unfinished.clear();
+  return removed;
+}
+
+/** True while process `pid` runs (one we may not signal runs too). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Removes the temporary folders of `target` that exports which have since ended left behind. */
+async function sweepStalePartials(target: string): Promise<void> {
+  const parent = dirname(target);
+  if (!existsSync(parent)) return;
+  const prefix = `.${basename(target)}.partial-`;
+  for (const entry of await readdir(parent)) {
+    if (!entry.startsWith(prefix)) continue;
+    const pid = entry.slice(prefix.length);
+    if (/^\d+$/.test(pid) && Number(pid) !== process.pid && !alive(Number(pid))) await rm(join(parent, entry), { recursive: true, force: true });
+  }
+}
+
 /**
  * Runs `write(tmpDir)` and then moves tmpDir to `out`. `out` must not exist or be an empty folder, unless
  * `overwrite` is set, in which case it is replaced.
  */
 export async function writeOutputFolder(out: string, overwrite: boolean, write: (tmpDir: string) => Promise<void>): Promise<void> {
   const target = resolve(out);
+  await sweepStalePartials(target);
   if (existsSync(target)) {
     const s = await stat(target);
     const empty = s.isDirectory() && (await readdir(target)).length === 0;
@@ -25,6 +65,7 @@ export async function writeOutputFolder(out: string, overwrite: boolean, write: 
   const tmp = join(dirname(target), `.${basename(target)}.partial-${process.pid}`);
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp);
+  unfinished.add(tmp);
   try {
     await write(tmp);
     await rm(target, { recursive: true, force: true });
@@ -32,6 +73,8 @@ export async function writeOutputFolder(out: string, overwrite: boolean, write: 
   } catch (e) {
     await rm(tmp, { recursive: true, force: true });
     throw e;
+  } finally {
+    unfinished.delete(tmp);
   }
 }
 

@@ -25,11 +25,14 @@ export function mcprl(args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: 
 
 const KILL_AT = path.join(REPO_ROOT, 'test', 'faults', 'kill-at.ts');
 
-/** `mcprl ARGS…` with kill-at.ts preloaded, to die at `at` (see kill-at.ts); resolves with the signal that ended it. */
-export function mcprlKilledAt(args: string[], at: string): Promise<{ signal: string | null; stderr: string }> {
+/**
+ * `mcprl ARGS…` with kill-at.ts preloaded, to signal itself at `at` (see kill-at.ts) with `signal` (default SIGKILL);
+ * resolves with the signal that ended it, or its exit code when it exited (having handled the signal).
+ */
+export function mcprlKilledAt(args: string[], at: string, signal = 'SIGKILL'): Promise<{ signal: string | null; code: number | null; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', '--import', KILL_AT, ENTRY, ...args], { cwd: REPO_ROOT, timeout: 280_000, env: { ...process.env, MCPRL_KILL_AT: at } },
-      (err, _stdout, stderr) => resolve({ signal: err?.signal ?? null, stderr }));
+    execFile(process.execPath, ['--import', 'tsx', '--import', KILL_AT, ENTRY, ...args], { cwd: REPO_ROOT, timeout: 280_000, env: { ...process.env, MCPRL_KILL_AT: at, MCPRL_KILL_SIGNAL: signal } },
+      (err, _stdout, stderr) => resolve({ signal: err?.signal ?? null, code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stderr }));
   });
 }
 
