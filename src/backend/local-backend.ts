@@ -15,7 +15,7 @@
  * saved checkpoint is loaded as `<name>@step-N` and the model's name is routed to it (src/chat/adapter-routes.ts).
  */
 import { existsSync } from 'node:fs';
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { ChatMessage, OpenAITool } from '../agent/policy.js';
@@ -183,7 +183,8 @@ export class LocalBackend implements Backend {
     // settings nobody registered): it is made again from these settings.
     const found = await savedSteps(run);
     const steps = registered || found.some((s) => s > 0) ? found : [];
-    // What a failed registration removes: the outermost folder it created, else the checkpoint it wrote.
+    // What a failed registration removes: the folders it created (those still empty of others' models), else the
+    // checkpoint it wrote.
     const created = outermostMissing(run.dir);
     const trainName = `${settings.name}@train`;
     const step = steps.length > 0 ? steps[steps.length - 1] : 0;
@@ -207,7 +208,7 @@ export class LocalBackend implements Backend {
     } catch (err) {
       base.engine.routes.delete(settings.name);
       trainer?.close();
-      if (created) await rm(created, { recursive: true, force: true });
+      if (created) await removeCreated(run.dir, created);
       else if (wroteStep0) await rm(run.checkpoint(0), { recursive: true, force: true });
       throw err;
     }
@@ -520,6 +521,21 @@ function outermostMissing(dir: string): string | null {
   let missing: string | null = null;
   for (let d = dir; !existsSync(d); d = dirname(d)) missing = d;
   return missing;
+}
+
+/**
+ * Removes `dir` and then its parents up to `outermost` while they are empty: another model registering under the
+ * same new project folder at the same time keeps its own.
+ */
+async function removeCreated(dir: string, outermost: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+  for (let d = dirname(dir); d.length >= outermost.length; d = dirname(d)) {
+    try {
+      await rmdir(d);
+    } catch {
+      return;
+    }
+  }
 }
 
 /** Steps with a complete checkpoint folder, oldest first (leftovers of interrupted writes are not steps). */
