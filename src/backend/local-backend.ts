@@ -14,7 +14,7 @@
  * The trainer's adapter (`<name>@train`) changes as it trains, so it is never served itself: after each step the
  * saved checkpoint is loaded as `<name>@step-N` and the model's name is routed to it (src/chat/adapter-routes.ts).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
@@ -163,6 +163,13 @@ export class LocalBackend implements Backend {
     for (const m of this.models.values()) {
       if (m.settings.name === settings.name) {
         throw new BackendError('BACKEND_CONFLICT', `the name ${settings.name} is served already for project ${m.settings.project}`, { field: 'settings.name' });
+      }
+    }
+    if (!this.opts.modelDir) {
+      // `mcprl backend` keeps its lock file in the folder (`<dir>/lock`): a project of that name has no folder there.
+      const project = join(this.dir, settings.project);
+      if (existsSync(project) && !statSync(project).isDirectory()) {
+        throw new BackendError('BACKEND_INVALID', `settings.project: ${project} is a file, not a project folder: choose another project name`, { field: 'settings.project' });
       }
     }
     const base = await this.base(settings.baseModel);

@@ -15,7 +15,7 @@ import { ENTRY } from './cli.js';
 import { fault } from './fault-table.js';
 
 /** How a backend child started: it listened (and runs on), or it exited first. */
-type Started = { listening: true; child: ChildProcess; stderr: () => string } | { listening: false; code: number | null; stderr: string };
+type Started = { listening: true; child: ChildProcess; url: string } | { listening: false; code: number | null; stderr: string };
 
 function startBackend(dir: string): Promise<Started> {
   const child = spawn(process.execPath, ['--import', 'tsx', ENTRY, 'backend', '--dir', dir, '--port', '0', '--quiet'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -26,7 +26,8 @@ function startBackend(dir: string): Promise<Started> {
   return new Promise((resolve) => {
     child.stdout!.on('data', (d: Buffer) => {
       stdout += d.toString();
-      if (/listening on /.test(stdout)) resolve({ listening: true, child, stderr: () => stderr });
+      const url = /listening on (\S+)/.exec(stdout)?.[1];
+      if (url) resolve({ listening: true, child, url });
     });
     child.once('exit', (code) => resolve({ listening: false, code, stderr }));
   });
@@ -74,5 +75,19 @@ describe('one mcprl backend per --dir', () => {
     if (third.listening) expect(readLockOwner(dir)?.pid).toBe(third.child.pid);
     fault('two mcprl backend on one --dir', 'the second refuses at start naming the holder; the folder is free once the first stops',
       `second exited 1: ${second.stderr.trim().replace(/\/tmp\/\S+/, '<dir>')}`);
+  }, 120_000);
+
+  it('a project named after the lock file is refused as such (400), not a failure to make its folder', async () => {
+    const own = path.join(dir, 'own');
+    const b = await startBackend(own);
+    expect(b.listening, b.listening ? '' : b.stderr).toBe(true);
+    if (!b.listening) return;
+    const res = await fetch(`${b.url}/backend/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ settings: { project: 'lock', name: 'm', baseModel: path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop') } }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { field: string } }).error.field).toBe('settings.project');
   }, 120_000);
 });
