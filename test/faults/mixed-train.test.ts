@@ -73,6 +73,19 @@ describe('a train() call mixing recorded and unrecorded trajectories', () => {
       `trained step 1: 4 sequences, retokenizedTurns 2, meanRatio ${r.meanRatio!.toFixed(6)}, clipFraction 0`);
   }, 180_000);
 
+  it('sft() on the same mix trains too (SFT reads no old logprobs)', async () => {
+    const all = await Promise.all([0, 1].map((i) => recorded(20 + i, 0)));
+    const trajectories = [all[0], unrecorded(all[1])].map(({ reward: _r, ...t }) => t);
+    const r = await model.sft(trajectories, { lr: 1e-3 }).catch((e: unknown) => e as Error);
+    expect(r instanceof Error ? r.message : null, 'sft() on the mix').toBeNull();
+    if (r instanceof Error) return;
+    expect(r.trained).toBe(true);
+    expect(r.sequences).toBe(2);
+    expect(r.retokenizedTurns).toBe(1);
+    expect(Number.isFinite(r.loss)).toBe(true);
+    fault('sft() on one recorded and one unrecorded trajectory', 'one SFT step on both', `trained step ${r.step}: 2 sequences, retokenizedTurns 1`);
+  }, 180_000);
+
   it('each sequence follows its own kind\'s rule: the mix\'s gradient is the mean of each kind\'s batch alone', async () => {
     const m = await Model.load(MODEL);
     try {
