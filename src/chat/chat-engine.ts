@@ -600,8 +600,9 @@ export class ChatEngine {
     // The adapter stays loaded until this request ends, even when its route moves on to a newer one.
     this.routes.acquire(adapter);
     const generated = this.generateChoices(promptIds, adapter, sampling, n, stop, parseTools, constrainer, signal, emit).catch((err: unknown) => {
-      // What the engine refuses about a request (a token or length it cannot take) is the caller's to fix.
-      if (err instanceof EngineError && err.code === 'ENGINE_REQUEST') throw new ChatError('ENGINE_REQUEST', err.message, { cause: err });
+      // What the engine refuses about a request (a token or length it cannot take, samples and tokens that could
+      // never fit the KV cache's budget together) is the caller's to fix.
+      if (err instanceof EngineError && (err.code === 'ENGINE_REQUEST' || err.code === 'ENGINE_MEMORY')) throw new ChatError('ENGINE_REQUEST', err.message, { cause: err });
       throw err;
     }).finally(() => this.routes.release(adapter));
     const result = generated.then((choices) => ({ model, adapter, promptTokenIds: promptIds, choices }));
