@@ -1,0 +1,127 @@
+/**
+ * §3 of issue 42: the engine bounds its own memory. Generation's KV cache has a byte budget (`kvCacheMib`, slots and
+ * prefix cache together); requests beyond it wait for room instead of allocating past it, a request that could never
+ * fit is refused with the bytes, and a model whose one sequence at its full context does not fit is refused at load
+ * with the bytes needed and available. Real parts: seeded random Qwen3-shaped folders in the real engine, and the
+ * real `mcprl serve` command line.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EngineError, Model } from '../../src/engine/model.js';
+import { makeRandomModel, type RandomModelOptions } from '../../scripts/random-model.js';
+import { REPO_ROOT } from '../helpers/servers.js';
+import { mcprl } from './cli.js';
+import { fault } from './fault-table.js';
+
+// 2 layers × 2 KV heads × head_dim 32 × keys and values × 4 bytes: 1 KiB of cache per token. An EOS id outside the
+// vocabulary is never sampled, so every sequence runs to its max tokens.
+const SMALL: RandomModelOptions = { arch: 'qwen3', seed: 7, vocabSize: 512, hiddenSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 32, intermediateSize: 128, tokenizer: false, eosTokenId: 100_000, bosTokenId: 100_001 };
+const TOKEN_BYTES = 2 * 2 * 2 * 32 * 4;
+let work: string;
+
+beforeAll(async () => {
+  work = await mkdtemp(path.join(tmpdir(), 'mcprl-kv-budget-'));
+});
+afterAll(async () => {
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+async function folder(name: string, o: Partial<RandomModelOptions>): Promise<string> {
+  const dir = path.join(work, name);
+  await makeRandomModel(dir, { ...SMALL, ...o });
+  return dir;
+}
+
+async function loadError(dir: string, kvCacheMib?: number): Promise<EngineError> {
+  const m = await Model.load(dir, { threads: 1, ...(kvCacheMib !== undefined ? { kvCacheMib } : {}) }).catch((e: unknown) => e);
+  if (m instanceof Model) {
+    m.close();
+    throw new Error(`loading ${dir} succeeded`);
+  }
+  expect(m).toBeInstanceOf(EngineError);
+  return m as EngineError;
+}
+
+describe('the KV cache budget', () => {
+  let model: Model;
+  // A context of 256 tokens (256 KiB per sequence at most) under a 1 MiB budget; each request below reserves
+  // 100 prompt + 28 generated tokens = 128 KiB, so 8 fit at once.
+  const BUDGET = 2 ** 20;
+  const CAP = 128;
+  const FIT = BUDGET / (CAP * TOKEN_BYTES);
+
+  beforeAll(async () => {
+    model = await Model.load(await folder('ctx256', { maxPositionEmbeddings: 256 }), { threads: 1, kvCacheMib: 1 });
+  });
+  afterAll(() => model?.close());
+
+  it(`20 requests at once under a budget for ${FIT}: they wait for room, the cache never passes the budget, all complete`, async () => {
+    expect(FIT).toBe(8);
+    const prompt = Array.from({ length: 100 }, (_, i) => (i * 7) % 500);
+    const runs = Array.from({ length: 20 }, (_, i) =>
+      model.generate({ promptIds: [...prompt.slice(0, 99), i], sampling: { maxTokens: CAP - 100, temperature: 1, seed: i } }));
+    const out = await Promise.all(runs);
+    await model.run(() => undefined); // the last slots are freed by calls queued behind the results
+    expect(out.every(([s]) => s.tokenIds.length === CAP - 100 && s.finishReason === 'length')).toBe(true);
+    const st = model.kvCacheStats();
+    expect(st.budgetBytes).toBe(BUDGET);
+    expect(st.peakSlots).toBe(FIT);
+    expect(st.peakBytes).toBeLessThanOrEqual(BUDGET);
+    expect(st.peakBytes).toBeGreaterThanOrEqual(FIT * CAP * TOKEN_BYTES);
+    // Everything given back: no slot is left reserved, and the prefix cache stayed inside the budget's room.
+    expect(st.reservedBytes).toBe(0);
+    expect(st.slots).toBe(0);
+    expect(model.prefixCacheStats().hitTokens).toBeGreaterThan(0);
+    fault(
+      `20 concurrent generations under a KV budget for ${FIT} (kvCacheMib 1)`,
+      `at most ${FIT} sequences hold a cache at once, peak ≤ ${BUDGET} bytes, all 20 complete`,
+      `peak ${st.peakSlots} sequences, ${st.peakBytes} bytes; ${out.length} complete`,
+    );
+  });
+
+  it('a request whose samples could never fit together is refused at once, naming the bytes; the engine goes on', async () => {
+    const err = await model.generate({ promptIds: Array(100).fill(3), n: FIT + 1, sampling: { maxTokens: CAP - 100 } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect((err as EngineError).code).toBe('ENGINE_MEMORY');
+    const need = (FIT + 1) * CAP * TOKEN_BYTES;
+    expect((err as Error).message).toContain(`need ${need} bytes`);
+    expect((err as Error).message).toContain(`the budget is ${BUDGET} bytes`);
+    const [ok] = await model.generate({ promptIds: [1, 2, 3], sampling: { maxTokens: 4 } });
+    expect(ok.tokenIds).toHaveLength(4);
+    fault(`n = ${FIT + 1} samples where the budget holds ${FIT}`, 'ENGINE_MEMORY at once, naming bytes needed and the budget', (err as Error).message.slice(0, 90));
+  });
+});
+
+describe('refused at load', () => {
+  it('a budget below one sequence at the model\'s context names the bytes needed and the budget', async () => {
+    // 4096 tokens × 1 KiB = 4 MiB for one sequence; the budget asked for is 1 MiB.
+    const err = await loadError(await folder('ctx4096', { maxPositionEmbeddings: 4096 }), 1);
+    expect(err.code).toBe('ENGINE_MEMORY');
+    expect(err.message).toContain(`needs ${4096 * TOKEN_BYTES} bytes`);
+    expect(err.message).toContain(`budget of ${2 ** 20} bytes`);
+    fault('kvCacheMib 1 for a model whose one sequence needs 4 MiB', 'load refused: ENGINE_MEMORY, bytes needed and budget', err.message.slice(err.message.indexOf('a KV cache')).slice(0, 100));
+  });
+
+  it('a context no memory here can hold is refused with the bytes needed and available, not left to the OOM killer', async () => {
+    // 16 KiB per token (4 layers, 8 KV heads of 64) at 2^24 positions: 256 GiB for one sequence.
+    const err = await loadError(await folder('ctx16m', { maxPositionEmbeddings: 2 ** 24, numLayers: 4, numHeads: 8, numKvHeads: 8, headDim: 64 }));
+    expect(err.code).toBe('ENGINE_MEMORY');
+    expect(err.message).toMatch(/the model needs (\d+) bytes .* but (\d+) bytes .* are available/);
+    const [, need, avail] = /needs (\d+) bytes .* but (\d+) bytes/.exec(err.message)!.map(Number);
+    expect(need).toBeGreaterThan(2 ** 24 * 16384);
+    expect(avail).toBeLessThan(need);
+    fault('max_position_embeddings 2^24 (256 GiB of KV for one sequence)', 'load refused: ENGINE_MEMORY, bytes needed and available', `needs ${need}, ${avail} available`);
+  });
+
+  it('`mcprl serve --kv-cache-mib` below one sequence exits at load, naming the bytes', async () => {
+    const model = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
+    const r = await mcprl(['serve', '--model', model, '--port', '0', '--kv-cache-mib', '1', '--quiet']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('cannot hold one sequence');
+    expect(r.stderr).toMatch(/needs \d+ bytes/);
+    const line = r.stderr.trim().split('\n').find((l) => l.includes('cannot hold'))!;
+    fault('`mcprl serve --kv-cache-mib 1` on the tiny model (4 MiB per sequence)', 'exits at load naming bytes needed and budget', line.slice(line.indexOf('a KV cache')).slice(0, 100));
+  });
+});
