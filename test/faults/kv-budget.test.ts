@@ -5,14 +5,15 @@
  * with the bytes needed and available. Real parts: seeded random Qwen3-shaped folders in the real engine, and the
  * real `mcprl serve` command line.
  */
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineError, Model } from '../../src/engine/model.js';
 import { makeRandomModel, type RandomModelOptions } from '../../scripts/random-model.js';
-import { REPO_ROOT } from '../helpers/servers.js';
-import { mcprl } from './cli.js';
+import { FIXTURE_SERVER_MAIN, REPO_ROOT } from '../helpers/servers.js';
+import { bookshopScenarios, mcprl } from './cli.js';
 import { fault } from './fault-table.js';
 
 // 2 layers × 2 KV heads × head_dim 32 × keys and values × 4 bytes: 1 KiB of cache per token. An EOS id outside the
@@ -123,5 +124,30 @@ describe('refused at load', () => {
     expect(r.stderr).toMatch(/needs \d+ bytes/);
     const line = r.stderr.trim().split('\n').find((l) => l.includes('cannot hold'))!;
     fault('`mcprl serve --kv-cache-mib 1` on the tiny model (4 MiB per sequence)', 'exits at load naming bytes needed and budget', line.slice(line.indexOf('a KV cache')).slice(0, 100));
+  });
+});
+
+describe('mcprl train under a KV budget', () => {
+  it('8 rollouts in flight under --kv-cache-mib 4 on the tiny model: the turns wait for room, the step trains, the cache stays within the budget', async () => {
+    const scenarios = await bookshopScenarios(path.join(work, 'scenarios'), 2, 1);
+    const model = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
+    const r = await mcprl(['train', '--model', model, '--scenarios', scenarios, '--runs-dir', path.join(work, 'runs'), '--run', 'kv', '--quiet',
+      '--groups-per-step', '2', '--rollouts-per-group', '4', '--concurrency', '8', '--max-turns', '2', '--max-tokens', '128', '--val-rollouts', '1',
+      '--max-steps', '1', '--eval-every', '1', '--kv-cache-mib', '4', '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN]);
+    expect(r.code, r.stderr).toBe(0);
+    // 4 MiB holds one sequence of the tiny model's 2,048-token context (2 KiB a token): 2,048 tokens of slots, fewer
+    // than 8 rollouts' prompts (some 200 tokens each) and 128 max tokens.
+    const BUDGET = 4 * 2 ** 20;
+    const rows = readFileSync(path.join(work, 'runs', 'kv', 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, number>);
+    const last = rows[rows.length - 1];
+    expect(last.step).toBe(1);
+    expect(last.kv_cache_budget_bytes).toBe(BUDGET);
+    expect(last.kv_cache_peak_bytes).toBeLessThanOrEqual(BUDGET);
+    expect(last.kv_cache_peak_sequences).toBeGreaterThan(0);
+    expect(last.kv_cache_peak_sequences).toBeLessThan(8);
+    expect(last.infra_failures).toBe(0);
+    expect(last.trained_tokens).toBeGreaterThan(0);
+    fault('`mcprl train`, 8 rollouts in flight, --kv-cache-mib 4 (fewer fit)', 'the step completes; peak KV ≤ budget; rollouts wait',
+      `step 1 done; peak ${last.kv_cache_peak_bytes} bytes, ${last.kv_cache_peak_sequences} sequences at once; ${last.infra_failures} infra failures`);
   });
 });
