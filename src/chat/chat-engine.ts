@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
 import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
-import { EngineError, Model, modelLoadOptions, type ModelLoadOptions, type PrefixCacheStats, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
+import { EngineError, Model, modelLoadOptions, type ModelLoadOptions, type PrefixCacheStats, type KvCacheStats, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 import { McprlError } from '../util/errors.js';
@@ -28,6 +28,8 @@ export interface ChatModel {
   queue(): { waiting: number; running: number };
   /** The engine's prefix cache counters (src/engine/prefix-cache.ts), where it has one. */
   prefixCacheStats?(): PrefixCacheStats;
+  /** The engine's KV cache budget and counters (src/engine/kv-cache.ts), where it has one. */
+  kvCacheStats?(): KvCacheStats;
   close(): void;
 }
 
@@ -387,6 +389,11 @@ export class ChatEngine {
   /** The engine's prefix cache counters and size (src/engine/prefix-cache.ts); null for a model without one. */
   prefixCacheStats(): PrefixCacheStats | null {
     return this.model.prefixCacheStats?.() ?? null;
+  }
+
+  /** The engine's KV cache budget, what it holds now and its peaks (src/engine/kv-cache.ts); null for a model without one. */
+  kvCacheStats(): KvCacheStats | null {
+    return this.model.kvCacheStats?.() ?? null;
   }
 
   /** Requests waiting: held by a route being replaced, or queued in the engine; and requests generating now. */

@@ -10,7 +10,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChatEngine } from '../../src/chat/chat-engine.js';
 import { EngineError, Model } from '../../src/engine/model.js';
+import { startServer } from '../../src/serve/server.js';
 import { makeRandomModel, type RandomModelOptions } from '../../scripts/random-model.js';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from '../helpers/servers.js';
 import { bookshopScenarios, mcprl } from './cli.js';
@@ -149,5 +151,38 @@ describe('mcprl train under a KV budget', () => {
     expect(last.trained_tokens).toBeGreaterThan(0);
     fault('`mcprl train`, 8 rollouts in flight, --kv-cache-mib 4 (fewer fit)', 'the step completes; peak KV ≤ budget; rollouts wait',
       `step 1 done; peak ${last.kv_cache_peak_bytes} bytes, ${last.kv_cache_peak_sequences} sequences at once; ${last.infra_failures} infra failures`);
+  });
+});
+
+describe('mcprl serve under a KV budget', () => {
+  it('6 concurrent requests where 4 fit: all answered, /metrics shows the peak within the budget; n that never fits is a 400', async () => {
+    // The tiny model: 2 KiB of cache per token, a 2,048-token context; 4 MiB holds 2,048 tokens of sequences, and a
+    // request of a short prompt and max_tokens 400 reserves some 420.
+    const engine = await ChatEngine.load(path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop'), { threads: 1, kvCacheMib: 4 });
+    const server = await startServer(engine, { port: 0 });
+    try {
+      const post = (n: number, i: number) => fetch(`${server.url}/chat/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: engine.modelName, messages: [{ role: 'user', content: `Find book bk-00${i}.` }], max_tokens: 400, n, seed: i }),
+      });
+      const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => post(1, i)));
+      expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
+      const tooMany = await post(5, 9);
+      expect(tooMany.status).toBe(400);
+      const err = (await tooMany.json()).error;
+      expect(err.message).toMatch(/5 samples of \d+ tokens \(prompt and max tokens\) need \d+ bytes .* the budget is 4194304 bytes/);
+      const text = await (await fetch(`${server.url.replace(/\/v1$/, '')}/metrics`)).text();
+      const gauge = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+      expect(gauge('mcprl_kv_cache_budget_bytes')).toBe(4 * 2 ** 20);
+      expect(gauge('mcprl_kv_cache_peak_bytes')).toBeLessThanOrEqual(4 * 2 ** 20);
+      expect(gauge('mcprl_kv_cache_peak_sequences')).toBeGreaterThan(0);
+      expect(gauge('mcprl_kv_cache_peak_sequences')).toBeLessThanOrEqual(4);
+      fault('`mcprl serve --kv-cache-mib 4`: 6 concurrent requests where 4 fit, then n = 5 that never fits',
+        'all 6 answered, peak ≤ budget; n = 5 answered 400 naming the bytes',
+        `${answers.length} × 200, peak ${gauge('mcprl_kv_cache_peak_bytes')} bytes / ${gauge('mcprl_kv_cache_peak_sequences')} sequences; n = 5: ${tooMany.status}`);
+    } finally {
+      await server.close();
+      engine.model.close();
+    }
   });
 });
