@@ -396,7 +396,7 @@ export class Model {
       if (n * slotBytes > this.kvBudget)
         throw new EngineError(
           'ENGINE_MEMORY',
-          `${n} sample${n > 1 ? 's' : ''} of ${capacity} tokens (prompt and max tokens) need ${n * slotBytes} bytes (${mib(n * slotBytes)}) of KV cache; ` +
+          `${n} sample${n > 1 ? 's' : ''} of ${capacity} tokens (prompt and max tokens) need${n > 1 ? '' : 's'} ${n * slotBytes} bytes (${mib(n * slotBytes)}) of KV cache; ` +
             `the budget is ${this.kvBudget} bytes (${mib(this.kvBudget)}, --kv-cache-mib): ask for fewer samples or tokens`,
         );
       const r: Request = {
