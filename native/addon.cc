@@ -61,7 +61,64 @@ KVSlot& EngineState::slot(int id) {
   KVSlot& ref = *s;
   slots[id] = std::move(s);
   slot_caps.erase(c);
+  kv_allocated += slot_bytes(ref.cap);
+  note_kv();
   return ref;
+}
+
+size_t EngineState::slot_bytes(int cap) const {
+  const ModelConfig& c = model.cfg;
+  return 2 * (size_t)c.layers * (size_t)cap * c.kv_heads * c.head_dim * sizeof(float);
+}
+
+int EngineState::create_slot(int cap) {
+  CHECK(loaded, "model not loaded");
+  const size_t need = slot_bytes(cap);
+  if (kv_reserved + need > kv_budget)
+    FAIL("KV cache budget exceeded: a sequence of " + std::to_string(cap) + " tokens needs " + std::to_string(need) +
+         " bytes, " + std::to_string(kv_budget - std::min(kv_reserved, kv_budget)) + " of the budget's " +
+         std::to_string(kv_budget) + " are free");
+  kv_reserved += need;
+  prefix_cache.set_limit(kv_budget - kv_reserved);
+  const int id = next_slot++;
+  slot_caps[id] = cap;
+  note_kv();
+  return id;
+}
+
+void EngineState::free_slot(int id) {
+  auto it = slots.find(id);
+  if (it != slots.end()) {
+    const size_t b = slot_bytes(it->second->cap);
+    kv_reserved -= b;
+    kv_allocated -= b;
+    slots.erase(it);
+  }
+  auto c = slot_caps.find(id);
+  if (c != slot_caps.end()) {
+    kv_reserved -= slot_bytes(c->second);
+    slot_caps.erase(c);
+  }
+  prefix_cache.set_limit(kv_budget - kv_reserved);
+  note_kv();
+}
+
+void EngineState::set_kv_budget(size_t bytes) {
+  CHECK(kv_reserved <= bytes, "KV cache budget of " + std::to_string(bytes) + " bytes is below the " +
+                                  std::to_string(kv_reserved) + " bytes live slots hold");
+  kv_budget = bytes;
+  prefix_cache.set_limit(kv_budget - kv_reserved);
+  kv_stats.budget_bytes = bytes == SIZE_MAX ? 0 : bytes;
+  note_kv();
+}
+
+void EngineState::note_kv() {
+  const uint64_t now = kv_allocated + prefix_cache.bytes();
+  kv_stats.reserved_bytes = kv_reserved;
+  kv_stats.bytes = now;
+  if (now > kv_stats.peak_bytes) kv_stats.peak_bytes = now;
+  kv_stats.slots = slots.size();
+  if (slots.size() > kv_stats.peak_slots) kv_stats.peak_slots = slots.size();
 }
 
 void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
@@ -159,7 +216,9 @@ class Engine : public Napi::ObjectWrap<Engine> {
                         InstanceMethod("step", &Engine::Step), InstanceMethod("close", &Engine::Close),
                         InstanceMethod("weightBytes", &Engine::WeightBytes),
                         InstanceMethod("prefixCache", &Engine::PrefixCacheCapacity),
-                        InstanceMethod("prefixCacheStats", &Engine::PrefixCacheStatsJs)});
+                        InstanceMethod("prefixCacheStats", &Engine::PrefixCacheStatsJs),
+                        InstanceMethod("kvCache", &Engine::KvCacheBudget), InstanceMethod("kvSlotBytes", &Engine::KvSlotBytes),
+                        InstanceMethod("kvCacheStats", &Engine::KvCacheStatsJs)});
   }
   explicit Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info), st_(std::make_shared<EngineState>()) {}
   // Shared with the training bindings (train/train_napi.cc) so they use the same model, adapters and mutex.
@@ -341,14 +400,13 @@ class Engine : public Napi::ObjectWrap<Engine> {
     });
   }
 
-  // slotCreate(capacity): number — the cache is allocated lazily by the first task that uses it.
+  // slotCreate(capacity): number — reserves the slot's bytes under the KV budget (an error naming them when they do
+  // not fit); the cache is allocated lazily by the first task that uses it.
   Napi::Value SlotCreate(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::lock_guard<std::mutex> g(st_->mu);
       int cap = (int)int_arg(info[0], "KV slot capacity", 1, kMaxInt);
-      int id = st_->next_slot++;
-      st_->slot_caps[id] = cap;
-      return Napi::Number::New(info.Env(), id);
+      return Napi::Number::New(info.Env(), st_->create_slot(cap));
     });
   }
 
@@ -356,8 +414,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
     return guard(info, [&]() -> Napi::Value {
       std::lock_guard<std::mutex> g(st_->mu);
       int id = (int)int_arg(info[0], "KV slot", 0, kMaxInt);
-      st_->slots.erase(id);
-      st_->slot_caps.erase(id);
+      st_->free_slot(id);
       return info.Env().Undefined();
     });
   }
@@ -424,6 +481,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
         for (size_t i = 0; i < segs.size(); ++i) {
           CHECK(lens[i] > 0, "empty prompt");
           prefill_chunked(st->model, st->rs, st->prefix_cache, *segs[i].slot, tokens.data() + off, lens[i], segs[i].adapter);
+          st->note_kv();
           off += lens[i];
         }
       });
@@ -436,7 +494,46 @@ class Engine : public Napi::ObjectWrap<Engine> {
       const double bytes = int_arg(info[0], "prefix cache bytes", 0, kMaxSafeInt);
       std::lock_guard<std::mutex> g(st_->mu);
       st_->prefix_cache.set_capacity((size_t)bytes);
+      st_->note_kv();
       return info.Env().Undefined();
+    });
+  }
+
+  // kvCache(budgetBytes: number): void — the KV cache's byte budget, slots and prefix cache together (EngineState);
+  // fails when the slots live now reserve more than it.
+  Napi::Value KvCacheBudget(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      const double bytes = int_arg(info[0], "KV cache bytes", 0, kMaxSafeInt);
+      std::lock_guard<std::mutex> g(st_->mu);
+      CHECK(st_->loaded, "model not loaded");
+      st_->set_kv_budget((size_t)bytes);
+      return info.Env().Undefined();
+    });
+  }
+
+  // kvSlotBytes(capacity: number): number — the bytes a slot of that many tokens reserves (its keys and values).
+  Napi::Value KvSlotBytes(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      const int cap = (int)int_arg(info[0], "KV slot capacity", 1, kMaxInt);
+      std::lock_guard<std::mutex> g(st_->mu);
+      CHECK(st_->loaded, "model not loaded");
+      return Napi::Number::New(info.Env(), (double)st_->slot_bytes(cap));
+    });
+  }
+
+  // kvCacheStats(): { budgetBytes, reservedBytes, bytes, peakBytes, slots, peakSlots } (KvCacheStats in
+  // engine_state.h), read without the engine lock.
+  Napi::Value KvCacheStatsJs(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      const KvCacheStats& s = st_->kv_stats;
+      auto o = Napi::Object::New(info.Env());
+      o.Set("budgetBytes", (double)s.budget_bytes);
+      o.Set("reservedBytes", (double)s.reserved_bytes);
+      o.Set("bytes", (double)s.bytes);
+      o.Set("peakBytes", (double)s.peak_bytes);
+      o.Set("slots", (double)s.slots);
+      o.Set("peakSlots", (double)s.peak_slots);
+      return o;
     });
   }
 
@@ -547,6 +644,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
       st_->adapters.clear();
       st_->slots.clear();
       st_->slot_caps.clear();
+      st_->kv_reserved = st_->kv_allocated = 0;
       st_->prefix_cache.clear();
       st_->rs = RunState();
       st_->model = Model();

@@ -4,6 +4,8 @@
 #pragma once
 #include <napi.h>
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +18,17 @@
 
 namespace mcprl {
 
+// The KV cache's counters (src/engine/kv-cache.ts: KvCacheStats). Atomic so that they can be read without the
+// engine's lock, as the prefix cache's are.
+struct KvCacheStats {
+  std::atomic<uint64_t> budget_bytes{0};    // the budget (0: none set)
+  std::atomic<uint64_t> reserved_bytes{0};  // every live slot's keys and values at its full capacity
+  std::atomic<uint64_t> bytes{0};           // slots' caches allocated now plus the prefix cache's blocks
+  std::atomic<uint64_t> peak_bytes{0};      // the most `bytes` has been since load
+  std::atomic<uint64_t> slots{0};           // slots whose cache is allocated now
+  std::atomic<uint64_t> peak_slots{0};
+};
+
 // Held by shared_ptr: in-flight workers keep it alive, so close() cannot free it under them.
 struct EngineState {
   std::mutex mu;  // one task at a time; the TS side also serialises calls
@@ -25,6 +38,14 @@ struct EngineState {
   std::map<std::string, std::unique_ptr<LoraAdapter>> adapters;
   std::map<int, std::unique_ptr<KVSlot>> slots;
   std::map<int, int> slot_caps;  // requested capacity of slots not yet allocated
+  // The KV cache's byte budget (src/engine/model.ts sets it at load): a slot reserves the keys and values of its
+  // whole capacity when it is created, before its cache is allocated, and the prefix cache gets only the room the
+  // reservations leave (PrefixCache::set_limit), so slots and prefix blocks together stay within it. The
+  // scheduler admits a sequence only when its reservation fits; a creation past the budget fails here regardless.
+  size_t kv_budget = SIZE_MAX;
+  size_t kv_reserved = 0;   // bytes reserved by live slots
+  size_t kv_allocated = 0;  // bytes of the slots' caches allocated now
+  KvCacheStats kv_stats;
   int next_slot = 1;
   RunState rs;
   PrefixCache prefix_cache;  // KV of earlier prompts' chunks (prefix_cache.h); its budget is set by src/engine/model.ts
@@ -42,6 +63,16 @@ struct EngineState {
   void purge_stale_prefixes();
   // The slot with this id, allocating its cache on first use.
   KVSlot& slot(int id);
+  // Bytes of a slot's keys and values at capacity cap: 2 x layers x cap x kv_heads x head_dim x sizeof(float).
+  size_t slot_bytes(int cap) const;
+  // A new slot of capacity cap, its bytes reserved; fails, naming the bytes, when they do not fit the budget.
+  int create_slot(int cap);
+  // Frees a slot's cache and reservation (an unknown id: nothing).
+  void free_slot(int id);
+  // A new budget: fails when live reservations exceed it; the prefix cache shrinks to the room left.
+  void set_kv_budget(size_t bytes);
+  // Brings the counters up to date after slots or prefix blocks changed.
+  void note_kv();
   // Logits of each slot's last hidden state, then one sampled token per slot, drawn from its allowed set when
   // masks gives one; lp and slp are the two log-probabilities of sample.h. top_n[i] alternatives of slot i go to
   // row i of top_ids / top_lps, (B, W) with W = max(top_n); unused entries are -1 and 0.

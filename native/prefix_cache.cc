@@ -37,6 +37,11 @@ void PrefixCache::set_capacity(size_t bytes) {
   make_room(0);
 }
 
+void PrefixCache::set_limit(size_t bytes) {
+  limit_ = bytes;
+  make_room(0);
+}
+
 void PrefixCache::clear() {
   blocks_.clear();
   index_.clear();
@@ -113,20 +118,21 @@ void PrefixCache::drop_key(const AdapterKey& key) {
 }
 
 bool PrefixCache::make_room(size_t want) {
-  if (want > capacity_) return false;
-  while (bytes_ + want > capacity_ && !lru_.empty()) {
+  const size_t cap = room();
+  if (want > cap) return false;
+  while (bytes_ + want > cap && !lru_.empty()) {
     // The least recent leaf: touch() keeps ancestors more recent than descendants, so it is the front.
     auto it = lru_.begin();
     while (it != lru_.end() && blocks_.at(*it)->children > 0) ++it;
     if (it == lru_.end()) return false;
     erase(*it);
   }
-  return bytes_ + want <= capacity_;
+  return bytes_ + want <= cap;
 }
 
 int PrefixCache::insert(const Model& m, const AdapterKey& key, int parent, const int32_t* tokens, int n,
                         const KVSlot& slot, int pos, const float* last_h) {
-  if (capacity_ == 0) return -1;
+  if (room() == 0) return -1;
   uint64_t h;
   const int have = find(key, parent, tokens, n, &h);
   if (have >= 0) {

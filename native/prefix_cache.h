@@ -16,6 +16,7 @@
 // leaves and never leaves an unreachable child).
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -59,6 +60,10 @@ class PrefixCache {
   // 0 turns the cache off (prefill still runs in aligned chunks: the same results). Shrinking evicts.
   void set_capacity(size_t bytes);
   size_t capacity() const { return capacity_; }
+  // The room the KV budget leaves the cache now (EngineState: the budget less every KV slot's reservation); the
+  // cache holds at most min(capacity, limit) bytes. Lowering it evicts now, so slots never wait for the cache.
+  void set_limit(size_t bytes);
+  size_t bytes() const { return bytes_; }
   // Drops every block whose adapter is no longer live with that weights version (unloaded, replaced, trained).
   template <class Live>
   void purge_stale(Live live) {
@@ -99,7 +104,9 @@ class PrefixCache {
   void drop_key(const AdapterKey& key);
   bool make_room(size_t bytes);
 
-  size_t capacity_ = 0, bytes_ = 0;
+  size_t room() const { return capacity_ < limit_ ? capacity_ : limit_; }
+
+  size_t capacity_ = 0, bytes_ = 0, limit_ = SIZE_MAX;
   int next_id_ = 0;
   std::unordered_map<int, std::unique_ptr<Block>> blocks_;
   std::unordered_multimap<uint64_t, int> index_;  // hash -> block ids (verified on lookup)

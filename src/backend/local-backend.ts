@@ -24,6 +24,7 @@ import { HfTokenizer } from '../chat/tokenizer.js';
 import { exportModel } from '../export/export-model.js';
 import { Model, modelLoadOptions } from '../engine/model.js';
 import type { PrefixCacheMib } from '../engine/prefix-cache.js';
+import type { KvCacheMib } from '../engine/kv-cache.js';
 import { Trainer } from '../engine/trainer.js';
 import type { LossConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
 import type { WeightDtype } from '../engine/weight-dtype.js';
@@ -73,6 +74,8 @@ export interface LocalBackendOptions {
   weightDtype?: WeightDtype;
   /** The engines' prefix cache budget in MiB, 0 off (src/engine/prefix-cache.ts). Default: the engine's. */
   prefixCacheMib?: PrefixCacheMib;
+  /** The engines' KV cache budget in MiB (src/engine/kv-cache.ts). Default: the engine's (a share of the memory available). */
+  kvCacheMib?: KvCacheMib;
   /**
    * The folder a model is kept in. Default `<dir>/<project>/<name>`. `mcprl train` keeps its one model in the run's
    * own folder, so that the run's checkpoints are the model's.

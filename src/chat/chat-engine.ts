@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
 import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
-import { EngineError, Model, modelLoadOptions, type ModelLoadOptions, type PrefixCacheStats, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
+import { EngineError, Model, modelLoadOptions, type ModelLoadOptions, type PrefixCacheStats, type KvCacheStats, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 import { McprlError } from '../util/errors.js';
@@ -28,6 +28,8 @@ export interface ChatModel {
   queue(): { waiting: number; running: number };
   /** The engine's prefix cache counters (src/engine/prefix-cache.ts), where it has one. */
   prefixCacheStats?(): PrefixCacheStats;
+  /** The engine's KV cache budget and counters (src/engine/kv-cache.ts), where it has one. */
+  kvCacheStats?(): KvCacheStats;
   close(): void;
 }
 
@@ -389,6 +391,11 @@ export class ChatEngine {
     return this.model.prefixCacheStats?.() ?? null;
   }
 
+  /** The engine's KV cache budget, what it holds now and its peaks (src/engine/kv-cache.ts); null for a model without one. */
+  kvCacheStats(): KvCacheStats | null {
+    return this.model.kvCacheStats?.() ?? null;
+  }
+
   /** Requests waiting: held by a route being replaced, or queued in the engine; and requests generating now. */
   queue(): { waiting: number; running: number } {
     const q = this.model.queue();
@@ -600,8 +607,9 @@ export class ChatEngine {
     // The adapter stays loaded until this request ends, even when its route moves on to a newer one.
     this.routes.acquire(adapter);
     const generated = this.generateChoices(promptIds, adapter, sampling, n, stop, parseTools, constrainer, signal, emit).catch((err: unknown) => {
-      // What the engine refuses about a request (a token or length it cannot take) is the caller's to fix.
-      if (err instanceof EngineError && err.code === 'ENGINE_REQUEST') throw new ChatError('ENGINE_REQUEST', err.message, { cause: err });
+      // What the engine refuses about a request (a token or length it cannot take, samples and tokens that could
+      // never fit the KV cache's budget together) is the caller's to fix.
+      if (err instanceof EngineError && (err.code === 'ENGINE_REQUEST' || err.code === 'ENGINE_MEMORY')) throw new ChatError('ENGINE_REQUEST', err.message, { cause: err });
       throw err;
     }).finally(() => this.routes.release(adapter));
     const result = generated.then((choices) => ({ model, adapter, promptTokenIds: promptIds, choices }));

@@ -5,6 +5,7 @@
 import { Option, type Command } from 'commander';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
+import { KvCacheMibSchema } from '../engine/kv-cache.js';
 import { WeightDtypeSchema, type WeightDtype } from '../engine/weight-dtype.js';
 import { parseAdapterSpec } from '../serve/adapter-spec.js';
 import { startServer } from '../serve/server.js';
@@ -20,6 +21,7 @@ interface ServeCliOptions {
   threads?: number;
   weightDtype?: WeightDtype;
   prefixCacheMib?: number;
+  kvCacheMib?: number;
   maxTokens: number;
   chatTemplateKwargs?: string;
   constrainToolCalls: boolean;
@@ -52,6 +54,11 @@ export function registerServe(program: Command): Command {
       `memory for the prefix cache (KV of earlier prompts' starts, reused by prompts that begin alike), 0 off; results are the same either way (default: ${PrefixCacheMibSchema.parse(undefined)})`,
       numberParser({ integer: true, min: 0 }),
     )
+    .option(
+      '--kv-cache-mib <n>',
+      'memory for the KV cache in MiB (running requests and the prefix cache together); requests wait for room beyond it (default: half the memory available less the weights)',
+      numberParser({ integer: true, above: 0, max: KvCacheMibSchema.maxValue ?? undefined }),
+    )
     .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', numberParser({ integer: true, above: 0 }), 1024)
     .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
     .option('--no-constrain-tool-calls', "decode tool calls freely (by default they are constrained to the tools' schemas; a request may set constrain_tool_calls)")
@@ -79,6 +86,7 @@ Examples:
         ...(threads !== undefined ? { threads } : {}),
         ...(opts.weightDtype ? { weightDtype: opts.weightDtype } : {}),
         ...(opts.prefixCacheMib !== undefined ? { prefixCacheMib: opts.prefixCacheMib } : {}),
+        ...(opts.kvCacheMib !== undefined ? { kvCacheMib: opts.kvCacheMib } : {}),
         defaultMaxTokens: maxTokens,
         ...(kwargs ? { chatTemplateKwargs: kwargs } : {}),
         ...(opts.servedModelName ? { modelName: opts.servedModelName } : {}),

@@ -15,6 +15,7 @@ import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } f
 import { readAdapterSettings } from '../hf/peft.js';
 import { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 import { PrefixCacheMibSchema, type PrefixCacheMib, type PrefixCacheStats } from './prefix-cache.js';
+import { availableMemory, kvBudget, mib, type KvCacheMib, type KvCacheStats } from './kv-cache.js';
 import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
 
 export { EngineError };
@@ -119,6 +120,8 @@ interface Request {
   stops: Set<number>;
   maxTokens: number;
   capacity: number;
+  /** Bytes each sample's slot reserves under the KV budget (its capacity's keys and values). */
+  slotBytes: number;
   samples: Sample[];
   resolve: (v: GeneratedSequence[]) => void;
   reject: (e: unknown) => void;
@@ -143,6 +146,8 @@ export interface ModelLoadOptions {
   weightDtype?: WeightDtype;
   /** The prefix cache's budget in MiB, 0 off (src/engine/prefix-cache.ts). Default 1024. */
   prefixCacheMib?: PrefixCacheMib;
+  /** The KV cache's budget in MiB, prefix cache included (src/engine/kv-cache.ts). Default: a share of the memory available. */
+  kvCacheMib?: KvCacheMib;
 }
 
 /** The ModelLoadOptions fields of a larger options object that are set (for callers that pass theirs on). */
@@ -151,6 +156,7 @@ export function modelLoadOptions(o: ModelLoadOptions): ModelLoadOptions {
     ...(o.threads !== undefined ? { threads: o.threads } : {}),
     ...(o.weightDtype !== undefined ? { weightDtype: o.weightDtype } : {}),
     ...(o.prefixCacheMib !== undefined ? { prefixCacheMib: o.prefixCacheMib } : {}),
+    ...(o.kvCacheMib !== undefined ? { kvCacheMib: o.kvCacheMib } : {}),
   };
 }
 
@@ -170,6 +176,7 @@ export function nativeAddon(): NativeAddon {
 
 export { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 export { PrefixCacheMibSchema, type PrefixCacheMib, type PrefixCacheStats } from './prefix-cache.js';
+export { KvCacheMibSchema, type KvCacheMib, type KvCacheStats } from './kv-cache.js';
 
 export class Model {
   private engine: NativeEngine | null;
@@ -178,11 +185,17 @@ export class Model {
   private pending: Request[] = [];
   private active: Sample[] = [];
   private looping = false;
+  /** Bytes the running samples' slots reserve under kvBudget (native/engine_state.h keeps the same account). */
+  private kvReserved = 0;
 
   private constructor(
     readonly dir: string,
     readonly config: ModelConfig,
     engine: NativeEngine,
+    /** The KV cache's budget in bytes (src/engine/kv-cache.ts). */
+    readonly kvBudget: number,
+    /** Bytes one token takes in a slot. */
+    private readonly kvTokenBytes: number,
   ) {
     this.engine = engine;
     engines.set(this, engine);
@@ -190,7 +203,9 @@ export class Model {
 
   /**
    * Loads an HF folder (config.json + safetensors). threads: OpenMP threads, default all cores. prefixCacheMib:
-   * the prefix cache's budget (src/engine/prefix-cache.ts; 0 turns it off).
+   * the prefix cache's budget (src/engine/prefix-cache.ts; 0 turns it off). kvCacheMib: the KV cache's budget
+   * (src/engine/kv-cache.ts). A model whose weights and one sequence at its full context do not fit the memory
+   * available, or the budget asked for, is refused (EngineError ENGINE_MEMORY, naming the bytes of each).
    */
   static async load(dir: string, opts: ModelLoadOptions = {}): Promise<Model> {
     const weightDtype = WeightDtypeSchema.parse(opts.weightDtype);
@@ -200,13 +215,30 @@ export class Model {
     if (config.mlpBias) throw new EngineError('ENGINE_LOAD', `${join(abs, 'config.json')}: mlp_bias is not supported by the engine`);
     const addon = loadNative();
     const engine = new addon.Engine();
+    const available = availableMemory();
+    let budget: ReturnType<typeof kvBudget>;
+    let tokenBytes: number;
     try {
       await engine.load(abs, nativeSpec(config), opts.threads ?? 0, weightDtype);
-      engine.prefixCache(prefixCacheMib * 2 ** 20);
+      const w = engine.weightBytes();
+      tokenBytes = engine.kvSlotBytes(1);
+      budget = kvBudget({
+        kvCacheMib: opts.kvCacheMib, available, weights: w.f32 + w.bf16 + w.f16, oneSequence: tokenBytes * config.maxPositionEmbeddings,
+        context: config.maxPositionEmbeddings, dir: abs,
+      });
+      if ('bytes' in budget) {
+        engine.kvCache(budget.bytes);
+        engine.prefixCache(prefixCacheMib * 2 ** 20);
+      }
     } catch (e) {
+      engine.close();
       throw nativeError(e, 'ENGINE_LOAD');
     }
-    return new Model(abs, config, engine);
+    if ('refused' in budget) {
+      engine.close();
+      throw new EngineError('ENGINE_MEMORY', budget.refused);
+    }
+    return new Model(abs, config, engine, budget.bytes, tokenBytes);
   }
 
   /** Runs native work strictly one call at a time (the native engine is single-tasked). */
@@ -229,6 +261,11 @@ export class Model {
   /** The prefix cache's counters since load and its size now (src/engine/prefix-cache.ts); never waits for the engine. */
   prefixCacheStats(): PrefixCacheStats {
     return this.live().prefixCacheStats();
+  }
+
+  /** The KV cache's counters (src/engine/kv-cache.ts): its budget, what is reserved and held now, and the peaks; never waits for the engine. */
+  kvCacheStats(): KvCacheStats {
+    return this.live().kvCacheStats();
   }
 
   /** A new budget for the prefix cache in MiB (0 turns it off and frees it; a smaller one evicts now). */
@@ -352,14 +389,24 @@ export class Model {
       const maxPos = this.config.maxPositionEmbeddings;
       if (req.promptIds.length >= maxPos)
         throw new EngineError('ENGINE_REQUEST', `prompt of ${req.promptIds.length} tokens leaves no room under max_position_embeddings ${maxPos}`);
+      // The cache holds the prompt and every generated token but the last (never fed back).
+      const capacity = Math.min(req.promptIds.length + Math.max(s.maxTokens, 1), maxPos);
+      const slotBytes = capacity * this.kvTokenBytes;
+      // Samples of a request are admitted together: n that could never fit at once is refused, not left waiting.
+      if (n * slotBytes > this.kvBudget)
+        throw new EngineError(
+          'ENGINE_MEMORY',
+          `${n} sample${n > 1 ? 's' : ''} of ${capacity} tokens (prompt and max tokens) need${n > 1 ? '' : 's'} ${n * slotBytes} bytes (${mib(n * slotBytes)}) of KV cache; ` +
+            `the budget is ${this.kvBudget} bytes (${mib(this.kvBudget)}, --kv-cache-mib): ask for fewer samples or tokens`,
+        );
       const r: Request = {
         req,
         n,
         adapter,
         stops: new Set([...this.config.eosTokenIds, ...(s.stopTokenIds ?? [])]),
         maxTokens: s.maxTokens,
-        // The cache holds the prompt and every generated token but the last (never fed back).
-        capacity: Math.min(req.promptIds.length + Math.max(s.maxTokens, 1), maxPos),
+        capacity,
+        slotBytes,
         samples: [],
         resolve: resolveP,
         reject: rejectP,
@@ -410,13 +457,21 @@ export class Model {
 
   // The scheduler: admit waiting requests (prefill, fork for n > 1, first sample), then one shared decode
   // step for every running sample, until nothing is left. Other native calls (score, adapters) interleave
-  // between steps through run().
+  // between steps through run(). Requests are admitted first come, first served, while their samples fit under
+  // MAX_ACTIVE_SAMPLES and their slots' reservations fit the KV budget beside the running samples' (the prefix
+  // cache gives up its blocks for them: native/engine_state.h); otherwise the first waits, and those behind it with
+  // it, until running samples finish. Nothing waits forever: a request that cannot fit alone was refused by generate().
   private async loop(): Promise<void> {
     while (this.engine && (this.pending.length || this.active.length)) {
       this.dropAborted();
-      if (this.pending.length && this.active.length + this.pending[0].n <= Math.max(MAX_ACTIVE_SAMPLES, this.pending[0].n)) await this.admit();
+      if (this.pending.length && this.fits(this.pending[0], this.active.length, this.kvReserved)) await this.admit();
       if (this.active.length) await this.decode();
     }
+  }
+
+  /** Whether request r can be admitted beside `count` running samples that reserve `reserved` bytes. */
+  private fits(r: Request, count: number, reserved: number): boolean {
+    return count + r.n <= Math.max(MAX_ACTIVE_SAMPLES, r.n) && reserved + r.n * r.slotBytes <= this.kvBudget;
   }
 
   private params(samples: Sample[]) {
@@ -452,9 +507,11 @@ export class Model {
   private async admit(): Promise<void> {
     const batch: Request[] = [];
     let count = this.active.length;
-    while (this.pending.length && (batch.length === 0 || count + this.pending[0].n <= MAX_ACTIVE_SAMPLES)) {
+    let reserved = this.kvReserved;
+    while (this.pending.length && this.fits(this.pending[0], count, reserved)) {
       const r = this.pending.shift()!;
       count += r.n;
+      reserved += r.n * r.slotBytes;
       batch.push(r);
     }
     const fresh: Sample[] = [];
@@ -463,12 +520,15 @@ export class Model {
         for (const r of batch) {
           const seed = r.req.sampling.seed ?? Math.floor(Math.random() * 2 ** 32);
           for (let i = 0; i < r.n; i++) {
-            const slot = e.slotCreate(r.capacity);
-            e.slotSeed(slot, seed, i);
-            r.samples.push({
-              request: r, index: i, slot, done: false, last: -1, constraint: r.req.constraint?.(i) ?? null,
+            // The sample holds its slot's reservation from here on: release() gives both back whatever fails next.
+            const x: Sample = {
+              request: r, index: i, slot: e.slotCreate(r.capacity), done: false, last: -1, constraint: null,
               out: { ...emptySequence(r.req.sampling), finishReason: 'length' },
-            });
+            };
+            this.kvReserved += r.slotBytes;
+            r.samples.push(x);
+            e.slotSeed(x.slot, seed, i);
+            x.constraint = r.req.constraint?.(i) ?? null;
           }
         }
         const prompts = batch.map((r) => r.req.promptIds);
@@ -550,6 +610,7 @@ export class Model {
   private release(x: Sample): void {
     const i = this.active.indexOf(x);
     if (i >= 0) this.active.splice(i, 1);
+    this.kvReserved -= x.request.slotBytes;
     const e = this.engine;
     if (e) void this.run(() => e.slotFree(x.slot)).catch(() => undefined);
   }

@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../hf/config.js';
+import type { KvCacheStats } from './kv-cache.js';
 import type { PrefixCacheStats } from './prefix-cache.js';
 import type { WeightDtype } from './weight-dtype.js';
 import { McprlError } from '../util/errors.js';
@@ -15,6 +16,7 @@ export type EngineErrorCode =
   | 'ENGINE_UNAVAILABLE' // the addon is not built or cannot be loaded
   | 'ENGINE_LOAD' // a model or adapter folder could not be loaded (bad file, tensor, config)
   | 'ENGINE_REQUEST' // a request the engine cannot serve (unknown adapter, bad token id, too long)
+  | 'ENGINE_MEMORY' // the memory cannot hold it: a model at load, a request beyond the KV cache budget (kv-cache.ts)
   | 'ENGINE_NATIVE' // a failure inside a native call
   | 'ENGINE_CLOSED'; // the model was closed
 
@@ -52,7 +54,10 @@ export interface NativeEngine {
   unloadAdapter(name: string): void;
   /** Flat output aligned with tokens: 0 at each sequence start, then log p(tok[t] | tok[<t]). */
   score(tokens: Int32Array, lens: Int32Array, adapter: string | null, invTemp?: Float32Array | null, maskIdx?: Int32Array | null, masks?: Uint32Array | null): Promise<Float32Array>;
-  /** A KV-cache slot for up to `capacity` tokens (allocated by the first task that uses it). */
+  /**
+   * A KV-cache slot for up to `capacity` tokens (allocated by the first task that uses it); its bytes are reserved
+   * under the KV budget now, and an error names them when they do not fit.
+   */
   slotCreate(capacity: number): number;
   slotFree(id: number): void;
   /** Sampling RNG of the slot := f(seed, stream). */
@@ -92,6 +97,11 @@ export interface NativeEngine {
   /** The prefix cache's byte budget (0: off; a smaller budget evicts now). */
   prefixCache(capacityBytes: number): void;
   prefixCacheStats(): PrefixCacheStats;
+  /** The KV cache's byte budget: slots' reservations and the prefix cache together (fails below the live reservations). */
+  kvCache(budgetBytes: number): void;
+  /** Bytes a slot of `capacity` tokens reserves: its keys and values. */
+  kvSlotBytes(capacity: number): number;
+  kvCacheStats(): KvCacheStats;
   close(): void;
 }
 

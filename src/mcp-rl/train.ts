@@ -42,7 +42,7 @@ import { checkTargetTools } from '../agent/rollout.js';
 import { LocalBackend } from '../backend/local-backend.js';
 import type { TrainResult, TrainStepConfigInput, TrajectoryGroupInput } from '../backend/schemas.js';
 import { TrainableModel } from '../backend/trainable-model.js';
-import type { Model } from '../engine/model.js';
+import type { KvCacheStats, Model } from '../engine/model.js';
 import type { Isolation, SafetyPolicy, Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../util/rng.js';
@@ -111,7 +111,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   await run.pruneCheckpoints(state ? [state.step, state.bestStep] : []);
   // The policy is the library's model, kept in the run's own folder: its checkpoints are the run's. The run's chat
   // template variables reach every prompt the engine renders: rollouts and tokenisation alike.
-  const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}), ...(c.prefixCacheMib !== undefined ? { prefixCacheMib: c.prefixCacheMib } : {}) });
+  const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}), ...(c.prefixCacheMib !== undefined ? { prefixCacheMib: c.prefixCacheMib } : {}), ...(c.kvCacheMib !== undefined ? { kvCacheMib: c.kvCacheMib } : {}) });
   const policyModel = new TrainableModel({ project: 'mcprl', name: 'policy', baseModel: c.model, lora: { rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed } });
   let pool: RolloutPool | null = null;
   let ahead: GatherAhead<GatheredStep> | null = null;
@@ -241,6 +241,9 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         // The in-process engine's prefill during the gather: prompt tokens whose KV came from the prefix cache, and
         // prompt tokens computed (the servers' own are on their /metrics).
         ...(pool ? {} : { prefix_cache_hit_tokens: cacheAfter.hitTokens - cacheBefore.hitTokens, prefilled_tokens: cacheAfter.prefilledTokens - cacheBefore.prefilledTokens }),
+        // Its KV cache (src/engine/kv-cache.ts): the budget, and the most its sequences and prefix blocks held at once
+        // since it loaded.
+        ...(pool ? {} : kvCacheMetrics(model.kvCacheStats())),
         ...(ahead ? stalenessMetrics(rollouts, step - 1, gathered.tooStale) : {}),
         ...(r.trained ? { loss: r.loss, policy_loss: r.policyLoss, kl: r.kl, clip_fraction: r.clipFraction, mean_ratio: r.meanRatio, entropy: r.entropy, grad_norm: r.gradNorm, trained_tokens: r.trainedTokens, tokens_per_s: r.tokensPerSecond, lr: r.lr } : {}),
       };
@@ -535,3 +538,8 @@ function rewardStd(groups: Trajectory[][]): number {
 
 const pct = (x: number | null) => (x === null ? 'not counted' : `${(x * 100).toFixed(1)}%`);
 const fmt = (x: unknown) => (typeof x === 'number' ? x.toFixed(3) : '–');
+
+/** The in-process engine's KV cache figures of a metrics row. */
+function kvCacheMetrics(s: KvCacheStats): Record<string, number> {
+  return { kv_cache_budget_bytes: s.budgetBytes, kv_cache_peak_bytes: s.peakBytes, kv_cache_peak_sequences: s.peakSlots };
+}

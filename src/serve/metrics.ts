@@ -2,12 +2,13 @@
  * `GET /metrics`: what `mcprl serve` has done and is doing, in Prometheus' text exposition format (version
  * 0.0.4). Counters since the server started — HTTP requests by route and status, chat completions by finish
  * reason, prompt and generated tokens, the engines' prefix cache lookups, hits and prefilled tokens — and gauges
- * read at scrape time: requests waiting and running in the engines, the prefix caches' size, and the adapters
- * served. Names follow vLLM's (`vllm:prompt_tokens_total` is
+ * read at scrape time: requests waiting and running in the engines, the prefix caches' size, the KV caches' budget,
+ * use and peaks, and the adapters served. Names follow vLLM's (`vllm:prompt_tokens_total` is
  * `mcprl_prompt_tokens_total` here) so that dashboards map one to one.
  */
 import type { ChatEngine, ChatFinishReason, ChatResult } from '../chat/chat-engine.js';
 import type { PrefixCacheStats } from '../engine/prefix-cache.js';
+import type { KvCacheStats } from '../engine/kv-cache.js';
 
 /** The content type of the text exposition format. */
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -77,6 +78,14 @@ export class ServeMetrics {
     family('mcprl_prefix_cache_evictions_total', 'counter', 'Prefix cache blocks dropped for room or because their adapter changed.', total((c) => c.evictedBlocks));
     family('mcprl_prefix_cache_blocks', 'gauge', 'Blocks held by the prefix cache now.', total((c) => c.blocks));
     family('mcprl_prefix_cache_bytes', 'gauge', 'Bytes held by the prefix cache now.', total((c) => c.bytes));
+    // The engines' KV caches (src/engine/kv-cache.ts): running requests' sequences and the prefix cache, within a budget.
+    const kv = engines.map((e) => e.kvCacheStats()).filter((c) => c !== null);
+    const kvTotal = (f: (c: KvCacheStats) => number): [Record<string, string>, number][] => [[{}, kv.reduce((s, c) => s + f(c), 0)]];
+    family('mcprl_kv_cache_budget_bytes', 'gauge', 'The KV cache budget: running sequences and the prefix cache together; requests wait for room beyond it.', kvTotal((c) => c.budgetBytes));
+    family('mcprl_kv_cache_reserved_bytes', 'gauge', 'KV cache bytes reserved now by running sequences (each at its full capacity).', kvTotal((c) => c.reservedBytes));
+    family('mcprl_kv_cache_bytes', 'gauge', 'KV cache bytes held now: running sequences\' caches and the prefix cache.', kvTotal((c) => c.bytes));
+    family('mcprl_kv_cache_peak_bytes', 'gauge', 'The most KV cache bytes held at once since the model loaded.', kvTotal((c) => c.peakBytes));
+    family('mcprl_kv_cache_peak_sequences', 'gauge', 'The most sequences holding a KV cache at once since the model loaded.', kvTotal((c) => c.peakSlots));
     const adapters = engines.flatMap((e) => e.modelNames().filter((m) => m.adapter !== null).map((m) => ({ engine: e, name: m.id, adapter: m.adapter! })));
     family('mcprl_lora_adapters', 'gauge', 'LoRA adapters served.', [[{}, adapters.length]]);
     family(

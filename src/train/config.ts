@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { LossConfigSchema, TrainError } from '../engine/train-types.js';
 import { WeightDtypeSchema } from '../engine/weight-dtype.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
+import { KvCacheMibSchema } from '../engine/kv-cache.js';
 import { LORA_TARGETS } from '../hf/peft.js';
 import { resolveRewardMode, RewardModeSchema } from '../ruler/blend.js';
 import { DEFAULT_CURRICULUM_POWER, DEFAULT_CURRICULUM_RETIRE_AFTER } from './curriculum.js';
@@ -132,6 +133,12 @@ export const TrainSettingsSchema = z.object({
    * prefill it once. 0 turns it off; results are the same either way. Default 1024.
    */
   prefixCacheMib: PrefixCacheMibSchema.unwrap().optional().describe(`the engine's prefix cache budget in MiB, 0 off; results are the same either way (default: ${PrefixCacheMibSchema.parse(undefined)})`),
+  /**
+   * The engine's KV cache budget in MiB (src/engine/kv-cache.ts): rollouts' caches and the prefix cache together;
+   * a rollout's turn waits for room beyond it. Default: half the memory available when the model loads, less the
+   * weights (the other half is the training step's activations and the rest of the machine's).
+   */
+  kvCacheMib: KvCacheMibSchema.optional().describe('the engine\'s KV cache budget in MiB (rollouts\' caches and the prefix cache); turns wait for room beyond it (default: half the memory available less the weights)'),
   /** Rollouts in flight at once. Default 8. */
   concurrency: z.number().int().positive().default(8).describe('rollouts in flight at once'),
   /** How attempts are scored (see resolveRewardMode). Default blend with a judge, checks without. */
