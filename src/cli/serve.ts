@@ -9,7 +9,8 @@ import { WeightDtypeSchema, type WeightDtype } from '../engine/weight-dtype.js';
 import { parseAdapterSpec } from '../serve/adapter-spec.js';
 import { startServer } from '../serve/server.js';
 import { numberParser } from './parse-number.js';
-import { closeOnSignal, reportFailure } from './server-process.js';
+import { checkBind, checkToken } from '../util/http-guard.js';
+import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
 
 interface ServeCliOptions {
   model: string;
@@ -24,6 +25,9 @@ interface ServeCliOptions {
   chatTemplateKwargs?: string;
   constrainToolCalls: boolean;
   loraUpdating: boolean;
+  token?: string;
+  allowedHost?: string[];
+  allowedOrigin?: string[];
   quiet?: boolean;
 }
 
@@ -38,8 +42,9 @@ export function registerServe(program: Command): Command {
       (v: string, acc: string[]) => [...acc, v],
       [] as string[],
     )
-    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--host <host>', 'address to listen on (beyond loopback a token is required)', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0: any free port)', numberParser({ integer: true, min: 0, max: 65535 }), 8000)
+    .option('--token <token>', "bearer token every request but /health must carry, the clients' API key (default: $MCPRL_SERVE_TOKEN; none on loopback)")
     .option('--served-model-name <name>', 'name of the base model in /v1/models (default: the folder name)')
     .option('--threads <n>', 'engine threads (default: the engine default)', numberParser({ integer: true, above: 0 }))
     .addOption(
@@ -57,6 +62,7 @@ export function registerServe(program: Command): Command {
     .option('--no-constrain-tool-calls', "decode tool calls freely (by default they are constrained to the tools' schemas; a request may set constrain_tool_calls)")
     .option('--no-lora-updating', "refuse vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter (on by default: adapters can be loaded, replaced and unloaded while serving)")
     .option('--quiet', 'do not log one line per request to stderr');
+  addGuardOptions(cmd);
   cmd.addHelpText(
     'after',
     `
@@ -68,6 +74,10 @@ Examples:
   cmd.action(async (opts: ServeCliOptions) => {
     try {
       const { port, threads, maxTokens } = opts;
+      // Checked before the model loads: a refused start should not take a model's load time to say so.
+      const token = opts.token ?? (process.env.MCPRL_SERVE_TOKEN || undefined);
+      if (token !== undefined) checkToken(token);
+      await checkBind(opts.host, token, 'mcprl serve');
       let kwargs: Record<string, unknown> | undefined;
       if (opts.chatTemplateKwargs !== undefined) {
         const parsed = JSON.parse(opts.chatTemplateKwargs);
@@ -88,6 +98,9 @@ Examples:
         host: opts.host,
         port,
         loraUpdating: opts.loraUpdating,
+        ...(token !== undefined ? { token } : {}),
+        ...(opts.allowedHost ? { allowedHosts: opts.allowedHost } : {}),
+        ...(opts.allowedOrigin ? { allowedOrigins: opts.allowedOrigin } : {}),
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl serve: ${line}\n`) }),
       });
       const names = engine.modelNames().map((m) => m.id).join(', ');

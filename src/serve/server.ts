@@ -23,6 +23,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import type { AddressInfo } from 'node:net';
 import type { ChatChoice, ChatEngine, ChatResult, ChatTurnRequest } from '../chat/chat-engine.js';
 import type { TokenAlternative } from '../engine/model.js';
+import { checkBind, checkToken, createHttpGuard, type GuardRefusal } from '../util/http-guard.js';
 import { AdapterRequestError, loadLoraAdapter, unloadLoraAdapter } from './lora-adapters.js';
 import { METRICS_CONTENT_TYPE, ServeMetrics } from './metrics.js';
 import { ChatRequestError, parseChatRequest, tokenLogprobs, toRequestError, toTurnRequest, type LogprobFormat } from './openai-chat.js';
@@ -45,6 +46,15 @@ export interface ServerOptions {
    * `--no-lora-updating`).
    */
   loraUpdating?: boolean;
+  /**
+   * Bearer token every request but `/health` must carry (clients give it as their OpenAI API key). Required when
+   * `host` is not a loopback address. Default none.
+   */
+  token?: string;
+  /** Host names the Host header may carry besides the loopback names and `host` (see src/util/http-guard.ts). */
+  allowedHosts?: readonly string[];
+  /** Browser origins allowed besides the server's own. Default none. */
+  allowedOrigins?: readonly string[];
 }
 
 export interface RunningServer {
@@ -60,8 +70,9 @@ export type ChatEngines = ChatEngine | (() => readonly ChatEngine[]);
 
 /** Starts serving `engine`; resolves once the port is bound. */
 export async function startServer(engine: ChatEngines, opts: ServerOptions = {}): Promise<RunningServer> {
-  const server = createChatServer(engine, opts);
   const host = opts.host ?? '127.0.0.1';
+  await checkBind(host, opts.token === undefined ? undefined : checkToken(opts.token), 'mcprl serve');
+  const server = createChatServer(engine, opts);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port ?? 8000, host, () => {
@@ -83,9 +94,31 @@ export async function startServer(engine: ChatEngines, opts: ServerOptions = {})
   };
 }
 
-/** The request handler as a node:http server (not yet listening). */
+/**
+ * The request handler as a node:http server (not yet listening), behind the guard every local server has (Host,
+ * Origin, token, JSON bodies: src/util/http-guard.ts).
+ */
 export function createChatServer(engine: ChatEngines, opts: ServerOptions = {}): Server {
-  return createServer(chatRequestListener(engine, opts));
+  const guard = createHttpGuard({
+    host: opts.host ?? '127.0.0.1',
+    open: ['/health'],
+    ...(opts.token !== undefined ? { token: opts.token } : {}),
+    ...(opts.allowedHosts ? { allowedHosts: opts.allowedHosts } : {}),
+    ...(opts.allowedOrigins ? { allowedOrigins: opts.allowedOrigins } : {}),
+  });
+  const listener = chatRequestListener(engine, opts);
+  return createServer((req, res) => {
+    const refused = guard.check(req);
+    if (!refused) return listener(req, res);
+    opts.log?.(`${req.method} ${req.url} ${refused.status} refused: ${refused.code}`);
+    sendRefusal(res, refused);
+  });
+}
+
+/** A guard's refusal in OpenAI's error shape; the body is left unread and the connection closed. */
+export function sendRefusal(res: ServerResponse, r: GuardRefusal): void {
+  res.setHeader('connection', 'close');
+  sendError(res, new ChatRequestError(r.status, r.message, { code: r.code }));
 }
 
 /** The request handler alone, for a server that mounts it beside routes of its own (`mcprl backend`). */
