@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { ChatError, type ChatEngine } from '../chat/chat-engine.js';
 import { McprlError } from '../util/errors.js';
+import { safeParseFirst } from '../util/json-limits.js';
 
 export const loadLoraAdapterRequestSchema = z.object({
   /** Name to serve the adapter under (the `model` field of later requests). */
@@ -55,7 +56,7 @@ const ERROR_TYPES: Partial<Record<ChatError['code'], AdapterErrorType>> = {
 };
 
 function parse<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
-  const r = schema.safeParse(body);
+  const r = safeParseFirst(schema, body);
   if (r.success) return r.data;
   const issue = r.error.issues[0];
   const param = issue.path.map(String).join('.') || null;

@@ -24,6 +24,7 @@ import type { AddressInfo } from 'node:net';
 import type { ChatChoice, ChatEngine, ChatResult, ChatTurnRequest } from '../chat/chat-engine.js';
 import type { TokenAlternative } from '../engine/model.js';
 import { checkBind, checkToken, createHttpGuard, type GuardRefusal } from '../util/http-guard.js';
+import { JsonLimitError, JsonLimitScanner, type JsonLimits } from '../util/json-limits.js';
 import { AdapterRequestError, loadLoraAdapter, unloadLoraAdapter } from './lora-adapters.js';
 import { METRICS_CONTENT_TYPE, ServeMetrics } from './metrics.js';
 import { ChatRequestError, parseChatRequest, tokenLogprobs, toRequestError, toTurnRequest, type LogprobFormat } from './openai-chat.js';
@@ -130,6 +131,8 @@ export function chatRequestListener(engine: ChatEngines, opts: ServerOptions = {
   const ctx: Context = {
     engines,
     maxBody,
+    // A prompt's one string may take the whole body (the cap follows the context); depth and counts are the defaults.
+    limits: { maxStringBytes: maxBody },
     created,
     metrics: new ServeMetrics(),
     // Runtime adapter updates need to know which engine an adapter is for: one engine only.
@@ -152,6 +155,7 @@ export function chatRequestListener(engine: ChatEngines, opts: ServerOptions = {
 interface Context {
   engines: () => readonly ChatEngine[];
   maxBody: number;
+  limits: Partial<JsonLimits>;
   created: number;
   metrics: ServeMetrics;
   /** The engine vLLM's adapter endpoints load into, or null when they are off. */
@@ -189,7 +193,7 @@ async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): 
 
   if ((path === '/v1/load_lora_adapter' || path === '/v1/unload_lora_adapter') && ctx.updatable) {
     if (method !== 'POST') throw methodNotAllowed(method, path);
-    const body = await readJson(req, maxBody);
+    const body = await readJson(req, maxBody, ctx.limits);
     const line = path === '/v1/load_lora_adapter' ? await loadLoraAdapter(ctx.updatable, body) : await unloadLoraAdapter(ctx.updatable, body);
     return sendText(res, 200, line, 'text/plain; charset=utf-8');
   }
@@ -215,7 +219,7 @@ async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): 
 
   if (path === '/v1/chat/completions') {
     if (method !== 'POST') throw methodNotAllowed(method, path);
-    const body = await readJson(req, maxBody);
+    const body = await readJson(req, maxBody, ctx.limits);
     const engine = engineFor(engines(), body && typeof body === 'object' ? (body as { model?: unknown }).model : undefined);
     // The client going away (connection closed before the answer is complete) cancels generation.
     const controller = new AbortController();
@@ -409,19 +413,37 @@ async function streamCompletion(
   }
 }
 
-/** Reads a request body as JSON; ChatRequestError 413 past `maxBody` bytes, 400 when it is not JSON. */
-export async function readJson(req: IncomingMessage, maxBody: number): Promise<unknown> {
+/**
+ * Reads a request body as JSON; ChatRequestError 413 past `maxBody` bytes, 400 when it is not JSON or when its
+ * structure passes a limit (depth, array length, object size, string size: src/util/json-limits.ts). Both bounds are
+ * checked on the bytes as they arrive, so the body is refused before the rest of it is read and before JSON.parse
+ * builds anything; the error names the field (`param`).
+ */
+export async function readJson(req: IncomingMessage, maxBody: number, limits: Partial<JsonLimits> = {}): Promise<unknown> {
   // A declared length over the cap is refused before a byte of the body is read.
   if (Number(req.headers['content-length'] ?? 0) > maxBody) {
     throw new ChatRequestError(413, `Request body over ${maxBody} bytes (the model's context bounds what a prompt can hold)`, { code: 'request_too_large' });
   }
-  const chunks: Buffer[] = [];
+  const scanner = new JsonLimitScanner(limits);
+  let chunks: Buffer[] = [];
   let size = 0;
+  let refused: ChatRequestError | null = null;
   for await (const c of req) {
     size += (c as Buffer).length;
     if (size > maxBody) throw new ChatRequestError(413, `Request body over ${maxBody} bytes`, { code: 'request_too_large' });
-    chunks.push(c as Buffer);
+    if (refused) continue;
+    try {
+      scanner.push(c as Buffer);
+      chunks.push(c as Buffer);
+    } catch (err) {
+      if (!(err instanceof JsonLimitError)) throw err;
+      // Refused: what was read is dropped, and the rest (at most maxBody bytes) is read and discarded, so that the
+      // client, still sending, reads the answer rather than a reset connection.
+      chunks = [];
+      refused = new ChatRequestError(400, `Request body refused: ${err.message}`, { param: err.field, code: 'request_too_complex', cause: err });
+    }
   }
+  if (refused) throw refused;
   const text = Buffer.concat(chunks).toString('utf8');
   try {
     return JSON.parse(text);
