@@ -7,6 +7,7 @@ import { ChatEngine } from '../chat/chat-engine.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { WeightDtypeSchema, type WeightDtype } from '../engine/weight-dtype.js';
 import { parseAdapterSpec } from '../serve/adapter-spec.js';
+import { MaxAdaptersSchema } from '../serve/lora-adapters.js';
 import { startServer } from '../serve/server.js';
 import { numberParser } from './parse-number.js';
 import { checkBind, checkToken } from '../util/http-guard.js';
@@ -25,6 +26,7 @@ interface ServeCliOptions {
   chatTemplateKwargs?: string;
   constrainToolCalls: boolean;
   loraUpdating: boolean;
+  maxAdapters?: number;
   token?: string;
   allowedHost?: string[];
   allowedOrigin?: string[];
@@ -61,6 +63,11 @@ export function registerServe(program: Command): Command {
     .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
     .option('--no-constrain-tool-calls', "decode tool calls freely (by default they are constrained to the tools' schemas; a request may set constrain_tool_calls)")
     .option('--no-lora-updating', "refuse vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter (on by default: adapters can be loaded, replaced and unloaded while serving)")
+    .option(
+      '--max-adapters <n>',
+      `most LoRA adapters served at once, --adapter ones included; a load of a new name past it is refused (default: ${MaxAdaptersSchema.parse(undefined)})`,
+      numberParser({ integer: true, min: 1, max: 4096 }),
+    )
     .option('--quiet', 'do not log one line per request to stderr');
   addGuardOptions(cmd);
   cmd.addHelpText(
@@ -78,6 +85,8 @@ Examples:
       const token = opts.token ?? (process.env.MCPRL_SERVE_TOKEN || undefined);
       if (token !== undefined) checkToken(token);
       await checkBind(opts.host, token, 'mcprl serve');
+      const maxAdapters = MaxAdaptersSchema.parse(opts.maxAdapters);
+      if (opts.adapter.length > maxAdapters) throw new Error(`${opts.adapter.length} adapters given, more than --max-adapters ${maxAdapters}`);
       let kwargs: Record<string, unknown> | undefined;
       if (opts.chatTemplateKwargs !== undefined) {
         const parsed = JSON.parse(opts.chatTemplateKwargs);
@@ -98,6 +107,7 @@ Examples:
         host: opts.host,
         port,
         loraUpdating: opts.loraUpdating,
+        maxAdapters,
         ...(token !== undefined ? { token } : {}),
         ...(opts.allowedHost ? { allowedHosts: opts.allowedHost } : {}),
         ...(opts.allowedOrigin ? { allowedOrigins: opts.allowedOrigin } : {}),

@@ -25,7 +25,7 @@ import type { ChatChoice, ChatEngine, ChatResult, ChatTurnRequest } from '../cha
 import type { TokenAlternative } from '../engine/model.js';
 import { checkBind, checkToken, createHttpGuard, type GuardRefusal } from '../util/http-guard.js';
 import { JsonLimitError, JsonLimitScanner, type JsonLimits } from '../util/json-limits.js';
-import { AdapterRequestError, loadLoraAdapter, unloadLoraAdapter } from './lora-adapters.js';
+import { AdapterRequestError, loadLoraAdapter, MaxAdaptersSchema, unloadLoraAdapter, type AdapterBudget, type MaxAdapters } from './lora-adapters.js';
 import { METRICS_CONTENT_TYPE, ServeMetrics } from './metrics.js';
 import { ChatRequestError, parseChatRequest, tokenLogprobs, toRequestError, toTurnRequest, type LogprobFormat } from './openai-chat.js';
 
@@ -47,6 +47,8 @@ export interface ServerOptions {
    * `--no-lora-updating`).
    */
   loraUpdating?: boolean;
+  /** Most adapters served at once; a load of a new name past it is refused 400 (see MaxAdaptersSchema). Default 16. */
+  maxAdapters?: MaxAdapters;
   /**
    * Bearer token every request but `/health` must carry (clients give it as their OpenAI API key). Required when
    * `host` is not a loopback address. Default none.
@@ -137,6 +139,7 @@ export function chatRequestListener(engine: ChatEngines, opts: ServerOptions = {
     metrics: new ServeMetrics(),
     // Runtime adapter updates need to know which engine an adapter is for: one engine only.
     updatable: opts.loraUpdating && typeof engine !== 'function' ? engine : null,
+    adapters: { max: MaxAdaptersSchema.parse(opts.maxAdapters), loading: new Set() },
   };
   return (req, res) => {
     const t0 = Date.now();
@@ -160,6 +163,8 @@ interface Context {
   metrics: ServeMetrics;
   /** The engine vLLM's adapter endpoints load into, or null when they are off. */
   updatable: ChatEngine | null;
+  /** How many adapters the endpoints may leave loaded. */
+  adapters: AdapterBudget;
 }
 
 const ROUTES = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/load_lora_adapter', '/v1/unload_lora_adapter'];
@@ -194,7 +199,7 @@ async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): 
   if ((path === '/v1/load_lora_adapter' || path === '/v1/unload_lora_adapter') && ctx.updatable) {
     if (method !== 'POST') throw methodNotAllowed(method, path);
     const body = await readJson(req, maxBody, ctx.limits);
-    const line = path === '/v1/load_lora_adapter' ? await loadLoraAdapter(ctx.updatable, body) : await unloadLoraAdapter(ctx.updatable, body);
+    const line = path === '/v1/load_lora_adapter' ? await loadLoraAdapter(ctx.updatable, body, ctx.adapters) : await unloadLoraAdapter(ctx.updatable, body);
     return sendText(res, 200, line, 'text/plain; charset=utf-8');
   }
 

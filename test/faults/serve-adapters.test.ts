@@ -29,7 +29,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mcprl-serve-adapters-'));
   for (const [name, seed] of [['startup', 1], ['a', 2], ['b', 3], ['c', 4]] as const) await makeRandomAdapter(join(dir, name), TINY_SHAPE, { seed });
   engine = await ChatEngine.load(TINY, { adapters: [{ name: 'startup', dir: join(dir, 'startup') }], threads: 1 });
-  server = await startServer(engine, { port: 0, loraUpdating: true });
+  server = await startServer(engine, { port: 0, loraUpdating: true, maxAdapters: 2 });
 }, 60_000);
 afterAll(async () => {
   await server?.close();
@@ -48,6 +48,22 @@ const chat = (name: string) => post('/v1/chat/completions', { model: name, messa
 const served = async () => ((await (await fetch(`${server.url}/models`)).json()) as { data: { id: string }[] }).data.map((m) => m.id);
 
 describe('mcprl serve: adapters', () => {
+  it('holds at most maxAdapters: a load of a new name past it is refused 400, a replacement is not', async () => {
+    expect((await load('a')).status).toBe(200);
+    const over = await load('b');
+    expect(over.status).toBe(400);
+    expect(over.json().error.message).toMatch(/holds 2 adapters, its most \(--max-adapters 2\)/);
+    expect(model().adapterNames()).not.toContain('b');
+    expect((await load('a', 'c', true)).status).toBe(200);
+    expect((await unload('a')).status).toBe(200);
+    // One place free and two loads of new names at once: exactly one gets it, whichever is handled first.
+    const both = await Promise.all([load('b'), load('c')]);
+    expect(both.map((r) => r.status).sort()).toEqual([200, 400]);
+    expect(await served()).toHaveLength(3); // the base model and two adapters
+    for (const name of ['b', 'c']) await unload(name).catch(() => undefined);
+    fault('adapter loads past `mcprl serve --max-adapters`', '400 naming the bound; replacing a served name allowed', `3rd name ${over.status}; replace 200; two racing for one place: ${both.map((r) => r.status).sort().join(', ')}`);
+  });
+
   it('unload while a request runs on the adapter: new requests get model_not_found at once, the running one finishes', async () => {
     const names = await served();
     const [loadable] = ['a', 'b', 'c'].filter((n) => !names.includes(n));
