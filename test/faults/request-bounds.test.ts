@@ -113,6 +113,20 @@ describe('mcprl backend', () => {
     fault('1M invalid elements to /backend/train (groups; a turn\'s token ids)', '400 naming the first (validation stops there)', `${groups.status} ${groups.error.field}; ${r.status} ${r.error.field}`);
   }, 60_000);
 
+  it('register with a base model folder that is not there, or a rank past the trainer\'s, is 400 naming the field, not 500', async () => {
+    const model = { project: 'p', name: 'm2' };
+    const missing = await postText(`${backend.url}/backend/register`, JSON.stringify({ settings: { ...model, baseModel: path.join(root, 'no-such-model') } }));
+    expect(missing.status).toBe(400);
+    expect(missing.error.field).toBe('settings.baseModel');
+    const rank = await postText(`${backend.url}/backend/register`, JSON.stringify({ settings: { ...model, baseModel: TINY, lora: { rank: 1e9 } } }));
+    expect(rank.status).toBe(400);
+    expect(rank.error.field).toBe('settings.lora.rank');
+    // Neither left anything behind: the same name registers with good settings.
+    const ok = await fetch(`${backend.url}/backend/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ settings: { ...model, baseModel: TINY } }) });
+    expect(ok.status).toBe(200);
+    fault('register with a missing base model folder; LoRA rank 10⁹', '400 naming the field', `${missing.status} ${missing.error.field}; ${rank.status} ${rank.error.field}`);
+  });
+
   it('a body nested 100,000 deep is 400, not a stack overflow', async () => {
     const r = await postText(`${backend.url}/backend/register`, `{"settings":${'['.repeat(100_000)}${']'.repeat(100_000)}}`);
     expect(r.status).toBe(400);
