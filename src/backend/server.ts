@@ -29,12 +29,12 @@ import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import { ChatRequestError } from '../serve/openai-chat.js';
 import { chatRequestListener, readJson } from '../serve/server.js';
+import { checkBind, checkToken, createHttpGuard } from '../util/http-guard.js';
 import { BackendError, parseInput } from './errors.js';
 import { LocalBackend } from './local-backend.js';
 import type { StepCallOptions } from './backend.js';
 import type { StepStreamLine, DeleteCheckpointsInput, ExportOptionsInput, SftConfigInput, SftTrajectoryInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
 import { ModelKeySchema } from './schemas.js';
-import { checkBind, checkToken, createHttpGuard } from '../util/http-guard.js';
 
 export interface BackendServerOptions {
   /** Folder everything is written under. */

@@ -7,8 +7,8 @@ import { SafetyPolicy } from '../mcp/index.js';
 import { parseKeyGrant, type KeyGrant } from '../mcp-server/api-keys.js';
 import { createContext } from '../mcp-server/server.js';
 import { serveHttp, serveStdio } from '../mcp-server/serve.js';
-import { checkToken } from '../util/http-guard.js';
 import { Workspace } from '../mcp-server/workspace.js';
+import { checkToken } from '../util/http-guard.js';
 import { numberParser } from './parse-number.js';
 import { addGuardOptions } from './server-process.js';
 

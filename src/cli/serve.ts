@@ -9,8 +9,8 @@ import { WeightDtypeSchema, type WeightDtype } from '../engine/weight-dtype.js';
 import { parseAdapterSpec } from '../serve/adapter-spec.js';
 import { MaxAdaptersSchema } from '../serve/lora-adapters.js';
 import { startServer } from '../serve/server.js';
-import { numberParser } from './parse-number.js';
 import { checkBind, checkToken } from '../util/http-guard.js';
+import { numberParser } from './parse-number.js';
 import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
 
 interface ServeCliOptions {

@@ -17,6 +17,9 @@
  *
  * One server may front several engines (one per base model, as the library's backends have): a request goes to
  * the engine that serves its `model` name, and `/v1/models` lists them all.
+ *
+ * Before any route, a request passes the guard every local mcprl server has (src/util/http-guard.ts: Host, Origin,
+ * token, JSON bodies); a body is bounded in size and structure as it arrives (readJson, src/util/json-limits.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
@@ -119,7 +122,7 @@ export function createChatServer(engine: ChatEngines, opts: ServerOptions = {}):
 }
 
 /** A guard's refusal in OpenAI's error shape; the body is left unread and the connection closed. */
-export function sendRefusal(res: ServerResponse, r: GuardRefusal): void {
+function sendRefusal(res: ServerResponse, r: GuardRefusal): void {
   res.setHeader('connection', 'close');
   sendError(res, new ChatRequestError(r.status, r.message, { code: r.code }));
 }
