@@ -99,7 +99,7 @@ describe('mcprl backend with RemoteBackend', () => {
     const c = runCli(['backend', '--dir', join(dir, 'open'), '--host', '0.0.0.0', '--port', '0']);
     const { code, stderr } = await exited(c);
     expect(code).toBe(1);
-    expect(stderr).toMatch(/BACKEND_INVALID: refusing to listen on 0\.0\.0\.0 without a token/);
+    expect(stderr).toMatch(/SERVER_CONFIG: refusing to bind mcprl backend to 0\.0\.0\.0 without a token/);
     expect(existsSync(join(dir, 'open'))).toBe(false);
   });
 });

@@ -60,7 +60,7 @@ describe('mcprl serve (CLI)', () => {
     const done = exited(child);
     try {
       const url = await listeningUrl(child);
-      const res = await fetch(`${url}/load_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'x', lora_path: join(dir, 'step-0003') }) });
+      const res = await fetch(`${url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'x', lora_path: join(dir, 'step-0003') }) });
       expect(res.status).toBe(404);
       const models = (await (await fetch(`${url}/models`)).json()) as { data: { id: string }[] };
       expect(models.data.map((m) => m.id)).toEqual(['tiny']);

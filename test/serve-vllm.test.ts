@@ -312,7 +312,7 @@ describe('/v1/load_lora_adapter and /v1/unload_lora_adapter', () => {
   it('is off unless asked for: a plain server answers 404', async () => {
     const plain = await startServer(engine, { port: 0 });
     try {
-      const res = await fetch(`${plain.url}/load_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'y', lora_path: join(dir, 'a1') }) });
+      const res = await fetch(`${plain.url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'y', lora_path: join(dir, 'a1') }) });
       expect(res.status).toBe(404);
       expect(model().adapterNames()).not.toContain('y');
     } finally {

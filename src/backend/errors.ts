@@ -3,6 +3,7 @@
  */
 import type { z } from 'zod';
 import { McprlError } from '../util/errors.js';
+import { safeParseFirst } from '../util/json-limits.js';
 
 export type BackendErrorCode =
   /** A request (settings, groups, a step's config) failed its schema; `field` names the part at fault. */
@@ -51,9 +52,12 @@ const STATUS: Record<BackendErrorCode, number> = {
   RECORDER: 400,
 };
 
-/** Parses `value` with `schema`, or throws BACKEND_INVALID naming the first field at fault (under `what`). */
+/**
+ * Parses `value` with `schema`, or throws BACKEND_INVALID naming the first field at fault (under `what`). Validation
+ * stops at that field: ten million bad elements are one issue, not ten million.
+ */
 export function parseInput<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
-  const r = schema.safeParse(value);
+  const r = safeParseFirst(schema, value);
   if (r.success) return r.data;
   const issue = r.error.issues[0];
   const field = [what, ...issue.path.map(String)].join('.');

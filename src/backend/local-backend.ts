@@ -175,6 +175,10 @@ export class LocalBackend implements Backend {
         throw new BackendError('BACKEND_INVALID', `settings.project: ${project} is a file, not a project folder: choose another project name`, { field: 'settings.project' });
       }
     }
+    // A folder that is not there is the caller's mistake (400 naming the field), not the server's failure.
+    if (!this.bases.has(resolve(settings.baseModel)) && !existsSync(join(settings.baseModel, 'config.json'))) {
+      throw new BackendError('BACKEND_INVALID', `settings.baseModel: no Hugging Face model folder at ${settings.baseModel} (no config.json there)`, { field: 'settings.baseModel' });
+    }
     const base = await this.base(settings.baseModel);
     if (settings.name === base.engine.modelName) {
       throw new BackendError('BACKEND_CONFLICT', `the name ${settings.name} is the base model's own served name: choose another`, { field: 'settings.name' });

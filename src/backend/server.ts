@@ -12,8 +12,9 @@
  *   GET  /health                                                 (no token needed)
  *
  * where `model` is `{project, name}`. Bodies are JSON, checked by the library's schemas (errors name the field),
- * and bounded in size. With a token, every route but /health wants `Authorization: Bearer <token>`; a server
- * bound beyond loopback refuses to start without one.
+ * and bounded in size. Every request passes the local servers' guard first (src/util/http-guard.ts: Host, Origin,
+ * JSON bodies); with a token, every route but /health wants `Authorization: Bearer <token>`; a server bound beyond
+ * loopback refuses to start without one.
  *
  * train and sft stream when the request accepts `application/x-ndjson`: one StepStreamLine per line, progress
  * events while the step runs, then its result (or its error). A request refused before the step begins (a bad
@@ -23,12 +24,12 @@
  * served, and the lines meant for the client are dropped. The next call for the model (register included) waits
  * for that step, so it sees the model at a step with a complete checkpoint.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import { ChatRequestError } from '../serve/openai-chat.js';
 import { chatRequestListener, readJson } from '../serve/server.js';
+import { checkBind, checkToken, createHttpGuard } from '../util/http-guard.js';
 import { BackendError, parseInput } from './errors.js';
 import { LocalBackend } from './local-backend.js';
 import type { StepCallOptions } from './backend.js';
@@ -44,6 +45,10 @@ export interface BackendServerOptions {
   port?: number;
   /** Bearer token every request must carry (but /health). Required when `host` is not a loopback address. */
   token?: string;
+  /** Host names the Host header may carry besides the loopback names and `host` (see src/util/http-guard.ts). */
+  allowedHosts?: readonly string[];
+  /** Browser origins allowed besides the server's own. Default none. */
+  allowedOrigins?: readonly string[];
   /** Engine threads. Default: the engine's. */
   threads?: number;
   /** Largest request body, in bytes. Default 256 MiB (a step's groups with their token ids). */
@@ -65,16 +70,17 @@ const TrainBodySchema = z.object({ model: ModelKeySchema, groups: z.unknown(), c
 const SftBodySchema = z.object({ model: ModelKeySchema, trajectories: z.unknown(), config: z.unknown().optional() });
 const ModelBodySchema = z.object({ model: ModelKeySchema, options: z.unknown().optional() });
 
-/** True for addresses only this machine can reach. */
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\./.test(host);
-}
-
 export async function startBackendServer(opts: BackendServerOptions): Promise<RunningBackendServer> {
   const host = opts.host ?? '127.0.0.1';
-  if (!isLoopback(host) && !opts.token) {
-    throw new BackendError('BACKEND_INVALID', `refusing to listen on ${host} without a token: pass --token (or bind to 127.0.0.1)`, { field: 'token' });
-  }
+  await checkBind(host, opts.token === undefined ? undefined : checkToken(opts.token), 'mcprl backend');
+  // Host, Origin, token and JSON bodies, before any route (src/util/http-guard.ts); /health needs no token.
+  const guard = createHttpGuard({
+    host,
+    open: ['/health'],
+    ...(opts.token !== undefined ? { token: opts.token } : {}),
+    ...(opts.allowedHosts ? { allowedHosts: opts.allowedHosts } : {}),
+    ...(opts.allowedOrigins ? { allowedOrigins: opts.allowedOrigins } : {}),
+  });
   const maxBody = opts.maxBodyBytes ?? 256 * 1024 * 1024;
   let backend: LocalBackend | null = null;
   const chat = chatRequestListener(() => backend?.chatEngines() ?? [], opts.log ? { log: opts.log } : {});
@@ -82,8 +88,11 @@ export async function startBackendServer(opts: BackendServerOptions): Promise<Ru
     const t0 = Date.now();
     const path = new URL(req.url ?? '/', 'http://localhost').pathname;
     if (opts.log && !path.startsWith('/v1/')) res.on('finish', () => opts.log?.(`${req.method} ${path} ${res.statusCode} ${Date.now() - t0}ms`));
-    if (path !== '/health' && !authorized(req, opts.token)) {
-      return sendJson(res, 401, { error: { message: 'missing or wrong bearer token', code: 'unauthorized', field: null } });
+    const refused = guard.check(req);
+    if (refused) {
+      // The body is left unread: the connection closes with the answer.
+      res.setHeader('connection', 'close');
+      return sendJson(res, refused.status, { error: { message: refused.message, code: refused.code, field: null } });
     }
     if (!path.startsWith('/backend/')) return chat(req, res);
     if (!backend) return sendJson(res, 503, { error: { message: 'starting', code: 'starting', field: null } });
@@ -159,14 +168,6 @@ async function route(backend: LocalBackend, path: string, req: IncomingMessage, 
     default:
       throw new BackendError('BACKEND_INVALID', `no route POST ${path}`, { status: 404 });
   }
-}
-
-function authorized(req: IncomingMessage, token: string | undefined): boolean {
-  if (!token) return true;
-  const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
-  // Hashing first gives equal lengths, as timingSafeEqual needs.
-  const h = (s: string) => createHash('sha256').update(s).digest();
-  return timingSafeEqual(h(given), h(token));
 }
 
 /**

@@ -38,9 +38,13 @@ export class AdapterRoutes {
     this.hidden.add(adapter);
   }
 
-  /** True when the adapter is listed under a route's name or is hidden: not served under its own name. */
+  /**
+   * True when the adapter is listed under a route's name, is hidden, or is retiring: not served under its own name.
+   * A retiring adapter stays loaded for the requests running on it, but its name was unloaded or replaced: a new
+   * request for that name gets model_not_found (or the replacement).
+   */
   isInternal(adapter: string): boolean {
-    return this.hidden.has(adapter) || this.isTarget(adapter);
+    return this.hidden.has(adapter) || this.retiring.has(adapter) || this.isTarget(adapter);
   }
 
   /** Points `name` at `adapter`; the adapter it pointed at before is retired. */

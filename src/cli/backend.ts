@@ -11,13 +11,15 @@ import { startBackendServer } from '../backend/server.js';
 import { removeUnfinishedOutputs } from '../export/out-dir.js';
 import { DirLock } from '../util/dir-lock.js';
 import { numberParser } from './parse-number.js';
-import { closeOnSignal, reportFailure } from './server-process.js';
+import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
 
 interface BackendCliOptions {
   dir: string;
   host: string;
   port: number;
   token?: string;
+  allowedHost?: string[];
+  allowedOrigin?: string[];
   threads?: number;
   quiet?: boolean;
 }
@@ -32,6 +34,7 @@ export function registerBackend(program: Command): Command {
     .option('--token <token>', 'bearer token every request must carry (default: $MCPRL_BACKEND_TOKEN; none on loopback)')
     .option('--threads <n>', 'engine threads (default: the engine default)', numberParser({ integer: true, above: 0 }))
     .option('--quiet', 'do not log one line per request to stderr');
+  addGuardOptions(cmd);
   cmd.addHelpText(
     'after',
     `
@@ -44,12 +47,15 @@ Examples:
     try {
       await mkdir(opts.dir, { recursive: true });
       lock = DirLock.acquire(opts.dir, 'mcprl backend process');
-      const token = opts.token ?? process.env.MCPRL_BACKEND_TOKEN;
+      // An explicit --token is checked as given (a blank one is refused); an empty variable is no token.
+      const token = opts.token ?? (process.env.MCPRL_BACKEND_TOKEN || undefined);
       const running = await startBackendServer({
         dir: opts.dir,
         host: opts.host,
         port: opts.port,
-        ...(token ? { token } : {}),
+        ...(token !== undefined ? { token } : {}),
+        ...(opts.allowedHost ? { allowedHosts: opts.allowedHost } : {}),
+        ...(opts.allowedOrigin ? { allowedOrigins: opts.allowedOrigin } : {}),
         ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl backend: ${line}\n`) }),
       });

@@ -6,9 +6,11 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { SafetyPolicy } from '../mcp/index.js';
 import { parseKeyGrant, type KeyGrant } from '../mcp-server/api-keys.js';
 import { createContext } from '../mcp-server/server.js';
-import { checkToken, serveHttp, serveStdio } from '../mcp-server/serve.js';
+import { serveHttp, serveStdio } from '../mcp-server/serve.js';
 import { Workspace } from '../mcp-server/workspace.js';
+import { checkToken } from '../util/http-guard.js';
 import { numberParser } from './parse-number.js';
+import { addGuardOptions } from './server-process.js';
 
 interface McpCliOptions {
   workspace: string;
@@ -46,9 +48,9 @@ export function registerMcp(program: Command): Command {
     .option('--http <port>', 'serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (0: any free port)', numberParser({ integer: true, min: 0, max: 65535 }))
     .option('--host <host>', 'address to bind with --http; anything but loopback requires --token', '127.0.0.1')
     .option('--token <token>', 'bearer token every HTTP request must carry (prefer --token-env: argv is visible to other users)')
-    .option('--token-env <var>', 'environment variable holding the bearer token')
-    .option('--allowed-host <name>', 'extra host name the Host header may carry with --http (repeatable)', collect)
-    .option('--allowed-origin <origin>', 'with --http: a browser origin (scheme://host:port) allowed besides the server itself (repeatable)', collect)
+    .option('--token-env <var>', 'environment variable holding the bearer token');
+  addGuardOptions(cmd, 'with --http: ');
+  cmd
     .option('--allow-commands', 'with --http: let clients give stdio targets, i.e. run commands on this machine (off by default)')
     .option(
       '--allow-key-env <VAR=BASE_URL>',

@@ -8,9 +8,11 @@ import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { KvCacheMibSchema } from '../engine/kv-cache.js';
 import { WeightDtypeSchema, type WeightDtype } from '../engine/weight-dtype.js';
 import { parseAdapterSpec } from '../serve/adapter-spec.js';
+import { MaxAdaptersSchema } from '../serve/lora-adapters.js';
 import { startServer } from '../serve/server.js';
+import { checkBind, checkToken } from '../util/http-guard.js';
 import { numberParser } from './parse-number.js';
-import { closeOnSignal, reportFailure } from './server-process.js';
+import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
 
 interface ServeCliOptions {
   model: string;
@@ -26,6 +28,10 @@ interface ServeCliOptions {
   chatTemplateKwargs?: string;
   constrainToolCalls: boolean;
   loraUpdating: boolean;
+  maxAdapters?: number;
+  token?: string;
+  allowedHost?: string[];
+  allowedOrigin?: string[];
   quiet?: boolean;
 }
 
@@ -40,8 +46,9 @@ export function registerServe(program: Command): Command {
       (v: string, acc: string[]) => [...acc, v],
       [] as string[],
     )
-    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--host <host>', 'address to listen on (beyond loopback a token is required)', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0: any free port)', numberParser({ integer: true, min: 0, max: 65535 }), 8000)
+    .option('--token <token>', "bearer token every request but /health must carry, the clients' API key (default: $MCPRL_SERVE_TOKEN; none on loopback)")
     .option('--served-model-name <name>', 'name of the base model in /v1/models (default: the folder name)')
     .option('--threads <n>', 'engine threads (default: the engine default)', numberParser({ integer: true, above: 0 }))
     .addOption(
@@ -63,7 +70,13 @@ export function registerServe(program: Command): Command {
     .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
     .option('--no-constrain-tool-calls', "decode tool calls freely (by default they are constrained to the tools' schemas; a request may set constrain_tool_calls)")
     .option('--no-lora-updating', "refuse vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter (on by default: adapters can be loaded, replaced and unloaded while serving)")
+    .option(
+      '--max-adapters <n>',
+      `most LoRA adapters served at once, --adapter ones included; a load of a new name past it is refused (default: ${MaxAdaptersSchema.parse(undefined)})`,
+      numberParser({ integer: true, min: 1, max: 4096 }),
+    )
     .option('--quiet', 'do not log one line per request to stderr');
+  addGuardOptions(cmd);
   cmd.addHelpText(
     'after',
     `
@@ -75,6 +88,12 @@ Examples:
   cmd.action(async (opts: ServeCliOptions) => {
     try {
       const { port, threads, maxTokens } = opts;
+      // Checked before the model loads: a refused start should not take a model's load time to say so.
+      const token = opts.token ?? (process.env.MCPRL_SERVE_TOKEN || undefined);
+      if (token !== undefined) checkToken(token);
+      await checkBind(opts.host, token, 'mcprl serve');
+      const maxAdapters = MaxAdaptersSchema.parse(opts.maxAdapters);
+      if (opts.adapter.length > maxAdapters) throw new Error(`${opts.adapter.length} adapters given, more than --max-adapters ${maxAdapters}`);
       let kwargs: Record<string, unknown> | undefined;
       if (opts.chatTemplateKwargs !== undefined) {
         const parsed = JSON.parse(opts.chatTemplateKwargs);
@@ -96,6 +115,10 @@ Examples:
         host: opts.host,
         port,
         loraUpdating: opts.loraUpdating,
+        maxAdapters,
+        ...(token !== undefined ? { token } : {}),
+        ...(opts.allowedHost ? { allowedHosts: opts.allowedHost } : {}),
+        ...(opts.allowedOrigin ? { allowedOrigins: opts.allowedOrigin } : {}),
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl serve: ${line}\n`) }),
       });
       const names = engine.modelNames().map((m) => m.id).join(', ');

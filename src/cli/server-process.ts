@@ -1,7 +1,17 @@
 /**
- * What the commands that run a server (`mcprl serve`, `mcprl backend`) share: a clean stop on SIGINT/SIGTERM,
- * and a failure to start told on one line with its code.
+ * What the commands that run a server (`mcprl serve`, `mcprl backend`, `mcprl mcp --http`) share: the guard's
+ * options, a clean stop on SIGINT/SIGTERM, and a failure to start told on one line with its code.
  */
+import type { Command } from 'commander';
+
+const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
+
+/** The options of the local servers' guard (src/util/http-guard.ts), worded once for every command. */
+export function addGuardOptions(cmd: Command, when = ''): Command {
+  return cmd
+    .option('--allowed-host <name>', `${when}extra host name the Host header may carry (repeatable; loopback names and the bound host always may)`, collect)
+    .option('--allowed-origin <origin>', `${when}a browser origin (scheme://host:port) allowed besides the server itself (repeatable)`, collect);
+}
 
 /**
  * On SIGINT or SIGTERM — or, for a process started with an IPC channel, when its parent goes away — runs

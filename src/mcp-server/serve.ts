@@ -2,12 +2,12 @@
  * The transports of `mcprl mcp`: stdio, or streamable HTTP. Over HTTP every session gets its own McpServer over the
  * one shared context (workspace, runs, loaded engine), as the fixture server does.
  *
- * HTTP is the MCP SDK's own Express app (`createMcpExpressApp`) with its Host-header validation and bearer-auth
- * middleware; what is mcprl's own is the policy. The server binds 127.0.0.1 unless told otherwise; any other
- * address requires a bearer token, which is then checked on every request (also on loopback when one is given).
- * The Host header must name an allowed host, so a web page cannot reach a local server through DNS rebinding, and a
- * browser's Origin must be this very server (scheme, host and port) or one the operator allowed: a page served by
- * another local port is a different origin.
+ * HTTP is the MCP SDK's own Express app (`createMcpExpressApp`) with its bearer-auth middleware, behind the guard
+ * all of mcprl's local servers share (src/util/http-guard.ts): the Host header must name an allowed host, so a web
+ * page cannot reach a local server through DNS rebinding; a browser's Origin must be this very server (scheme, host
+ * and port) or one the operator allowed; a body must be application/json. The server binds 127.0.0.1 unless told
+ * otherwise; any address that is not loopback requires a bearer token, which is then checked on every request
+ * (also on loopback when one is given).
  */
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -20,7 +20,7 @@ import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import { McprlError } from '../util/errors.js';
+import { checkBind, checkToken, createHttpGuard } from '../util/http-guard.js';
 import { createMcprlServer, type McprlServerContext } from './server.js';
 
 export async function serveStdio(ctx: McprlServerContext): Promise<void> {
@@ -45,55 +45,8 @@ export interface HttpOptions {
   allowedOrigins?: string[];
 }
 
-export class McpHttpConfigError extends McprlError<'MCP_HTTP_CONFIG'> {
-  constructor(message: string) {
-    super('MCP_HTTP_CONFIG', message);
-  }
-}
-
-const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
-
-export function isLoopback(host: string): boolean {
-  return LOOPBACK.includes(host) || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
-}
-
-/** A host name as the SDK's Host check compares it: lower case, IPv6 in brackets, IDN in punycode. */
-function canonicalHostname(name: string): string {
-  const bracketed = name.includes(':') && !name.startsWith('[') ? `[${name}]` : name;
-  try {
-    return new URL(`http://${bracketed}`).hostname;
-  } catch {
-    throw new McpHttpConfigError(`${JSON.stringify(name)} is not a host name`);
-  }
-}
-
-/** The canonical form of an origin (scheme://host[:port], default port dropped), or undefined if it is not one. */
-function canonicalOrigin(origin: string): string | undefined {
-  try {
-    const u = new URL(origin);
-    return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 function jsonRpcError(res: Response, status: number, message: string, code = -32000): void {
   res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
-}
-
-/**
- * Refuses a request whose Origin (sent by browsers) is neither this server itself, as the Host header names it and
- * compared with the port, nor one of `allowed`. Requests without an Origin (every non-browser client) pass.
- */
-function originCheck(allowed: Set<string>) {
-  return (req: Request, res: Response, next: NextFunction): void => {
-    const origin = req.headers.origin;
-    if (origin === undefined) return next();
-    const canonical = canonicalOrigin(origin);
-    const self = req.headers.host ? canonicalOrigin(`${req.protocol}://${req.headers.host}`) : undefined;
-    if (canonical && (canonical === self || allowed.has(canonical))) return next();
-    jsonRpcError(res, 403, `Forbidden: origin ${JSON.stringify(origin)} is not allowed`);
-  };
 }
 
 /** The operator's one bearer token, compared in constant time. */
@@ -109,32 +62,15 @@ function staticTokenVerifier(token: string): OAuthTokenVerifier {
   };
 }
 
-/** Checks a bearer token given to the server: a blank one would lock every client out, or (on loopback) none. */
-export function checkToken(token: string): string {
-  if (token === '' || /\s/.test(token)) {
-    throw new McpHttpConfigError(token.trim() === '' ? 'the bearer token is empty or only whitespace' : 'the bearer token contains whitespace, which an Authorization header cannot carry');
-  }
-  return token;
-}
-
 /** Starts the HTTP server; resolves with it and its URL once it listens. */
 export async function serveHttp(ctx: McprlServerContext, opts: HttpOptions): Promise<{ server: Server; url: string; close: () => Promise<void> }> {
   const host = opts.host ?? '127.0.0.1';
   const token = opts.token === undefined ? undefined : checkToken(opts.token);
-  if (!isLoopback(host) && !token) {
-    throw new McpHttpConfigError(`binding ${host} exposes mcprl beyond this machine: give --token (or --token-env) so every request must carry it`);
-  }
-  const allowedHosts = [...new Set([...LOOPBACK, host, ...(opts.allowedHosts ?? [])].map(canonicalHostname))];
-  const allowedOrigins = new Set<string>();
-  for (const o of opts.allowedOrigins ?? []) {
-    const canonical = canonicalOrigin(o);
-    if (!canonical) throw new McpHttpConfigError(`allowed origin ${JSON.stringify(o)} is not an http(s) origin`);
-    allowedOrigins.add(canonical);
-  }
-
-  // Host validation first (the SDK's app answers a foreign Host 403 before reading the body), then Origin, then the token.
-  const app = createMcpExpressApp({ host, allowedHosts });
-  app.use(originCheck(allowedOrigins));
+  await checkBind(host, token, 'mcprl mcp', '--token (or --token-env)');
+  // The local servers' guard (Host, Origin, JSON bodies) answers before Express reads a byte of the body. The token
+  // is the SDK's bearer middleware's, for its WWW-Authenticate answers.
+  const guard = createHttpGuard({ host, ...(opts.allowedHosts ? { allowedHosts: opts.allowedHosts } : {}), ...(opts.allowedOrigins ? { allowedOrigins: opts.allowedOrigins } : {}) });
+  const app = createMcpExpressApp({ host, allowedHosts: guard.hosts });
   if (token) app.use(requireBearerAuth({ verifier: staticTokenVerifier(token) }));
 
   // The SDK (1.32) has no session store of its own: this map is the one its examples keep, id → transport.
@@ -169,7 +105,12 @@ export async function serveHttp(ctx: McprlServerContext, opts: HttpOptions): Pro
     jsonRpcError(res, status, status === 500 ? `Internal error: ${err.message ?? String(err)}` : (err.message ?? 'Bad request'));
   });
 
-  const http = createServer(app);
+  const http = createServer((req, res) => {
+    const refused = guard.check(req);
+    if (!refused) return void app(req, res);
+    res.writeHead(refused.status, { 'content-type': 'application/json', connection: 'close' });
+    res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: refused.message }, id: null }));
+  });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
     http.listen(opts.port, host, () => resolve());

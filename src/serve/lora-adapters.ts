@@ -8,6 +8,14 @@
 import { z } from 'zod';
 import { ChatError, type ChatEngine } from '../chat/chat-engine.js';
 import { McprlError } from '../util/errors.js';
+import { safeParseFirst } from '../util/json-limits.js';
+
+/**
+ * Most LoRA adapters a server serves at once, those given at start and those loaded since together. A load of a new
+ * name past it is refused (400) until one is unloaded; replacing a served name (`load_inplace`) always may. Default 16.
+ */
+export const MaxAdaptersSchema = z.number().int().min(1).max(4096).default(16);
+export type MaxAdapters = z.input<typeof MaxAdaptersSchema>;
 
 export const loadLoraAdapterRequestSchema = z.object({
   /** Name to serve the adapter under (the `model` field of later requests). */
@@ -55,7 +63,7 @@ const ERROR_TYPES: Partial<Record<ChatError['code'], AdapterErrorType>> = {
 };
 
 function parse<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
-  const r = schema.safeParse(body);
+  const r = safeParseFirst(schema, body);
   if (r.success) return r.data;
   const issue = r.error.issues[0];
   const param = issue.path.map(String).join('.') || null;
@@ -67,14 +75,36 @@ function adapterError(err: unknown): unknown {
   return err;
 }
 
+/** How many adapters a server may hold, and the new names being loaded now (they count before they are served). */
+export interface AdapterBudget {
+  max: number;
+  loading: Set<string>;
+}
+
 /** Handles a load request body; resolves with vLLM's success line. */
-export async function loadLoraAdapter(engine: ChatEngine, body: unknown): Promise<string> {
+export async function loadLoraAdapter(engine: ChatEngine, body: unknown, budget?: AdapterBudget): Promise<string> {
   const req = parse(loadLoraAdapterRequestSchema, body);
   if (!req.lora_name || !req.lora_path) throw new AdapterRequestError('InvalidUserInput', "Both 'lora_name' and 'lora_path' must be provided.");
-  await engine.addAdapter(req.lora_name, req.lora_path, { replace: req.load_inplace ?? false }).catch((err: unknown) => {
-    throw adapterError(err);
-  });
-  return `Success: LoRA adapter '${req.lora_name}' added successfully.`;
+  const name = req.lora_name;
+  const served = engine.modelNames().filter((m) => m.adapter !== null).map((m) => m.id);
+  // A replacement (or a second load of a name being loaded, which the engine orders after the first) adds none.
+  const adds = !served.includes(name) && !budget?.loading.has(name);
+  if (budget && adds && served.length + budget.loading.size >= budget.max) {
+    throw new AdapterRequestError(
+      'BadRequestError',
+      `Loading lora ${name} failed: the server holds ${served.length + budget.loading.size} adapters, its most (--max-adapters ${budget.max}); unload one first.`,
+      { param: 'lora_name' },
+    );
+  }
+  if (budget && adds) budget.loading.add(name);
+  try {
+    await engine.addAdapter(name, req.lora_path, { replace: req.load_inplace ?? false }).catch((err: unknown) => {
+      throw adapterError(err);
+    });
+  } finally {
+    if (adds) budget?.loading.delete(name);
+  }
+  return `Success: LoRA adapter '${name}' added successfully.`;
 }
 
 /** Handles an unload request body; resolves with vLLM's success line. */

@@ -9,6 +9,7 @@ import type { TemplateTool } from '../chat/chat-template.js';
 import type { HfTokenizer } from '../chat/tokenizer.js';
 import type { TokenAlternative } from '../engine/model.js';
 import { McprlError } from '../util/errors.js';
+import { safeParseFirst } from '../util/json-limits.js';
 
 /** The most alternatives per token a request may ask for (OpenAI's and vLLM's limit). */
 export const MAX_TOP_LOGPROBS = 20;
@@ -131,7 +132,8 @@ export function toRequestError(err: unknown): unknown {
 
 /** Validates a request body; throws ChatRequestError (400) naming the offending field. */
 export function parseChatRequest(body: unknown): ParsedChatRequest {
-  const r = chatRequestSchema.safeParse(body);
+  // The first invalid field only: a body of millions of bad elements is not millions of issues.
+  const r = safeParseFirst(chatRequestSchema, body);
   if (!r.success) {
     const issue = r.error.issues[0];
     const param = issue.path.map(String).join('.') || null;

@@ -17,13 +17,18 @@
  *
  * One server may front several engines (one per base model, as the library's backends have): a request goes to
  * the engine that serves its `model` name, and `/v1/models` lists them all.
+ *
+ * Before any route, a request passes the guard every local mcprl server has (src/util/http-guard.ts: Host, Origin,
+ * token, JSON bodies); a body is bounded in size and structure as it arrives (readJson, src/util/json-limits.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ChatChoice, ChatEngine, ChatResult, ChatTurnRequest } from '../chat/chat-engine.js';
 import type { TokenAlternative } from '../engine/model.js';
-import { AdapterRequestError, loadLoraAdapter, unloadLoraAdapter } from './lora-adapters.js';
+import { checkBind, checkToken, createHttpGuard, type GuardRefusal } from '../util/http-guard.js';
+import { JsonLimitError, JsonLimitScanner, type JsonLimits } from '../util/json-limits.js';
+import { AdapterRequestError, loadLoraAdapter, MaxAdaptersSchema, unloadLoraAdapter, type AdapterBudget, type MaxAdapters } from './lora-adapters.js';
 import { METRICS_CONTENT_TYPE, ServeMetrics } from './metrics.js';
 import { ChatRequestError, parseChatRequest, tokenLogprobs, toRequestError, toTurnRequest, type LogprobFormat } from './openai-chat.js';
 
@@ -45,6 +50,17 @@ export interface ServerOptions {
    * `--no-lora-updating`).
    */
   loraUpdating?: boolean;
+  /** Most adapters served at once; a load of a new name past it is refused 400 (see MaxAdaptersSchema). Default 16. */
+  maxAdapters?: MaxAdapters;
+  /**
+   * Bearer token every request but `/health` must carry (clients give it as their OpenAI API key). Required when
+   * `host` is not a loopback address. Default none.
+   */
+  token?: string;
+  /** Host names the Host header may carry besides the loopback names and `host` (see src/util/http-guard.ts). */
+  allowedHosts?: readonly string[];
+  /** Browser origins allowed besides the server's own. Default none. */
+  allowedOrigins?: readonly string[];
 }
 
 export interface RunningServer {
@@ -60,8 +76,9 @@ export type ChatEngines = ChatEngine | (() => readonly ChatEngine[]);
 
 /** Starts serving `engine`; resolves once the port is bound. */
 export async function startServer(engine: ChatEngines, opts: ServerOptions = {}): Promise<RunningServer> {
-  const server = createChatServer(engine, opts);
   const host = opts.host ?? '127.0.0.1';
+  await checkBind(host, opts.token === undefined ? undefined : checkToken(opts.token), 'mcprl serve');
+  const server = createChatServer(engine, opts);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port ?? 8000, host, () => {
@@ -83,9 +100,31 @@ export async function startServer(engine: ChatEngines, opts: ServerOptions = {})
   };
 }
 
-/** The request handler as a node:http server (not yet listening). */
+/**
+ * The request handler as a node:http server (not yet listening), behind the guard every local server has (Host,
+ * Origin, token, JSON bodies: src/util/http-guard.ts).
+ */
 export function createChatServer(engine: ChatEngines, opts: ServerOptions = {}): Server {
-  return createServer(chatRequestListener(engine, opts));
+  const guard = createHttpGuard({
+    host: opts.host ?? '127.0.0.1',
+    open: ['/health'],
+    ...(opts.token !== undefined ? { token: opts.token } : {}),
+    ...(opts.allowedHosts ? { allowedHosts: opts.allowedHosts } : {}),
+    ...(opts.allowedOrigins ? { allowedOrigins: opts.allowedOrigins } : {}),
+  });
+  const listener = chatRequestListener(engine, opts);
+  return createServer((req, res) => {
+    const refused = guard.check(req);
+    if (!refused) return listener(req, res);
+    opts.log?.(`${req.method} ${req.url} ${refused.status} refused: ${refused.code}`);
+    sendRefusal(res, refused);
+  });
+}
+
+/** A guard's refusal in OpenAI's error shape; the body is left unread and the connection closed. */
+function sendRefusal(res: ServerResponse, r: GuardRefusal): void {
+  res.setHeader('connection', 'close');
+  sendError(res, new ChatRequestError(r.status, r.message, { code: r.code }));
 }
 
 /** The request handler alone, for a server that mounts it beside routes of its own (`mcprl backend`). */
@@ -97,10 +136,13 @@ export function chatRequestListener(engine: ChatEngines, opts: ServerOptions = {
   const ctx: Context = {
     engines,
     maxBody,
+    // A prompt's one string may take the whole body (the cap follows the context); depth and counts are the defaults.
+    limits: { maxStringBytes: maxBody },
     created,
     metrics: new ServeMetrics(),
     // Runtime adapter updates need to know which engine an adapter is for: one engine only.
     updatable: opts.loraUpdating && typeof engine !== 'function' ? engine : null,
+    adapters: { max: MaxAdaptersSchema.parse(opts.maxAdapters), loading: new Set() },
   };
   return (req, res) => {
     const t0 = Date.now();
@@ -119,10 +161,13 @@ export function chatRequestListener(engine: ChatEngines, opts: ServerOptions = {
 interface Context {
   engines: () => readonly ChatEngine[];
   maxBody: number;
+  limits: Partial<JsonLimits>;
   created: number;
   metrics: ServeMetrics;
   /** The engine vLLM's adapter endpoints load into, or null when they are off. */
   updatable: ChatEngine | null;
+  /** How many adapters the endpoints may leave loaded. */
+  adapters: AdapterBudget;
 }
 
 const ROUTES = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/load_lora_adapter', '/v1/unload_lora_adapter'];
@@ -156,8 +201,8 @@ async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): 
 
   if ((path === '/v1/load_lora_adapter' || path === '/v1/unload_lora_adapter') && ctx.updatable) {
     if (method !== 'POST') throw methodNotAllowed(method, path);
-    const body = await readJson(req, maxBody);
-    const line = path === '/v1/load_lora_adapter' ? await loadLoraAdapter(ctx.updatable, body) : await unloadLoraAdapter(ctx.updatable, body);
+    const body = await readJson(req, maxBody, ctx.limits);
+    const line = path === '/v1/load_lora_adapter' ? await loadLoraAdapter(ctx.updatable, body, ctx.adapters) : await unloadLoraAdapter(ctx.updatable, body);
     return sendText(res, 200, line, 'text/plain; charset=utf-8');
   }
 
@@ -182,7 +227,7 @@ async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): 
 
   if (path === '/v1/chat/completions') {
     if (method !== 'POST') throw methodNotAllowed(method, path);
-    const body = await readJson(req, maxBody);
+    const body = await readJson(req, maxBody, ctx.limits);
     const engine = engineFor(engines(), body && typeof body === 'object' ? (body as { model?: unknown }).model : undefined);
     // The client going away (connection closed before the answer is complete) cancels generation.
     const controller = new AbortController();
@@ -376,19 +421,37 @@ async function streamCompletion(
   }
 }
 
-/** Reads a request body as JSON; ChatRequestError 413 past `maxBody` bytes, 400 when it is not JSON. */
-export async function readJson(req: IncomingMessage, maxBody: number): Promise<unknown> {
+/**
+ * Reads a request body as JSON; ChatRequestError 413 past `maxBody` bytes, 400 when it is not JSON or when its
+ * structure passes a limit (depth, array length, object size, string size: src/util/json-limits.ts). Both bounds are
+ * checked on the bytes as they arrive, so the body is refused before the rest of it is read and before JSON.parse
+ * builds anything; the error names the field (`param`).
+ */
+export async function readJson(req: IncomingMessage, maxBody: number, limits: Partial<JsonLimits> = {}): Promise<unknown> {
   // A declared length over the cap is refused before a byte of the body is read.
   if (Number(req.headers['content-length'] ?? 0) > maxBody) {
     throw new ChatRequestError(413, `Request body over ${maxBody} bytes (the model's context bounds what a prompt can hold)`, { code: 'request_too_large' });
   }
-  const chunks: Buffer[] = [];
+  const scanner = new JsonLimitScanner(limits);
+  let chunks: Buffer[] = [];
   let size = 0;
+  let refused: ChatRequestError | null = null;
   for await (const c of req) {
     size += (c as Buffer).length;
     if (size > maxBody) throw new ChatRequestError(413, `Request body over ${maxBody} bytes`, { code: 'request_too_large' });
-    chunks.push(c as Buffer);
+    if (refused) continue;
+    try {
+      scanner.push(c as Buffer);
+      chunks.push(c as Buffer);
+    } catch (err) {
+      if (!(err instanceof JsonLimitError)) throw err;
+      // Refused: what was read is dropped, and the rest (at most maxBody bytes) is read and discarded, so that the
+      // client, still sending, reads the answer rather than a reset connection.
+      chunks = [];
+      refused = new ChatRequestError(400, `Request body refused: ${err.message}`, { param: err.field, code: 'request_too_complex', cause: err });
+    }
   }
+  if (refused) throw refused;
   const text = Buffer.concat(chunks).toString('utf8');
   try {
     return JSON.parse(text);

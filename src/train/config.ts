@@ -35,8 +35,8 @@ export const TrainSettingsSchema = z.object({
   lrSchedule: z.enum(['constant', 'cosine']).default('constant').describe('learning-rate schedule: constant, or cosine decay to 0 at the last step'),
   /** Optimiser steps of linear learning-rate warm-up before the schedule. Default 0. */
   warmupSteps: z.number().int().nonnegative().default(0).describe('optimiser steps of linear learning-rate warm-up'),
-  /** LoRA rank r. Default 16. */
-  rank: z.number().int().positive().default(16).describe('LoRA rank'),
+  /** LoRA rank r, at most 65,536 (the trainer's bound). Default 16. */
+  rank: z.number().int().positive().max(65_536).default(16).describe('LoRA rank'),
   /** LoRA alpha: the adapter's output is scaled by alpha / r. Default 32. */
   alpha: z.number().positive().default(32).describe('LoRA alpha; the adapter is scaled by alpha/rank'),
   /** Modules that get a LoRA adapter. Default all seven projections (q, k, v, o, gate, up, down). */
