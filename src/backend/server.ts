@@ -14,7 +14,8 @@
  * where `model` is `{project, name}`. Bodies are JSON, checked by the library's schemas (errors name the field),
  * and bounded in size. Every request passes the local servers' guard first (src/util/http-guard.ts: Host, Origin,
  * JSON bodies); with a token, every route but /health wants `Authorization: Bearer <token>`; a server bound beyond
- * loopback refuses to start without one.
+ * loopback refuses to start without one. The folder is one server's: it holds the folder's lock (`DIR/lock`) from
+ * start to close, and a second server on the folder refuses at start, naming the holder.
  *
  * train and sft stream when the request accepts `application/x-ndjson`: one StepStreamLine per line, progress
  * events while the step runs, then its result (or its error). A request refused before the step begins (a bad
@@ -24,11 +25,13 @@
  * served, and the lines meant for the client are dropped. The next call for the model (register included) waits
  * for that step, so it sees the model at a step with a complete checkpoint.
  */
+import { mkdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import { ChatRequestError } from '../serve/openai-chat.js';
 import { chatRequestListener, readJson } from '../serve/server.js';
+import { DirLock } from '../util/dir-lock.js';
 import { checkBind, checkToken, createHttpGuard } from '../util/http-guard.js';
 import { BackendError, parseInput } from './errors.js';
 import { LocalBackend } from './local-backend.js';
@@ -73,6 +76,20 @@ const ModelBodySchema = z.object({ model: ModelKeySchema, options: z.unknown().o
 export async function startBackendServer(opts: BackendServerOptions): Promise<RunningBackendServer> {
   const host = opts.host ?? '127.0.0.1';
   await checkBind(host, opts.token === undefined ? undefined : checkToken(opts.token), 'mcprl backend');
+  // The folder is this server's alone (as a run folder is `mcprl train`'s): a second server on it refuses here,
+  // naming the first, instead of both writing the same models' steps. Taken after the bind is checked, so that a
+  // refused start makes no folder.
+  await mkdir(opts.dir, { recursive: true });
+  const lock = DirLock.acquire(opts.dir, 'mcprl backend process');
+  try {
+    return await listen(opts, host, lock);
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+}
+
+async function listen(opts: BackendServerOptions, host: string, lock: DirLock): Promise<RunningBackendServer> {
   // Host, Origin, token and JSON bodies, before any route (src/util/http-guard.ts); /health needs no token.
   const guard = createHttpGuard({
     host,
@@ -127,6 +144,7 @@ export async function startBackendServer(opts: BackendServerOptions): Promise<Ru
         server.closeAllConnections();
       });
       await running.close();
+      lock.release();
     },
   };
 }

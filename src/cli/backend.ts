@@ -1,15 +1,12 @@
 /**
  * `mcprl backend --dir DIR [--host 127.0.0.1] [--port 8100] [--token T]`: the training server for the library's
  * RemoteBackend (src/backend/server.ts). One process owns the engine; it serves every registered model's newest
- * adapter over the OpenAI-compatible API and trains on the groups it receives. The folder is the process's alone: it
- * holds the folder's lock (src/util/dir-lock.ts, as `mcprl train` holds its run's), so a second backend on the
- * same folder refuses at start, naming the first, instead of both writing the same models' steps.
+ * adapter over the OpenAI-compatible API and trains on the groups it receives. The folder is the server's alone
+ * (startBackendServer holds its lock), so a second backend on the same folder refuses at start, naming the first.
  */
-import { mkdir } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { startBackendServer } from '../backend/server.js';
 import { removeUnfinishedOutputs } from '../export/out-dir.js';
-import { DirLock } from '../util/dir-lock.js';
 import { numberParser } from './parse-number.js';
 import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
 
@@ -43,10 +40,7 @@ Examples:
   # then, in the application:  await model.register(new RemoteBackend('http://gpu-box:8100', token))`,
   );
   cmd.action(async (opts: BackendCliOptions) => {
-    let lock: DirLock | undefined;
     try {
-      await mkdir(opts.dir, { recursive: true });
-      lock = DirLock.acquire(opts.dir, 'mcprl backend process');
       // An explicit --token is checked as given (a blank one is refused); an empty variable is no token.
       const token = opts.token ?? (process.env.MCPRL_BACKEND_TOKEN || undefined);
       const running = await startBackendServer({
@@ -62,15 +56,12 @@ Examples:
       process.stdout.write(`mcprl backend: listening on ${running.url} (folder ${running.backend.dir})\n`);
       // A parent that started this process with an IPC channel (scripts/measure-games.ts) gets the URL as data.
       process.send?.({ type: 'listening', url: running.url });
-      const held = lock;
       closeOnSignal(async () => {
         await running.close();
         // An export under way when the signal came is not waited for: its temporary folder goes with it.
         removeUnfinishedOutputs();
-        held.release();
       });
     } catch (err) {
-      lock?.release();
       reportFailure('backend', err);
     }
   });
