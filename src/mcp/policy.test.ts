@@ -97,6 +97,7 @@ describe('isolation: each rollout has its own state, or nothing writes', () => {
   writeFileSync(memoryFile, '');
   const docs = path.join(home, 'docs');
   mkdirSync(docs);
+  writeFileSync(path.join(home, 'main.ts'), '');
   const memory = (file: string): Target => ({ kind: 'stdio', command: 'node', args: ['server-memory.js'], env: { MEMORY_FILE_PATH: file } });
   const files = (root: string): Target => ({ kind: 'stdio', command: 'npx', args: ['@modelcontextprotocol/server-filesystem', root] });
   const p = new SafetyPolicy();
@@ -119,6 +120,10 @@ describe('isolation: each rollout has its own state, or nothing writes', () => {
     expect(writeRemedy('cli', files(docs))).toMatch(new RegExp(`^the target keeps its state in ${docs}; run with --isolate and \\{sandbox\\} in place of ${docs} \\(seed it with --sandbox-from ${docs}\\)`));
     expect(writeRemedy('mcp', memory(memoryFile))).toMatch(/target\.isolate: true and target\.env\.MEMORY_FILE_PATH: "\{sandbox\}\/memory\.json" \(seed it with target\.sandbox_from: DIR.*target\.state_in_memory: true.*ask the operator to start mcprl mcp with --allow-unisolated-writes/);
     expect(writeRemedy('mcp', files(docs))).toMatch(/target\.args\[1\]: "\{sandbox\}" in place of/);
+    const dataDir: Target = { kind: 'stdio', command: 'my-server', args: [], env: { DATA_DIR: docs } };
+    expect(writeRemedy('cli', dataDir)).toMatch(new RegExp(`run with --isolate and DATA_DIR=\\{sandbox\\} \\(seed it with --sandbox-from ${docs}\\)`));
+    // node's script is code, not state.
+    expect(writeRemedy('cli', { kind: 'stdio', command: 'node', args: ['--import', 'tsx', path.join(home, 'main.ts')] })).toMatch(/^a fresh server per rollout/);
     // Where the state is cannot be seen: the generic advice, {sandbox} first.
     expect(writeRemedy('cli', { kind: 'stdio', command: 'my-server', args: [] })).toMatch(/^a fresh server per rollout still writes the real data unless its state lives in a \{sandbox\}; run with --isolate and \{sandbox\} where/);
     expect(writeRemedy('cli', memory('{sandbox}/m.json'))).toMatch(/^the rollouts share one server: run with --isolate \(a fresh server per rollout, each on its own \{sandbox\}\)/);

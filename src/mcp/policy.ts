@@ -1,4 +1,3 @@
-import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { rolloutStateIsolated, SANDBOX_PLACEHOLDER, stateLocations, type IsolationOptions } from './sandbox.js';
@@ -87,7 +86,7 @@ export function writeRemedy(remedyFor: RemedyFor = 'cli', target?: Target, isola
   if (target?.kind === 'http') {
     return `mcprl cannot give an HTTP server's rollouts state of their own: run the server as a stdio command with ${SANDBOX_PLACEHOLDER} where it keeps its state and ${w.isolate}, or ${w.optOut}`;
   }
-  if (target && rolloutStateIsolatedBut(target, isolation)) {
+  if (target && isolateWouldDo(target, isolation)) {
     const why = isolation.stateInMemory ? 'the target is declared in-memory' : `each on its own ${SANDBOX_PLACEHOLDER}`;
     return `the rollouts share one server: run with ${w.isolate} (a fresh server per rollout, ${why}), or ${w.optOut}`;
   }
@@ -95,11 +94,12 @@ export function writeRemedy(remedyFor: RemedyFor = 'cli', target?: Target, isola
   let change: string;
   if (places.length > 0) {
     const where = places.map((p) => (p.kind === 'env' ? w.env(p.name, p.path) : p.path)).join(', ');
+    // A folder becomes the sandbox itself (seeded with a copy of it); a file, a file of that name in the sandbox.
     const edits = places.map((p) => {
-      if (p.kind === 'env') return w.env(p.name, `${SANDBOX_PLACEHOLDER}/${path.basename(p.path)}`);
+      if (p.kind === 'env') return w.env(p.name, p.folder ? SANDBOX_PLACEHOLDER : `${SANDBOX_PLACEHOLDER}/${path.basename(p.path)}`);
       return w.arg(p.index, p.path);
     });
-    const seed = places[0].kind === 'arg' && isFolder(target!, places[0].path)
+    const seed = places[0].folder
       ? w.sandboxFrom(places[0].path)
       : `${w.sandboxFrom('DIR')}, a folder holding a copy of ${path.basename(places[0].path)}`;
     change = `the target keeps its state in ${where}; run with ${w.isolate} and ${edits.join(' and ')} (seed it with ${seed})`;
@@ -111,13 +111,9 @@ export function writeRemedy(remedyFor: RemedyFor = 'cli', target?: Target, isola
   return `${change}, or declare ${w.inMemory} if the server keeps nothing on disk, or ${w.optOut}`;
 }
 
-/** True when the target would be isolated by `isolate` alone: it names a `{sandbox}`, or is declared in-memory. */
-function rolloutStateIsolatedBut(target: Target, isolation: IsolationOptions): boolean {
+/** True when `isolate` alone is missing: the target names a `{sandbox}`, or is declared in-memory. */
+function isolateWouldDo(target: Target, isolation: IsolationOptions): boolean {
   return !isolation.isolate && rolloutStateIsolated(target, { ...isolation, isolate: true });
-}
-
-function isFolder(target: Target, p: string): boolean {
-  return target.kind === 'stdio' && existsSync(path.resolve(target.cwd ?? process.cwd(), p)) && statSync(path.resolve(target.cwd ?? process.cwd(), p)).isDirectory();
 }
 
 const sentence = (s: string) => `${s[0].toUpperCase()}${s.slice(1)}.`;

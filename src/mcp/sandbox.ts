@@ -4,7 +4,7 @@
  * directory for each session that connects (so for each rollout under --isolate), copied from `--sandbox-from DIR`
  * when given, and removed when the session closes. The user's own files are only ever read, to make the copy.
  */
-import { existsSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { cp, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -70,8 +70,8 @@ export function checkSandboxFrom(target: Target, sandboxFrom: string | undefined
   );
 }
 
-/** Where a stdio target appears to keep state: an env value or an argument that is a path on disk. */
-export type StateLocation = { kind: 'env'; name: string; path: string } | { kind: 'arg'; index: number; path: string };
+/** Where a stdio target appears to keep state: an env value or an argument that is a path on disk (`folder` when it is one). */
+export type StateLocation = ({ kind: 'env'; name: string } | { kind: 'arg'; index: number }) & { path: string; folder: boolean };
 
 /**
  * The env values and arguments of a stdio target that name a path on disk: one that exists, or (env values, which
@@ -80,20 +80,21 @@ export type StateLocation = { kind: 'env'; name: string; path: string } | { kind
  */
 export function stateLocations(target: Target): StateLocation[] {
   if (target.kind !== 'stdio') return [];
+  const cwd = target.cwd ?? process.cwd();
+  const kindOf = (v: string) => statSync(path.resolve(cwd, v), { throwIfNoEntry: false });
+  const looksLikePath = (v: string) => v !== '' && !v.includes(SANDBOX_PLACEHOLDER) && !v.startsWith('-') && !/^[a-z][a-z0-9+.-]*:\/\//i.test(v);
   const out: StateLocation[] = [];
-  const isPath = (v: string, orParent: boolean) => {
-    if (!v || v.includes(SANDBOX_PLACEHOLDER) || v.startsWith('-') || /^[a-z][a-z0-9+.-]*:\/\//i.test(v)) return false;
-    const abs = path.resolve(target.cwd ?? process.cwd(), v);
-    if (existsSync(abs)) return true;
-    return orParent && path.isAbsolute(v) && existsSync(path.dirname(abs)) && statSync(path.dirname(abs)).isDirectory();
-  };
-  for (const [name, v] of Object.entries(target.env ?? {})) if (isPath(v, true)) out.push({ kind: 'env', name, path: v });
-  // The command's own file and the arguments before it (node's script, flags) are code, not state.
+  for (const [name, v] of Object.entries(target.env ?? {})) {
+    if (!looksLikePath(v)) continue;
+    const s = kindOf(v);
+    if (s || (path.isAbsolute(v) && kindOf(path.dirname(v))?.isDirectory())) out.push({ kind: 'env', name, path: v, folder: s?.isDirectory() ?? false });
+  }
+  // The interpreter's script (node's first argument that is not a flag) is code, not state.
+  const script = firstScriptIndex(target.args);
   target.args.forEach((a, index) => {
-    if (!isPath(a, false)) return;
-    const abs = path.resolve(target.cwd ?? process.cwd(), a);
-    if (/\.(m?[jt]s|cjs|py)$/.test(abs) && statSync(abs).isFile() && index === firstScriptIndex(target.args)) return;
-    out.push({ kind: 'arg', index, path: a });
+    const s = looksLikePath(a) ? kindOf(a) : undefined;
+    if (!s || (index === script && s.isFile() && /\.(m?[jt]s|cjs|py)$/.test(a))) return;
+    out.push({ kind: 'arg', index, path: a, folder: s.isDirectory() });
   });
   return out;
 }
