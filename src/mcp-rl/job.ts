@@ -13,7 +13,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { generateScenarioSet, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { TrainError } from '../engine/train-types.js';
-import { connect, isolatedServerOpener, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
+import { checkSandboxFrom, connect, isolatedServerOpener, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
 import { OpenAIJudge } from '../ruler/judge.js';
 import { assertDisjoint, type Overlap } from '../scenarios/disjoint.js';
 import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
@@ -85,6 +85,8 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const config = job.config;
   const progress = o.progress ?? new ProgressLog(run.dir);
   const safety = jobSafety(job);
+  // A sandbox source with no {sandbox} to copy it into fails the job before anything is loaded or written.
+  checkSandboxFrom(target, job.isolation.sandboxFrom);
   progress.emit('starting', 0);
 
   const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety);
