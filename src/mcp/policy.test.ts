@@ -134,7 +134,8 @@ describe('isolation: each rollout has its own state, or nothing writes', () => {
   it('refused writes are one line: the tools, then the change', () => {
     const tools = [tool('read', { readOnlyHint: true }), add, tool('drop'), tool('gone')];
     const line = refusedWritesLine(tools, new SafetyPolicy({ deny: ['gone'] }), callSetting(memory(memoryFile), { isolate: true }));
-    expect(line).toMatch(/^write tools refused \(add, drop\): the target keeps its state in MEMORY_FILE_PATH=/);
+    expect(line).toMatch(/^write tools refused \(add, drop; drop also needs --allow-destructive\): the target keeps its state in MEMORY_FILE_PATH=/);
+    expect(refusedWritesLine(tools, new SafetyPolicy({ allowDestructive: true }), callSetting(memory(memoryFile)))).toMatch(/^write tools refused \(add, drop, gone\): /);
     expect(line).not.toContain('\n');
     expect(refusedWritesLine(tools, p, callSetting(memory('{sandbox}/m.json'), { isolate: true }))).toBeUndefined();
     expect(unisolatedWriteRefusal('add', 'cli', callSetting(memory(memoryFile))).remedy).toMatch(/^The target keeps its state in MEMORY_FILE_PATH=.*real data\.$/);

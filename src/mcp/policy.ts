@@ -125,9 +125,13 @@ const sentence = (s: string) => `${s[0].toUpperCase()}${s.slice(1)}.`;
  * want of isolation.
  */
 export function refusedWritesLine(tools: readonly ToolInfo[], policy: SafetyPolicy, where: CallSetting): string | undefined {
-  const refused = tools.filter((t) => policy.refusesUnisolated(t, where)).map((t) => t.name);
+  const refused = tools.filter((t) => policy.refusesUnisolated(t, where));
   if (refused.length === 0) return undefined;
-  return `write tools refused (${refused.join(', ')}): ${writeRemedy(policy.remedyFor, where.target, where.isolation)}`;
+  // Those the isolation change alone would not let run say so, in the same line.
+  const destructive = refused.filter((t) => !policy.check(t, { isolated: true }).allowed).map((t) => t.name);
+  const also = destructive.length === 0 ? '' :
+    `; ${destructive.join(', ')} also ${destructive.length === 1 ? 'needs' : 'need'} ${policy.remedyFor === 'mcp' ? "the operator's " : ''}--allow-destructive`;
+  return `write tools refused (${refused.map((t) => t.name).join(', ')}${also}): ${writeRemedy(policy.remedyFor, where.target, where.isolation)}`;
 }
 
 /** The refusal of a write outside isolation: why, for the model; how to enable it, for the operator. */
