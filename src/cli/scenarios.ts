@@ -87,11 +87,12 @@ Examples:
         generator = { baseURL: opts.generatorBaseUrl, model: opts.generatorModel, apiKey: apiKey || 'no-key', timeoutMs: opts.generatorTimeout };
       }
       const isolation = isolationFromCli(opts);
-      session = await connect(target, connectOptionsFromCli(opts));
+      const connectOptions = connectOptionsFromCli(opts);
+      session = await connect(target, connectOptions);
       // Write tasks are made and replayed only where each replay's state is its own; the rest are refused, in one line.
-      const refused = await refusedWrites(target, isolation, connectOptionsFromCli(opts), await session.listTools());
+      const refused = await refusedWrites(target, isolation, connectOptions, await session.listTools());
       if (refused) process.stderr.write(`mcprl scenarios: ${refused}\n`);
-      const isolatedServer = isolatedServerOpener(target, isolation, connectOptionsFromCli(opts));
+      const isolatedServer = isolatedServerOpener(target, isolation, connectOptions);
       const { train, val, summary } = await generateScenarioSet(session, {
         count: opts.count,
         seed: opts.seed,
