@@ -124,7 +124,7 @@ describe.each([memorySetup, filesystemSetup])('the user\'s data, byte-identical 
     },
   ];
 
-  it('scenarios, eval and train, with and without --isolate and --sandbox-from: the sha256 never changes, and the refusal says how', async () => {
+  it('scenarios, eval and train, with and without --isolate and --sandbox-from: the sha256 never changes, the refusal says how, and on a {sandbox} the writes run', async () => {
     const before = sha256Of(s.data);
     const observed: string[] = [];
     for (const v of VARIANTS) {
@@ -150,28 +150,24 @@ describe.each([memorySetup, filesystemSetup])('the user\'s data, byte-identical 
         }
       }
     }
-    fault(
-      `${s.name} on the user's own data: scenarios --offline, eval (a policy that writes) and 2 train steps, with and without --isolate and --sandbox-from, --allow-destructive`,
-      'sha256 of the user\'s data unchanged after every run; one line names the refused write tools and the {sandbox} change; --sandbox-from without {sandbox} is an error',
-      observed.join('; '),
-    );
-  }, 900_000);
-
-  it('the same server on a {sandbox} with --isolate --sandbox-from: the writes run, on copies; the user\'s data is unchanged', async () => {
-    const before = sha256Of(s.data);
+    // The same server with its state in a {sandbox}, under --isolate --sandbox-from: the writes run, on copies.
     const out = path.join(base, `${s.name}-sandboxed-eval`);
     const [scen, ev] = commands('sandboxed', s.sandboxed, ['--isolate', '--sandbox-from', s.seed]);
-    const rs = await mcprl(scen.args);
-    expect(rs.code, rs.stderr).toBe(0);
-    expect(rs.stderr).not.toMatch(/write tools refused/);
-    const re = await mcprl(ev.args);
-    expect(re.code, re.stderr).toBe(0);
-    expect(re.stderr).not.toMatch(/write tools refused/);
+    for (const r of [await mcprl(scen.args), await mcprl(ev.args)]) {
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).not.toMatch(/write tools refused/);
+    }
     const lines = readFileSync(path.join(out, 'trajectories.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     const tool = lines[0].messages.filter((m: { role: string }) => m.role === 'tool').map((m: { content: string }) => m.content);
     // The policy let the write through (server-filesystem itself then keeps the agent inside its sandbox root).
     expect(tool[0]).not.toMatch(/safety policy refused/);
     if (s.name === 'server-memory') expect(tool[0]).toContain('Grace Hopper');
     expect(sha256Of(s.data)).toBe(before);
-  }, 300_000);
+    observed.push(`on {sandbox} with --isolate --sandbox-from: scenarios and eval exit 0, the write ran on a copy, data unchanged`);
+    fault(
+      `${s.name} on the user's own data: scenarios --offline, eval (a policy that writes) and 2 train steps, with and without --isolate and --sandbox-from, --allow-destructive`,
+      'sha256 of the user\'s data unchanged after every run; one line names the refused write tools and the {sandbox} change; --sandbox-from without {sandbox} is an error; on {sandbox} the writes run, on copies',
+      observed.join('; '),
+    );
+  }, 900_000);
 });
