@@ -96,7 +96,10 @@ const VARIANTS: { label: string; flags: (s: Setup) => string[] }[] = [
   { label: '--isolate --sandbox-from', flags: (s) => ['--isolate', '--sandbox-from', s.seed] },
 ];
 
-describe.each([memorySetup, filesystemSetup])('the user\'s data, byte-identical (%o)', (make) => {
+describe.each([
+  { server: 'server-memory', make: memorySetup },
+  { server: 'server-filesystem', make: filesystemSetup },
+])('$server: the user\'s data, byte-identical', ({ make }) => {
   let s: Setup;
   let policyUrl: string;
   let evalScenarios: string;
