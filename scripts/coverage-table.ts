@@ -21,7 +21,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { OpenAIPolicy } from '../src/agent/policy.js';
 import { rolloutGroups } from '../src/agent/rollout.js';
-import { connect, SafetyPolicy } from '../src/mcp/index.js';
+import { connect, SafetyPolicy, targetUsesSandbox } from '../src/mcp/index.js';
 import type { Target } from '../src/mcp/types.js';
 import { scoreChecks } from '../src/ruler/checks.js';
 import { generateOfflineScenarios } from '../src/scenarios/offline.js';
@@ -82,11 +82,14 @@ function chosenSetups(): Setup[] {
   return SETUPS.filter((s) => wanted.some((w) => s.server.toLowerCase().startsWith(w)));
 }
 
+/** The servers here that name no {sandbox} (the fixture, server-everything) keep their state in memory: said so. */
+const inMemory = (s: Setup) => !targetUsesSandbox(s.target);
+
 async function agentScores(s: Setup, sandboxFrom: string | undefined, safety: SafetyPolicy, scenarios: Scenario[], strategy: Strategy) {
   const double = await startPolicyDouble(strategy);
   try {
     const policy = new OpenAIPolicy({ baseURL: double.baseURL, model: 'scripted', maxRetries: 0 });
-    const groups = await rolloutGroups({ policy, target: s.target, scenarios, rolloutsPerGroup: 1, concurrency: 4, isolate: true, sandboxFrom, policyForSafety: safety });
+    const groups = await rolloutGroups({ policy, target: s.target, scenarios, rolloutsPerGroup: 1, concurrency: 4, isolate: true, sandboxFrom, stateInMemory: inMemory(s), policyForSafety: safety });
     let passed = 0;
     let total = 0;
     scenarios.forEach((sc, i) => {
@@ -105,7 +108,7 @@ async function measure(s: Setup): Promise<CoverageRow> {
   const sandboxFrom = s.files ? mkdtempSync(path.join(tmpdir(), 'mcprl-coverage-')) : undefined;
   for (const [name, text] of Object.entries(s.files ?? {})) writeFileSync(path.join(sandboxFrom!, name), text);
   const safety = new SafetyPolicy({ allowDestructive: s.allowDestructive ?? false });
-  const opts = { sandboxFrom, policy: safety };
+  const opts = { sandboxFrom, policy: safety, stateInMemory: inMemory(s) };
   try {
     const session = await connect(s.target, opts);
     let r;

@@ -247,7 +247,7 @@ describe('rolloutGroups', () => {
 
   it('--isolate gives every rollout a fresh server: a mutation in one is invisible to the others', async () => {
     const { policy } = await policyFor(restockThenCheck);
-    const groups = await rolloutGroups({ policy, target: fixtureStdioTarget(), scenarios: [stockScenario], rolloutsPerGroup: 3, concurrency: 1, isolate: true });
+    const groups = await rolloutGroups({ policy, target: fixtureStdioTarget(), scenarios: [stockScenario], rolloutsPerGroup: 3, concurrency: 1, isolate: true, stateInMemory: true });
     expect(groups).toHaveLength(1);
     expect(groups[0].map(stockSeen)).toEqual([BOOKS[0].stock + 50, BOOKS[0].stock + 50, BOOKS[0].stock + 50]);
     expect(groups[0].map((t) => t.id)).toEqual(['restock/0', 'restock/1', 'restock/2']);

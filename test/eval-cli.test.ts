@@ -118,7 +118,7 @@ describe('mcprl eval on the fixture server', () => {
     const policy = await startPolicyDouble(goodStrategy(all));
     doubles.push(policy);
     const out = path.join(dir, 'good');
-    const r = await evalCli(['--scenarios', path.join(dir, 'scenarios'), '--model-base-url', policy.baseURL, '--model', 'good', '--rollouts', '2', '--concurrency', '3', '--isolate', '--out', out, '--json']);
+    const r = await evalCli(['--scenarios', path.join(dir, 'scenarios'), '--model-base-url', policy.baseURL, '--model', 'good', '--rollouts', '2', '--concurrency', '3', '--isolate', '--state-in-memory', '--out', out, '--json']);
     expect(r.code, r.stderr).toBe(0);
     const summary = JSON.parse(r.stdout);
     expect(summary).toMatchObject({

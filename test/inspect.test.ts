@@ -69,11 +69,12 @@ describe('mcprl inspect', () => {
   });
 
   it('--isolate and the policy options change what an agent may call (the AGENT column, and policy in --json)', async () => {
-    const isolated = await mcprl(['inspect', '--isolate', ...fixtureCmd]);
+    // The fixture keeps its state in memory: with a fresh process per rollout, each rollout's state is its own.
+    const isolated = await mcprl(['inspect', '--isolate', '--state-in-memory', ...fixtureCmd]);
     expect(isolated.code).toBe(0);
     expect(isolated.stdout).toMatch(/^place_order\s+write\s+runs\s+/m);
     expect(isolated.stdout).toMatch(/^cancel_order\s+destructive\s+refused\s+/m);
-    const destructive = await mcprl(['inspect', '--isolate', '--allow-destructive', '--deny', 'get_book', ...fixtureCmd]);
+    const destructive = await mcprl(['inspect', '--isolate', '--state-in-memory', '--allow-destructive', '--deny', 'get_book', ...fixtureCmd]);
     expect(destructive.stdout).toMatch(/^cancel_order\s+destructive\s+runs\s+/m);
     expect(destructive.stdout).toMatch(/^get_book\s+read-only\s+refused\s+/m);
     const json = JSON.parse((await mcprl(['inspect', '--json', ...fixtureCmd])).stdout) as { policy: { name: string; allowed: boolean; remedy?: string }[] };

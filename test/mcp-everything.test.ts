@@ -76,7 +76,7 @@ behaves('streamable HTTP', async () => {
 describe('server-everything: a task-only tool', () => {
   it('is called as an MCP task (execution.taskSupport required) and returns its result like any tool', async () => {
     // Isolated: the tool is not read-only, so the safety policy lets it run only on a server of the session's own.
-    const s = await connect(everythingStdioTarget(), { isolated: true });
+    const s = await connect(everythingStdioTarget(), { isolated: true, stateInMemory: true });
     try {
       const tool = (await s.listTools()).find((t) => t.name === 'simulate-research-query');
       expect(tool?.taskSupport).toBe('required');

@@ -146,7 +146,7 @@ behaves('streamable HTTP', async () => {
 
 describe('bookshop state and lifecycle', () => {
   it('cancel_order runs with allowDestructive and puts the books back; a fresh process starts from the seed', async () => {
-    const s = await connect(fixtureStdioTarget(), { policy: new SafetyPolicy({ allowDestructive: true }), isolated: true });
+    const s = await connect(fixtureStdioTarget(), { policy: new SafetyPolicy({ allowDestructive: true }), isolated: true, stateInMemory: true });
     const pid = s.pid!;
     try {
       const order = JSON.parse(

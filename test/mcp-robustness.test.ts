@@ -154,7 +154,7 @@ describe('misbehaving server', () => {
     expect(r.text).toContain("refused tool 'wipe'");
     expect(r.text).not.toContain('--isolate');
     expect(r.refused?.remedy).toContain('--isolate');
-    const isolated = await connect(misbehavingStdioTarget(), { isolated: true });
+    const isolated = await connect(misbehavingStdioTarget(), { isolated: true, stateInMemory: true });
     try {
       const again = await isolated.callTool('wipe', {});
       expect(again.isError).toBe(true);
@@ -175,7 +175,7 @@ describe('misbehaving server', () => {
 
 describe('safety policy given at connect', () => {
   it('lets an allow-listed tool run and blocks a denied read-only one', async () => {
-    const s = await connect(misbehavingStdioTarget(), { policy: new SafetyPolicy({ allow: ['wipe'], deny: ['peek'] }), isolated: true });
+    const s = await connect(misbehavingStdioTarget(), { policy: new SafetyPolicy({ allow: ['wipe'], deny: ['peek'] }), isolated: true, stateInMemory: true });
     try {
       expect(await s.callTool('wipe', {})).toMatchObject({ isError: false, text: 'wiped' });
       const peek = await s.callTool('peek', {});

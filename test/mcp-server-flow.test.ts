@@ -97,7 +97,7 @@ describe('mcprl mcp: train, watch, run the agent, export', () => {
     expect(tools.get('restock')).toMatchObject({ access: 'write', allowed: false, remedy: expect.stringMatching(/target\.isolate: true/) });
     expect(tools.get('restock')).not.toMatchObject({ remedy: expect.stringMatching(/Rerun|--isolate/) });
     expect(tools.get('get_book')).not.toHaveProperty('remedy');
-    const isolated = await call(first, 'inspect_server', { target: { ...target, isolate: true } });
+    const isolated = await call(first, 'inspect_server', { target: { ...target, isolate: true, state_in_memory: true } });
     const cancel = (isolated.data.tools as { name: string; allowed: boolean; remedy?: string }[]).find((t) => t.name === 'cancel_order');
     expect(cancel).toMatchObject({ allowed: false, remedy: expect.stringMatching(/starting mcprl mcp with --allow cancel_order/) });
     expect((r.data.catalog.tools as unknown[]).length).toBe(tools.size);

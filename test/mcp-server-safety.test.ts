@@ -173,7 +173,7 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
       // Writes run only in isolation; the tool may ask for isolation (which only makes things safer).
       const shared = await call(permissive, 'inspect_server', { target: FIXTURE_TARGET });
       expect((shared.data.tools as { name: string; allowed: boolean }[]).find((t) => t.name === 'cancel_order')?.allowed).toBe(false);
-      const p = await call(permissive, 'inspect_server', { target: { ...FIXTURE_TARGET, isolate: true } });
+      const p = await call(permissive, 'inspect_server', { target: { ...FIXTURE_TARGET, isolate: true, state_in_memory: true } });
       expect((p.data.tools as { name: string; allowed: boolean }[]).find((t) => t.name === 'cancel_order')?.allowed).toBe(true);
     } finally {
       await permissive.close();

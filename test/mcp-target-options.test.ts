@@ -103,9 +103,12 @@ describe('policyFromCli', () => {
 describe('isolation options', () => {
   it('--isolate and --sandbox-from reach the rollouts, and the sandbox source the one session a command holds', () => {
     const { opts } = parse(['--isolate', '--sandbox-from', 'seed', '--', 'node', 's.js', '{sandbox}']);
-    expect(isolationFromCli(opts)).toEqual({ isolate: true, sandboxFrom: 'seed' });
+    expect(isolationFromCli(opts)).toEqual({ isolate: true, sandboxFrom: 'seed', stateInMemory: false });
     expect(connectOptionsFromCli(opts).sandboxFrom).toBe('seed');
-    expect(isolationFromCli(parse([]).opts)).toEqual({ isolate: false });
+    expect(isolationFromCli(parse([]).opts)).toEqual({ isolate: false, stateInMemory: false });
+    const inMemory = parse(['--isolate', '--state-in-memory', '--', 'node', 's.js']).opts;
+    expect(isolationFromCli(inMemory)).toEqual({ isolate: true, stateInMemory: true });
+    expect(connectOptionsFromCli(inMemory).stateInMemory).toBe(true);
   });
 
   it('{sandbox} in a --config entry (args, env, cwd) is found and replaced everywhere', () => {

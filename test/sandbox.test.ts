@@ -74,7 +74,7 @@ describe('server-memory with MEMORY_FILE_PATH={sandbox}/memory.jsonl', () => {
     expect(added).toBe(`Error: ${unisolatedWriteRefusal('add_observations').reason}`);
     // The model cannot rerun a command line; the operator reads the options in the trajectory's logs.
     expect(created).not.toMatch(/--isolate|rerun/i);
-    expect(groups[0][0].logs.some((l) => l.includes('the safety policy refused create_entities: Rerun with --isolate'))).toBe(true);
+    expect(groups[0][0].logs.some((l) => l.includes(`the safety policy refused create_entities: The target keeps its state in MEMORY_FILE_PATH=${user.file}; run with --isolate and MEMORY_FILE_PATH={sandbox}/memory.jsonl`))).toBe(true);
     expect(graph).toContain('Charles Babbage');
     expect(graph).not.toContain('Grace Hopper');
     expect(groups[0][0].metrics.tool_errors).toBe(2);

@@ -50,7 +50,8 @@ async function scores(target: Target, scenarios: Scenario[], strategy: Strategy,
   const double = await startPolicyDouble(strategy);
   doubles.push(double);
   const policy = new OpenAIPolicy({ baseURL: double.baseURL, model: 'scripted', maxRetries: 0 });
-  const groups = await rolloutGroups({ policy, target, scenarios, rolloutsPerGroup: 1, concurrency: 2, isolate: true, sandboxFrom });
+  // The fixture keeps its state in memory; a server on a {sandbox} needs no such word.
+  const groups = await rolloutGroups({ policy, target, scenarios, rolloutsPerGroup: 1, concurrency: 2, isolate: true, sandboxFrom, stateInMemory: sandboxFrom === undefined });
   return scenarios.map((s, i) => scoreChecks(groups[i][0], s));
 }
 
@@ -69,7 +70,7 @@ describe('grounded LLM scenarios', () => {
     const session = await connect(target);
     sessions.push(session);
     const set = await generateScenarioSet(session, {
-      count: 1, generator: { baseURL: llm.baseURL, model: 'gen', apiKey: 'test' }, isolatedServer: () => connect(target, { isolated: true }),
+      count: 1, generator: { baseURL: llm.baseURL, model: 'gen', apiKey: 'test' }, isolatedServer: () => connect(target, { isolated: true, stateInMemory: true }),
     });
     const prompt = String(llm.requests[0].body.messages[1].content);
     expect(prompt).toContain('- name = "Margaret Holloway" (shown by list_authors)');

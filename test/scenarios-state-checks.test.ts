@@ -12,7 +12,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OpenAIPolicy } from '../src/agent/policy.js';
 import { rolloutGroups } from '../src/agent/rollout.js';
-import { connect, SafetyPolicy } from '../src/mcp/index.js';
+import { connect, SafetyPolicy, targetUsesSandbox } from '../src/mcp/index.js';
 import type { Target } from '../src/mcp/types.js';
 import { scoreChecks } from '../src/ruler/checks.js';
 import { generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline.js';
@@ -40,7 +40,8 @@ interface Setup {
 }
 
 async function generate(s: Setup, count: number, seed = 1): Promise<OfflineResult> {
-  const opts = { sandboxFrom: s.sandboxFrom, ...(s.safety ? { policy: s.safety } : {}) };
+  // Every server here without a {sandbox} keeps its state in memory (the fixture, server-everything).
+  const opts = { sandboxFrom: s.sandboxFrom, stateInMemory: !targetUsesSandbox(s.target), ...(s.safety ? { policy: s.safety } : {}) };
   const session = await connect(s.target, opts);
   try {
     return await generateOfflineScenarios(session, {
@@ -56,7 +57,7 @@ async function generate(s: Setup, count: number, seed = 1): Promise<OfflineResul
 async function oracleAndIdle(s: Setup, scenarios: Scenario[]): Promise<{ oracle: number[]; idle: number[]; states: string[] }> {
   const run = async (policy: OpenAIPolicy) =>
     rolloutGroups({
-      policy, target: s.target, scenarios, rolloutsPerGroup: 1, concurrency: 2, isolate: s.isolate, sandboxFrom: s.sandboxFrom,
+      policy, target: s.target, scenarios, rolloutsPerGroup: 1, concurrency: 2, isolate: s.isolate, sandboxFrom: s.sandboxFrom, stateInMemory: !targetUsesSandbox(s.target),
       ...(s.safety ? { policyForSafety: s.safety } : {}),
     });
   const good = await run(await policyFor(goodStrategy(scenarios)));

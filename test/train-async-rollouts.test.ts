@@ -151,7 +151,7 @@ describe('asynchronous rollouts (--max-staleness)', () => {
     const config = trainConfigFrom({ ...SETTINGS, groupsPerStep: 2, rolloutsPerGroup: 2, maxStaleness: 1 }, { model: MODEL, target: 'fixture' });
     const runDir = new RunDir(join(work, 'runs', 'isolated'));
     const result = await train({
-      run: runDir, config, target: fixtureStdioTarget(), scenarios: set, log: () => undefined, isolation: { isolate: true },
+      run: runDir, config, target: fixtureStdioTarget(), scenarios: set, log: () => undefined, isolation: { isolate: true, stateInMemory: true },
       rollout: { urls: [url], adapterDir: join(work, 'isolated-adapters') },
     });
     expect(result.state).toMatchObject({ step: 3, stopped: 'max_steps' });

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import pLimit from 'p-limit';
 import {
+  checkSandboxFrom,
   connect,
   toOpenAITools,
   type CallToolOptions,
@@ -419,13 +420,16 @@ export interface RolloutGroupsOptions {
   /**
    * Start a fresh server process for every rollout (stdio targets only), each with its own `{sandbox}` (see
    * src/mcp/sandbox.ts), so what a writing tool did in one attempt cannot leak into another nor reach the user's
-   * data; tools that write run only then (or with the policy's allowUnisolatedWrites). Without it, stdio rollouts
-   * share one server process (one connection; MCP multiplexes requests) and HTTP rollouts each open their own
-   * connection to the one server.
+   * data. Tools that write run only when the target also names `{sandbox}` or is declared in-memory
+   * (`stateInMemory`), or with the policy's allowUnisolatedWrites. Without it, stdio rollouts share one server
+   * process (one connection; MCP multiplexes requests) and HTTP rollouts each open their own connection to the one
+   * server.
    */
   isolate?: boolean;
-  /** Copied into every `{sandbox}` (see src/mcp/sandbox.ts). Default: sandboxes start empty. */
+  /** Copied into every `{sandbox}`; the target must name one (see src/mcp/sandbox.ts). Default: sandboxes start empty. */
   sandboxFrom?: string;
+  /** The user's word that the target keeps its state in memory only (IsolationSchema.stateInMemory). Default false. */
+  stateInMemory?: boolean;
   /** Which tools may run. Default: src/mcp's default SafetyPolicy (no destructive tools). */
   policyForSafety?: SafetyPolicy;
   systemPrompt?: string;
@@ -465,7 +469,10 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
     callTimeoutMs: opts.callTimeoutMs,
     maxOutputChars: opts.maxOutputChars,
     sandboxFrom: opts.sandboxFrom,
+    stateInMemory: opts.stateInMemory,
   };
+  // A sandbox source with no {sandbox} to copy it into is a mistake of the whole run, not of each rollout.
+  checkSandboxFrom(opts.target, opts.sandboxFrom);
   const shareOne = opts.target.kind === 'stdio' && !opts.isolate;
   let shared: { session: McpSession; tools: ToolInfo[] } | undefined;
   if (shareOne) {

@@ -7,13 +7,13 @@ import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { EvalOutputDir, formatEvalSummary, runEval, summarizeEval } from '../eval/evaluate.js';
 import { OpenAIPolicy } from '../agent/policy.js';
-import { McpConnectError } from '../mcp/index.js';
+import { McpConnectError, refusedWrites, SandboxError } from '../mcp/index.js';
 import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/blend.js';
 import { DEFAULT_JUDGE_TIMEOUT_MS, OpenAIJudge } from '../ruler/judge.js';
 import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
 import { checkUniqueIds, loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { numberParser } from './parse-number.js';
-import { addTargetOptions, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
+import { addTargetOptions, connectOptionsFromCli, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 interface EvalCliOptions extends TargetCliOptions {
   scenarios: string;
@@ -120,6 +120,14 @@ Examples:
       if (opts.isolate && target.kind !== 'stdio') {
         process.stderr.write('mcprl eval: --isolate only applies to stdio targets; HTTP rollouts share the one server\n');
       }
+      // The write tools the safety policy will refuse, and the change that makes them run, in one line before any rollout.
+      const isolation = isolationFromCli(opts);
+      const refused = await refusedWrites(target, isolation, connectOptionsFromCli(opts)).catch((err: unknown) => {
+        // A target that cannot be reached now is each rollout's failure to record; a wrong sandbox is the command's.
+        if (err instanceof SandboxError) throw err;
+        return undefined;
+      });
+      if (refused) process.stderr.write(`mcprl eval: ${refused}\n`);
       if (opts.resume && opts.out === undefined) throw new InvalidArgumentError('--resume needs --out DIR (the eval to finish)');
       const out = opts.out ?? path.join('runs', `eval-${new Date().toISOString().replace(/[:.]/g, '-')}`);
       const rolloutsPerGroup = opts.rollouts ?? (hasJudge ? 4 : 1);
@@ -159,7 +167,7 @@ Examples:
           await output.append(group);
         },
         concurrency: opts.concurrency,
-        ...isolationFromCli(opts),
+        ...isolation,
         policyForSafety: policyFromCli(opts),
         systemPrompt: opts.systemPromptFile ? await readFile(opts.systemPromptFile, 'utf8') : undefined,
         maxTurns: opts.maxTurns,

@@ -6,9 +6,9 @@ import { connect, type McpSession } from '../mcp/session.js';
 import { McpConnectError, McpListError } from '../mcp/errors.js';
 import { errorLine } from '../util/errors.js';
 import { inspectSession, type InspectReport } from '../mcp/inspect.js';
-import type { PolicyDecision } from '../mcp/policy.js';
+import { callSetting, type PolicyDecision } from '../mcp/policy.js';
 import type { ToolInfo } from '../mcp/types.js';
-import { addTargetOptions, connectOptionsFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
+import { addTargetOptions, connectOptionsFromCli, isolationFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 function access(t: ToolInfo): string {
   if (t.annotations.readOnlyHint) return 'read-only';
@@ -89,9 +89,10 @@ Examples:
       const connectOptions = connectOptionsFromCli(opts);
       session = await connect(target, connectOptions);
       const report = await inspectSession(session);
-      // What an agent may call here: with --isolate (stdio only) every rollout would get its own server.
-      const isolated = opts.isolate === true && target.kind === 'stdio';
-      const decide = (t: ToolInfo) => connectOptions.policy!.check(t, { isolated });
+      // What an agent may call here: with --isolate (stdio only) every rollout would get its own server, and its
+      // own state where the target names {sandbox} (or --state-in-memory).
+      const where = callSetting(target, isolationFromCli(opts));
+      const decide = (t: ToolInfo) => connectOptions.policy!.check(t, where);
       const policy = report.tools.map((t) => {
         const d = decide(t);
         return d.allowed ? { name: t.name, allowed: true } : { name: t.name, allowed: false, reason: d.reason, remedy: d.remedy };

@@ -4,14 +4,14 @@
  * OpenAI-compatible LLM writes them.
  */
 import { Command, Option } from 'commander';
-import { connect, McpConnectError, McpListError, type McpSession } from '../mcp/index.js';
+import { connect, isolatedServerOpener, McpConnectError, McpListError, refusedWrites, type McpSession } from '../mcp/index.js';
 import { DEFAULT_GENERATOR_TIMEOUT_MS, ScenarioGenerationError } from '../scenarios/llm.js';
 import { writeScenarioSet } from '../scenarios/scenario.js';
 import { generateScenarioSet, type ScenarioSetOptions, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { DEFAULT_VAL_FRACTION } from '../scenarios/split.js';
 import { formatCoverage, formatInfeasible } from '../scenarios/coverage.js';
 import { formatNumber, numberParser } from './parse-number.js';
-import { addTargetOptions, connectOptionsFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
+import { addTargetOptions, connectOptionsFromCli, isolationFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 /** The human-readable summary the command prints. */
 export function formatSummary(s: ScenarioSummary, out: string): string {
@@ -86,7 +86,13 @@ Examples:
         }
         generator = { baseURL: opts.generatorBaseUrl, model: opts.generatorModel, apiKey: apiKey || 'no-key', timeoutMs: opts.generatorTimeout };
       }
-      session = await connect(target, connectOptionsFromCli(opts));
+      const isolation = isolationFromCli(opts);
+      const connectOptions = connectOptionsFromCli(opts);
+      session = await connect(target, connectOptions);
+      // Write tasks are made and replayed only where each replay's state is its own; the rest are refused, in one line.
+      const refused = await refusedWrites(target, isolation, connectOptions, await session.listTools());
+      if (refused) process.stderr.write(`mcprl scenarios: ${refused}\n`);
+      const isolatedServer = isolatedServerOpener(target, isolation, connectOptions);
       const { train, val, summary } = await generateScenarioSet(session, {
         count: opts.count,
         seed: opts.seed,
@@ -94,8 +100,8 @@ Examples:
         offline: opts.offline,
         generator,
         instructions: opts.instructions,
-        // With --isolate, tools that write get tasks too, each replayed on a server of its own.
-        ...(opts.isolate ? { isolatedServer: () => connect(target, { ...connectOptionsFromCli(opts), isolated: true }) } : {}),
+        // With --isolate on a {sandbox} (or --state-in-memory), tools that write get tasks too, each replayed on a server of its own.
+        ...(isolatedServer ? { isolatedServer } : {}),
       });
       if (summary.total === 0) throw new ScenarioGenerationError('no scenarios could be generated for this server');
       await writeScenarioSet(opts.out, train, val);

@@ -26,6 +26,7 @@ export interface TargetCliOptions {
   allowUnisolatedWrites?: boolean;
   isolate?: boolean;
   sandboxFrom?: string;
+  stateInMemory?: boolean;
 }
 
 const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
@@ -40,9 +41,10 @@ export function addTargetOptions(cmd: Command): Command {
     .option('--allow-destructive', 'let tools that may be destructive run (refused by default)')
     .option('--allow <tool>', 'let this tool run whatever its annotations say; * is a wildcard (repeatable)', collect)
     .option('--deny <tool>', 'never run this tool; * is a wildcard (repeatable)', collect)
-    .option('--isolate', `a fresh stdio server per rollout, each with its own ${SANDBOX_PLACEHOLDER} directory; tools that write run only then`)
+    .option('--isolate', `a fresh stdio server per rollout, each with its own ${SANDBOX_PLACEHOLDER} directory; tools that write run only then, and only when the target keeps its state in ${SANDBOX_PLACEHOLDER} (or --state-in-memory)`)
     .option('--sandbox-from <dir>', `copy this folder into every ${SANDBOX_PLACEHOLDER} (write ${SANDBOX_PLACEHOLDER} in the server's command, args, env or cwd)`)
-    .option('--allow-unisolated-writes', "let tools that write run without --isolate: they change the server's real data");
+    .option('--state-in-memory', `the server keeps its state in memory only (nothing on disk): with --isolate its tools that write run without a ${SANDBOX_PLACEHOLDER}`)
+    .option('--allow-unisolated-writes', "let tools that write run without isolation: they change the server's real data");
 }
 
 function parseHeaders(raw: string[] | undefined): Record<string, string> | undefined {
@@ -99,15 +101,16 @@ export function policyFromCli(opts: TargetCliOptions): SafetyPolicy {
   return new SafetyPolicy({ allowDestructive: opts.allowDestructive, allow: opts.allow, deny: opts.deny, allowUnisolatedWrites: opts.allowUnisolatedWrites });
 }
 
-/** Isolation from --isolate and --sandbox-from. */
+/** Isolation from --isolate, --sandbox-from and --state-in-memory. */
 export function isolationFromCli(opts: TargetCliOptions): Isolation {
-  return IsolationSchema.parse({ isolate: opts.isolate, sandboxFrom: opts.sandboxFrom });
+  return IsolationSchema.parse({ isolate: opts.isolate, sandboxFrom: opts.sandboxFrom, stateInMemory: opts.stateInMemory });
 }
 
-/** ConnectOptions for the one session a command holds (timeout, policy, sandbox source). */
+/** ConnectOptions for the one session a command holds (timeout, policy, sandbox source, in-memory declaration). */
 export function connectOptionsFromCli(opts: TargetCliOptions): ConnectOptions {
   const connect: ConnectOptions = { policy: policyFromCli(opts) };
   if (opts.timeout !== undefined) connect.timeoutMs = opts.timeout;
   if (opts.sandboxFrom !== undefined) connect.sandboxFrom = opts.sandboxFrom;
+  if (opts.stateInMemory) connect.stateInMemory = true;
   return connect;
 }

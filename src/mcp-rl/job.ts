@@ -13,7 +13,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { generateScenarioSet, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { TrainError } from '../engine/train-types.js';
-import { connect, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
+import { checkSandboxFrom, connect, isolatedServerOpener, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
 import { OpenAIJudge } from '../ruler/judge.js';
 import { assertDisjoint, type Overlap } from '../scenarios/disjoint.js';
 import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
@@ -42,8 +42,11 @@ export const TrainJobSchema = z.object({
   judgeApiKeyEnv: z.string().default('OPENAI_API_KEY'),
   /** The operator's safety policy for the target's tools (see SafetyPolicy). */
   safety: SafetyPolicySchema,
-  /** Whether rollouts get a fresh server each, and what their `{sandbox}` starts from. Default: shared, empty. */
-  isolation: IsolationSchema.default({ isolate: false }),
+  /**
+   * Whether rollouts get a fresh server each, what their `{sandbox}` starts from, and whether the target was declared
+   * in-memory. Default: shared, empty, not in-memory.
+   */
+  isolation: IsolationSchema.default({ isolate: false, stateInMemory: false }),
   /** Connect/initialize timeout for the target, in milliseconds. Default 30000. */
   connectTimeoutMs: z.number().int().positive().optional(),
   /** Rollout servers (`--rollout-url`; src/train/rollout-pool.ts). Default: rollouts on the in-process engine. */
@@ -82,6 +85,8 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const config = job.config;
   const progress = o.progress ?? new ProgressLog(run.dir);
   const safety = jobSafety(job);
+  // A sandbox source with no {sandbox} to copy it into fails the job before anything is loaded or written.
+  checkSandboxFrom(target, job.isolation.sandboxFrom);
   progress.emit('starting', 0);
 
   const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety);
@@ -106,14 +111,15 @@ async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSch
   const source = job.scenarios;
   if (source.dir) return loadScenarioSet(source.dir);
   if (!source.offline && !source.generator) throw new TrainError('TRAIN_INVALID_CONFIG', 'the job names no scenarios: give a scenario set folder, offline generation, or a generator model');
-  const session = await connect(o.target, {
-    policy: safety, sandboxFrom: job.isolation.sandboxFrom, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}),
-  });
+  const connectOpts = { policy: safety, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}) };
+  const session = await connect(o.target, { ...connectOpts, sandboxFrom: job.isolation.sandboxFrom, stateInMemory: job.isolation.stateInMemory });
+  const isolatedServer = isolatedServerOpener(o.target, job.isolation, connectOpts);
   try {
     const g = source.generator;
     const set = await generateScenarioSet(session, {
       count: source.count, seed: job.config.seed, offline: source.offline,
-      ...(job.isolation.isolate ? { isolatedServer: () => connect(o.target, { policy: safety, sandboxFrom: job.isolation.sandboxFrom, isolated: true }) } : {}),
+      // Write tasks only where each replay's state is its own (a {sandbox}, or a target declared in-memory).
+      ...(isolatedServer ? { isolatedServer } : {}),
       ...(g ? { generator: { model: g.model, baseURL: g.baseURL, apiKey: process.env[g.apiKeyEnv], timeoutMs: g.timeoutMs } } : {}),
     });
     return { train: set.train, val: set.val, test: [], summary: set.summary };

@@ -43,7 +43,7 @@ import { LocalBackend } from '../backend/local-backend.js';
 import type { TrainResult, TrainStepConfigInput, TrajectoryGroupInput } from '../backend/schemas.js';
 import { TrainableModel } from '../backend/trainable-model.js';
 import type { KvCacheStats, Model } from '../engine/model.js';
-import type { Isolation, SafetyPolicy, Target } from '../mcp/index.js';
+import { refusedWrites, SandboxError, type IsolationOptions, type SafetyPolicy, type Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
@@ -67,8 +67,11 @@ export interface TrainRunOptions {
   scenarios: { train: Scenario[]; val: Scenario[]; test?: Scenario[] };
   judge?: JudgeClient;
   safety?: SafetyPolicy;
-  /** Fresh server per rollout and what each `{sandbox}` starts from (see src/mcp/sandbox.ts). Default: shared. */
-  isolation?: Isolation;
+  /**
+   * Fresh server per rollout, what each `{sandbox}` starts from, and whether the target keeps its state in memory
+   * only (see src/mcp/sandbox.ts). Default: shared.
+   */
+  isolation?: IsolationOptions;
   /** Connect/initialize timeout for the target, in milliseconds. Default: src/mcp's. */
   connectTimeoutMs?: number;
   /** Rollout servers (OpenAI API in vLLM's dialect) to run rollouts on. Default: the in-process engine. */
@@ -152,6 +155,12 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
 
     // Scenarios whose checks name tools the server lacks are refused before any step (not scored as failures).
     await checkTargetTools(o.target, [...o.scenarios.train, ...o.scenarios.val, ...testSet], { policy: o.safety, timeoutMs: o.connectTimeoutMs });
+    // The write tools the safety policy will refuse in every rollout, and the change that makes them run: one line.
+    const refused = await refusedWrites(o.target, o.isolation ?? {}, { policy: o.safety, timeoutMs: o.connectTimeoutMs }).catch((err: unknown) => {
+      if (err instanceof SandboxError) throw err;
+      return undefined;
+    });
+    if (refused) log(refused);
 
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
     if (!state) {

@@ -20,7 +20,22 @@ import { z } from 'zod';
 import { rollout } from '../agent/rollout.js';
 import { runEval, writeEvalOutput, formatEvalSummary } from '../eval/evaluate.js';
 import { exportModel } from '../export/export-model.js';
-import { connect, describeTarget, inspectSession, IsolationSchema, redact, secretValues, type Isolation, type McpSession, type SafetyPolicy, type Target } from '../mcp/index.js';
+import {
+  callSetting,
+  checkSandboxFrom,
+  connect,
+  describeTarget,
+  inspectSession,
+  isolatedServerOpener,
+  IsolationSchema,
+  refusedWrites,
+  redact,
+  secretValues,
+  type Isolation,
+  type McpSession,
+  type SafetyPolicy,
+  type Target,
+} from '../mcp/index.js';
 import { loadScenarioSet, readScenarios, writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
 import { generateScenarioSet, ScenarioSummarySchema } from '../scenarios/scenario-set.js';
 import { formatCoverage } from '../scenarios/coverage.js';
@@ -76,8 +91,12 @@ const TargetInput = z
     args: z.array(z.string()).optional().describe('Arguments of command'),
     env: z.record(z.string(), z.string()).optional().describe('Extra environment for command (used, never echoed)'),
     cwd: z.string().optional().describe('Working directory for command, inside the workspace (default: the mcprl server\'s)'),
-    isolate: z.boolean().optional().describe('A fresh server per rollout, each with its own {sandbox} directory; tools that write run only then (default false)'),
+    isolate: z.boolean().optional().describe('A fresh server per rollout, each with its own {sandbox} directory; tools that write run only then, and only when the target keeps its state in {sandbox} (or state_in_memory) (default false)'),
     sandbox_from: z.string().optional().describe('A folder in the workspace copied into every {sandbox} (write {sandbox} in args, env or cwd); the folder itself is never written'),
+    // The library's own field (IsolationSchema.stateInMemory), optional here as every target argument is.
+    state_in_memory: IsolationSchema.shape.stateInMemory.unwrap().optional().describe(
+      'The server keeps its state in memory only (nothing on disk): with isolate, its tools that write run without a {sandbox} (default false)',
+    ),
   })
   .describe('The MCP server to work on: either {url, headers?} or {command, args?, env?, cwd?}');
 type TargetInputT = z.infer<typeof TargetInput>;
@@ -209,12 +228,25 @@ export function targetFromInput(ws: Workspace, t: TargetInputT, allowCommands: b
 
 /** Isolation from the target argument; sandbox_from must lie in the workspace. */
 export function isolationFromInput(ws: Workspace, t: TargetInputT): Isolation {
-  return IsolationSchema.parse({ isolate: t.isolate, ...(t.sandbox_from !== undefined ? { sandboxFrom: ws.resolve(t.sandbox_from, 'target.sandbox_from') } : {}) });
+  return IsolationSchema.parse({
+    isolate: t.isolate, stateInMemory: t.state_in_memory,
+    ...(t.sandbox_from !== undefined ? { sandboxFrom: ws.resolve(t.sandbox_from, 'target.sandbox_from') } : {}),
+  });
+}
+
+/** Isolation from the target argument, for `target` (as targetFromInput made it): sandbox_from needs a {sandbox}. */
+function isolationFor(ws: Workspace, input: TargetInputT, target: Target): Isolation {
+  const isolation = isolationFromInput(ws, input);
+  checkSandboxFrom(target, isolation.sandboxFrom, 'target.sandbox_from');
+  return isolation;
 }
 
 /** A session for one piece of work; `isolated` when that work is a single rollout with a server of its own. */
 async function withSession<T>(ctx: McprlServerContext, target: Target, isolation: Isolation, fn: (s: McpSession) => Promise<T>, isolated = false): Promise<T> {
-  const session = await connect(target, { policy: ctx.safety, timeoutMs: ctx.connectTimeoutMs, sandboxFrom: isolation.sandboxFrom, isolated: isolated && isolation.isolate });
+  checkSandboxFrom(target, isolation.sandboxFrom, 'target.sandbox_from');
+  const session = await connect(target, {
+    policy: ctx.safety, timeoutMs: ctx.connectTimeoutMs, sandboxFrom: isolation.sandboxFrom, stateInMemory: isolation.stateInMemory, isolated: isolated && isolation.isolate,
+  });
   try {
     return await fn(session);
   } finally {
@@ -296,7 +328,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const isolation = isolationFromInput(ws, target);
       const report = await withSession(ctx, t, isolation, (s) => inspectSession(s));
       const tools = report.tools.map((tool) => {
-        const decision = ctx.safety.check(tool, { isolated: isolation.isolate && t.kind === 'stdio' });
+        const decision = ctx.safety.check(tool, callSetting(t, isolation));
         return {
           name: tool.name,
           access: tool.annotations.readOnlyHint ? ('read-only' as const) : tool.annotations.destructiveHint ? ('destructive' as const) : ('write' as const),
@@ -336,6 +368,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         train: z.number().int(),
         val: z.number().int(),
         summary: ScenarioSummarySchema.describe('What was made and dropped, and per tool of the server: scenarios made or why none'),
+        refused_writes: z.string().optional().describe('When write tools got no task: which, and the change to the target that lets them run'),
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
@@ -346,24 +379,27 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const dirName = Workspace.checkName(name ?? `set-${stamp()}`, 'scenario set name');
       const out = ws.resolve(path.join('scenarios', dirName), 'scenario set');
       if (existsSync(out)) throw new WorkspaceError(`scenarios/${dirName} already exists; choose another name`);
-      const isolation = isolationFromInput(ws, target);
-      const set = await withSession(ctx, t, isolation, (s) =>
-        generateScenarioSet(s, {
+      const isolation = isolationFor(ws, target, t);
+      const isolatedServer = isolatedServerOpener(t, isolation, { policy: ctx.safety, timeoutMs: ctx.connectTimeoutMs });
+      let refused: string | undefined;
+      const set = await withSession(ctx, t, isolation, async (s) => {
+        // The write tools that get no task, and the change to the target that would give them some: one line.
+        refused = await refusedWrites(t, isolation, { policy: ctx.safety }, await s.listTools());
+        return generateScenarioSet(s, {
           count,
           seed,
           offline,
-          ...(isolation.isolate
-            ? { isolatedServer: () => connect(t, { policy: ctx.safety, timeoutMs: ctx.connectTimeoutMs, sandboxFrom: isolation.sandboxFrom, isolated: true }) }
-            : {}),
+          // Write tasks only where each replay's state is its own (a {sandbox}, or a target declared in-memory).
+          ...(isolatedServer ? { isolatedServer } : {}),
           // 'no-key' rather than undefined: the OpenAI client would otherwise read OPENAI_API_KEY by itself.
           ...(generator && key ? { generator: { model: generator.model, baseURL: key.baseURL, apiKey: key.apiKey ?? 'no-key' } } : {}),
-        }),
-      );
+        });
+      });
       if (set.train.length + set.val.length === 0) throw new Error('no scenarios could be generated for this server');
       await writeScenarioSet(out, set.train, set.val);
       return ok(
-        { path: ws.display(out), train: set.train.length, val: set.val.length, summary: set.summary },
-        [`wrote ${set.train.length} train and ${set.val.length} val scenarios to ${ws.display(out)}`, ...formatCoverage(set.summary.coverage)].join('\n'),
+        { path: ws.display(out), train: set.train.length, val: set.val.length, summary: set.summary, ...(refused ? { refused_writes: refused } : {}) },
+        [`wrote ${set.train.length} train and ${set.val.length} val scenarios to ${ws.display(out)}`, ...(refused ? [refused] : []), ...formatCoverage(set.summary.coverage)].join('\n'),
       );
     }),
   );
@@ -425,7 +461,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const { run: started } = await ctx.jobs.start(name, t, {
         config,
         scenarios: { dir: scenariosDir, offline: scenariosDir ? undefined : offline, count },
-        isolation: isolationFromInput(ws, target),
+        isolation: isolationFor(ws, target, t),
         judgeApiKeyEnv: JUDGE_KEY_ENV,
         ...(ctx.connectTimeoutMs !== undefined ? { connectTimeoutMs: ctx.connectTimeoutMs } : {}),
       }, judgeKey?.apiKey);
@@ -561,7 +597,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const { groups, summary } = await ctx.engines.with(agent, { maxTokens, temperature: a.temperature }, (policy) =>
         runEval({
           policy, target: t, scenarios, reward: 'checks', rolloutsPerGroup: a.rollouts, concurrency: a.concurrency,
-          policyForSafety: ctx.safety, ...isolationFromInput(ws, a.target), maxTurns, temperature: a.temperature, seed: 1,
+          policyForSafety: ctx.safety, ...isolationFor(ws, a.target, t), maxTurns, temperature: a.temperature, seed: 1,
         }),
       );
       const files = await writeEvalOutput(out, groups, summary);

@@ -1,14 +1,25 @@
 /** The MCP layer's public API. Other layers import from here only. */
 export type { Target, ToolAnnotations, ToolInfo, ToolCallOutcome, MediaBlock, CallToolOptions } from './types.js';
-export { connect, McpSession } from './session.js';
+export { connect, isolatedServerOpener, McpSession, refusedWrites } from './session.js';
 export type { ConnectOptions, ServerIdentity } from './session.js';
 export type { TransportKind } from './connection.js';
 export { childEnvironment } from './connection.js';
 export { McpConnectError, McpListError } from './errors.js';
 export type { McpConnectErrorCode, McpListErrorCode } from './errors.js';
-export { SafetyPolicy, SafetyPolicySchema, unisolatedWriteReason, unisolatedWriteRefusal } from './policy.js';
-export { IsolationSchema, SANDBOX_PLACEHOLDER, SandboxError, targetUsesSandbox, sandboxTarget, createSandbox, removeSandbox } from './sandbox.js';
-export type { Isolation, IsolationOptions } from './sandbox.js';
+export { callSetting, refusedWritesLine, SafetyPolicy, SafetyPolicySchema, unisolatedWriteReason, unisolatedWriteRefusal, writeRemedy } from './policy.js';
+export {
+  checkSandboxFrom,
+  IsolationSchema,
+  rolloutStateIsolated,
+  SANDBOX_PLACEHOLDER,
+  SandboxError,
+  stateLocations,
+  targetUsesSandbox,
+  sandboxTarget,
+  createSandbox,
+  removeSandbox,
+} from './sandbox.js';
+export type { Isolation, IsolationOptions, StateLocation } from './sandbox.js';
 export { redact, secretsOf, secretValues, REDACTED } from './redact.js';
 export type { SafetyPolicyOptions, SafetyPolicySettings, PolicyDecision, CallSetting } from './policy.js';
 export { toOpenAITools, toFunctionParameters } from './openai-tools.js';

@@ -20,8 +20,8 @@ import { isConnectionLost, isRequestNotDelivered, openConnection, type Connectio
 import { errorLine } from '../util/errors.js';
 import { McpConnectError, McpListError } from './errors.js';
 import { capText, DEFAULT_MAX_OUTPUT_CHARS, mediaBlocks, resultToText } from './normalize.js';
-import { SafetyPolicy } from './policy.js';
-import { createSandbox, removeSandbox, sandboxTarget, targetUsesSandbox } from './sandbox.js';
+import { callSetting, refusedWritesLine, SafetyPolicy, type CallSetting } from './policy.js';
+import { checkSandboxFrom, createSandbox, removeSandbox, rolloutStateIsolated, sandboxTarget, targetUsesSandbox, type IsolationOptions } from './sandbox.js';
 import type { CallToolOptions, Target, ToolCallOutcome, ToolInfo } from './types.js';
 
 export interface ConnectOptions {
@@ -40,12 +40,18 @@ export interface ConnectOptions {
   /** Receives what a stdio server writes to stderr (by default it is only kept for error messages). */
   onStderr?: (chunk: string) => void;
   /**
-   * The server is a fresh process that this session alone uses (one rollout under --isolate), so tools that write
-   * may run (see SafetyPolicy). Only stdio targets can be isolated. Default false.
+   * The server is a fresh process that this session alone uses (one rollout under --isolate). Tools that write run
+   * only then, and only when its state is its own too: the target names `{sandbox}`, or `stateInMemory` (see
+   * rolloutStateIsolated in sandbox.ts). Only stdio targets can be isolated. Default false.
    */
   isolated?: boolean;
-  /** Copied into the session's `{sandbox}` directory when the target names one (see sandbox.ts). Default: empty. */
+  /**
+   * Copied into the session's `{sandbox}` directory (see sandbox.ts); a target that names no `{sandbox}` is refused
+   * (SandboxError). Default: the sandbox starts empty.
+   */
   sandboxFrom?: string;
+  /** The user's word that the target keeps its state in memory only (IsolationSchema.stateInMemory). Default false. */
+  stateInMemory?: boolean;
 }
 
 /** Who the server said it is at initialize. */
@@ -83,7 +89,8 @@ export class McpSession {
   private readonly callTimeoutMs: number;
   private readonly maxOutputChars: number;
   private readonly maxPages: number;
-  private readonly isolated: boolean;
+  /** Where this session's tool calls run, for the safety policy: isolated or not, and what to change if not. */
+  private readonly setting: CallSetting;
 
   private constructor(
     /** What runs: the target with `{sandbox}` replaced by this session's sandbox directory. */
@@ -92,8 +99,10 @@ export class McpSession {
     first: Connection,
     /** The session's own `{sandbox}` directory, removed at close; undefined when the target names none. */
     readonly sandboxDir: string | undefined,
+    /** The target as given, `{sandbox}` and all: what the isolation rule and a refusal's advice look at. */
+    given: Target,
   ) {
-    this.isolated = opts.isolated === true && target.kind === 'stdio';
+    this.setting = callSetting(given, { isolate: opts.isolated === true, sandboxFrom: opts.sandboxFrom, stateInMemory: opts.stateInMemory === true });
     this.policy = opts.policy ?? new SafetyPolicy();
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.callTimeoutMs = opts.callTimeoutMs ?? 60_000;
@@ -105,11 +114,12 @@ export class McpSession {
 
   /** Connects to `target` and completes initialize; throws McpConnectError with a code when it cannot. */
   static async connect(target: Target, opts: ConnectOptions = {}): Promise<McpSession> {
+    checkSandboxFrom(target, opts.sandboxFrom);
     const sandboxDir = targetUsesSandbox(target) ? await createSandbox(opts.sandboxFrom) : undefined;
     const running = sandboxDir === undefined ? target : sandboxTarget(target, sandboxDir);
     try {
       const first = await openConnection(running, McpSession.openOptions(opts));
-      return new McpSession(running, opts, first, sandboxDir);
+      return new McpSession(running, opts, first, sandboxDir, target);
     } catch (err) {
       if (sandboxDir !== undefined) await removeSandbox(sandboxDir);
       throw err;
@@ -334,7 +344,7 @@ export class McpSession {
       const known = [...catalog.keys()];
       return fail(`Unknown tool '${name}'. This server's tools are: ${known.length ? known.join(', ') : '(none)'}.`);
     }
-    const decision = this.policy.check(tool, { isolated: this.isolated });
+    const decision = this.policy.check(tool, this.setting);
     if (!decision.allowed) return { ...fail(decision.reason), refused: { remedy: decision.remedy } };
     if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled before it started.`);
 
@@ -425,4 +435,32 @@ export class McpSession {
 /** Connects to an MCP server. See McpSession and ConnectOptions. */
 export function connect(target: Target, opts?: ConnectOptions): Promise<McpSession> {
   return McpSession.connect(target, opts);
+}
+
+/**
+ * Opens a fresh server whose state is its own, for the write tasks that scenario generation makes and replays; or
+ * undefined when `isolation` gives none on `target` (rolloutStateIsolated), and then nothing is written.
+ */
+export function isolatedServerOpener(target: Target, isolation: IsolationOptions, opts: ConnectOptions = {}): (() => Promise<McpSession>) | undefined {
+  if (!rolloutStateIsolated(target, isolation)) return undefined;
+  return () => connect(target, { ...opts, sandboxFrom: isolation.sandboxFrom, stateInMemory: isolation.stateInMemory, isolated: true });
+}
+
+/**
+ * The one line naming the write tools that `opts.policy` refuses on `target` under `isolation` and the change that
+ * makes them run (refusedWritesLine), or undefined when none is refused. `tools` when already listed; otherwise
+ * this connects once to list them.
+ */
+export async function refusedWrites(target: Target, isolation: IsolationOptions, opts: ConnectOptions = {}, tools?: readonly ToolInfo[]): Promise<string | undefined> {
+  const policy = opts.policy ?? new SafetyPolicy();
+  checkSandboxFrom(target, isolation.sandboxFrom);
+  if (!tools) {
+    const session = await connect(target, { ...opts, sandboxFrom: isolation.sandboxFrom });
+    try {
+      tools = await session.listTools();
+    } finally {
+      await session.close();
+    }
+  }
+  return refusedWritesLine(tools, policy, callSetting(target, isolation));
 }

@@ -573,7 +573,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   const writeTools: ToolInfo[] = [];
   for (const t of allTools) {
     if (server.policy && !server.policy.check(t, { isolated: true }).allowed) excluded.set(t.name, { reason: 'refused_by_policy' });
-    else if (t.annotations.readOnlyHint !== true && !opts.isolatedServer) excluded.set(t.name, { reason: 'writes_state', detail: 'write tasks need --isolate' });
+    else if (t.annotations.readOnlyHint !== true && !opts.isolatedServer) excluded.set(t.name, { reason: 'writes_state', detail: 'write tasks need --isolate on a {sandbox} or --state-in-memory' });
     else if (t.annotations.readOnlyHint !== true) writeTools.push({ ...t, inputSchema: safeResolve(t.inputSchema) });
     else tools.push({ ...t, inputSchema: safeResolve(t.inputSchema) });
   }

@@ -3,6 +3,8 @@
  * The timeout is a safety net for a hung child (the machine is loaded), never what a test waits on.
  */
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { loadScenarioSet, writeScenarioSet } from '../../src/scenarios/scenario.js';
@@ -64,4 +66,24 @@ export async function bookshopScenarios(dir: string, train: number, val: number)
   const all = await bookshopTrainSignalFirst();
   await writeScenarioSet(dir, all.train.slice(0, train), all.val.slice(0, val));
   return dir;
+}
+
+/** sha256 over a file or a folder: every relative path and its bytes, sorted, so an added, moved or changed file shows. */
+export function sha256Of(p: string): string {
+  const h = createHash('sha256');
+  let entries: string[];
+  try {
+    entries = readdirSync(p, { recursive: true, encoding: 'utf8' }).sort();
+  } catch {
+    return h.update(readFileSync(p)).digest('hex');
+  }
+  for (const rel of entries) {
+    h.update(`${rel}\0`);
+    try {
+      h.update(readFileSync(path.join(p, rel)));
+    } catch {
+      h.update('<dir>');
+    }
+  }
+  return h.digest('hex');
 }

@@ -7,7 +7,7 @@
 import { expect } from 'vitest';
 import { OpenAIPolicy } from '../../src/agent/policy.js';
 import { rolloutGroups } from '../../src/agent/rollout.js';
-import { connect, type SafetyPolicy } from '../../src/mcp/index.js';
+import { connect, targetUsesSandbox, type SafetyPolicy } from '../../src/mcp/index.js';
 import type { Target } from '../../src/mcp/types.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
 import { generateOfflineScenarios, type OfflineOptions, type OfflineResult } from '../../src/scenarios/offline.js';
@@ -19,7 +19,14 @@ export interface Setup {
   target: Target;
   sandboxFrom?: string;
   safety: SafetyPolicy;
+  /**
+   * The target keeps its state in memory only (the fixture, server-everything), so a fresh process per rollout is
+   * isolation. Default: true when the target names no `{sandbox}` (every such server these tests use is in-memory).
+   */
+  stateInMemory?: boolean;
 }
+
+const inMemory = (s: Setup) => s.stateInMemory ?? !targetUsesSandbox(s.target);
 
 const doubles: OpenAIDouble[] = [];
 export async function closeDoubles(): Promise<void> {
@@ -28,7 +35,7 @@ export async function closeDoubles(): Promise<void> {
 
 /** Offline scenarios for the setup, with an isolated server for replays. */
 export async function generateFor(s: Setup, count: number, seed: number, extra: Partial<OfflineOptions> = {}): Promise<OfflineResult> {
-  const opts = { sandboxFrom: s.sandboxFrom, policy: s.safety };
+  const opts = { sandboxFrom: s.sandboxFrom, policy: s.safety, stateInMemory: inMemory(s) };
   const session = await connect(s.target, opts);
   try {
     return await generateOfflineScenarios(session, { count, seed, ...extra, isolatedServer: () => connect(s.target, { ...opts, isolated: true }) });
@@ -43,7 +50,7 @@ export async function expectOracleAllIdleNone(s: Setup, scenarios: Scenario[]): 
     const double = await startPolicyDouble(strategy);
     doubles.push(double);
     const policy = new OpenAIPolicy({ baseURL: double.baseURL, model: 'scripted', maxRetries: 0 });
-    return rolloutGroups({ policy, target: s.target, scenarios, rolloutsPerGroup: 1, concurrency: 2, isolate: true, sandboxFrom: s.sandboxFrom, policyForSafety: s.safety });
+    return rolloutGroups({ policy, target: s.target, scenarios, rolloutsPerGroup: 1, concurrency: 2, isolate: true, sandboxFrom: s.sandboxFrom, stateInMemory: inMemory(s), policyForSafety: s.safety });
   };
   const good = await run(goodStrategy(scenarios));
   const idle = await run(scriptedStrategy([], ''));
