@@ -50,8 +50,12 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
+/** The servers want a bearer token, as a user's would beyond loopback; train sends it (--rollout-api-key-env). */
+const TOKEN = 'rollout-pool-token';
+const AUTH = { authorization: `Bearer ${TOKEN}` };
+
 async function serve(): Promise<{ child: ChildProcessWithoutNullStreams; url: string }> {
-  const child = runCli(['serve', '--model', MODEL, '--port', '0', '--quiet']);
+  const child = runCli(['serve', '--model', MODEL, '--port', '0', '--quiet'], { ...process.env, MCPRL_SERVE_TOKEN: TOKEN });
   servers.push(child);
   return { child, url: await listeningUrl(child) };
 }
@@ -59,7 +63,8 @@ async function serve(): Promise<{ child: ChildProcessWithoutNullStreams; url: st
 /** `mcprl train …` as a child process (test/faults/cli.ts); resolves with its exit code and output. */
 function trainCli(run: string, extra: string[]) {
   return mcprl(['train', '--model', MODEL, '--scenarios', scenarios, '--run', run, '--runs-dir', join(work, 'runs'),
-    '--max-steps', '3', '--eval-every', '3', '--patience', '10', ...SMALL, '--quiet', '--json', ...extra, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN]);
+    '--max-steps', '3', '--eval-every', '3', '--patience', '10', ...SMALL, '--quiet', '--json', ...extra, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN],
+  { env: { ...process.env, MCPRL_TEST_ROLLOUT_KEY: TOKEN } });
 }
 
 const readJsonl = async (file: string) => (await readFile(file, 'utf8')).split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
@@ -73,14 +78,14 @@ function sample(text: string, name: string, labels: string): number {
 describe('mcprl train --rollout-url', () => {
   it('trains 3 steps on a served model as the in-process run does, loading and unloading an adapter each step', async () => {
     const { url } = await serve();
-    const split = await trainCli('split', ['--rollout-url', url, '--adapter-dir', join(work, 'adapters')]);
+    const split = await trainCli('split', ['--rollout-url', url, '--adapter-dir', join(work, 'adapters'), '--rollout-api-key-env', 'MCPRL_TEST_ROLLOUT_KEY']);
     expect(split.code, split.stderr).toBe(0);
     const inProcess = await trainCli('in-process', []);
     expect(inProcess.code, inProcess.stderr).toBe(0);
 
     // The server loaded policy-step-0 … policy-step-3 and unloaded each one when the next replaced it (the last
     // when training ended): four of each, none left.
-    const metrics = await (await fetch(url.replace(/\/v1$/, '/metrics'))).text();
+    const metrics = await (await fetch(url.replace(/\/v1$/, '/metrics'), { headers: AUTH })).text();
     expect(sample(metrics, 'mcprl_http_requests_total', '{route="/v1/load_lora_adapter",status="200"}')).toBe(4);
     expect(sample(metrics, 'mcprl_http_requests_total', '{route="/v1/unload_lora_adapter",status="200"}')).toBe(4);
     expect(sample(metrics, 'mcprl_lora_adapters', '')).toBe(0);
@@ -148,7 +153,7 @@ describe('mcprl train --rollout-url', () => {
       const runDir = new RunDir(join(work, 'runs', 'no-ids'));
       const result = await train({
         run: runDir, config, target: fixtureStdioTarget(), scenarios: set, log: () => undefined,
-        rollout: { urls: [`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/v1`], adapterDir: join(work, 'no-ids-adapters'), validate: false },
+        rollout: { urls: [`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/v1`], adapterDir: join(work, 'no-ids-adapters'), validate: false, apiKey: TOKEN },
       });
       expect(result.state).toMatchObject({ step: 1, stopped: 'max_steps' });
       const [, m] = await readJsonl(runDir.path('metrics.jsonl'));
@@ -172,7 +177,7 @@ describe('mcprl train --rollout-url', () => {
     const result = await train({
       run: new RunDir(join(work, 'runs', 'pool')), config, target: fixtureStdioTarget(), scenarios: set, log: (l) => lines.push(l),
       // Validation on the trainer's engine: every request the servers get belongs to a training step.
-      rollout: { urls: [first.url, second.url], adapterDir: join(work, 'pool-adapters'), concurrencyPerServer: 2, validate: false },
+      rollout: { urls: [first.url, second.url], adapterDir: join(work, 'pool-adapters'), concurrencyPerServer: 2, validate: false, apiKey: TOKEN },
       rolloutEvents: {
         onAnswer: (url) => {
           if (url === second.url && !killed) {

@@ -44,6 +44,7 @@ interface TrainCliOptions extends TargetCliOptions {
   quiet?: boolean;
   json?: boolean;
   rolloutUrl?: string[];
+  rolloutApiKeyEnv?: string;
   adapterDir?: string;
   rolloutConcurrency?: number;
   validateInProcess?: boolean;
@@ -69,6 +70,13 @@ function checkResumeOptions(o: TrainCliOptions, config: TrainConfig, runDir: str
   }
 }
 
+/** The rollout servers' token, from the variable --rollout-api-key-env names (never from the command line, which `ps` shows). */
+function rolloutApiKey(name: string): string {
+  const key = process.env[name];
+  if (!key) throw new InvalidArgumentError(`--rollout-api-key-env ${name}: that environment variable is not set`);
+  return key;
+}
+
 /** The rollout servers named by --rollout-url and their options. */
 function rolloutFromCli(o: TrainCliOptions): RolloutPoolSettings {
   if (!o.adapterDir) throw new InvalidArgumentError('--rollout-url needs --adapter-dir DIR (a folder the servers can read, where each step\'s adapter is written)');
@@ -76,6 +84,7 @@ function rolloutFromCli(o: TrainCliOptions): RolloutPoolSettings {
     urls: o.rolloutUrl!, adapterDir: path.resolve(o.adapterDir),
     ...(o.rolloutConcurrency !== undefined ? { concurrencyPerServer: o.rolloutConcurrency } : {}),
     ...(o.validateInProcess ? { validate: false } : {}),
+    ...(o.rolloutApiKeyEnv ? { apiKey: rolloutApiKey(o.rolloutApiKeyEnv) } : {}),
   };
 }
 
@@ -105,6 +114,7 @@ export function registerTrain(program: Command): Command {
     .option('--rollout-url <url>', 'run rollouts on this OpenAI-compatible server in vLLM\'s dialect (runtime LoRA loading); repeat for a pool', (v: string, prev: string[] = []) => [...prev, v])
     .option('--adapter-dir <dir>', 'with --rollout-url: a folder the servers read at the same path; each step\'s adapter is written there')
     .option('--rollout-concurrency <n>', `with --rollout-url: requests in flight per server (default ${RolloutPoolSettingsSchema.shape.concurrencyPerServer.parse(undefined)})`, numberParser({ integer: true, above: 0 }))
+    .option('--rollout-api-key-env <var>', 'with --rollout-url: environment variable holding the servers\' bearer token (mcprl serve --token, vLLM --api-key)')
     .option('--validate-in-process', 'with --rollout-url: run validation on the trainer\'s engine, not on the servers')
     .option('--otlp-endpoint <url>', 'export OpenTelemetry traces (steps, rollouts, model and tool calls) to this OTLP/HTTP collector, e.g. http://localhost:4318')
     .option('--quiet', 'no progress bars')

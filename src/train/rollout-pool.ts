@@ -37,6 +37,11 @@ export const RolloutPoolSettingsSchema = z.object({
   timeoutMs: z.number().int().positive().default(120_000),
   /** Run validation rollouts on the servers too (false: on the trainer's engine). Default true. */
   validate: z.boolean().default(true),
+  /**
+   * The bearer token the servers want (`mcprl serve --token`, vLLM's `--api-key`), sent with every request and
+   * adapter load. Default: none.
+   */
+  apiKey: z.string().min(1).optional(),
 });
 export type RolloutPoolSettings = z.input<typeof RolloutPoolSettingsSchema>;
 
@@ -257,7 +262,7 @@ export class RolloutPool implements Policy {
   private client(server: Server, model: string): OpenAIPolicy {
     let c = server.clients.get(model);
     if (!c) {
-      c = new OpenAIPolicy({ baseURL: server.url, model, tokenIds: true, maxRetries: 0, timeoutMs: this.s.timeoutMs, extraBody: this.extraBody });
+      c = new OpenAIPolicy({ baseURL: server.url, model, ...(this.s.apiKey ? { apiKey: this.s.apiKey } : {}), tokenIds: true, maxRetries: 0, timeoutMs: this.s.timeoutMs, extraBody: this.extraBody });
       server.clients.set(model, c);
     }
     return c;
@@ -281,7 +286,8 @@ export class RolloutPool implements Policy {
   private async post(url: string, route: string, body: unknown): Promise<void> {
     let res: Response;
     try {
-      res = await fetch(`${url}/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(this.s.timeoutMs) });
+      const headers: Record<string, string> = { 'content-type': 'application/json', ...(this.s.apiKey ? { authorization: `Bearer ${this.s.apiKey}` } : {}) };
+      res = await fetch(`${url}/${route}`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(this.s.timeoutMs) });
     } catch (err) {
       throw new PolicyError('POLICY_UNREACHABLE', `${url}/${route}: ${(err as Error).message}`, { cause: err });
     }
