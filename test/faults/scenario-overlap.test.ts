@@ -83,6 +83,7 @@ describe('a scenario set that mcprl generated trains', () => {
     const events = readFileSync(path.join(work, 'runs', 'large', PROGRESS_FILE), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as ProgressEvent);
     const checking = events.filter((e) => e.phase === 'scenarios');
     // Units: the training scenarios indexed, then the validation scenarios checked against them (no warm-up set).
+    expect(checking.length).toBeGreaterThan(2);
     expect(checking.map((e) => e.total)).toEqual(checking.map(() => 6000));
     expect(checking[0].done).toBe(0);
     expect(checking.at(-1)!.done).toBe(6000);

@@ -5,6 +5,8 @@
  *
  *   --drop-tools-after N   after N tool calls, the list holds only `list_branches` and the server says so with
  *                          notifications/tools/list_changed (a target whose tools change mid-run; §5)
+ *   --unannounced          the server does not declare tools.listChanged, so clients do not follow its notices: a
+ *                          dropped tool is found out only by calling it (the SDK answers "Tool … disabled")
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -53,7 +55,7 @@ function counted<A extends unknown[]>(run: (...a: A) => Promise<CallToolResult>)
   };
 }
 
-const server = new McpServer({ name: 'library', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
+const server = new McpServer({ name: 'library', version: '1.0.0' });
 const registered = [
   server.registerTool('search_books', {
     description: 'Books whose title or author contains every word of the query (case-insensitive).',
@@ -107,5 +109,7 @@ const registered = [
   }, counted(async () => json({ branches: BRANCHES }))),
 ];
 
+// McpServer declares tools.listChanged itself when the first tool is registered; --unannounced takes it back.
+if (process.argv.includes('--unannounced')) server.server.registerCapabilities({ tools: { listChanged: false } });
 await server.connect(new StdioServerTransport());
 process.stdin.on('end', () => process.exit(0));
