@@ -51,13 +51,13 @@ describe('a tool_called check counts only calls the server executed', () => {
       { toolCalls: [{ name: 'list_branches', arguments: {} }] },
       { toolCalls: [{ name: 'get_book', arguments: { book_id: 'lb-001' } }] },
     ], true);
+    expect(summary.successes).toBe(0);
     for (const t of groups[0]) {
       expect(t.messages.find((m) => m.role === 'tool' && m.name === 'get_book')?.content).toMatch(/Unknown tool 'get_book'/);
       expect(executionOf(t, 'list_branches')).toEqual(['executed']);
       expect(executionOf(t, 'get_book')).toEqual(['not_executed']);
       expect(t.metrics.checks_passed).toBe(0);
     }
-    expect(summary.successes).toBe(0);
     fault('the target changes its tool list mid-run; the checked call is answered "Unknown tool"', '0/3 success (the call never ran)', `${summary.successes}/3 success`);
   });
 
@@ -68,35 +68,35 @@ describe('a tool_called check counts only calls the server executed', () => {
       { toolCalls: [{ name: 'list_branches', arguments: {} }] },
       { toolCalls: [{ name: 'get_book', arguments: { book_id: 'lb-001' } }] },
     ], true);
+    expect(summary.successes).toBe(0);
     for (const t of groups[0]) {
       expect(t.messages.find((m) => m.role === 'tool' && m.name === 'get_book')?.content).toMatch(/Tool get_book disabled/);
       expect(executionOf(t, 'get_book')).toEqual(['not_executed']);
       expect(t.metrics.checks_passed).toBe(0);
     }
-    expect(summary.successes).toBe(0);
     fault('the target drops the checked tool without notice; the server answers "Tool get_book disabled"', '0/3 success', `${summary.successes}/3 success`);
   });
 
   it('a call the safety policy refused fails the check', async () => {
     const { groups, summary } = await evalScripted(misbehavingStdioTarget(), calledCheck('wipe'), [{ toolCalls: [{ name: 'wipe', arguments: {} }] }]);
+    expect(summary.successes).toBe(0);
     for (const t of groups[0]) {
       expect(executionOf(t, 'wipe')).toEqual(['not_executed']);
       expect(t.metrics.checks_passed).toBe(0);
     }
-    expect(summary.successes).toBe(0);
     fault('the checked call is refused by the safety policy (never sent)', '0/3 success', `${summary.successes}/3 success`);
   });
 
   it('a call whose outcome is unknown (the connection was lost during it) is a failure, counted in the summary', async () => {
     const { groups, summary } = await evalScripted(misbehavingStdioTarget(), calledCheck('crash'), [{ toolCalls: [{ name: 'crash', arguments: {} }] }]);
+    expect(summary.successes).toBe(0);
+    expect(summary.unknown_outcomes).toBe(3);
     for (const t of groups[0]) {
       expect(t.messages.find((m) => m.role === 'tool' && m.name === 'crash')?.content).toMatch(/not known whether the tool ran/);
       expect(executionOf(t, 'crash')).toEqual(['unknown']);
       expect(t.metrics.unknown_outcomes).toBe(1);
       expect(t.metrics.checks_passed).toBe(0);
     }
-    expect(summary.successes).toBe(0);
-    expect(summary.unknown_outcomes).toBe(3);
     fault('the connection is lost during the checked call (outcome unknown)', '0/3 success; 3 unknown outcomes in the summary', `${summary.successes}/3 success; unknown_outcomes ${summary.unknown_outcomes}`);
   });
 });
