@@ -49,14 +49,18 @@ const NO_WORDS = '\u0001';
  * one, in the set's order, without looking at the others.
  *
  * Near-duplicate tasks are found by prefix filtering (as in All-Pairs, Bayardo et al. 2007): order every word by how
- * many indexed tasks hold it (rarest first). Two word sets with Jaccard similarity ≥ t share at least ⌈t·|A|⌉
- * words, so each one's first |A| − ⌈t·|A|⌉ + 1 words in that order hold a shared word. Only those prefix words are
- * indexed (under the task's concrete values, which must be equal anyway), and only the tasks found under a query's
- * own prefix words are compared, with the exact rule (isNearDuplicate). Nothing that overlaps is missed.
+ * many indexed tasks hold it (rarest first). Two word sets A, B with Jaccard similarity ≥ t share o ≥ ⌈t·|A|⌉
+ * words, and A's first |A| − ⌈t·|A|⌉ + k words in that order hold the k rarest of the shared words (at most
+ * |A| − o words of A are not shared), as do B's. With t > 1/2 every match of sets of two words or more shares two
+ * words, so the index keys are the pairs of words in those prefixes of length |A| − ⌈t·|A|⌉ + 2 (one word for a
+ * one-word task), under the task's concrete values (which must be equal anyway). A query is compared, with the exact
+ * rule (isNearDuplicate), only with the tasks found under its own keys: nothing that overlaps is missed, and common
+ * words alone (the field names of a thousand lookups) never make a candidate.
  */
 export class OverlapIndex<T extends Indexed = Indexed> {
-  private readonly byEntity = new Map<string, number[]>();
-  private readonly byPrefixWord = new Map<string, number[]>();
+  // A key's scenarios: one index, or several (most keys have one; an array each would double the garbage).
+  private readonly byEntity = new Map<string, Postings>();
+  private readonly byPrefixKey = new Map<string, Postings>();
   private readonly signatures: TaskSignature[] = [];
   /** In how many indexed tasks each word occurs (the word order of the prefixes). */
   private readonly frequency = new Map<string, number>();
@@ -66,7 +70,7 @@ export class OverlapIndex<T extends Indexed = Indexed> {
     readonly threshold = DEFAULT_DUPLICATE_THRESHOLD,
     onProgress?: OnProgress,
   ) {
-    if (!(threshold > 0 && threshold <= 1)) throw new RangeError(`the near-duplicate threshold must be in (0, 1], got ${threshold}`);
+    if (!(threshold > 0.5 && threshold <= 1)) throw new RangeError(`the overlap index needs a near-duplicate threshold in (0.5, 1], got ${threshold}`);
     for (const s of items) {
       const sig = taskSignature(s.task);
       this.signatures.push(sig);
@@ -75,19 +79,24 @@ export class OverlapIndex<T extends Indexed = Indexed> {
     items.forEach((s, i) => {
       const k = entityKey(s);
       if (k !== undefined) push(this.byEntity, k, i);
-      for (const w of this.prefix(this.signatures[i])) push(this.byPrefixWord, w, i);
+      for (const k of this.prefixKeys(this.signatures[i])) push(this.byPrefixKey, k, i);
       if (onProgress && (i + 1) % PROGRESS_EVERY === 0) onProgress(i + 1, items.length);
     });
     onProgress?.(items.length, items.length);
   }
 
-  /** A task's prefix words (see the class comment), each keyed by the task's concrete values. */
-  private prefix(sig: TaskSignature): string[] {
-    if (sig.words.size === 0) return [`${sig.concrete}\u0000${NO_WORDS}`];
+  /** A task's index keys (see the class comment): pairs of its prefix words, under its concrete values. */
+  private prefixKeys(sig: TaskSignature): string[] {
+    const c = sig.concrete;
+    if (sig.words.size === 0) return [`${c}\u0000${NO_WORDS}`];
+    if (sig.words.size === 1) return [`${c}\u0000${[...sig.words][0]}`];
     const words = [...sig.words].sort((a, b) => (this.frequency.get(a) ?? 0) - (this.frequency.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0));
     // The epsilon only lengthens a prefix (never misses a pair) where t·|A| lands a rounding error above an integer.
     const shared = Math.ceil(this.threshold * words.length - 1e-9);
-    return words.slice(0, Math.max(1, words.length - shared + 1)).map((w) => `${sig.concrete}\u0000${w}`);
+    const prefix = words.slice(0, Math.min(words.length, words.length - shared + 2));
+    const keys: string[] = [];
+    for (let i = 0; i < prefix.length; i++) for (let j = i + 1; j < prefix.length; j++) keys.push(`${c}\u0000${prefix[i]}\u0000${prefix[j]}`);
+    return keys;
   }
 
   /**
@@ -97,10 +106,10 @@ export class OverlapIndex<T extends Indexed = Indexed> {
   find(s: Pick<Scenario, 'task' | 'checks'>, except = -1): { index: number; item: T; reason: 'entity' | 'task' }[] {
     const found = new Map<number, 'entity' | 'task'>();
     const k = entityKey(s);
-    if (k !== undefined) for (const i of this.byEntity.get(k) ?? []) if (i !== except) found.set(i, 'entity');
+    if (k !== undefined) for (const i of postings(this.byEntity.get(k))) if (i !== except) found.set(i, 'entity');
     const sig = taskSignature(s.task);
-    for (const w of this.prefix(sig)) {
-      for (const i of this.byPrefixWord.get(w) ?? []) {
+    for (const key of this.prefixKeys(sig)) {
+      for (const i of postings(this.byPrefixKey.get(key))) {
         if (i !== except && !found.has(i) && isNearDuplicate(sig, this.signatures[i], this.threshold)) found.set(i, 'task');
       }
     }
@@ -108,11 +117,18 @@ export class OverlapIndex<T extends Indexed = Indexed> {
   }
 }
 
-function push(m: Map<string, number[]>, k: string, i: number): void {
+type Postings = number | number[];
+
+function push(m: Map<string, Postings>, k: string, i: number): void {
   const xs = m.get(k);
-  if (xs) {
-    if (xs[xs.length - 1] !== i) xs.push(i);
-  } else m.set(k, [i]);
+  if (xs === undefined) m.set(k, i);
+  else if (typeof xs === 'number') {
+    if (xs !== i) m.set(k, [xs, i]);
+  } else if (xs[xs.length - 1] !== i) xs.push(i);
+}
+
+function postings(p: Postings | undefined): readonly number[] {
+  return p === undefined ? [] : typeof p === 'number' ? [p] : p;
 }
 
 /**
@@ -136,7 +152,9 @@ export function overlapGroups(scenarios: readonly Indexed[], threshold = DEFAULT
   const groups = new Map<number, number[]>();
   scenarios.forEach((_, i) => {
     const r = root(i);
-    groups.set(r, [...(groups.get(r) ?? []), i]);
+    const g = groups.get(r);
+    if (g) g.push(i);
+    else groups.set(r, [i]);
   });
   return [...groups.values()];
 }
