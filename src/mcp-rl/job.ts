@@ -15,9 +15,10 @@ import { generateScenarioSet, type ScenarioSummary } from '../scenarios/scenario
 import { TrainError } from '../engine/train-types.js';
 import { connect, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
 import { OpenAIJudge } from '../ruler/judge.js';
-import { assertDisjoint, overlapCheckUnits, type OnProgress, type Overlap } from '../scenarios/disjoint.js';
+import { assertDisjoint, overlapCheckUnits, type Overlap } from '../scenarios/disjoint.js';
 import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
 import { writeJsonAtomic } from '../util/atomic.js';
+import type { OnProgress } from '../util/progress.js';
 import { TrainConfigSchema } from '../train/config.js';
 import { ProgressLog } from '../train/progress-log.js';
 import type { RunDir } from '../train/run-dir.js';
@@ -84,12 +85,13 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const safety = jobSafety(job);
   progress.emit('starting', 0);
 
-  const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety);
+  // A set of a million lines takes seconds to read, check and write: each is a phase with progress.
+  const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety, (done, total) => progress.emit('read_scenarios', 0, done, total));
   if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new TrainError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
-  await checkHeldOut(scenarios, config.model, (done, total) => progress.emit('scenarios', 0, done, total));
+  await checkHeldOut(scenarios, config.model, (done, total) => progress.emit('check_scenarios', 0, done, total));
   if (!o.resume) {
     await writeJsonAtomic(run.path('config.json'), config);
-    await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test);
+    await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test, (done, total) => progress.emit('write_scenarios', 0, done, total));
   }
   const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[job.judgeApiKeyEnv] }) : undefined;
 
@@ -100,11 +102,11 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   return { result, adapter, report, ...(scenarioSummary ? { scenarioSummary } : {}) };
 }
 
-async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSchema>, safety: SafetyPolicy): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
+async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSchema>, safety: SafetyPolicy, onRead: OnProgress): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
   const { run } = o;
-  if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'));
+  if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'), onRead);
   const source = job.scenarios;
-  if (source.dir) return loadScenarioSet(source.dir);
+  if (source.dir) return loadScenarioSet(source.dir, onRead);
   if (!source.offline && !source.generator) throw new TrainError('TRAIN_INVALID_CONFIG', 'the job names no scenarios: give a scenario set folder, offline generation, or a generator model');
   const session = await connect(o.target, {
     policy: safety, sandboxFrom: job.isolation.sandboxFrom, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}),

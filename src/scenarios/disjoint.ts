@@ -13,6 +13,7 @@ import { DEFAULT_DUPLICATE_THRESHOLD, isNearDuplicate, taskSignature, type TaskS
 import { canonical } from './offline.js';
 import type { Scenario } from './scenario.js';
 import { McprlError } from '../util/errors.js';
+import type { OnProgress } from '../util/progress.js';
 
 export class OverlappingScenariosError extends McprlError<'SCENARIO_OVERLAP'> {
   constructor(message: string) {
@@ -34,9 +35,6 @@ export interface Overlap {
 }
 
 type Indexed = Pick<Scenario, 'id' | 'task' | 'checks'>;
-
-/** What a phase has done so far, in units of its own (scenarios here): called now and then, and at the end. */
-export type OnProgress = (done: number, total: number) => void;
 
 /** How often (in scenarios) the overlap phases report progress. */
 const PROGRESS_EVERY = 4096;

@@ -74,21 +74,23 @@ describe('a scenario set that mcprl generated trains', () => {
     }
   });
 
-  it('`mcprl train` on a set of 6,000 scenarios reports the held-out check as progress events, and passes it', async () => {
+  it('`mcprl train` on a set of 6,000 scenarios reports reading, checking and writing it as progress events, and passes the check', async () => {
     const dir = path.join(work, 'large');
     const { train, val } = splitScenarios(largeScenarioSet(6000), { seed: 1 });
     await writeScenarioSet(dir, train, val);
     const r = await mcprl(['train', '--model', BROKEN, '--scenarios', dir, '--runs-dir', path.join(work, 'runs'), '--run', 'large', '--quiet', '--', process.execPath, '--import', 'tsx', LIBRARY]);
     expect(r.stderr).not.toMatch(/SCENARIO_OVERLAP|overlap/);
     const events = readFileSync(path.join(work, 'runs', 'large', PROGRESS_FILE), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as ProgressEvent);
-    const checking = events.filter((e) => e.phase === 'scenarios');
-    // Units: the training scenarios indexed, then the validation scenarios checked against them (no warm-up set).
-    expect(checking.length).toBeGreaterThan(2);
-    expect(checking.map((e) => e.total)).toEqual(checking.map(() => 6000));
-    expect(checking[0].done).toBe(0);
-    expect(checking.at(-1)!.done).toBe(6000);
-    expect(checking.every((e, i) => i === 0 || e.done >= checking[i - 1].done)).toBe(true);
-    fault('the held-out check of a large set (6,000 scenarios) before step 0', 'progress events {phase: scenarios, done, total}; every pair not compared', `${checking.length} events, 0 → ${checking.at(-1)!.done}/6000`);
+    // Lines read; the training scenarios indexed, then the validation scenarios checked against them (no warm-up
+    // set); scenarios written: 6,000 each, from 0 to all of them, never backwards.
+    for (const phase of ['read_scenarios', 'check_scenarios', 'write_scenarios'] as const) {
+      const es = events.filter((e) => e.phase === phase);
+      expect(es.length, phase).toBeGreaterThan(2);
+      expect(es.every((e) => e.total === 6000), phase).toBe(true);
+      expect([es[0].done, es.at(-1)!.done], phase).toEqual([0, 6000]);
+      expect(es.every((e, i) => i === 0 || e.done >= es[i - 1].done), phase).toBe(true);
+    }
+    fault('reading, checking and writing a large set (6,000 scenarios) before step 0', 'progress events {phase, done, total} for each; not every pair compared', `read/check/write: ${events.filter((e) => e.phase.endsWith('_scenarios')).length} events, each 0 → 6000/6000`);
   });
 
   it('every offline set of seeds 1..N on the fixture servers and the published servers passes the training set check', async () => {
