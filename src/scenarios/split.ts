@@ -9,8 +9,8 @@ export const DEFAULT_VAL_FRACTION = 1 / 3;
  * Splits scenarios into train and val deterministically by seed, keeping apart what the held-out check
  * (disjoint.ts) keeps apart: scenarios that overlap (the same entity, or near-duplicate tasks) form a group, and
  * every group goes whole to one side, so a split set always passes the check. The groups are shuffled by seed and
- * val takes them in that order while they fit in round(n · valFraction) (at least one scenario when there are two
- * or more groups and valFraction > 0). Each side keeps the original order of its scenarios, so files are stable
+ * val takes, in that order, each group that still fits in round(n · valFraction) scenarios (at least one group when
+ * there are two or more and valFraction > 0). A set without overlaps splits exactly as a shuffle of its scenarios. Each side keeps the original order of its scenarios, so files are stable
  * and easy to diff.
  */
 export function splitScenarios(
