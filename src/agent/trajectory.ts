@@ -107,13 +107,16 @@ export type TrajectoryMetrics = z.infer<typeof TrajectoryMetricsSchema>;
 export const INVALID_CALL_PREFIX = 'Error: invalid tool call.';
 export const NOT_EXECUTED_PREFIX = 'Not executed:';
 
+/** Answers mcprl's session gave, in trajectories recorded before `execution`, to calls the server did not (knowingly) run. */
+const UNRUN_ANSWER = /^Error: (Unknown tool '|Tool '[^']*' failed: the connection to the server was lost during the call)/;
+
 /**
  * True when a tool message answers a call the server executed (or complete_task): its `execution` says so; a message
- * without one (recorded before it existed, or by an application's own loop) counts unless its text starts with one
- * of the loop's not-executed prefixes.
+ * without one (recorded before it existed, or by an application's own loop) counts unless its text is one of the
+ * loop's not-executed answers (its prefixes, an unknown tool, a connection lost during the call).
  */
 export function wasExecuted(toolMessage: { content: string | null; execution?: ToolExecution }): boolean {
   if (toolMessage.execution !== undefined) return toolMessage.execution === 'executed';
   const c = toolMessage.content ?? '';
-  return !c.startsWith(INVALID_CALL_PREFIX) && !c.startsWith(NOT_EXECUTED_PREFIX);
+  return !c.startsWith(INVALID_CALL_PREFIX) && !c.startsWith(NOT_EXECUTED_PREFIX) && !UNRUN_ANSWER.test(c);
 }
