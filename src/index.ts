@@ -24,6 +24,7 @@ export type {
   ToolAnnotations,
   ToolInfo,
   ToolCallOutcome,
+  ToolExecution,
   CallToolOptions,
   ConnectOptions,
   ServerIdentity,
@@ -135,7 +136,7 @@ export { runTrainJob, TrainJobSchema } from './mcp-rl/job.js';
 export type { TrainJob, TrainJobOptions, TrainJobResult } from './mcp-rl/job.js';
 export { ProgressLog, readLatestProgress } from './train/progress-log.js';
 export { ProgressEventSchema, terminalBars } from './util/progress.js';
-export type { ProgressEvent, ProgressPhase, ProgressListener } from './util/progress.js';
+export type { ProgressEvent, ProgressPhase, ProgressListener, OnProgress } from './util/progress.js';
 export { RunDir, RunStateSchema } from './train/run-dir.js';
 export type { RunState } from './train/run-dir.js';
 export { trajectoryToSequences, tokenizationReport, emptyTokenizationReport, TokenizeError } from './train/tokenize.js';
@@ -149,7 +150,7 @@ export type { TraceSpan, TraceAttributes } from './util/tracing.js';
 export { groupAdvantages, advantagesFor } from './train/advantages.js';
 export { renderReport } from './train/report.js';
 export { writeRunReport, exportBestAdapter } from './train/write-report.js';
-export { assertDisjoint, findOverlaps, entityKey, OverlappingScenariosError } from './scenarios/disjoint.js';
+export { assertDisjoint, findOverlaps, entityKey, OverlapIndex, overlapGroups, OverlappingScenariosError } from './scenarios/disjoint.js';
 
 export { TrainableModel } from './backend/trainable-model.js';
 export { LocalBackend } from './backend/local-backend.js';

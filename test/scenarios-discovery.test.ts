@@ -31,7 +31,7 @@ async function replayAll(session: McpSession, scenarios: Scenario[]): Promise<vo
 }
 
 describe('errors in disguise', () => {
-  const outcome = (text: string, structuredContent?: unknown): ToolCallOutcome => ({ text, isError: false, truncated: false, latencyMs: 1, ...(structuredContent !== undefined ? { structuredContent } : {}) });
+  const outcome = (text: string, structuredContent?: unknown): ToolCallOutcome => ({ execution: 'executed', text, isError: false, truncated: false, latencyMs: 1, ...(structuredContent !== undefined ? { structuredContent } : {}) });
   it('are error messages as text, empty results and "no matches", but not real results', () => {
     expect(disguisedError(outcome("Error: ENOENT: no such file or directory, open '/x/morning run'"))).toBe('an error message');
     expect(disguisedError(outcome('morning run: Error - ENOENT', { content: 'morning run: Error - ENOENT' }))).toBe('an error message');

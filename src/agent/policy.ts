@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { APIError } from 'openai';
-import type { OpenAITool } from '../mcp/index.js';
+import type { OpenAITool, ToolExecution } from '../mcp/index.js';
 import { parseToolCalls, TOOL_CALL_OPEN } from '../chat/parse-tool-call.js';
 import { McprlError } from '../util/errors.js';
 
@@ -13,6 +13,8 @@ export interface ChatMessage {
   tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[];
   tool_call_id?: string;
   name?: string;
+  /** On a tool answer: whether the server executed the call (see the Trajectory schema's ChatMessage). */
+  execution?: ToolExecution;
   /**
    * Set on assistant turns produced by the local engine (or an endpoint that returns them): exact sampled
    * token ids and their logprobs, so training never re-tokenises.

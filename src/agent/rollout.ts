@@ -11,6 +11,7 @@ import {
   type SafetyPolicy,
   type Target,
   type ToolCallOutcome,
+  type ToolExecution,
   type ToolInfo,
 } from '../mcp/index.js';
 import { checkScenarioTools, isStateCheck, scenarioInSandbox, type Scenario } from '../scenarios/scenario.js';
@@ -147,7 +148,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
     { role: 'system', content: opts.systemPrompt ?? DEFAULT_SYSTEM_PROMPT },
     { role: 'user', content: scenario.task },
   ];
-  const metrics = { turns: 0, tool_calls: 0, tool_errors: 0, invalid_calls: 0 };
+  const metrics = { turns: 0, tool_calls: 0, tool_errors: 0, invalid_calls: 0, unknown_outcomes: 0 };
   let completed = false;
   let summary: string | null = null;
   let lastText: string | null = null;
@@ -229,19 +230,22 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
       // ── execute the calls in order, answering each one ──
       for (const call of calls) {
         metrics.tool_calls++;
-        const answer = (content: string) =>
-          messages.push({ role: 'tool', tool_call_id: call.id, name: call.name, content });
+        // Every answer says whether the server executed the call: only executed calls count for checks.
+        const answer = (content: string, execution: ToolExecution) => {
+          if (execution === 'unknown') metrics.unknown_outcomes++;
+          messages.push({ role: 'tool', tool_call_id: call.id, name: call.name, content, execution });
+        };
         const invalid = (why: string) => {
           metrics.invalid_calls++;
           log(`invalid call ${call.name}: ${why}`);
-          answer(`${INVALID_CALL_PREFIX} ${why}`);
+          answer(`${INVALID_CALL_PREFIX} ${why}`, 'not_executed');
         };
         if (completed) {
-          answer(`${NOT_EXECUTED_PREFIX} complete_task was already called in this turn.`);
+          answer(`${NOT_EXECUTED_PREFIX} complete_task was already called in this turn.`, 'not_executed');
           continue;
         }
         if (signal.aborted) {
-          answer(`${NOT_EXECUTED_PREFIX} ${errorText(signal.reason)}.`);
+          answer(`${NOT_EXECUTED_PREFIX} ${errorText(signal.reason)}.`, 'not_executed');
           continue;
         }
         const parsed = parseArgs(call.arguments);
@@ -253,7 +257,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
           } else {
             summary = parsed.args.summary;
             completed = true;
-            answer('Task marked complete.');
+            answer('Task marked complete.', 'executed');
           }
           continue;
         }
@@ -283,17 +287,20 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
           }
           // The model reads why; the operator, in the logs, reads how to let the tool run.
           if (outcome.refused) log(`the safety policy refused ${call.name}: ${outcome.refused.remedy}`);
-          answer(outcome.isError && !/^error\b/i.test(outcome.text) ? `Error: ${outcome.text}` : outcome.text);
+          if (outcome.execution === 'unknown') log(`call ${call.name}: outcome unknown (the server may or may not have run it)`);
+          answer(outcome.isError && !/^error\b/i.test(outcome.text) ? `Error: ${outcome.text}` : outcome.text, outcome.execution);
         } catch (err) {
           toolSpan.fail(errorText(signal.aborted ? signal.reason : err));
           if (signal.aborted) {
-            answer(`${NOT_EXECUTED_PREFIX} ${errorText(signal.reason)}.`);
+            // The call was in flight when the rollout was cut short: whether the server ran it is not known.
+            answer(`Error: the rollout ended during the call (${errorText(signal.reason)}); whether the tool ran is not known.`, 'unknown');
             continue;
           }
-          // The session turns tool failures into outcomes; a throw means the connection itself failed.
+          // The session turns tool failures into outcomes; a throw means the server could not be reached (or
+          // restarted) to send the call at all.
           metrics.tool_errors++;
           log(`call ${call.name} failed: ${errorText(err)}`);
-          answer(`Error: the tool call failed: ${errorText(err)}`);
+          answer(`Error: the tool call failed: ${errorText(err)}`, 'not_executed');
         } finally {
           toolSpan.end();
         }
@@ -590,6 +597,7 @@ function failedTrajectory(id: string, scenario: Scenario, systemPrompt: string |
       tool_calls: 0,
       tool_errors: 0,
       invalid_calls: 0,
+      unknown_outcomes: 0,
       completed: false,
       ran_out_of_turns: false,
       latency_ms: 0,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ToolExecution } from '../mcp/index.js';
 
 export const ToolCallSchema = z.object({
   id: z.string(),
@@ -12,6 +13,12 @@ export const ChatMessageSchema = z.object({
   tool_calls: z.array(ToolCallSchema).optional(),
   tool_call_id: z.string().optional(),
   name: z.string().optional(),
+  /**
+   * On a tool answer: whether the server executed the call (src/mcp's ToolExecution; complete_task counts as
+   * executed, calls the loop rejected as not_executed). Only executed calls count for checks. Absent in trajectories
+   * recorded before it existed, and in those an application records itself: see wasExecuted.
+   */
+  execution: z.enum(['executed', 'not_executed', 'unknown']).optional(),
   /** Exact sampled token ids and logprobs of an assistant turn, when the policy returned them. */
   mcprl: z
     .object({
@@ -41,6 +48,11 @@ export const TrajectoryMetricsSchema = z.object({
   tool_errors: z.number().int().nonnegative(),
   /** Calls that could not be executed: bad JSON, unknown tool, arguments failing the schema, unparseable. */
   invalid_calls: z.number().int().nonnegative(),
+  /**
+   * Calls sent to the server whose outcome is unknown (the connection was lost, the call timed out or was cancelled
+   * while it ran): failures, counted apart. Absent (0) in trajectories recorded before it existed.
+   */
+  unknown_outcomes: z.number().int().nonnegative().optional(),
   /** The agent ended by itself: complete_task was called, or it answered without calling a tool. */
   completed: z.boolean(),
   ran_out_of_turns: z.boolean(),
@@ -95,8 +107,16 @@ export type TrajectoryMetrics = z.infer<typeof TrajectoryMetricsSchema>;
 export const INVALID_CALL_PREFIX = 'Error: invalid tool call.';
 export const NOT_EXECUTED_PREFIX = 'Not executed:';
 
-/** True when a tool message answers a call that really reached the server (or complete_task). */
-export function wasExecuted(toolMessage: { content: string | null }): boolean {
+/** Answers mcprl's session gave, in trajectories recorded before `execution`, to calls the server did not (knowingly) run. */
+const UNRUN_ANSWER = /^Error: (Unknown tool '|Tool '[^']*' failed: the connection to the server was lost during the call)/;
+
+/**
+ * True when a tool message answers a call the server executed (or complete_task): its `execution` says so; a message
+ * without one (recorded before it existed, or by an application's own loop) counts unless its text is one of the
+ * loop's not-executed answers (its prefixes, an unknown tool, a connection lost during the call).
+ */
+export function wasExecuted(toolMessage: { content: string | null; execution?: ToolExecution }): boolean {
+  if (toolMessage.execution !== undefined) return toolMessage.execution === 'executed';
   const c = toolMessage.content ?? '';
-  return !c.startsWith(INVALID_CALL_PREFIX) && !c.startsWith(NOT_EXECUTED_PREFIX);
+  return !c.startsWith(INVALID_CALL_PREFIX) && !c.startsWith(NOT_EXECUTED_PREFIX) && !UNRUN_ANSWER.test(c);
 }

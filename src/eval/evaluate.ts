@@ -55,6 +55,11 @@ export interface EvalSummary {
   tool_calls: number;
   invalid_calls: number;
   tool_errors: number;
+  /**
+   * Calls whose outcome is unknown (the connection was lost, or the call timed out or was cancelled while it ran):
+   * they count as failures (no check passes on them), and are counted here so that a flaky target shows.
+   */
+  unknown_outcomes: number;
   mean_turns: number;
   completed_rate: number;
   ran_out_of_turns: number;
@@ -165,6 +170,7 @@ export function summarizeEval(
     tool_calls: toolCalls,
     invalid_calls: invalid,
     tool_errors: all.reduce((s, t) => s + t.metrics.tool_errors, 0),
+    unknown_outcomes: all.reduce((s, t) => s + (t.metrics.unknown_outcomes ?? 0), 0),
     mean_turns: mean(all.map((t) => t.metrics.turns)) ?? 0,
     completed_rate: all.length ? all.filter((t) => t.metrics.completed).length / all.length : 0,
     ran_out_of_turns: all.filter((t) => t.metrics.ran_out_of_turns).length,
@@ -262,7 +268,7 @@ export function formatEvalSummary(s: EvalSummary): string {
     `model ${s.model}: ${s.trajectories} rollouts (${s.scenarios} scenarios × ${s.rollouts_per_group}), reward ${s.reward_mode}`,
     `  success rate        ${pct(s.success_rate)}  (${s.successes}/${s.trajectories} completed with all checks passed)`,
     `  mean reward         ${s.mean_reward === null ? 'n/a' : s.mean_reward.toFixed(3)}${s.unscored_trajectories ? `  (${s.unscored_trajectories} unscored)` : ''}`,
-    `  tool-call validity  ${pct(s.tool_call_validity_rate)}  (${s.tool_calls - s.invalid_calls}/${s.tool_calls} calls valid, ${s.tool_errors} tool errors)`,
+    `  tool-call validity  ${pct(s.tool_call_validity_rate)}  (${s.tool_calls - s.invalid_calls}/${s.tool_calls} calls valid, ${s.tool_errors} tool errors${s.unknown_outcomes ? `, ${s.unknown_outcomes} with unknown outcome (counted as failed)` : ''})`,
     `  mean turns          ${s.mean_turns.toFixed(2)}  (${s.ran_out_of_turns} ran out of turns)`,
     `  judge failures      ${s.judge_failures} of ${s.judge_groups} groups`,
     `  rollout errors      ${s.rollout_errors}`,

@@ -15,9 +15,10 @@ import { generateScenarioSet, type ScenarioSummary } from '../scenarios/scenario
 import { TrainError } from '../engine/train-types.js';
 import { checkSandboxFrom, connect, isolatedServerOpener, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
 import { OpenAIJudge } from '../ruler/judge.js';
-import { assertDisjoint, type Overlap } from '../scenarios/disjoint.js';
+import { assertDisjoint, overlapCheckUnits, type Overlap } from '../scenarios/disjoint.js';
 import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
 import { writeJsonAtomic } from '../util/atomic.js';
+import type { OnProgress } from '../util/progress.js';
 import { TrainConfigSchema } from '../train/config.js';
 import { ProgressLog } from '../train/progress-log.js';
 import type { RunDir } from '../train/run-dir.js';
@@ -89,12 +90,13 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   checkSandboxFrom(target, job.isolation.sandboxFrom);
   progress.emit('starting', 0);
 
-  const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety);
+  // A set of a million lines takes seconds to read, check and write: each is a phase with progress.
+  const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety, (done, total) => progress.emit('read_scenarios', 0, done, total));
   if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new TrainError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
-  await checkHeldOut(scenarios, config.model);
+  await checkHeldOut(scenarios, config.model, (done, total) => progress.emit('check_scenarios', 0, done, total));
   if (!o.resume) {
     await writeJsonAtomic(run.path('config.json'), config);
-    await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test);
+    await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test, (done, total) => progress.emit('write_scenarios', 0, done, total));
   }
   const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[job.judgeApiKeyEnv] }) : undefined;
 
@@ -105,11 +107,11 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   return { result, adapter, report, ...(scenarioSummary ? { scenarioSummary } : {}) };
 }
 
-async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSchema>, safety: SafetyPolicy): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
+async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSchema>, safety: SafetyPolicy, onRead: OnProgress): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
   const { run } = o;
-  if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'));
+  if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'), onRead);
   const source = job.scenarios;
-  if (source.dir) return loadScenarioSet(source.dir);
+  if (source.dir) return loadScenarioSet(source.dir, onRead);
   if (!source.offline && !source.generator) throw new TrainError('TRAIN_INVALID_CONFIG', 'the job names no scenarios: give a scenario set folder, offline generation, or a generator model');
   const connectOpts = { policy: safety, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}) };
   const session = await connect(o.target, { ...connectOpts, sandboxFrom: job.isolation.sandboxFrom, stateInMemory: job.isolation.stateInMemory });
@@ -131,8 +133,9 @@ async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSch
 /**
  * Held-out means held out (src/scenarios/disjoint.ts): refuses validation scenarios that overlap the training or
  * the model's warm-up scenarios, and test scenarios that overlap any of those, saying what to use instead.
+ * `onProgress` counts scenarios indexed and checked over both checks (a million-line set takes seconds).
  */
-export async function checkHeldOut(scenarios: Pick<ScenarioSet, 'train' | 'val'> & { test?: Scenario[] }, modelDir: string): Promise<void> {
+export async function checkHeldOut(scenarios: Pick<ScenarioSet, 'train' | 'val'> & { test?: Scenario[] }, modelDir: string, onProgress?: OnProgress): Promise<void> {
   const warmup = await warmupScenarios(modelDir);
   const warmupFile = path.join(path.basename(modelDir), WARMUP_FILE);
   const advice = (file: string) => (overlaps: Overlap[]): string => {
@@ -144,8 +147,17 @@ export async function checkHeldOut(scenarios: Pick<ScenarioSet, 'train' | 'val'>
       `remove ${list} from ${file}${fromWarmup ? '' : ', or generate the set again (mcprl scenarios keeps train and val apart)'}`
     );
   };
-  assertDisjoint('validation', scenarios.val, { train: scenarios.train, 'warm-up': warmup }, advice('val.jsonl'));
-  assertDisjoint('test', scenarios.test ?? [], { train: scenarios.train, validation: scenarios.val, 'warm-up': warmup }, advice('test.jsonl'));
+  const checks: { name: string; heldOut: Scenario[]; others: Record<string, Scenario[]>; file: string }[] = [
+    { name: 'validation', heldOut: scenarios.val, others: { train: scenarios.train, 'warm-up': warmup }, file: 'val.jsonl' },
+    { name: 'test', heldOut: scenarios.test ?? [], others: { train: scenarios.train, validation: scenarios.val, 'warm-up': warmup }, file: 'test.jsonl' },
+  ];
+  const total = checks.reduce((n, c) => n + overlapCheckUnits(c.heldOut, c.others), 0);
+  onProgress?.(0, total);
+  let before = 0;
+  for (const c of checks) {
+    assertDisjoint(c.name, c.heldOut, c.others, advice(c.file), onProgress && ((done) => onProgress(before + done, total)));
+    before += overlapCheckUnits(c.heldOut, c.others);
+  }
 }
 
 const WARMUP_FILE = 'mcprl_warmup.jsonl';

@@ -243,6 +243,8 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
         unscored: gathered.summary.unscored_trajectories, judge_failures: gathered.summary.judge_failures, sequences: r.sequences,
         // Infrastructure failures (unscored or errored rollouts) apart from task failures (scored, not a success).
         infra_failures: lost.length, rollout_errors: rollouts.filter((t) => t.error !== undefined).length,
+        // Calls whose outcome is unknown (connection lost mid-call): failures for the checks, counted apart.
+        unknown_outcomes: rollouts.reduce((n, t) => n + (t.metrics.unknown_outcomes ?? 0), 0),
         task_failures: rollouts.filter((t) => trainableOne(t) && !isSuccess(t)).length,
         ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: r.advantages.filter((a) => a !== null).length } : {}),
         ...(c.constrainToolCalls ? constrainMetrics(engine, gathered.groups, step === 1 ? log : null) : {}),

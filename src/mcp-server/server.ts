@@ -156,6 +156,7 @@ const EvalSummaryOutput = z.object({
   tool_calls: z.number(),
   invalid_calls: z.number(),
   tool_errors: z.number(),
+  unknown_outcomes: z.number().describe('Calls whose outcome is unknown (connection lost, timed out mid-call): counted as failures'),
   mean_turns: z.number(),
   completed_rate: z.number(),
   ran_out_of_turns: z.number(),

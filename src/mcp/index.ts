@@ -1,5 +1,5 @@
 /** The MCP layer's public API. Other layers import from here only. */
-export type { Target, ToolAnnotations, ToolInfo, ToolCallOutcome, MediaBlock, CallToolOptions } from './types.js';
+export type { Target, ToolAnnotations, ToolInfo, ToolCallOutcome, ToolExecution, MediaBlock, CallToolOptions } from './types.js';
 export { connect, isolatedServerOpener, McpSession, refusedWrites } from './session.js';
 export type { ConnectOptions, ServerIdentity } from './session.js';
 export type { TransportKind } from './connection.js';

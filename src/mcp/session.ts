@@ -73,6 +73,18 @@ function isOutputSchemaViolation(err: unknown): boolean {
   );
 }
 
+/**
+ * JSON-RPC errors with which a server refuses a request before running it (the MCP spec has tools report their own
+ * failures as results): no such method or tool, invalid request or parameters. Any other error may come from a
+ * handler that had started, so its call's outcome is unknown.
+ */
+function rejectedUnrun(err: unknown): boolean {
+  return err instanceof McpError && [ErrorCode.MethodNotFound, ErrorCode.InvalidParams, ErrorCode.InvalidRequest].includes(err.code);
+}
+
+/** How servers answer a call to a tool they do not have (the TypeScript SDK: "Tool x not found"/"disabled"; others: "Unknown tool"). */
+const UNKNOWN_TOOL_ANSWER = /\b(unknown tool|no such tool|tool \S+ (not found|disabled|is disabled|does not exist))\b/i;
+
 export class McpSession {
   private conn: Connection | undefined;
   /** True once the current connection is known to be dead (process exited, transport closed). */
@@ -327,9 +339,9 @@ export class McpSession {
     const started = performance.now();
     const maxChars = opts.maxChars ?? this.maxOutputChars;
     const timeoutMs = opts.timeoutMs ?? this.callTimeoutMs;
-    const fail = (message: string): ToolCallOutcome => {
+    const fail = (message: string, execution: ToolCallOutcome['execution']): ToolCallOutcome => {
       const { text, truncated } = capText(message, maxChars);
-      return { text, isError: true, truncated, latencyMs: performance.now() - started };
+      return { execution, text, isError: true, truncated, latencyMs: performance.now() - started };
     };
 
     let catalog = await this.currentCatalog();
@@ -342,11 +354,11 @@ export class McpSession {
     }
     if (!tool) {
       const known = [...catalog.keys()];
-      return fail(`Unknown tool '${name}'. This server's tools are: ${known.length ? known.join(', ') : '(none)'}.`);
+      return fail(`Unknown tool '${name}'. This server's tools are: ${known.length ? known.join(', ') : '(none)'}.`, 'not_executed');
     }
     const decision = this.policy.check(tool, this.setting);
-    if (!decision.allowed) return { ...fail(decision.reason), refused: { remedy: decision.remedy } };
-    if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled before it started.`);
+    if (!decision.allowed) return { ...fail(decision.reason, 'not_executed'), refused: { remedy: decision.remedy } };
+    if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled before it started.`, 'not_executed');
 
     const requestOptions = { timeout: timeoutMs, signal: opts.signal };
     const invoke = async (conn: Connection): Promise<CallToolResult> => {
@@ -375,25 +387,30 @@ export class McpSession {
       }
     } catch (err) {
       if (err instanceof McpConnectError) throw err;
-      if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled (the server was told to stop).`);
+      if (opts.signal?.aborted) return fail(`Tool '${name}' was cancelled (the server was told to stop).`, 'unknown');
       if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) {
-        return fail(`Tool '${name}' timed out after ${timeoutMs} ms; the call was cancelled.`);
+        return fail(`Tool '${name}' timed out after ${timeoutMs} ms; the call was cancelled.`, 'unknown');
       }
       if (isOutputSchemaViolation(err)) {
-        return fail(`Tool '${name}' returned output that breaks its own outputSchema: ${errorLine(err)}`);
+        return fail(`Tool '${name}' returned output that breaks its own outputSchema: ${errorLine(err)}`, 'executed');
       }
       if (isConnectionLost(err) || this.stale) {
         this.invalidate(conn);
         return fail(
           `Tool '${name}' failed: the connection to the server was lost during the call (${errorLine(err)}); ` +
             'it is not known whether the tool ran. The next call reconnects.',
+          'unknown',
         );
       }
-      return fail(`Tool '${name}' failed: ${errorLine(err)}`);
+      return fail(`Tool '${name}' failed: ${errorLine(err)}`, rejectedUnrun(err) ? 'not_executed' : 'unknown');
     }
 
     const { text, truncated } = capText(resultToText(result), maxChars);
+    // A server whose tool list changed without notice may answer a call to a tool it no longer has with an error
+    // result (the SDKs do): when the answer says so and a fresh list confirms it, the tool did not run.
+    const gone = result.isError === true && UNKNOWN_TOOL_ANSWER.test(text) && !(await this.listTools().catch(() => [tool])).some((t) => t.name === name);
     const outcome: ToolCallOutcome = {
+      execution: gone ? 'not_executed' : 'executed',
       text,
       isError: result.isError === true,
       truncated,

@@ -36,8 +36,18 @@ export interface ToolInfo {
   taskSupport?: 'forbidden' | 'optional' | 'required';
 }
 
+/**
+ * Whether the server executed a call: `executed` (the server answered it with a result, an error result included),
+ * `not_executed` (never sent, or refused by the server before it ran: an unknown tool, a safety policy refusal, a
+ * cancellation before it started, invalid parameters), `unknown` (sent, but no answer came: the connection was lost,
+ * the call timed out or was cancelled while it ran). Rewards count only executed calls (src/ruler/checks.ts).
+ */
+export type ToolExecution = 'executed' | 'not_executed' | 'unknown';
+
 /** A tool call's result, normalised to text a model can read. Tool failures are data, not exceptions. */
 export interface ToolCallOutcome {
+  /** Whether the server executed the call (see ToolExecution). */
+  execution: ToolExecution;
   /** Text for the model: text blocks joined, structuredContent as JSON, media summarised; capped. */
   text: string;
   /** True when the server said isError, the call timed out, the policy refused it, or output broke its schema. */

@@ -28,12 +28,13 @@ function tokenize(text: string): string[] {
     .filter(Boolean);
 }
 
-interface TaskSignature {
+/** What near-duplicate detection compares: a task's content words and its concrete values (sorted, joined). */
+export interface TaskSignature {
   words: Set<string>;
   concrete: string;
 }
 
-function signature(text: string): TaskSignature {
+export function taskSignature(text: string): TaskSignature {
   const tokens = tokenize(text);
   return {
     words: new Set(tokens.filter((t) => !STOP_WORDS.has(t))),
@@ -50,10 +51,19 @@ function jaccard(a: Set<string>, b: Set<string>): number {
 
 /** Similarity in [0, 1]; 0 whenever the concrete values differ. */
 export function taskSimilarity(a: string, b: string): number {
-  const sa = signature(a);
-  const sb = signature(b);
-  if (sa.concrete !== sb.concrete) return 0;
-  return jaccard(sa.words, sb.words);
+  return signatureSimilarity(taskSignature(a), taskSignature(b));
+}
+
+function signatureSimilarity(a: TaskSignature, b: TaskSignature): number {
+  return a.concrete === b.concrete ? jaccard(a.words, b.words) : 0;
+}
+
+/**
+ * The near-duplicate rule, the one every caller applies (this filter, and the overlap index of disjoint.ts that the
+ * splitter and the held-out check share): the same concrete values and content words overlapping by `threshold`.
+ */
+export function isNearDuplicate(a: TaskSignature, b: TaskSignature, threshold = DEFAULT_DUPLICATE_THRESHOLD): boolean {
+  return signatureSimilarity(a, b) >= threshold;
 }
 
 /** Default similarity at or above which two tasks count as the same. */
@@ -69,17 +79,17 @@ export class DuplicateFilter {
     private readonly threshold = DEFAULT_DUPLICATE_THRESHOLD,
     against: Iterable<string> = [],
   ) {
-    for (const t of against) this.seen.push(signature(t));
+    for (const t of against) this.seen.push(taskSignature(t));
   }
 
   isDuplicate(task: string): boolean {
-    const s = signature(task);
-    return this.seen.some((o) => o.concrete === s.concrete && jaccard(o.words, s.words) >= this.threshold);
+    const s = taskSignature(task);
+    return this.seen.some((o) => isNearDuplicate(o, s, this.threshold));
   }
 
   add(task: string): boolean {
     if (this.isDuplicate(task)) return false;
-    this.seen.push(signature(task));
+    this.seen.push(taskSignature(task));
     return true;
   }
 }

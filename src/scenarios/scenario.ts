@@ -12,6 +12,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
+import type { OnProgress } from '../util/progress.js';
 import { SANDBOX_PLACEHOLDER } from '../mcp/sandbox.js';
 
 /** A verifiable condition on a finished trajectory. */
@@ -154,9 +155,17 @@ export function checkScenarioTools(scenarios: Scenario[], tools: readonly string
 
 /** Parses JSONL text; `file` only labels error messages. Duplicate ids are refused. */
 export function parseScenarios(text: string, file = '<scenarios>'): Scenario[] {
+  return parseScenarioLines(text.split(/\r?\n/), file);
+}
+
+/** How often, in lines or scenarios, reading and writing a set report progress. */
+const PROGRESS_EVERY = 4096;
+
+/** parseScenarios on a file's lines; `onLine(n)` is told now and then how many lines are done (and at the end). */
+function parseScenarioLines(lines: string[], file: string, onLine?: (done: number) => void): Scenario[] {
   const out: Scenario[] = [];
-  const lines = text.split(/\r?\n/);
   for (let i = 0; i < lines.length; i++) {
+    if (onLine && i > 0 && i % PROGRESS_EVERY === 0) onLine(i);
     const line = lines[i].trim();
     if (line === '') continue;
     let raw: unknown;
@@ -174,13 +183,19 @@ export function parseScenarios(text: string, file = '<scenarios>'): Scenario[] {
     origins.set(parsed.data, `${file}:${i + 1}`);
     out.push(parsed.data);
   }
+  onLine?.(lines.length);
   checkUniqueIds(out);
   return out;
 }
 
-/** Serialises scenarios as JSONL (one object per line, trailing newline). */
-export function formatScenarios(scenarios: Scenario[]): string {
-  return scenarios.map((s) => JSON.stringify(ScenarioSchema.parse(s))).join('\n') + (scenarios.length ? '\n' : '');
+/** Serialises scenarios as JSONL (one object per line, trailing newline); `onScenario(n)` as parseScenarioLines. */
+export function formatScenarios(scenarios: Scenario[], onScenario?: (done: number) => void): string {
+  const lines = scenarios.map((s, i) => {
+    if (onScenario && i > 0 && i % PROGRESS_EVERY === 0) onScenario(i);
+    return JSON.stringify(ScenarioSchema.parse(s));
+  });
+  onScenario?.(scenarios.length);
+  return lines.join('\n') + (scenarios.length ? '\n' : '');
 }
 
 /** A scenario set: what training trains on, what selects its checkpoint, and what is only reported. */
@@ -193,23 +208,44 @@ export interface ScenarioSet {
 
 /**
  * Writes `dir/train.jsonl`, `dir/val.jsonl` and, when `test` has scenarios, `dir/test.jsonl` (each atomically),
- * creating `dir` if needed.
+ * creating `dir` if needed. `onProgress` counts the scenarios written, over the files.
  */
-export async function writeScenarioSet(dir: string, train: Scenario[], val: Scenario[], test: Scenario[] = []): Promise<void> {
+export async function writeScenarioSet(dir: string, train: Scenario[], val: Scenario[], test: Scenario[] = [], onProgress?: OnProgress): Promise<void> {
   await mkdir(dir, { recursive: true });
-  await writeFileAtomic(path.join(dir, 'train.jsonl'), formatScenarios(train));
-  await writeFileAtomic(path.join(dir, 'val.jsonl'), formatScenarios(val));
-  if (test.length > 0) await writeFileAtomic(path.join(dir, 'test.jsonl'), formatScenarios(test));
+  const total = train.length + val.length + test.length;
+  let before = 0;
+  const files: [string, Scenario[]][] = [['train.jsonl', train], ['val.jsonl', val], ...(test.length > 0 ? [['test.jsonl', test] as [string, Scenario[]]] : [])];
+  onProgress?.(0, total);
+  for (const [name, scenarios] of files) {
+    await writeFileAtomic(path.join(dir, name), formatScenarios(scenarios, onProgress && ((done) => onProgress(before + done, total))));
+    before += scenarios.length;
+  }
 }
 
-/** Reads a scenario set written by writeScenarioSet; `test` is empty when the folder has no test.jsonl. */
-export async function loadScenarioSet(dir: string): Promise<ScenarioSet> {
-  const testFile = path.join(dir, 'test.jsonl');
-  const [train, val, test] = await Promise.all([
-    readScenarios(path.join(dir, 'train.jsonl')),
-    readScenarios(path.join(dir, 'val.jsonl')),
-    existsSync(testFile) ? readScenarios(testFile) : Promise.resolve([]),
-  ]);
+/**
+ * Reads a scenario set written by writeScenarioSet; `test` is empty when the folder has no test.jsonl. `onProgress`
+ * counts the lines read, over the files (a million-line set takes seconds).
+ */
+export async function loadScenarioSet(dir: string, onProgress?: OnProgress): Promise<ScenarioSet> {
+  const files = ['train.jsonl', 'val.jsonl', 'test.jsonl'].map((f) => path.join(dir, f));
+  const texts = await Promise.all(files.map(async (file, i) => {
+    if (i === 2 && !existsSync(file)) return '';
+    try {
+      return await readFile(file, 'utf8');
+    } catch (err) {
+      throw new McprlError('SCENARIO_FILE', `${file}: cannot read scenario file (${(err as Error).message})`);
+    }
+  }));
+  // The newline that ends a file starts no line.
+  const lines = texts.map((t) => (t === '' ? [] : t.replace(/\r?\n$/, '').split(/\r?\n/)));
+  const total = lines.reduce((n, l) => n + l.length, 0);
+  let before = 0;
+  onProgress?.(0, total);
+  const [train, val, test] = lines.map((l, i) => {
+    const parsed = parseScenarioLines(l, files[i], onProgress && ((done) => onProgress(before + done, total)));
+    before += l.length;
+    return parsed;
+  });
   return { train, val, test };
 }
 

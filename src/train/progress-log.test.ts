@@ -74,4 +74,18 @@ describe('terminalBars', () => {
     bars(ev('checkpoint', 0, 0));
     expect(out.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['gather 0/8', 'gather 2/8', 'gather 4/8', 'gather 6/8', 'gather 8/8']);
   });
+
+  it('draws the held-out check (scenarios) only once it has run for a second, by the events\' own times', () => {
+    const out: string[] = [];
+    const stream = { isTTY: false, write: (s: string) => out.push(s) } as unknown as NodeJS.WriteStream;
+    const bars = terminalBars(stream);
+    const ev = (done: number, total: number, time: number): ProgressEvent => ({ phase: 'check_scenarios', step: 0, done, total, time });
+    // A usual set: done within milliseconds, no bar.
+    for (const [d, t] of [[0, 5], [24, 7], [36, 9]]) bars(ev(d, 36, t));
+    expect(out).toEqual([]);
+    // A large one: the bar appears after a second and ends.
+    const big = terminalBars(stream);
+    for (const [d, t] of [[0, 0], [200_000, 400], [600_000, 1200], [1_000_000, 2000]]) big({ ...ev(d, 1_000_000, t) });
+    expect(out.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['check_scenarios 600000/1000000', 'check_scenarios 1000000/1000000']);
+  });
 });

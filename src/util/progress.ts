@@ -6,10 +6,14 @@
 import { z } from 'zod';
 
 /**
- * What a run is doing. Per step: gather (rollouts) → score (groups) → train (sequences) → checkpoint → validate
- * (rollouts); test (rollouts) at step 0 and at the last step. Around the steps: starting, report, done, failed.
+ * What a run is doing. Before step 0: starting, then the scenario set's read_scenarios (lines read), check_scenarios
+ * (the held-out check: scenarios indexed and checked) and write_scenarios (into the run folder: scenarios written).
+ * Per step: gather (rollouts) → score (groups) → train (sequences) → checkpoint → validate (rollouts); test
+ * (rollouts) at step 0 and at the last step. Around the steps: report, done, failed.
  */
-export const ProgressPhaseSchema = z.enum(['starting', 'gather', 'score', 'train', 'checkpoint', 'validate', 'test', 'report', 'done', 'failed']);
+export const ProgressPhaseSchema = z.enum([
+  'starting', 'read_scenarios', 'check_scenarios', 'write_scenarios', 'gather', 'score', 'train', 'checkpoint', 'validate', 'test', 'report', 'done', 'failed',
+]);
 export type ProgressPhase = z.infer<typeof ProgressPhaseSchema>;
 
 export const ProgressEventSchema = z.object({
@@ -28,13 +32,19 @@ export const ProgressEventSchema = z.object({
 export type ProgressEvent = z.infer<typeof ProgressEventSchema>;
 export type ProgressListener = (event: ProgressEvent) => void;
 
+/** How a component that knows nothing of runs reports a long piece of work: called now and then, and at the end. */
+export type OnProgress = (done: number, total: number) => void;
+
 /** The phases drawn as bars: those that count units. */
-const BAR_PHASES = new Set<ProgressPhase>(['gather', 'score', 'train', 'validate', 'test']);
-const UNITS: Partial<Record<ProgressPhase, string>> = { train: 'sequences' };
+const BAR_PHASES = new Set<ProgressPhase>(['read_scenarios', 'check_scenarios', 'write_scenarios', 'gather', 'score', 'train', 'validate', 'test']);
+const UNITS: Partial<Record<ProgressPhase, string>> = { train: 'sequences', read_scenarios: 'lines', check_scenarios: 'scenarios', write_scenarios: 'scenarios' };
+/** Phases that take milliseconds on a usual set: their bar appears only once one has run for a second (by event time). */
+const BAR_AFTER_A_SECOND = new Set<ProgressPhase>(['read_scenarios', 'check_scenarios', 'write_scenarios']);
 
 /**
  * Renders events as bars on `stream`: redrawn in place on a terminal, one line per 25 % otherwise (logs and CI stay
- * readable). A bar starts with the first event of its phase and step and ends when done reaches total.
+ * readable). A bar starts with the first event of its phase and step (a second later for a quick phase, so a set of
+ * a few dozen scenarios draws no bar) and ends when done reaches total.
  */
 export function terminalBars(stream: NodeJS.WriteStream = process.stderr): ProgressListener {
   let key = '';
@@ -47,6 +57,7 @@ export function terminalBars(stream: NodeJS.WriteStream = process.stderr): Progr
       started = e.time;
       lastQuarter = -1;
     }
+    if (BAR_AFTER_A_SECOND.has(e.phase) && e.time - started < 1000) return;
     const frac = Math.min(1, e.done / e.total);
     const secs = ((e.time - started) / 1000).toFixed(1);
     const note = UNITS[e.phase] ?? '';
