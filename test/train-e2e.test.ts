@@ -123,8 +123,9 @@ describe('mcprl train (tiny model, fixture server)', () => {
     // Progress is data: every phase of every step, then the report and the end.
     const events = await readJsonl(join(dir, 'progress.jsonl'));
     const phases = (step: number) => [...new Set(events.filter((e) => e.step === step).map((e) => e.phase))];
-    // The run folder exists from the start (its lock), so the job's 'starting' event is recorded too.
-    expect(phases(0)).toEqual(['starting', 'validate', 'test']);
+    // The run folder exists from the start (its lock), so the job's 'starting' event is recorded too, then reading,
+    // checking (held out) and writing the scenario set.
+    expect(phases(0)).toEqual(['starting', 'read_scenarios', 'check_scenarios', 'write_scenarios', 'validate', 'test']);
     expect(phases(1)).toEqual(expect.arrayContaining(['gather', 'score', 'checkpoint', 'validate']));
     expect(phases(1)).not.toContain('test');
     expect(phases(2)).toEqual(expect.arrayContaining(['gather', 'score', 'checkpoint', 'validate', 'test', 'report', 'done']));

@@ -42,7 +42,7 @@ const trainArgs = (run: string) => ['train', '--model', MODEL, '--scenarios', sc
 async function outcome(run: string) {
   const dir = path.join(runs, run);
   const metrics = (await readFile(path.join(dir, 'metrics.jsonl'), 'utf8')).split('\n').filter(Boolean).map((l) => {
-    const { wall_s: _w, tokens_per_s: _t, prefix_cache_hit_tokens: _h, prefilled_tokens: _p, ...m } = JSON.parse(l) as Record<string, unknown>;
+    const { wall_s: _w, tokens_per_s: _t, prefix_cache_hit_tokens: _h, prefilled_tokens: _p, kv_cache_budget_bytes: _b, kv_cache_peak_bytes: _kb, kv_cache_peak_sequences: _ks, ...m } = JSON.parse(l) as Record<string, unknown>;
     return m;
   });
   const ckpt = path.join(dir, 'checkpoints', 'step-0002');
