@@ -11,42 +11,18 @@
  * time, peak RSS, RSS before, longest /health. Not a test: the figures depend on the machine.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeRandomModel } from '../scripts/random-model.js';
+import { freePort, healthy, procStatusMiB } from './process.js';
 import type { Emit } from './run.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const ENTRY = join(ROOT, 'src', 'cli', 'entry.ts');
 const TINY = join(ROOT, 'fixtures', 'models', 'tiny-bookshop');
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function healthy(port: number): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error('the server did not become healthy within 120 s');
-}
-
-function status(pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!m) throw new Error(`no ${field} for pid ${pid}`);
-  return Number(m[1]) / 1024;
-}
 
 /** POSTs `body`; resolves with the status (0 when the connection died) once the answer is in. */
 function post(port: number, path: string, body: string): Promise<number> {
@@ -72,12 +48,12 @@ interface Figures {
 /** Sends the huge request; meanwhile asks /health one at a time and keeps the slowest answer. */
 async function huge(child: ChildProcess, port: number, path: string, body: string): Promise<Figures> {
   const pid = child.pid!;
-  const beforeMiB = status(pid, 'VmRSS');
-  let peakMiB = status(pid, 'VmHWM');
+  const beforeMiB = procStatusMiB(pid, 'VmRSS');
+  let peakMiB = procStatusMiB(pid, 'VmHWM');
   // The peak is sampled from here, whatever the server is doing (it may be stuck, or die).
   const sample = () => {
     try {
-      peakMiB = Math.max(peakMiB, status(pid, 'VmHWM'));
+      peakMiB = Math.max(peakMiB, procStatusMiB(pid, 'VmHWM'));
     } catch {
       // The process is gone; its last peak read stands.
     }

@@ -7,35 +7,16 @@
  * that does not is flat once its allocator has warmed up). `BENCH_SERVE_ROUNDS` sets the rounds (default 20); `BENCH_VERBOSE=1` prints each round's RSS to stderr.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeRandomModel } from '../scripts/random-model.js';
+import { freePort, healthy, procStatusMiB } from './process.js';
 import type { Emit } from './run.js';
 
 const ENTRY = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli', 'entry.ts');
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function healthy(port: number): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    const ok = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false);
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error('mcprl serve did not become healthy within 120 s');
-}
 
 /** One streamed completion; with `hangUp` the client destroys its socket after the second chunk. */
 function stream(port: number, hangUp: boolean, seed: number): Promise<void> {
@@ -55,12 +36,6 @@ function stream(port: number, hangUp: boolean, seed: number): Promise<void> {
     req.on('error', () => resolve());
     req.end(body);
   });
-}
-
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
-  return Number(m[1]) / 1024;
 }
 
 function slope(ys: number[]): number {
@@ -90,7 +65,7 @@ export default async function serveRssBench(emit: Emit): Promise<void> {
         await Promise.all(Array.from({ length: 32 }, (_, i) => stream(port, i % 2 === 0, r * 100 + i)));
         // The server frees a hung-up stream's KV slot on its engine queue; one more answered request drains it.
         await fetch(`http://127.0.0.1:${port}/health`);
-        rss.push(rssMiB(child.pid!));
+        rss.push(procStatusMiB(child.pid!, 'VmRSS'));
         if (process.env.BENCH_VERBOSE) process.stderr.write(`round ${r + 1}: ${rss[r].toFixed(1)} MiB\n`);
       }
       emit('serve_rss.after_round_1', rss[0], 'MiB');
