@@ -14,7 +14,7 @@ export {
 export type { Check, Scenario, ScenarioSet } from './scenario.js';
 export { generateOfflineScenarios, scenarioEntities, canonical } from './offline.js';
 export type { ScenarioServer, OfflineOptions, OfflineResult, DiscoveredEntity } from './offline.js';
-export { generateLlmScenarios, buildPrompt, extractJson, ScenarioGenerationError, GeneratedItemSchema, SolutionSchema, promptEntities } from './llm.js';
+export { generateLlmScenarios, buildPrompt, ScenarioGenerationError, GeneratedItemSchema, SolutionSchema, promptEntities } from './llm.js';
 export type { LlmGeneratorOptions, LlmResult, ServerCatalog, ResponseFormatMode, Solution } from './llm.js';
 export { createGrounder } from './grounded.js';
 export type { Grounder, GrounderOptions, Grounding } from './grounded.js';
