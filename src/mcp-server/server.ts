@@ -47,6 +47,7 @@ import { ApiKeyPolicy, type KeyGrant } from './api-keys.js';
 import { settingsFromInput, TrainOptionsInput } from './train-input.js';
 import { JUDGE_KEY_ENV, progressValue, RunPhaseSchema, TrainingJobs, type RunStatus } from './training-jobs.js';
 import { Workspace, WorkspaceError } from './workspace.js';
+import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
 
 export const MCPRL_SERVER_VERSION = '0.1.0';
 
@@ -414,7 +415,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         'training_status (wait: true streams progress), end it with stop_training. The run directory is <workspace>/<run>.',
       inputSchema: {
         target: TargetInput,
-        model: z.string().describe('Hugging Face model folder (qwen3, qwen2, llama) in the workspace or a --models root'),
+        model: z.string().describe(`Hugging Face model folder (${SUPPORTED_MODEL_TYPES.join(', ')}) in the workspace or a --models root`),
         run: z.string().optional().describe('Run name (default a timestamp)'),
         scenarios: z.string().optional().describe('Scenario set folder in the workspace (train.jsonl + val.jsonl)'),
         offline: z.boolean().optional().describe('Without scenarios: generate verifiable ones from the schemas'),
