@@ -8,6 +8,7 @@ import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
 import { RunDir } from '../train/run-dir.js';
 import { Workspace, WorkspaceError } from './workspace.js';
+import type { RolloutSettings } from '../agent/rollout-settings.js';
 
 /** Which weights answer: a run's best (or latest) checkpoint, or a model folder plus an optional adapter folder. */
 export interface AgentSource {
@@ -25,7 +26,7 @@ export interface ResolvedAgent {
   /** How the agent is described in results (workspace-relative paths). */
   label: string;
   /** The run's config when the agent comes from a run (max turns and tokens are taken from it). */
-  runConfig?: { maxTurns?: number; maxTokens?: number };
+  runConfig?: Partial<Pick<RolloutSettings, 'maxTurns' | 'maxTokens'>>;
   /**
    * Chat template variables every turn is rendered with: the run's (so the agent is asked the way it was trained,
    * e.g. Qwen3 with `enable_thinking: false`), overridden key by key by the call's. Absent when neither gives any.

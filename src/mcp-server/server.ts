@@ -18,6 +18,7 @@ import type { CallToolResult, ServerNotification, ServerRequest } from '@modelco
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { z } from 'zod';
 import { rollout } from '../agent/rollout.js';
+import { AGENT_TOOL_ROLLOUT_DEFAULTS, RolloutSettingsSchema } from '../agent/rollout-settings.js';
 import { runEval, writeEvalOutput, formatEvalSummary } from '../eval/evaluate.js';
 import { exportModel } from '../export/export-model.js';
 import {
@@ -101,6 +102,9 @@ const TargetInput = z
   })
   .describe('The MCP server to work on: either {url, headers?} or {command, args?, env?, cwd?}');
 type TargetInputT = z.infer<typeof TargetInput>;
+
+/** The rollout settings' fields, which the tools' max_turns, max_tokens, temperature and concurrency are. */
+const rolloutFields = RolloutSettingsSchema.shape;
 
 const AgentInput = {
   run: z.string().optional().describe('A training run in the workspace: its base model and best (or latest) adapter'),
@@ -571,10 +575,10 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         split: z.enum(['train', 'val', 'all']).default('val'),
         limit: z.number().int().positive().optional(),
         rollouts: z.number().int().positive().max(16).default(1),
-        max_turns: z.number().int().positive().max(50).optional(),
-        max_tokens: z.number().int().positive().optional(),
-        temperature: z.number().nonnegative().default(0),
-        concurrency: z.number().int().positive().max(32).default(2),
+        max_turns: rolloutFields.maxTurns.max(50).optional(),
+        max_tokens: rolloutFields.maxTokens.optional(),
+        temperature: rolloutFields.temperature.default(AGENT_TOOL_ROLLOUT_DEFAULTS.temperature),
+        concurrency: rolloutFields.concurrency.max(32).default(AGENT_TOOL_ROLLOUT_DEFAULTS.concurrency),
         name: z.string().optional().describe('Folder name under evals/ (default a timestamp)'),
       },
       outputSchema: { agent: z.string(), summary: EvalSummaryOutput, files: z.object({ trajectories: z.string(), summary: z.string() }) },
@@ -594,8 +598,8 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const outName = Workspace.checkName(a.name ?? `${a.run ?? 'model'}-${stamp()}`, 'evaluation name');
       const out = ws.resolve(path.join('evals', outName), 'evaluation folder');
       if (existsSync(out)) throw new WorkspaceError(`evals/${outName} already exists; choose another name`);
-      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? 6;
-      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? 256;
+      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? AGENT_TOOL_ROLLOUT_DEFAULTS.maxTurns;
+      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? AGENT_TOOL_ROLLOUT_DEFAULTS.maxTokens;
       const { groups, summary } = await ctx.engines.with(agent, { maxTokens, temperature: a.temperature }, (policy) =>
         runEval({
           policy, target: t, scenarios, reward: 'checks', rolloutsPerGroup: a.rollouts, concurrency: a.concurrency,
@@ -619,9 +623,9 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         target: TargetInput,
         task: z.string().min(1).describe('What the agent should do, in plain words'),
         ...AgentInput,
-        max_turns: z.number().int().positive().max(50).optional(),
-        max_tokens: z.number().int().positive().optional(),
-        temperature: z.number().nonnegative().default(0),
+        max_turns: rolloutFields.maxTurns.max(50).optional(),
+        max_tokens: rolloutFields.maxTokens.optional(),
+        temperature: rolloutFields.temperature.default(AGENT_TOOL_ROLLOUT_DEFAULTS.temperature),
       },
       outputSchema: {
         agent: z.string(),
@@ -639,8 +643,8 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     guarded(async (a, extra) => {
       const t = targetFromInput(ws, a.target, ctx.allowCommands);
       const agent = await resolveAgent(ws, a);
-      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? 6;
-      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? 256;
+      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? AGENT_TOOL_ROLLOUT_DEFAULTS.maxTurns;
+      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? AGENT_TOOL_ROLLOUT_DEFAULTS.maxTokens;
       // One rollout on a session of its own: with isolate, that server is this rollout's alone.
       const traj = await withSession(ctx, t, isolationFromInput(ws, a.target), async (session) => {
         const tools = await session.listTools();
