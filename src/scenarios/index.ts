@@ -18,7 +18,7 @@ export { generateLlmScenarios, buildPrompt, ScenarioGenerationError, GeneratedIt
 export type { LlmGeneratorOptions, LlmResult, ServerCatalog, ResponseFormatMode, Solution } from './llm.js';
 export { createGrounder } from './grounded.js';
 export type { Grounder, GrounderOptions, Grounding } from './grounded.js';
-export { synthesizeArgs, synthesizeValidValue, generateFromPattern, resolveRefs, ArgSynthesisError } from './json-schema-args.js';
+export { synthesizeArgs, synthesizeValidValue, generateFromPattern, resolveRefs } from './json-schema-args.js';
 export type { JsonSchema, SynthesisOptions, CandidateContext } from './json-schema-args.js';
 export { dropNearDuplicates, taskSimilarity, normalizeTask, DuplicateFilter, DEFAULT_DUPLICATE_THRESHOLD } from './dedup.js';
 export { splitScenarios, DEFAULT_VAL_FRACTION } from './split.js';
