@@ -16,6 +16,7 @@ import {
 } from '../mcp/index.js';
 import { checkScenarioTools, isStateCheck, scenarioInSandbox, type Scenario } from '../scenarios/scenario.js';
 import type { ChatMessage, OpenAITool, Policy, PolicyContext, PolicyTurn } from './policy.js';
+import { EVAL_ROLLOUT_DEFAULTS } from './rollout-settings.js';
 import { INVALID_CALL_PREFIX, NOT_EXECUTED_PREFIX, type Trajectory } from './trajectory.js';
 import { ArgsValidator } from './validate-args.js';
 import { McprlError } from '../util/errors.js';
@@ -61,7 +62,7 @@ export interface RolloutOptions {
   scenario: Scenario;
   /** Default DEFAULT_SYSTEM_PROMPT. */
   systemPrompt?: string;
-  /** Assistant turns before the rollout is cut off. Default 10. */
+  /** Assistant turns before the rollout is cut off. Default 10 (EVAL_ROLLOUT_DEFAULTS). */
   maxTurns?: number;
   /** Timeout of one tool call in milliseconds. Default 60000. */
   callTimeoutMs?: number;
@@ -130,7 +131,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
   const started = performance.now();
   const logs: string[] = [];
   const log = (line: string) => logs.push(`[${Math.round(performance.now() - started)}ms] ${line}`);
-  const maxTurns = opts.maxTurns ?? 10;
+  const maxTurns = opts.maxTurns ?? EVAL_ROLLOUT_DEFAULTS.maxTurns;
   const rolloutTimeoutMs = opts.rolloutTimeoutMs ?? 600_000;
   const callTimeoutMs = opts.callTimeoutMs ?? 60_000;
 
@@ -440,7 +441,7 @@ export interface RolloutGroupsOptions {
   /** Which tools may run. Default: src/mcp's default SafetyPolicy (no destructive tools). */
   policyForSafety?: SafetyPolicy;
   systemPrompt?: string;
-  /** Default 10. */
+  /** Default 10 (EVAL_ROLLOUT_DEFAULTS). */
   maxTurns?: number;
   callTimeoutMs?: number;
   rolloutTimeoutMs?: number;

@@ -27,12 +27,12 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import { ChatRequestError } from '../serve/openai-chat.js';
 import { chatRequestListener, readJson } from '../serve/server.js';
 import { DirLock } from '../util/dir-lock.js';
 import { checkBind, checkToken, createHttpGuard } from '../util/http-guard.js';
+import { listenHttp } from '../util/http-listen.js';
 import { BackendError, parseInput } from './errors.js';
 import { LocalBackend } from './local-backend.js';
 import type { StepCallOptions } from './backend.js';
@@ -119,15 +119,8 @@ async function listen(opts: BackendServerOptions, host: string, lock: DirLock): 
       (err: unknown) => (stream?.started ? stream.end({ type: 'error', error: errorOf(err).body.error }) : sendError(res, err)),
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port ?? 8100, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const listening = await listenHttp(server, opts.port ?? 8100, host);
+  const { port, origin: url } = listening;
   backend = new LocalBackend({
     dir: opts.dir,
     ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
@@ -139,10 +132,7 @@ async function listen(opts: BackendServerOptions, host: string, lock: DirLock): 
     port,
     backend: running,
     close: async () => {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await listening.close();
       await running.close();
       lock.release();
     },

@@ -25,8 +25,6 @@ export interface OffThreadEncodeOptions {
   hold?: Int32Array;
 }
 
-export class OffThreadTokenizeError extends McprlError<'TOKENIZE_ABORTED' | 'TOKENIZE_FAILED'> {}
-
 // CommonJS (an eval'd worker is one); the library is ESM, so it comes in through import() of its resolved URL.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -107,7 +105,7 @@ export class OffThreadTokenizer {
       const job = this.jobs.get(m.id);
       if (!job) return;
       if (m.ids) this.settle(job, null, m.ids);
-      else this.settle(job, new OffThreadTokenizeError('TOKENIZE_FAILED', `tokenising failed: ${m.error}`));
+      else this.settle(job, new McprlError('TOKENIZE_FAILED', `tokenising failed: ${m.error}`));
     });
     w.on('error', (err) => this.fail(w, err));
     w.on('exit', (code) => this.fail(w, new Error(`the tokenizer worker exited with code ${code}`)));
@@ -121,7 +119,7 @@ export class OffThreadTokenizer {
   private fail(w: Worker, err: Error): void {
     if (this.worker !== w) return;
     this.worker = null;
-    for (const job of [...this.jobs.values()]) this.settle(job, new OffThreadTokenizeError('TOKENIZE_FAILED', `tokenising failed: ${err.message}`, { cause: err }));
+    for (const job of [...this.jobs.values()]) this.settle(job, new McprlError('TOKENIZE_FAILED', `tokenising failed: ${err.message}`, { cause: err }));
   }
 
   /**
@@ -146,6 +144,6 @@ export class OffThreadTokenizer {
   }
 }
 
-function aborted(): OffThreadTokenizeError {
-  return new OffThreadTokenizeError('TOKENIZE_ABORTED', 'tokenising was aborted');
+function aborted(): McprlError<'TOKENIZE_ABORTED'> {
+  return new McprlError('TOKENIZE_ABORTED', 'tokenising was aborted');
 }

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { EvalOutputDir, formatEvalSummary, runEval, summarizeEval } from '../eval/evaluate.js';
 import { OpenAIPolicy } from '../agent/policy.js';
+import { EVAL_ROLLOUT_DEFAULTS, RolloutSettingsSchema } from '../agent/rollout-settings.js';
 import { McpConnectError, refusedWrites, SandboxError } from '../mcp/index.js';
 import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/blend.js';
 import { DEFAULT_JUDGE_TIMEOUT_MS, OpenAIJudge } from '../ruler/judge.js';
@@ -46,6 +47,8 @@ interface EvalCliOptions extends TargetCliOptions {
 }
 
 const positiveInt = (unit?: string) => numberParser({ integer: true, above: 0, unit });
+/** The rollout settings' fields, whose descriptions are these options' help. */
+const rolloutFields = RolloutSettingsSchema.shape;
 
 /** A scenario set folder (train.jsonl + val.jsonl [+ test.jsonl], see `mcprl scenarios`) or a single .jsonl file. */
 async function loadScenarios(where: string, split: EvalCliOptions['split']): Promise<Scenario[]> {
@@ -85,10 +88,10 @@ export function registerEval(program: Command): Command {
     .option('--rubric-file <file>', "replaces RULER's default rubric")
     .option('--judge-cache <dir>', 'cache folder for judge answers (default: <out>/judge-cache)')
     .option('--rollouts <k>', 'attempts per scenario (default 4 with a judge, 1 without)', positiveInt('rollouts'))
-    .option('--concurrency <c>', 'rollouts in flight at once', positiveInt(), 4)
-    .option('--max-turns <n>', 'assistant turns per rollout', positiveInt('turns'), 10)
-    .option('--max-tokens <n>', "tokens per assistant turn, at most (default: the endpoint's own limit)", positiveInt('tokens'))
-    .option('--temperature <t>', 'sampling temperature', numberParser({ min: 0 }))
+    .option('--concurrency <c>', rolloutFields.concurrency.description!, positiveInt(), EVAL_ROLLOUT_DEFAULTS.concurrency)
+    .option('--max-turns <n>', rolloutFields.maxTurns.description!, positiveInt('turns'), EVAL_ROLLOUT_DEFAULTS.maxTurns)
+    .option('--max-tokens <n>', `${rolloutFields.maxTokens.description!}, at most (default: the endpoint's own limit)`, positiveInt('tokens'))
+    .option('--temperature <t>', rolloutFields.temperature.description!, numberParser({ min: 0 }))
     .option('--seed <s>', 'base sampling seed (rollout k gets seed + k)', numberParser({ integer: true, min: 0 }))
     .option('--system-prompt-file <file>', 'replaces the default agent system prompt')
     .option('--call-timeout <ms>', 'timeout of one tool call', positiveInt('milliseconds'))

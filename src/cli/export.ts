@@ -8,6 +8,7 @@ import { ExportError } from '../export/errors.js';
 import { exportModel, ExportFormatSchema } from '../export/export-model.js';
 import { removeUnfinishedOutputs } from '../export/out-dir.js';
 import { resolveRun } from './report.js';
+import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
 
 interface ExportCliOptions {
   model?: string;
@@ -27,7 +28,7 @@ export function registerExport(program: Command): Command {
     .description('export a LoRA adapter (PEFT), a merged Hugging Face model, or an ONNX model')
     .argument('[run]', 'a training run (folder, or name under --runs-dir): its base model and best adapter')
     .option('--runs-dir <dir>', 'where runs live', 'runs')
-    .option('--model <dir>', 'base model: a Hugging Face folder (qwen3, qwen2, llama); default: the run\'s')
+    .option('--model <dir>', `base model: a Hugging Face folder (${SUPPORTED_MODEL_TYPES.join(', ')}); default: the run's`)
     .option('--adapter <dir>', 'PEFT LoRA adapter folder (required for peft and merged; merged into the graph for onnx)')
     .option('--format <format>', 'peft | merged | onnx', 'peft')
     .requiredOption('--out <dir>', 'output folder (must not exist or be empty, unless --force)')

@@ -13,6 +13,7 @@ import { startServer } from '../serve/server.js';
 import { checkBind, checkToken } from '../util/http-guard.js';
 import { numberParser } from './parse-number.js';
 import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
+import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
 
 interface ServeCliOptions {
   model: string;
@@ -39,7 +40,7 @@ export function registerServe(program: Command): Command {
   const cmd = program
     .command('serve')
     .description('serve a model (and LoRA adapters) over an OpenAI-compatible chat-completions API')
-    .requiredOption('--model <dir>', 'base model: a Hugging Face folder (qwen3, qwen2, llama)')
+    .requiredOption('--model <dir>', `base model: a Hugging Face folder (${SUPPORTED_MODEL_TYPES.join(', ')})`)
     .option(
       '--adapter <[name=]dir>',
       'PEFT LoRA adapter folder, served under NAME or the folder name (repeatable)',

@@ -22,6 +22,7 @@ import { numberParser } from './parse-number.js';
 import { formatSummary } from './scenarios.js';
 import { addSchemaOptions, kebabCase, valuesFromOptions } from './schema-options.js';
 import { addTargetOptions, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
+import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
 
 /** The options besides the training settings (those are TrainSettingsSchema's fields, see schema-options.ts). */
 interface TrainCliOptions extends TargetCliOptions {
@@ -93,7 +94,7 @@ export function registerTrain(program: Command): Command {
     .command('train')
     .description('train a LoRA adapter with GRPO until validation success stops improving')
     .argument('[target...]', 'an http(s) URL, or the server command after --')
-    .option('--model <dir>', 'Hugging Face model folder (qwen3, qwen2 or llama); a resumed run uses its own')
+    .option('--model <dir>', `Hugging Face model folder (${SUPPORTED_MODEL_TYPES.join(', ')}); a resumed run uses its own`)
     .option('--scenarios <dir>', 'scenario set folder (train.jsonl + val.jsonl), e.g. from `mcprl scenarios`')
     .option('--offline', 'generate verifiable scenarios from the schemas (no LLM)')
     .option('--count <n>', 'scenarios to generate with --offline or an LLM generator', numberParser({ integer: true, above: 0 }), 24)

@@ -150,9 +150,10 @@ export interface NativeAddon {
    * which waited for the OpenBLAS products in flight (OpenBLAS's fork handler hangs otherwise: see g_blas_fork in
    * native/gemm.cc). Both 0 without OpenBLAS. `taskThreads`: OS threads that have run the engine's asynchronous work
    * (1 once any ran: every task of the process runs on one compute thread, so there is one OpenMP team; see
-   * native/napi_util.cc).
+   * native/napi_util.cc). `modelTypes`: the model_type values the engine runs (native/model/config.cc), equal to
+   * SUPPORTED_MODEL_TYPES of src/hf/config.ts (test/model-types.test.ts).
    */
-  info(): { openblas: boolean; portableGemm: boolean; gemmAvx512: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number };
+  info(): { openblas: boolean; portableGemm: boolean; gemmAvx512: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number; modelTypes: string[] };
   [key: string]: unknown;
 }
 

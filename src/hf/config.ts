@@ -1,5 +1,5 @@
 /**
- * The one reader of a Hugging Face model folder's `config.json` (qwen3, qwen2, llama), used by the engine, the
+ * The one reader of a Hugging Face model folder's `config.json` (SUPPORTED_MODEL_TYPES), used by the engine, the
  * trainer, export and merge. It resolves every default, so that what the native engine receives (the ModelSpec,
  * see src/engine/model.ts) is complete: native code never parses config.json itself and has no defaults of its
  * own. `generation_config.json` adds EOS ids when present.
@@ -10,6 +10,11 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { McprlError } from '../util/errors.js';
 
+/**
+ * The architectures mcprl runs, by config.json's model_type: the one list on the TypeScript side (help texts and
+ * refusals read it). Native code checks the ModelSpec against its own list, which the addon's info() reports as
+ * modelTypes; test/model-types.test.ts holds the two equal.
+ */
 export const SUPPORTED_MODEL_TYPES = ['qwen3', 'qwen2', 'llama'] as const;
 export type ModelType = (typeof SUPPORTED_MODEL_TYPES)[number];
 

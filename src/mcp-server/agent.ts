@@ -7,7 +7,9 @@ import type { Trajectory } from '../agent/trajectory.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
 import { RunDir } from '../train/run-dir.js';
-import { Workspace, WorkspaceError } from './workspace.js';
+import { Workspace } from './workspace.js';
+import type { RolloutSettings } from '../agent/rollout-settings.js';
+import { McprlError } from '../util/errors.js';
 
 /** Which weights answer: a run's best (or latest) checkpoint, or a model folder plus an optional adapter folder. */
 export interface AgentSource {
@@ -25,7 +27,7 @@ export interface ResolvedAgent {
   /** How the agent is described in results (workspace-relative paths). */
   label: string;
   /** The run's config when the agent comes from a run (max turns and tokens are taken from it). */
-  runConfig?: { maxTurns?: number; maxTokens?: number };
+  runConfig?: Partial<Pick<RolloutSettings, 'maxTurns' | 'maxTokens'>>;
   /**
    * Chat template variables every turn is rendered with: the run's (so the agent is asked the way it was trained,
    * e.g. Qwen3 with `enable_thinking: false`), overridden key by key by the call's. Absent when neither gives any.
@@ -36,11 +38,11 @@ export interface ResolvedAgent {
 /** Resolves an AgentSource to folders, every one confined to the workspace or a model root. */
 export async function resolveAgent(ws: Workspace, src: AgentSource): Promise<ResolvedAgent> {
   if (src.run !== undefined) {
-    if (src.model !== undefined || src.adapter !== undefined) throw new WorkspaceError('give either run, or model (and adapter), not both');
+    if (src.model !== undefined || src.adapter !== undefined) throw new McprlError('WORKSPACE', 'give either run, or model (and adapter), not both');
     const run = new RunDir(ws.runDir(src.run));
-    if (!run.exists()) throw new WorkspaceError(`no run named ${JSON.stringify(src.run)} in the workspace`);
+    if (!run.exists()) throw new McprlError('WORKSPACE', `no run named ${JSON.stringify(src.run)} in the workspace`);
     const state = await run.readState();
-    if (!state) throw new WorkspaceError(`run ${src.run} has not completed its first evaluation yet; wait for training_status to show step 0`);
+    if (!state) throw new McprlError('WORKSPACE', `run ${src.run} has not completed its first evaluation yet; wait for training_status to show step 0`);
     const config = await run.readConfig<{ model: string; maxTurns?: number; maxTokens?: number; chatTemplateKwargs?: Record<string, unknown> }>();
     const modelDir = ws.resolveModel(config.model, `the base model of run ${src.run}`);
     const which = src.checkpoint ?? 'best';
@@ -49,17 +51,17 @@ export async function resolveAgent(ws: Workspace, src: AgentSource): Promise<Res
     if (step > 0) {
       const best = run.path('adapter');
       adapterDir = which === 'best' && existsSync(`${best}/adapter_config.json`) ? best : run.checkpoint(step);
-      if (!existsSync(`${adapterDir}/adapter_config.json`)) throw new WorkspaceError(`run ${src.run}: the checkpoint of step ${step} is missing`);
+      if (!existsSync(`${adapterDir}/adapter_config.json`)) throw new McprlError('WORKSPACE', `run ${src.run}: the checkpoint of step ${step} is missing`);
     }
     const label = adapterDir ? `${src.run} (${which} checkpoint, step ${step})` : `${src.run} (step 0: no trained step beat the base model, so the base model answers)`;
     const kwargs = { ...config.chatTemplateKwargs, ...src.chat_template_kwargs };
     return { modelDir, adapterDir, label, runConfig: config, ...(Object.keys(kwargs).length > 0 ? { chatTemplateKwargs: kwargs } : {}) };
   }
-  if (src.model === undefined) throw new WorkspaceError('give run, or model (a Hugging Face folder) with an optional adapter');
+  if (src.model === undefined) throw new McprlError('WORKSPACE', 'give run, or model (a Hugging Face folder) with an optional adapter');
   const modelDir = ws.resolveModel(src.model, 'model');
-  if (!existsSync(`${modelDir}/config.json`)) throw new WorkspaceError(`model ${JSON.stringify(src.model)} is not a Hugging Face model folder (no config.json)`);
+  if (!existsSync(`${modelDir}/config.json`)) throw new McprlError('WORKSPACE', `model ${JSON.stringify(src.model)} is not a Hugging Face model folder (no config.json)`);
   const adapterDir = src.adapter !== undefined ? ws.resolve(src.adapter, 'adapter') : null;
-  if (adapterDir && !existsSync(`${adapterDir}/adapter_config.json`)) throw new WorkspaceError(`adapter ${JSON.stringify(src.adapter)} is not a PEFT adapter folder (no adapter_config.json)`);
+  if (adapterDir && !existsSync(`${adapterDir}/adapter_config.json`)) throw new McprlError('WORKSPACE', `adapter ${JSON.stringify(src.adapter)} is not a PEFT adapter folder (no adapter_config.json)`);
   return {
     modelDir, adapterDir, label: adapterDir ? `${ws.display(modelDir)} + ${ws.display(adapterDir)}` : ws.display(modelDir),
     ...(src.chat_template_kwargs ? { chatTemplateKwargs: src.chat_template_kwargs } : {}),

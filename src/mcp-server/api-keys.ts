@@ -21,13 +21,6 @@ export interface KeyGrant {
 export const DEFAULT_KEY_ENV = 'OPENAI_API_KEY';
 export const DEFAULT_KEY_GRANTS: readonly KeyGrant[] = [{ env: DEFAULT_KEY_ENV, baseUrl: 'https://api.openai.com/' }];
 
-/** A request for a key the operator did not grant (a tool error), or a bad grant on the command line. */
-export class ApiKeyError extends McprlError<'API_KEY_NOT_ALLOWED'> {
-  constructor(message: string) {
-    super('API_KEY_NOT_ALLOWED', message);
-  }
-}
-
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 function parseHttpUrl(u: string, what: string): URL {
@@ -35,10 +28,10 @@ function parseHttpUrl(u: string, what: string): URL {
   try {
     url = new URL(u);
   } catch {
-    throw new ApiKeyError(`${what} ${JSON.stringify(u)} is not a valid URL`);
+    throw new McprlError('API_KEY_NOT_ALLOWED', `${what} ${JSON.stringify(u)} is not a valid URL`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ApiKeyError(`${what} must be http(s)://`);
-  if (url.username || url.password) throw new ApiKeyError(`${what} must not carry credentials`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new McprlError('API_KEY_NOT_ALLOWED', `${what} must be http(s)://`);
+  if (url.username || url.password) throw new McprlError('API_KEY_NOT_ALLOWED', `${what} must not carry credentials`);
   return url;
 }
 
@@ -65,7 +58,7 @@ export function urlUnder(url: string, prefix: string): boolean {
 export function parseKeyGrant(spec: string): KeyGrant {
   const eq = spec.indexOf('=');
   const env = eq < 0 ? spec : spec.slice(0, eq);
-  if (eq < 0 || !ENV_NAME.test(env)) throw new ApiKeyError(`--allow-key-env ${JSON.stringify(spec)}: expected VAR=BASE_URL, e.g. GROQ_API_KEY=https://api.groq.com/openai/v1`);
+  if (eq < 0 || !ENV_NAME.test(env)) throw new McprlError('API_KEY_NOT_ALLOWED', `--allow-key-env ${JSON.stringify(spec)}: expected VAR=BASE_URL, e.g. GROQ_API_KEY=https://api.groq.com/openai/v1`);
   return { env, baseUrl: parseHttpUrl(spec.slice(eq + 1), `--allow-key-env ${env}: the base URL`).href };
 }
 
@@ -101,11 +94,11 @@ export class ApiKeyPolicy {
     if (env === undefined) return { baseURL, apiKey: undefined, env: undefined };
     if (grants.length === 0) {
       const granted = [...new Set(this.grants.map((g) => g.env))].join(', ');
-      throw new ApiKeyError(
+      throw new McprlError('API_KEY_NOT_ALLOWED', 
         `${what}.api_key_env ${name} is not allowed: this server sends only ${granted} (the operator grants others with mcprl mcp --allow-key-env ${name}=<base URL>)`,
       );
     }
-    throw new ApiKeyError(
+    throw new McprlError('API_KEY_NOT_ALLOWED', 
       `${what}.api_key_env ${name} may be sent only to ${grants.map((g) => g.baseUrl).join(', ')}, not to ${baseURL} (the operator grants more with mcprl mcp --allow-key-env ${name}=<base URL>)`,
     );
   }

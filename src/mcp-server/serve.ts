@@ -11,7 +11,6 @@
  */
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
 import { InvalidTokenError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
@@ -21,6 +20,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { checkBind, checkToken, createHttpGuard } from '../util/http-guard.js';
+import { listenHttp } from '../util/http-listen.js';
 import { createMcprlServer, type McprlServerContext } from './server.js';
 
 export async function serveStdio(ctx: McprlServerContext): Promise<void> {
@@ -111,17 +111,11 @@ export async function serveHttp(ctx: McprlServerContext, opts: HttpOptions): Pro
     res.writeHead(refused.status, { 'content-type': 'application/json', connection: 'close' });
     res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: refused.message }, id: null }));
   });
-  await new Promise<void>((resolve, reject) => {
-    http.once('error', reject);
-    http.listen(opts.port, host, () => resolve());
-  });
-  const { port } = http.address() as AddressInfo;
-  const shown = host.includes(':') ? `[${host}]` : host;
+  const listening = await listenHttp(http, opts.port, host);
   const close = async () => {
     for (const t of sessions.values()) await t.close().catch(() => undefined);
-    http.closeAllConnections();
-    await new Promise<void>((r) => http.close(() => r()));
+    await listening.close();
     ctx.engines.close();
   };
-  return { server: http, url: `http://${shown}:${port}/mcp`, close };
+  return { server: http, url: `${listening.origin}/mcp`, close };
 }

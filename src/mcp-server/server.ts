@@ -18,6 +18,7 @@ import type { CallToolResult, ServerNotification, ServerRequest } from '@modelco
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { z } from 'zod';
 import { rollout } from '../agent/rollout.js';
+import { AGENT_TOOL_ROLLOUT_DEFAULTS, RolloutSettingsSchema } from '../agent/rollout-settings.js';
 import { runEval, writeEvalOutput, formatEvalSummary } from '../eval/evaluate.js';
 import { exportModel } from '../export/export-model.js';
 import {
@@ -46,7 +47,9 @@ import { AgentEngines, compactTrace, resolveAgent } from './agent.js';
 import { ApiKeyPolicy, type KeyGrant } from './api-keys.js';
 import { settingsFromInput, TrainOptionsInput } from './train-input.js';
 import { JUDGE_KEY_ENV, progressValue, RunPhaseSchema, TrainingJobs, type RunStatus } from './training-jobs.js';
-import { Workspace, WorkspaceError } from './workspace.js';
+import { Workspace } from './workspace.js';
+import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
+import { McprlError } from '../util/errors.js';
 
 export const MCPRL_SERVER_VERSION = '0.1.0';
 
@@ -100,6 +103,9 @@ const TargetInput = z
   })
   .describe('The MCP server to work on: either {url, headers?} or {command, args?, env?, cwd?}');
 type TargetInputT = z.infer<typeof TargetInput>;
+
+/** The rollout settings' fields, which the tools' max_turns, max_tokens, temperature and concurrency are. */
+const rolloutFields = RolloutSettingsSchema.shape;
 
 const AgentInput = {
   run: z.string().optional().describe('A training run in the workspace: its base model and best (or latest) adapter'),
@@ -205,21 +211,21 @@ function guarded<A>(fn: (args: A, extra: Extra) => Promise<CallToolResult>) {
  * where the operator allows commands.
  */
 export function targetFromInput(ws: Workspace, t: TargetInputT, allowCommands: boolean): Target {
-  if ((t.url === undefined) === (t.command === undefined)) throw new WorkspaceError('target needs exactly one of url or command');
+  if ((t.url === undefined) === (t.command === undefined)) throw new McprlError('WORKSPACE', 'target needs exactly one of url or command');
   if (t.url !== undefined) {
-    if (t.command !== undefined || t.args || t.env || t.cwd) throw new WorkspaceError('an url target takes only headers besides url');
+    if (t.command !== undefined || t.args || t.env || t.cwd) throw new McprlError('WORKSPACE', 'an url target takes only headers besides url');
     let u: URL;
     try {
       u = new URL(t.url);
     } catch {
-      throw new WorkspaceError(`target.url is not a valid URL: ${JSON.stringify(t.url)}`);
+      throw new McprlError('WORKSPACE', `target.url is not a valid URL: ${JSON.stringify(t.url)}`);
     }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new WorkspaceError('target.url must be http(s)://');
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new McprlError('WORKSPACE', 'target.url must be http(s)://');
     return { kind: 'http', url: t.url, ...(t.headers ? { headers: t.headers } : {}) };
   }
-  if (t.headers) throw new WorkspaceError('headers apply to url targets only');
+  if (t.headers) throw new McprlError('WORKSPACE', 'headers apply to url targets only');
   if (!allowCommands) {
-    throw new WorkspaceError('this mcprl server does not run commands for its clients (it serves HTTP): give target.url, or ask the operator to start it with --allow-commands');
+    throw new McprlError('WORKSPACE', 'this mcprl server does not run commands for its clients (it serves HTTP): give target.url, or ask the operator to start it with --allow-commands');
   }
   const target: Target = { kind: 'stdio', command: t.command!, args: t.args ?? [] };
   if (t.env) target.env = t.env;
@@ -260,7 +266,7 @@ const stamp = () => new Date().toISOString().replace(/[:.]/g, '-').replace(/Z$/,
 /** A scenario set folder or one .jsonl file in the workspace. */
 async function scenariosFrom(ws: Workspace, where: string, split: 'train' | 'val' | 'all'): Promise<Scenario[]> {
   const abs = ws.resolve(where, 'scenarios');
-  if (!existsSync(abs)) throw new WorkspaceError(`scenarios ${JSON.stringify(where)} not found in the workspace`);
+  if (!existsSync(abs)) throw new McprlError('WORKSPACE', `scenarios ${JSON.stringify(where)} not found in the workspace`);
   if ((await stat(abs)).isFile()) return readScenarios(abs);
   const set = await loadScenarioSet(abs);
   return split === 'train' ? set.train : split === 'val' ? set.val : [...set.train, ...set.val];
@@ -375,11 +381,11 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     },
     guarded(async ({ target, count, offline, generator, name, seed }) => {
       const t = targetFromInput(ws, target, ctx.allowCommands);
-      if (!offline && !generator) throw new WorkspaceError('give offline: true, or generator: {model, base_url?, api_key_env?}');
+      if (!offline && !generator) throw new McprlError('WORKSPACE', 'give offline: true, or generator: {model, base_url?, api_key_env?}');
       const key = generator ? ctx.keys.resolve(generator.api_key_env, generator.base_url, 'generator') : undefined;
       const dirName = Workspace.checkName(name ?? `set-${stamp()}`, 'scenario set name');
       const out = ws.resolve(path.join('scenarios', dirName), 'scenario set');
-      if (existsSync(out)) throw new WorkspaceError(`scenarios/${dirName} already exists; choose another name`);
+      if (existsSync(out)) throw new McprlError('WORKSPACE', `scenarios/${dirName} already exists; choose another name`);
       const isolation = isolationFor(ws, target, t);
       const isolatedServer = isolatedServerOpener(t, isolation, { policy: ctx.safety, timeoutMs: ctx.connectTimeoutMs });
       let refused: string | undefined;
@@ -414,7 +420,7 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         'training_status (wait: true streams progress), end it with stop_training. The run directory is <workspace>/<run>.',
       inputSchema: {
         target: TargetInput,
-        model: z.string().describe('Hugging Face model folder (qwen3, qwen2, llama) in the workspace or a --models root'),
+        model: z.string().describe(`Hugging Face model folder (${SUPPORTED_MODEL_TYPES.join(', ')}) in the workspace or a --models root`),
         run: z.string().optional().describe('Run name (default a timestamp)'),
         scenarios: z.string().optional().describe('Scenario set folder in the workspace (train.jsonl + val.jsonl)'),
         offline: z.boolean().optional().describe('Without scenarios: generate verifiable ones from the schemas'),
@@ -441,21 +447,21 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       const t = targetFromInput(ws, target, ctx.allowCommands);
       const name = Workspace.checkRunName(run ?? `run-${stamp()}`);
       const modelDir = ws.resolveModel(model, 'model');
-      if (!existsSync(path.join(modelDir, 'config.json'))) throw new WorkspaceError(`model ${JSON.stringify(model)} is not a Hugging Face model folder (no config.json)`);
+      if (!existsSync(path.join(modelDir, 'config.json'))) throw new McprlError('WORKSPACE', `model ${JSON.stringify(model)} is not a Hugging Face model folder (no config.json)`);
       let scenariosDir: string | undefined;
       if (scenarios !== undefined) {
         scenariosDir = ws.resolve(scenarios, 'scenarios');
         // Read it now, so that a bad set (or one that overlaps the model's own tasks) is an error of this call
         // rather than a failed run a minute later.
         const set = await loadScenarioSet(scenariosDir);
-        if (set.train.length === 0 || set.val.length === 0) throw new WorkspaceError(`scenarios ${scenarios}: training needs at least one train and one val scenario`);
+        if (set.train.length === 0 || set.val.length === 0) throw new McprlError('WORKSPACE', `scenarios ${scenarios}: training needs at least one train and one val scenario`);
         await checkHeldOut(set, modelDir);
-      } else if (!offline) throw new WorkspaceError('give scenarios (a folder in the workspace, see generate_scenarios) or offline: true');
+      } else if (!offline) throw new McprlError('WORKSPACE', 'give scenarios (a folder in the workspace, see generate_scenarios) or offline: true');
       const judgeKey = judge ? ctx.keys.resolve(judge.api_key_env, judge.base_url, 'judge') : undefined;
       // The target is reached and its tools listed before the run starts: one that is down, or has no tools,
       // fails this call instead of a run that was reported started.
       const tools = await withSession(ctx, t, isolationFromInput(ws, target), (s) => s.listTools());
-      if (tools.length === 0) throw new WorkspaceError(`the target ${describeTarget(t)} lists no tools: there is nothing to train on`);
+      if (tools.length === 0) throw new McprlError('WORKSPACE', `the target ${describeTarget(t)} lists no tools: there is nothing to train on`);
       const config = trainConfigFrom(settingsFromInput(options, reward), {
         model: modelDir, target: describeTarget(t), ...(judge && judgeKey ? { judge: { baseURL: judgeKey.baseURL, model: judge.model } } : {}),
       }, 'add judge: {base_url, model, api_key_env?}');
@@ -570,10 +576,10 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         split: z.enum(['train', 'val', 'all']).default('val'),
         limit: z.number().int().positive().optional(),
         rollouts: z.number().int().positive().max(16).default(1),
-        max_turns: z.number().int().positive().max(50).optional(),
-        max_tokens: z.number().int().positive().optional(),
-        temperature: z.number().nonnegative().default(0),
-        concurrency: z.number().int().positive().max(32).default(2),
+        max_turns: rolloutFields.maxTurns.max(50).optional(),
+        max_tokens: rolloutFields.maxTokens.optional(),
+        temperature: rolloutFields.temperature.default(AGENT_TOOL_ROLLOUT_DEFAULTS.temperature),
+        concurrency: rolloutFields.concurrency.max(32).default(AGENT_TOOL_ROLLOUT_DEFAULTS.concurrency),
         name: z.string().optional().describe('Folder name under evals/ (default a timestamp)'),
       },
       outputSchema: { agent: z.string(), summary: EvalSummaryOutput, files: z.object({ trajectories: z.string(), summary: z.string() }) },
@@ -587,14 +593,14 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       let scenarios: Scenario[];
       if (a.scenarios !== undefined) scenarios = await scenariosFrom(ws, a.scenarios, a.split);
       else if (a.run !== undefined) scenarios = await scenariosFrom(ws, path.join(a.run, 'scenarios'), a.split);
-      else throw new WorkspaceError('give scenarios (or a run, whose validation set is used)');
+      else throw new McprlError('WORKSPACE', 'give scenarios (or a run, whose validation set is used)');
       if (a.limit !== undefined) scenarios = scenarios.slice(0, a.limit);
-      if (scenarios.length === 0) throw new WorkspaceError('no scenarios to evaluate');
+      if (scenarios.length === 0) throw new McprlError('WORKSPACE', 'no scenarios to evaluate');
       const outName = Workspace.checkName(a.name ?? `${a.run ?? 'model'}-${stamp()}`, 'evaluation name');
       const out = ws.resolve(path.join('evals', outName), 'evaluation folder');
-      if (existsSync(out)) throw new WorkspaceError(`evals/${outName} already exists; choose another name`);
-      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? 6;
-      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? 256;
+      if (existsSync(out)) throw new McprlError('WORKSPACE', `evals/${outName} already exists; choose another name`);
+      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? AGENT_TOOL_ROLLOUT_DEFAULTS.maxTurns;
+      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? AGENT_TOOL_ROLLOUT_DEFAULTS.maxTokens;
       const { groups, summary } = await ctx.engines.with(agent, { maxTokens, temperature: a.temperature }, (policy) =>
         runEval({
           policy, target: t, scenarios, reward: 'checks', rolloutsPerGroup: a.rollouts, concurrency: a.concurrency,
@@ -618,9 +624,9 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
         target: TargetInput,
         task: z.string().min(1).describe('What the agent should do, in plain words'),
         ...AgentInput,
-        max_turns: z.number().int().positive().max(50).optional(),
-        max_tokens: z.number().int().positive().optional(),
-        temperature: z.number().nonnegative().default(0),
+        max_turns: rolloutFields.maxTurns.max(50).optional(),
+        max_tokens: rolloutFields.maxTokens.optional(),
+        temperature: rolloutFields.temperature.default(AGENT_TOOL_ROLLOUT_DEFAULTS.temperature),
       },
       outputSchema: {
         agent: z.string(),
@@ -638,8 +644,8 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     guarded(async (a, extra) => {
       const t = targetFromInput(ws, a.target, ctx.allowCommands);
       const agent = await resolveAgent(ws, a);
-      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? 6;
-      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? 256;
+      const maxTurns = a.max_turns ?? agent.runConfig?.maxTurns ?? AGENT_TOOL_ROLLOUT_DEFAULTS.maxTurns;
+      const maxTokens = a.max_tokens ?? agent.runConfig?.maxTokens ?? AGENT_TOOL_ROLLOUT_DEFAULTS.maxTokens;
       // One rollout on a session of its own: with isolate, that server is this rollout's alone.
       const traj = await withSession(ctx, t, isolationFromInput(ws, a.target), async (session) => {
         const tools = await session.listTools();
@@ -684,13 +690,13 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     guarded(async ({ run, format, checkpoint, name }) => {
       const agent = await resolveAgent(ws, { run, checkpoint });
       if (!agent.adapterDir) {
-        throw new WorkspaceError(`run ${run}: no trained step beat the untrained model, so there is no best adapter; pass checkpoint: 'latest' to export the last step's`);
+        throw new McprlError('WORKSPACE', `run ${run}: no trained step beat the untrained model, so there is no best adapter; pass checkpoint: 'latest' to export the last step's`);
       }
       const state = await new RunDir(ws.runDir(run)).readState();
       const step = checkpoint === 'best' ? state!.bestStep : state!.step;
       const outName = Workspace.checkName(name ?? `${run}-${format}${checkpoint === 'latest' ? '-latest' : ''}`, 'export name');
       const out = ws.resolve(path.join('exports', outName), 'export folder');
-      if (existsSync(out)) throw new WorkspaceError(`exports/${outName} already exists; choose another name`);
+      if (existsSync(out)) throw new McprlError('WORKSPACE', `exports/${outName} already exists; choose another name`);
       const summary = await exportModel({ modelDir: agent.modelDir, adapterDir: agent.adapterDir, format, out });
       return ok({ path: ws.display(out), format, detail: summary.detail, step }, `${ws.display(out)}: ${summary.detail}`);
     }),
@@ -719,9 +725,9 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
     async (uri, vars) => {
       const run = String(vars.run);
       const file = String(vars.file);
-      if (!(file in RUN_FILES)) throw new WorkspaceError(`unknown run file ${JSON.stringify(file)}: one of ${Object.keys(RUN_FILES).join(', ')}`);
+      if (!(file in RUN_FILES)) throw new McprlError('WORKSPACE', `unknown run file ${JSON.stringify(file)}: one of ${Object.keys(RUN_FILES).join(', ')}`);
       const abs = ws.resolve(path.join(ws.runDir(run), file), 'resource');
-      if (!existsSync(abs)) throw new WorkspaceError(`run ${run} has no ${file} yet`);
+      if (!existsSync(abs)) throw new McprlError('WORKSPACE', `run ${run} has no ${file} yet`);
       let text = await readFile(abs, 'utf8');
       if (file === 'config.json') text = JSON.stringify(withDisplayPaths(ws, JSON.parse(text)), null, 2);
       return { contents: [{ uri: uri.href, mimeType: RUN_FILES[file as keyof typeof RUN_FILES], text }] };

@@ -31,7 +31,8 @@ import { writeRunReport } from '../train/write-report.js';
 import { writeJsonAtomic } from '../util/atomic.js';
 import { ownerAlive, processStart } from '../util/dir-lock.js';
 import { ProgressPhaseSchema, type ProgressEvent } from '../util/progress.js';
-import { Workspace, WorkspaceError } from './workspace.js';
+import { Workspace } from './workspace.js';
+import { McprlError } from '../util/errors.js';
 
 export const JobRecordSchema = z.object({
   pid: z.number().int(),
@@ -199,7 +200,7 @@ export class TrainingJobs {
     const run = this.run(name);
     // Any existing folder is refused, not reused: it may be a failed run's evidence or something of the user's.
     if (existsSync(run.dir)) {
-      throw new WorkspaceError(`run ${JSON.stringify(name)} already exists in the workspace; choose another name (or watch it with training_status)`);
+      throw new McprlError('WORKSPACE', `run ${JSON.stringify(name)} already exists in the workspace; choose another name (or watch it with training_status)`);
     }
     await mkdir(run.dir, { recursive: true });
     const safety = this.safety.settings();
@@ -238,7 +239,7 @@ export class TrainingJobs {
   async status(name: string): Promise<RunStatus> {
     const run = this.run(name);
     const job = await this.readJob(name);
-    if (!run.exists() && !job) throw new WorkspaceError(`no run named ${JSON.stringify(name)} in the workspace`);
+    if (!run.exists() && !job) throw new McprlError('WORKSPACE', `no run named ${JSON.stringify(name)} in the workspace`);
     const config = await this.readConfig(run);
     const state: RunState | null = await run.readState();
     const metrics = await run.readMetrics(state?.step ?? -1);
@@ -307,7 +308,7 @@ export class TrainingJobs {
    */
   async stop(name: string, graceMs = 5000): Promise<{ was_running: boolean; signal: 'SIGTERM' | 'SIGKILL' | null }> {
     const job = await this.readJob(name);
-    if (!job && !this.run(name).exists()) throw new WorkspaceError(`no run named ${JSON.stringify(name)} in the workspace`);
+    if (!job && !this.run(name).exists()) throw new McprlError('WORKSPACE', `no run named ${JSON.stringify(name)} in the workspace`);
     // A run started from a command line has no job.json and is not a process group leader: only it is signalled
     // (the MCP servers it started end when their stdin closes).
     const pid = job ? job.pid : (this.run(name).trainer()?.pid ?? null);

@@ -13,13 +13,6 @@ import { existsSync, mkdirSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { McprlError } from '../util/errors.js';
 
-/** A path a tool was given that is not allowed, or does not exist where it must. Reported as an isError result. */
-export class WorkspaceError extends McprlError<'WORKSPACE'> {
-  constructor(message: string) {
-    super('WORKSPACE', message);
-  }
-}
-
 /** Folder names the server itself uses at the top of the workspace; no run may take them. */
 export const RESERVED_NAMES = ['scenarios', 'evals', 'exports'] as const;
 
@@ -65,7 +58,7 @@ export class Workspace {
   /** A run, scenario-set or export name: letters, digits, `.`, `_`, `-`; no separators, no leading dot. */
   static checkName(name: string, what = 'name'): string {
     if (!NAME.test(name) || name === '.' || name === '..') {
-      throw new WorkspaceError(`${what} ${JSON.stringify(name)} is not allowed: use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit`);
+      throw new McprlError('WORKSPACE', `${what} ${JSON.stringify(name)} is not allowed: use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit`);
     }
     return name;
   }
@@ -74,7 +67,7 @@ export class Workspace {
   static checkRunName(name: string): string {
     Workspace.checkName(name, 'run name');
     if ((RESERVED_NAMES as readonly string[]).includes(name)) {
-      throw new WorkspaceError(`run name ${JSON.stringify(name)} is reserved (the server keeps ${RESERVED_NAMES.join(', ')} folders in the workspace)`);
+      throw new McprlError('WORKSPACE', `run name ${JSON.stringify(name)} is reserved (the server keeps ${RESERVED_NAMES.join(', ')} folders in the workspace)`);
     }
     return name;
   }
@@ -100,14 +93,14 @@ export class Workspace {
 
   /** `shown` is how error messages name the path: as the client gave it, never as found on disk. */
   private resolveIn(roots: string[], p: string, what: string, shown = p): string {
-    if (typeof p !== 'string' || p.trim() === '') throw new WorkspaceError(`${what} is empty`);
-    if (p.includes('\0')) throw new WorkspaceError(`${what} contains a NUL character`);
+    if (typeof p !== 'string' || p.trim() === '') throw new McprlError('WORKSPACE', `${what} is empty`);
+    if (p.includes('\0')) throw new McprlError('WORKSPACE', `${what} contains a NUL character`);
     const abs = path.isAbsolute(p) ? path.normalize(p) : path.resolve(roots[0], p);
     const lexical = roots.find((r) => isInside(r, abs));
-    if (!lexical) throw new WorkspaceError(`${what} ${JSON.stringify(shown)} is outside the workspace; give a path relative to it`);
+    if (!lexical) throw new McprlError('WORKSPACE', `${what} ${JSON.stringify(shown)} is outside the workspace; give a path relative to it`);
     const real = realpathLoose(abs);
     if (!roots.some((r) => isInside(r, real))) {
-      throw new WorkspaceError(`${what} ${JSON.stringify(shown)} leads outside the workspace through a symbolic link`);
+      throw new McprlError('WORKSPACE', `${what} ${JSON.stringify(shown)} leads outside the workspace through a symbolic link`);
     }
     return abs;
   }

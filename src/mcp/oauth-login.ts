@@ -7,12 +7,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { auth, extractWWWAuthenticateParams, type OAuthClientProvider, type OAuthDiscoveryState } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { httpFailure } from './connection.js';
 import { errorLine } from '../util/errors.js';
+import { listenHttp } from '../util/http-listen.js';
 import { McpConnectError } from './errors.js';
 import { expiryOf, loginSecrets, readLogin, saveLogin, serverKey, withLoginLock } from './oauth-store.js';
 import { redact, secretValues } from './redact.js';
@@ -84,13 +84,10 @@ async function listenForCode(port: number, state: string, timeoutMs: number): Pr
     reply(200, 'mcprl is authorized. You can close this tab.');
     resolveCode(value);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(new McpConnectError('AUTH_FAILED', `cannot listen for the redirect on 127.0.0.1:${port}: ${err.code ?? err.message}`, { cause: err })),
-    );
-    server.listen(port, '127.0.0.1', () => resolve());
+  const listening = await listenHttp(server, port, '127.0.0.1').catch((err: NodeJS.ErrnoException) => {
+    throw new McpConnectError('AUTH_FAILED', `cannot listen for the redirect on 127.0.0.1:${port}: ${err.code ?? err.message}`, { cause: err });
   });
-  const redirectUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}${CALLBACK_PATH}`;
+  const redirectUrl = `${listening.origin}${CALLBACK_PATH}`;
   const timer = setTimeout(
     () => rejectCode(new McpConnectError('AUTH_FAILED', `no authorization came back to ${redirectUrl} within ${timeoutMs} ms`)),
     timeoutMs,
@@ -100,8 +97,7 @@ async function listenForCode(port: number, state: string, timeoutMs: number): Pr
     code,
     close: async () => {
       clearTimeout(timer);
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await listening.close();
     },
   };
 }

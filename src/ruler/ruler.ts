@@ -4,6 +4,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { writeFileAtomic } from '../util/atomic.js';
+import { extractJson } from '../util/extract-json.js';
 import { JudgeError, OpenAIJudge, type JudgeClient } from './judge.js';
 import { DEFAULT_RUBRIC, RULER_RESPONSE_SCHEMA, buildRulerPrompt, judgeKey, type JudgedTrajectory } from './prompt.js';
 
@@ -163,26 +164,6 @@ export function parseJudgeAnswer(text: string, ids: string[]): { scores: number[
     scores: ids.map((id) => byId.get(id)!.score),
     explanations: ids.map((id) => byId.get(id)!.explanation),
   };
-}
-
-function extractJson(text: string): unknown {
-  const attempts: string[] = [text.trim()];
-  const fence = /```(?:json)?\s*([\s\S]*?)```/i.exec(text);
-  if (fence) attempts.push(fence[1].trim());
-  const firstBrace = text.indexOf('{');
-  const lastBrace = text.lastIndexOf('}');
-  if (firstBrace >= 0 && lastBrace > firstBrace) attempts.push(text.slice(firstBrace, lastBrace + 1));
-  const firstBracket = text.indexOf('[');
-  const lastBracket = text.lastIndexOf(']');
-  if (firstBracket >= 0 && lastBracket > firstBracket) attempts.push(text.slice(firstBracket, lastBracket + 1));
-  for (const a of attempts) {
-    try {
-      return JSON.parse(a);
-    } catch {
-      // try the next candidate
-    }
-  }
-  return undefined;
 }
 
 function hashRequest(model: string, request: unknown): string {

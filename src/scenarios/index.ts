@@ -14,11 +14,11 @@ export {
 export type { Check, Scenario, ScenarioSet } from './scenario.js';
 export { generateOfflineScenarios, scenarioEntities, canonical } from './offline.js';
 export type { ScenarioServer, OfflineOptions, OfflineResult, DiscoveredEntity } from './offline.js';
-export { generateLlmScenarios, buildPrompt, extractJson, ScenarioGenerationError, GeneratedItemSchema, SolutionSchema, promptEntities } from './llm.js';
+export { generateLlmScenarios, buildPrompt, ScenarioGenerationError, GeneratedItemSchema, SolutionSchema, promptEntities } from './llm.js';
 export type { LlmGeneratorOptions, LlmResult, ServerCatalog, ResponseFormatMode, Solution } from './llm.js';
 export { createGrounder } from './grounded.js';
 export type { Grounder, GrounderOptions, Grounding } from './grounded.js';
-export { synthesizeArgs, synthesizeValidValue, generateFromPattern, resolveRefs, ArgSynthesisError } from './json-schema-args.js';
+export { synthesizeArgs, synthesizeValidValue, generateFromPattern, resolveRefs } from './json-schema-args.js';
 export type { JsonSchema, SynthesisOptions, CandidateContext } from './json-schema-args.js';
 export { dropNearDuplicates, taskSimilarity, normalizeTask, DuplicateFilter, DEFAULT_DUPLICATE_THRESHOLD } from './dedup.js';
 export { splitScenarios, DEFAULT_VAL_FRACTION } from './split.js';

@@ -17,13 +17,6 @@ import type { Rng } from '../util/rng.js';
 
 export type JsonSchema = Record<string, unknown>;
 
-/** The schema cannot be satisfied by this synthesizer (e.g. an unsupported pattern or contradictory bounds). */
-export class ArgSynthesisError extends McprlError<'ARG_SYNTHESIS'> {
-  constructor(message: string) {
-    super('ARG_SYNTHESIS', message);
-  }
-}
-
 export interface CandidateContext {
   /** The property name this value is for (the innermost key), if any. */
   name?: string;
@@ -102,7 +95,7 @@ export function resolveRefs(schema: JsonSchema): JsonSchema {
     if (typeof obj.$ref === 'string') {
       if (depth >= MAX_REF_DEPTH) return {};
       const target = resolvePointer(root, obj.$ref);
-      if (target === undefined) throw new ArgSynthesisError(`unresolvable $ref ${obj.$ref}`);
+      if (target === undefined) throw new McprlError('ARG_SYNTHESIS', `unresolvable $ref ${obj.$ref}`);
       const { $ref: _r, ...siblings } = obj;
       const resolved = walk(target, depth + 1) as Record<string, unknown>;
       return Object.keys(siblings).length ? { ...resolved, ...(walk(siblings, depth) as object) } : resolved;
@@ -133,7 +126,7 @@ function resolvePointer(root: JsonSchema, ref: string): unknown {
 export function synthesizeArgs(inputSchema: JsonSchema, opts: SynthesisOptions): Record<string, unknown> {
   const value = synthesizeValidValue({ type: 'object', ...inputSchema }, opts);
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new ArgSynthesisError('inputSchema does not describe an object');
+    throw new McprlError('ARG_SYNTHESIS', 'inputSchema does not describe an object');
   }
   return value as Record<string, unknown>;
 }
@@ -152,7 +145,7 @@ export function synthesizeValidValue(schema: JsonSchema, opts: SynthesisOptions)
       lastError = (err as Error).message;
     }
   }
-  throw new ArgSynthesisError(`could not synthesize a valid value after ${attempts} attempts: ${lastError}`);
+  throw new McprlError('ARG_SYNTHESIS', `could not synthesize a valid value after ${attempts} attempts: ${lastError}`);
 }
 
 function ajvMessage(schema: JsonSchema, v: unknown): string {
@@ -166,7 +159,7 @@ const MAX_DEPTH = 10;
 
 function gen(schema: JsonSchema, opts: SynthesisOptions, path: string[], name: string | undefined, depth: number): unknown {
   const { rng } = opts;
-  if (depth > MAX_DEPTH) throw new ArgSynthesisError(`schema nests deeper than ${MAX_DEPTH}`);
+  if (depth > MAX_DEPTH) throw new McprlError('ARG_SYNTHESIS', `schema nests deeper than ${MAX_DEPTH}`);
 
   // Discovered values first: they make tasks about real entities.
   const cands = opts.candidates?.({ name, path, schema });
@@ -323,7 +316,7 @@ function genNumber(schema: JsonSchema, rng: Rng, integer: boolean): number {
     }
     if (ok(v)) return v;
   }
-  throw new ArgSynthesisError(`no ${isInt ? 'integer' : 'number'} satisfies the bounds of ${JSON.stringify(schema)}`);
+  throw new McprlError('ARG_SYNTHESIS', `no ${isInt ? 'integer' : 'number'} satisfies the bounds of ${JSON.stringify(schema)}`);
 }
 
 function roundTo(x: number): number {
@@ -353,7 +346,7 @@ function genString(schema: JsonSchema, rng: Rng, name: string | undefined): stri
   };
   if (typeof schema.pattern === 'string') {
     const re = safeRegExp(schema.pattern);
-    if (!re) throw new ArgSynthesisError(`pattern ${schema.pattern} is not a valid regular expression`);
+    if (!re) throw new McprlError('ARG_SYNTHESIS', `pattern ${schema.pattern} is not a valid regular expression`);
     // A human-looking value (an email for an email pattern) beats a random string that merely matches.
     const { pattern: _p, ...plainSchema } = schema;
     const plain = genString(plainSchema, rng, name);
@@ -362,7 +355,7 @@ function genString(schema: JsonSchema, rng: Rng, name: string | undefined): stri
       const s = generateFromPattern(schema.pattern, rng);
       if (s !== undefined && re.test(s) && s.length >= minLen && s.length <= maxLen) return s;
     }
-    throw new ArgSynthesisError(`cannot generate a string matching pattern ${schema.pattern}`);
+    throw new McprlError('ARG_SYNTHESIS', `cannot generate a string matching pattern ${schema.pattern}`);
   }
   const first = rng.pick(FIRST_NAMES);
   const last = rng.pick(LAST_NAMES);

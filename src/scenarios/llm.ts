@@ -23,6 +23,7 @@ import { formatInfeasible, type InfeasibleCounts } from './coverage.js';
 import type { Grounding } from './grounded.js';
 import type { DiscoveredEntity } from './offline.js';
 import { McprlError } from '../util/errors.js';
+import { extractJson } from '../util/extract-json.js';
 
 /**
  * How long one generator request may take, in milliseconds. With the SDK's retries (which honour Retry-After) and
@@ -238,27 +239,6 @@ export function buildPrompt(
   ];
 }
 
-/** Finds the JSON value in a model's text: the whole text, a ```json fenced block, or the outermost braces. */
-export function extractJson(text: string): unknown {
-  const tries: string[] = [text.trim()];
-  const fence = /```(?:json)?\s*([\s\S]*?)```/i.exec(text);
-  if (fence) tries.push(fence[1].trim());
-  const a = text.indexOf('{');
-  const b = text.lastIndexOf('}');
-  if (a >= 0 && b > a) tries.push(text.slice(a, b + 1));
-  const c = text.indexOf('[');
-  const d = text.lastIndexOf(']');
-  if (c >= 0 && d > c) tries.push(text.slice(c, d + 1));
-  for (const t of tries) {
-    try {
-      return JSON.parse(t);
-    } catch {
-      // try the next candidate
-    }
-  }
-  throw new SyntaxError('no JSON found in the answer');
-}
-
 /** Endpoints that do not support a response_format answer 400 (OpenAI-style) or 422 (some proxies). */
 function isFormatRejection(err: unknown): boolean {
   return err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422);
@@ -327,10 +307,8 @@ export async function generateLlmScenarios(catalog: ServerCatalog, opts: LlmGene
       throw new ScenarioGenerationError(`scenario generation failed: ${describeApiError(err, baseURL)}`, { cause: err });
     }
 
-    let raw: unknown;
-    try {
-      raw = extractJson(content ?? '');
-    } catch {
+    const raw = extractJson(content ?? '');
+    if (raw === undefined) {
       droppedInvalid++;
       lastProblem = `answer ${attempts} was not JSON: ${JSON.stringify((content ?? '').slice(0, 120))}`;
       continue;

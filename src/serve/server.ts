@@ -23,10 +23,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { ChatChoice, ChatEngine, ChatResult, ChatTurnRequest } from '../chat/chat-engine.js';
 import type { TokenAlternative } from '../engine/model.js';
 import { checkBind, checkToken, createHttpGuard, type GuardRefusal } from '../util/http-guard.js';
+import { listenHttp } from '../util/http-listen.js';
 import { JsonLimitError, JsonLimitScanner, type JsonLimits } from '../util/json-limits.js';
 import { AdapterRequestError, loadLoraAdapter, MaxAdaptersSchema, unloadLoraAdapter, type AdapterBudget, type MaxAdapters } from './lora-adapters.js';
 import { METRICS_CONTENT_TYPE, ServeMetrics } from './metrics.js';
@@ -79,25 +79,8 @@ export async function startServer(engine: ChatEngines, opts: ServerOptions = {})
   const host = opts.host ?? '127.0.0.1';
   await checkBind(host, opts.token === undefined ? undefined : checkToken(opts.token), 'mcprl serve');
   const server = createChatServer(engine, opts);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port ?? 8000, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  const shownHost = host.includes(':') ? `[${host}]` : host;
-  return {
-    server,
-    url: `http://${shownHost}:${port}/v1`,
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  const listening = await listenHttp(server, opts.port ?? 8000, host);
+  return { server, url: `${listening.origin}/v1`, port: listening.port, close: listening.close };
 }
 
 /**

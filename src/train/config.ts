@@ -11,6 +11,7 @@ import { WeightDtypeSchema } from '../engine/weight-dtype.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { KvCacheMibSchema } from '../engine/kv-cache.js';
 import { LORA_TARGETS } from '../hf/peft.js';
+import { RolloutSettingsSchema, TRAIN_ROLLOUT_DEFAULTS, withDefault } from '../agent/rollout-settings.js';
 import { resolveRewardMode, RewardModeSchema } from '../ruler/blend.js';
 import { DEFAULT_CURRICULUM_POWER, DEFAULT_CURRICULUM_RETIRE_AFTER } from './curriculum.js';
 
@@ -84,8 +85,8 @@ export const TrainSettingsSchema = z.object({
    * 0 turns it off: such groups are only dropped. Default 0.
    */
   resampleRounds: z.number().int().nonnegative().default(0).describe('dynamic sampling: rounds that replace groups without reward variance by other scenarios (0: off)'),
-  /** Sampling temperature of training rollouts. Default 1. */
-  temperature: z.number().nonnegative().default(1).describe('sampling temperature of training rollouts'),
+  /** Sampling temperature of training rollouts. Default 1 (TRAIN_ROLLOUT_DEFAULTS). */
+  temperature: RolloutSettingsSchema.shape.temperature.default(TRAIN_ROLLOUT_DEFAULTS.temperature).describe('sampling temperature of training rollouts'),
   /**
    * Compute the training (and old) log-probabilities at the sampling temperature (logits ÷ temperature, as TRL
    * and verl do), so that the policy optimised is the one that sampled. Default false: at temperature 1.
@@ -112,14 +113,14 @@ export const TrainSettingsSchema = z.object({
    * synchronous, each step gathers on the adapter it trains (in steps).
    */
   maxStaleness: z.number().int().nonnegative().default(0).describe('with --rollout-url: gather the next steps while this one trains, on adapters at most N steps old (0: synchronous)'),
-  /** Sampling temperature of validation rollouts; greedy, so that validation success is a property of the weights. Default 0. */
-  valTemperature: z.number().nonnegative().default(0).describe('sampling temperature of validation rollouts'),
+  /** Sampling temperature of validation rollouts; greedy, so that validation success is a property of the weights. Default 0 (TRAIN_ROLLOUT_DEFAULTS). */
+  valTemperature: RolloutSettingsSchema.shape.temperature.default(TRAIN_ROLLOUT_DEFAULTS.valTemperature).describe('sampling temperature of validation rollouts'),
   /** Attempts per validation scenario. Default 1. */
   valRollouts: z.number().int().positive().default(1).describe('attempts per validation scenario'),
-  /** Assistant turns per rollout, at most. Default 6. */
-  maxTurns: z.number().int().positive().default(6).describe('assistant turns per rollout'),
-  /** Tokens per assistant turn, at most. Default 256. */
-  maxTokens: z.number().int().positive().default(256).describe('tokens per assistant turn'),
+  /** Assistant turns per rollout, at most. Default 6 (TRAIN_ROLLOUT_DEFAULTS). */
+  maxTurns: withDefault(RolloutSettingsSchema.shape.maxTurns, TRAIN_ROLLOUT_DEFAULTS.maxTurns),
+  /** Tokens per assistant turn, at most. Default 256 (TRAIN_ROLLOUT_DEFAULTS). */
+  maxTokens: withDefault(RolloutSettingsSchema.shape.maxTokens, TRAIN_ROLLOUT_DEFAULTS.maxTokens),
   /**
    * Chat template variables for every rendering of a prompt, in rollouts and in training tokenisation alike (so
    * the trained tokens are the sampled ones), e.g. `{ enable_thinking: false }` for Qwen3. Default none: the
@@ -139,8 +140,8 @@ export const TrainSettingsSchema = z.object({
    * weights (the other half is the training step's activations and the rest of the machine's).
    */
   kvCacheMib: KvCacheMibSchema.optional().describe('the engine\'s KV cache budget in MiB (rollouts\' caches and the prefix cache); turns wait for room beyond it (default: half the memory available less the weights)'),
-  /** Rollouts in flight at once. Default 8. */
-  concurrency: z.number().int().positive().default(8).describe('rollouts in flight at once'),
+  /** Rollouts in flight at once. Default 8 (TRAIN_ROLLOUT_DEFAULTS). */
+  concurrency: withDefault(RolloutSettingsSchema.shape.concurrency, TRAIN_ROLLOUT_DEFAULTS.concurrency),
   /** How attempts are scored (see resolveRewardMode). Default blend with a judge, checks without. */
   reward: RewardModeSchema.optional().describe('how attempts are scored (default: blend with a judge, checks without)'),
 });

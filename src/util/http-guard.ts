@@ -24,13 +24,6 @@ import { isIP } from 'node:net';
 import { hostname as machineName, networkInterfaces } from 'node:os';
 import { McprlError } from './errors.js';
 
-/** A server's start refused: a blank token, a bind beyond loopback without one, an allowed host that is not one. */
-export class ServerConfigError extends McprlError<'SERVER_CONFIG'> {
-  constructor(message: string) {
-    super('SERVER_CONFIG', message);
-  }
-}
-
 /** Names every loopback server answers to, as URL's hostname writes them. */
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]'];
 
@@ -60,7 +53,7 @@ export async function isLoopback(host: string): Promise<boolean> {
 /** Checks a bearer token given to a server: a blank one would lock every client out, or (on loopback) none. */
 export function checkToken(token: string): string {
   if (token === '' || /\s/.test(token)) {
-    throw new ServerConfigError(token.trim() === '' ? 'the bearer token is empty or only whitespace' : 'the bearer token contains whitespace, which an Authorization header cannot carry');
+    throw new McprlError('SERVER_CONFIG', token.trim() === '' ? 'the bearer token is empty or only whitespace' : 'the bearer token contains whitespace, which an Authorization header cannot carry');
   }
   return token;
 }
@@ -71,7 +64,7 @@ export function checkToken(token: string): string {
  */
 export async function checkBind(host: string, token: string | undefined, what: string, how = '--token'): Promise<void> {
   if (token === undefined && !(await isLoopback(host))) {
-    throw new ServerConfigError(`refusing to bind ${what} to ${host} without a token: ${host} is not a loopback address, so give ${how} (every request must then carry it) or bind 127.0.0.1`);
+    throw new McprlError('SERVER_CONFIG', `refusing to bind ${what} to ${host} without a token: ${host} is not a loopback address, so give ${how} (every request must then carry it) or bind 127.0.0.1`);
   }
 }
 
@@ -81,7 +74,7 @@ export function canonicalHostname(name: string): string {
   try {
     return new URL(`http://${bracketed}`).hostname;
   } catch {
-    throw new ServerConfigError(`${JSON.stringify(name)} is not a host name`);
+    throw new McprlError('SERVER_CONFIG', `${JSON.stringify(name)} is not a host name`);
   }
 }
 
@@ -133,7 +126,7 @@ export function createHttpGuard(opts: HttpGuardOptions): HttpGuard {
   const origins = new Set<string>();
   for (const o of opts.allowedOrigins ?? []) {
     const canonical = canonicalOrigin(o);
-    if (!canonical) throw new ServerConfigError(`allowed origin ${JSON.stringify(o)} is not an http(s) origin`);
+    if (!canonical) throw new McprlError('SERVER_CONFIG', `allowed origin ${JSON.stringify(o)} is not an http(s) origin`);
     origins.add(canonical);
   }
   const expected = token === undefined ? undefined : sha256(token);
