@@ -1,0 +1,23 @@
+// The CUDA library (build/cuda/libmcprl_cuda.so, native/cuda/entry.h), loaded lazily: only when a CUDA device is
+// asked for (src/engine/device.ts), never when the addon loads, so a CPU install never needs it.
+#pragma once
+#include <string>
+
+#include "backend.h"
+#include "cuda/entry.h"
+
+namespace mcprl {
+
+struct CudaLibrary {
+  bool loaded = false;
+  std::string error;             // why it did not load (dlopen's message, a missing symbol, another ABI)
+  std::string archs;             // the compute capabilities it was built for, "80,90"
+  McprlCudaProbe probe{};        // what it found: driver, device, memory (when loaded)
+  const Backend* backend = nullptr;  // the CUDA table, when the probe said OK
+};
+
+// Loads the library at `path` (once per process: a later call with another path reports the first one's result
+// and says so) and probes the machine again.
+CudaLibrary cuda_library(const std::string& path);
+
+}  // namespace mcprl
