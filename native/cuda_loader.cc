@@ -35,6 +35,11 @@ bool sym(Loaded& l, F& f, const char* name) {
 CudaLibrary cuda_library(const std::string& path) {
   std::lock_guard<std::mutex> lock(g_mu);
   CudaLibrary r;
+  // A library that failed to load is forgotten, so that another path may be tried (a loaded one stays).
+  if (g_lib && !g_lib->handle && g_lib->path != path) {
+    delete g_lib;
+    g_lib = nullptr;
+  }
   if (!g_lib) {
     g_lib = new Loaded;
     g_lib->path = path;

@@ -16,8 +16,8 @@ struct CudaLibrary {
   const Backend* backend = nullptr;  // the CUDA table, when the probe said OK
 };
 
-// Loads the library at `path` (once per process: a later call with another path reports the first one's result
-// and says so) and probes the machine again.
+// Loads the library at `path` (once per process: once one has loaded, a call with another path says so; one that
+// failed to load is forgotten) and probes the machine again.
 CudaLibrary cuda_library(const std::string& path);
 
 }  // namespace mcprl

@@ -8,7 +8,7 @@
 //                                 (nvidia-smi --query-gpu=compute_cap) when one is present, else 80 and 90
 //   MCPRL_CUDA_LIB=skip           no library (a CPU install on a machine with nvcc)
 //   JOBS=n                        parallel compiles (default: all cores)
-// Incremental: an object is rebuilt only when its source or any native header is newer.
+// Incremental: an object is rebuilt only when its source or a header it includes (its .d file) is newer.
 const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -43,16 +43,15 @@ const cudaDir = path.join(root, 'native', 'cuda');
 const cu = fs.readdirSync(cudaDir).filter((f) => f.endsWith('.cu') && f !== 'check.cu' && f !== 'model_check.cu');
 const cpu = ['native/common.cc'];
 const sources = [...cu.map((f) => path.join('native', 'cuda', f)), ...cpu];
-const headers = [
-  ...fs.readdirSync(cudaDir).filter((f) => /\.(h|cuh)$/.test(f)).map((f) => path.join(cudaDir, f)),
-  ...['native', 'native/ops', 'native/train', 'native/model'].flatMap((d) =>
-    fs.existsSync(path.join(root, d))
-      ? fs.readdirSync(path.join(root, d)).filter((f) => f.endsWith('.h')).map((f) => path.join(root, d, f))
-      : [],
-  ),
-];
 const mtime = (p) => (fs.existsSync(p) ? fs.statSync(p).mtimeMs : 0);
-const newestHeader = Math.max(0, ...headers.map(mtime));
+// What an object was built from: its source and the headers the compiler listed in its .d file (-MD).
+function stale(src, obj) {
+  const built = mtime(obj);
+  const dep = obj.replace(/\.o$/, '.d');
+  if (!built || !fs.existsSync(dep)) return true;
+  const files = fs.readFileSync(dep, 'utf8').replace(/\\\n/g, ' ').split(/:\s/).slice(1).join(' ').split(/\s+/).filter(Boolean);
+  return [path.join(root, src), ...files].some((f) => mtime(path.resolve(root, f)) > built);
+}
 const archTag = sms.join(',');
 const objDir = path.join(out, 'obj', `sm_${sms.join('_')}`);
 fs.mkdirSync(objDir, { recursive: true });
@@ -77,15 +76,15 @@ async function main() {
   const objects = sources.map((s) => path.join(objDir, s.replace(/[/\\]/g, '_') + '.o'));
   const todo = sources
     .map((s, i) => ({ src: s, obj: objects[i] }))
-    .filter(({ src, obj }) => mtime(obj) < Math.max(mtime(path.join(root, src)), newestHeader));
+    .filter(({ src, obj }) => stale(src, obj));
   let failed = null;
   const queue = [...todo];
   await Promise.all(
     Array.from({ length: Math.min(jobs, queue.length) }, async () => {
       for (let job = queue.shift(); job && !failed; job = queue.shift()) {
         const args = job.src.endsWith('.cu')
-          ? [nvcc, [...nvflags, '-c', job.src, '-o', job.obj]]
-          : [process.env.CXX || 'g++', [...cxxflags, '-c', job.src, '-o', job.obj]];
+          ? [nvcc, [...nvflags, '-MD', '-MF', job.obj.replace(/\.o$/, '.d'), '-c', job.src, '-o', job.obj]]
+          : [process.env.CXX || 'g++', [...cxxflags, '-MD', '-MF', job.obj.replace(/\.o$/, '.d'), '-c', job.src, '-o', job.obj]];
         const r = await run(...args);
         if (!r.ok) failed = { src: job.src, text: r.text };
       }
