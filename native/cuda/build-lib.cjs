@@ -91,10 +91,18 @@ async function main() {
     }),
   );
   const lib = path.join(out, 'libmcprl_cuda.so');
+  // A failure is one line on the console; what the compiler said goes to build.log beside the library.
+  const log = path.join(out, 'build.log');
+  const shown = path.relative(process.cwd(), log) || log;
   if (failed) {
-    process.stderr.write(failed.text);
+    fs.writeFileSync(log, failed.text);
     fs.rmSync(lib, { force: true });
-    skip(`${failed.src} did not compile with ${nvcc} (the compiler's output is above)`);
+    skip(`${failed.src} did not compile with ${nvcc} (its output: ${shown})`);
+  }
+  if (todo.length === 0 && fs.existsSync(lib) && objects.every((o) => mtime(o) <= mtime(lib)) &&
+      fs.existsSync(path.join(out, 'archs.txt')) && fs.readFileSync(path.join(out, 'archs.txt'), 'utf8').trim() === archTag) {
+    console.log(`mcprl: CUDA library up to date: ${path.relative(root, lib) || lib} (sm_${sms.join(', sm_')})`);
+    return;
   }
   // The CUDA runtime is linked statically (nvcc's default): the library needs only the driver, libcuda.so.1,
   // which the runtime opens itself when the probe first calls it. A temporary name, then a rename: a process that
@@ -102,10 +110,12 @@ async function main() {
   const tmp = `${lib}.tmp${process.pid}`;
   const r = await run(nvcc, ['-shared', ...gencode, ...objects, '-o', tmp]);
   if (!r.ok) {
-    process.stderr.write(r.text);
+    fs.writeFileSync(log, r.text);
     fs.rmSync(tmp, { force: true });
-    skip(`linking ${path.relative(root, lib)} failed (the linker's output is above)`);
+    fs.rmSync(lib, { force: true });
+    skip(`linking ${path.relative(root, lib) || lib} failed (its output: ${shown})`);
   }
+  fs.rmSync(log, { force: true });
   fs.renameSync(tmp, lib);
   fs.writeFileSync(path.join(out, 'archs.txt'), archTag + '\n');
   const s = ((Date.now() - t0) / 1000).toFixed(1);
