@@ -1011,7 +1011,6 @@ Napi::Value CudaProbe(const Napi::CallbackInfo& info) {
   o.Set("computeCapability", p.cc_major * 10 + p.cc_minor);
   o.Set("freeBytes", (double)p.free_bytes);
   o.Set("totalBytes", (double)p.total_bytes);
-  o.Set("backend", lib.backend ? lib.backend->name : "");
   return o;
 }
 

@@ -65,8 +65,15 @@ CudaLibrary cuda_library(const std::string& path) {
   r.loaded = true;
   r.archs = g_lib->archs();
   g_lib->probe(&r.probe);
-  if (r.probe.status == MCPRL_CUDA_OK) r.backend = static_cast<const Backend*>(g_lib->backend());
+  // The table is taken only by the code that runs the engine on it (issue 44 point 3): taking it here would keep
+  // the probe's context alive in every process that only asked (auto).
   return r;
+}
+
+const Backend* cuda_backend_table() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_lib || !g_lib->handle || !g_lib->error.empty()) return nullptr;
+  return static_cast<const Backend*>(g_lib->backend());
 }
 
 }  // namespace mcprl

@@ -1,4 +1,5 @@
 // The library's C entry points (entry.h): the probe of driver, device and memory, and the Backend table.
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -8,6 +9,9 @@
 #ifndef MCPRL_CUDA_ARCHS
 #define MCPRL_CUDA_ARCHS "unknown"
 #endif
+
+// Set once the addon has taken the Backend table (the engine may then hold device memory).
+static std::atomic<bool> g_backend_taken{false};
 
 extern "C" {
 
@@ -41,9 +45,16 @@ int mcprl_cuda_probe(McprlCudaProbe* out) {
   std::snprintf(out->name, sizeof out->name, "%s", p.name);
   if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaMemGetInfo(&out->free_bytes, &out->total_bytes)) != cudaSuccess)
     return failed(MCPRL_CUDA_ERROR, e);
+  // cudaMemGetInfo made the device's primary context (hundreds of MiB of device memory, for the process's life): a
+  // probe gives it back, so that a process that ends up on the CPU (auto) holds nothing on a GPU others may share.
+  // Only until the backend's table has been taken: after that the context holds the engine's tensors.
+  if (!g_backend_taken.load()) cudaDeviceReset();
   return out->status = MCPRL_CUDA_OK;
 }
 
-const void* mcprl_cuda_backend(void) { return &mcprl::cuda_backend(); }
+const void* mcprl_cuda_backend(void) {
+  g_backend_taken = true;
+  return &mcprl::cuda_backend();
+}
 
 }

@@ -33,7 +33,7 @@ int mcprl_cuda_abi(void);
 // The compute capabilities the library holds machine code for, as "80,90" (the build's -gencode list).
 const char* mcprl_cuda_archs(void);
 // Fills `out` (never throws). Returns out->status.
-int mcprl_cuda_probe(struct McprlCudaProbe* out);
+int mcprl_cuda_probe(struct McprlCudaProbe* out);  // leaves no CUDA context behind (cudaDeviceReset)
 // The CUDA Backend table (a `const mcprl::Backend*`, native/backend.h); only after a probe said OK.
 const void* mcprl_cuda_backend(void);
 
