@@ -208,6 +208,19 @@ describe('the commands fail before any run folder or server exists', () => {
     expect(existsSync(runs)).toBe(false);
   });
 
+  it('npm run demo -- --device passes it on: a bad value and cuda where it cannot run exit 1, no run folder', () => {
+    const demo = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+      spawnSync(process.execPath, ['--import', 'tsx', 'scripts/demo.ts', ...args], { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, ...env }, timeout: 60_000 });
+    const bad = demo(['--device', 'gpu']);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr.trim()).toBe('--device gpu: expected one of cpu, cuda, auto');
+    const runs = path.join(tmp, 'demo-runs');
+    const cuda = demo(['--device', 'cuda', '--runs-dir', runs, '--run', 'd'], noLibrary());
+    expect(cuda.status).toBe(1);
+    expect(cuda.stderr).toMatch(/^mcprl train: --device cuda cannot run: the CUDA library is not built/m);
+    expect(existsSync(path.join(runs, 'd'))).toBe(false);
+  });
+
   it('mcprl serve --device cuda exits non-zero before listening', () => {
     const r = cli(['serve', '--model', TINY, '--port', '0', '--device', 'cuda'], noLibrary());
     expect(r.status).not.toBe(0);

@@ -99,7 +99,6 @@ Examples:
       await checkBind(opts.host, token, 'mcprl serve');
       // A device that cannot run is refused before the model loads, naming what is missing.
       const device = chooseDevice(opts.device, { modelDir: path.resolve(opts.model) });
-      process.stderr.write(`mcprl serve: ${describeDevice(device)}\n`);
       const maxAdapters = MaxAdaptersSchema.parse(opts.maxAdapters);
       if (opts.adapter.length > maxAdapters) throw new Error(`${opts.adapter.length} adapters given, more than --max-adapters ${maxAdapters}`);
       let kwargs: Record<string, unknown> | undefined;
@@ -131,7 +130,7 @@ Examples:
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl serve: ${line}\n`) }),
       });
       const names = engine.modelNames().map((m) => m.id).join(', ');
-      process.stdout.write(`mcprl serve: listening on ${running.url} (models: ${names})\n`);
+      process.stdout.write(`mcprl serve: listening on ${running.url} (models: ${names}; ${describeDevice(device)})\n`);
       // A parent that started this process with an IPC channel (scripts/demo.ts --split) gets the URL as data.
       process.send?.({ type: 'listening', url: running.url });
       closeOnSignal(async () => {

@@ -100,12 +100,14 @@ export function archRuns(archs: string, cc: number): boolean {
 /** Bytes the model's weights take on the device: its safetensors files, as stored (to_backend copies them as loaded). */
 export function modelWeightBytes(modelDir: string): number {
   let bytes = 0;
+  // A folder that cannot be read weighs nothing here: loading it says what is wrong with it.
+  if (!existsSync(modelDir) || !statSync(modelDir).isDirectory()) return 0;
   for (const f of readdirSync(modelDir)) if (f.endsWith('.safetensors')) bytes += statSync(join(modelDir, f)).size;
   return bytes;
 }
 
 /** What stops CUDA from running here, in words (null: nothing does). */
-export function cudaMissing(probe: CudaProbe, o: { libraryPath: string; modelBytes?: number }): string | null {
+export function cudaMissing(probe: CudaProbe, o: { libraryPath: string; modelBytes?: () => number }): string | null {
   if (!probe.loaded) {
     if (probe.error === 'not-built') {
       return `the CUDA library is not built (${o.libraryPath} is missing: nvcc was not on the PATH at install, or its compile failed; run \`node native/cuda/build-lib.cjs\`)`;
@@ -121,8 +123,9 @@ export function cudaMissing(probe: CudaProbe, o: { libraryPath: string; modelByt
     const built = probe.archs.split(',').map((a) => `sm_${a}`).join(', ');
     return `the GPU (${probe.name}, compute capability ${Math.floor(cc / 10)}.${cc % 10}) is not one the CUDA library was built for (${built}): rebuild with \`MCPRL_CUDA_ARCH=${cc} node native/cuda/build-lib.cjs\``;
   }
-  if (o.modelBytes !== undefined && o.modelBytes > probe.freeBytes) {
-    return `not enough GPU memory for the model: its weights need ${o.modelBytes} bytes (${gib(o.modelBytes)}), ${probe.freeBytes} bytes (${gib(probe.freeBytes)}) are free on ${probe.name} of ${gib(probe.totalBytes)}`;
+  const need = o.modelBytes?.() ?? 0;
+  if (need > probe.freeBytes) {
+    return `not enough GPU memory for the model: its weights need ${need} bytes (${gib(need)}), ${probe.freeBytes} bytes (${gib(probe.freeBytes)}) are free on ${probe.name} of ${gib(probe.totalBytes)}`;
   }
   return null;
 }
@@ -145,7 +148,8 @@ export function chooseDevice(requested: Device | undefined, o: ChooseDeviceOptio
   if (asked === 'cpu') return { requested: asked, device: 'cpu', reason: '--device cpu' };
   const libraryPath = cudaLibraryPath();
   const probe = o.probe ?? probeCuda(libraryPath);
-  const modelBytes = o.modelDir !== undefined ? modelWeightBytes(o.modelDir) : undefined;
+  const modelDir = o.modelDir;
+  const modelBytes = modelDir !== undefined ? () => modelWeightBytes(modelDir) : undefined;
   const missing = cudaMissing(probe, { libraryPath, modelBytes }) ?? ((o.engineReady ?? CUDA_ENGINE_READY) ? null : NOT_READY);
   if (missing === null) {
     const p = probe as Extract<CudaProbe, { loaded: true }>;
