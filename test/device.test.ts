@@ -8,7 +8,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -20,6 +20,7 @@ import { LocalBackend } from '../src/backend/local-backend.js';
 import { TrainSettingsSchema } from '../src/train/config.js';
 import { oraclesRequired } from './helpers/oracles.js';
 import { REPO_ROOT } from './helpers/servers.js';
+import { call, FIXTURE_TARGET, stdioClient } from './mcp-server-helpers.js';
 
 const TINY = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
 const haveNvcc = spawnSync('nvcc', ['--version']).status === 0;
@@ -226,6 +227,20 @@ describe('the commands fail before any run folder or server exists', () => {
     expect(r.status).not.toBe(0);
     expect(r.stdout).not.toContain('listening');
     expect(r.stderr).toMatch(/--device cuda cannot run: the CUDA library is not built/);
+  });
+
+  it("mcprl mcp's start_training with options.device cuda fails the call naming what is missing, and no run folder exists", async () => {
+    const ws = path.join(tmp, 'mcp-ws');
+    await cp(TINY, path.join(ws, 'model'), { recursive: true });
+    const { client } = await stdioClient(['--workspace', ws], noLibrary());
+    try {
+      const r = await call(client, 'start_training', { target: FIXTURE_TARGET, model: 'model', offline: true, run: 'r', options: { device: 'cuda' } });
+      expect(r.isError, r.text).toBe(true);
+      expect(r.text).toMatch(/--device cuda cannot run: the CUDA library is not built/);
+      expect(existsSync(path.join(ws, 'r'))).toBe(false);
+    } finally {
+      await client.close();
+    }
   });
 
   it('mcprl backend and mcprl mcp --device cuda exit non-zero before listening', () => {
