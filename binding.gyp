@@ -9,6 +9,7 @@
       "target_name": "mcprl_native",
       "sources": [
         "native/addon.cc",
+        "native/cuda_loader.cc",
         "native/napi_util.cc",
         "native/common.cc",
         "native/gemm.cc",
@@ -43,6 +44,7 @@
       # Node's common.gypi already passes -std=gnu++17 (C++17) and -O3 for Release.
       "cflags_cc": ["-O3", "-fexceptions", "-fopenmp", "-Wall", "-Wno-unused-function"],
       "ldflags": ["-fopenmp"],
+      "libraries": ["-ldl"],
       "conditions": [
         # x86-64-v3 = AVX2 + FMA + F16C: every x86 CPU since 2013-2015 runs it, unlike -march=native, which
         # would tie the binary to the build machine's exact CPU (a CI image or a container may move).

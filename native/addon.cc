@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "common.h"
+#include "cuda_loader.h"
 #include "engine_state.h"
 #include "gemm.h"
 #include "gradcheck.h"
@@ -990,6 +991,33 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// cudaProbe(path): loads the CUDA library at `path` (lazily: the first call in the process) and says what it found.
+// Never throws for a missing library, driver or device: src/engine/device.ts words the line the user reads.
+Napi::Value CudaProbe(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsString()) throw Napi::TypeError::New(env, "cudaProbe: expected the library's path");
+  const CudaLibrary lib = cuda_library(info[0].As<Napi::String>().Utf8Value());
+  auto o = Napi::Object::New(env);
+  o.Set("loaded", lib.loaded);
+  if (!lib.loaded) {
+    o.Set("error", lib.error);
+    return o;
+  }
+  const McprlCudaProbe& p = lib.probe;
+  static const char* kStatus[] = {"ok", "no-driver", "no-device", "error"};
+  o.Set("archs", lib.archs);
+  o.Set("status", kStatus[p.status >= 0 && p.status <= 3 ? p.status : 3]);
+  o.Set("error", std::string(p.error));
+  o.Set("driverVersion", p.driver_version);
+  o.Set("runtimeVersion", p.runtime_version);
+  o.Set("deviceCount", p.device_count);
+  o.Set("name", std::string(p.name));
+  o.Set("computeCapability", p.cc_major * 10 + p.cc_minor);
+  o.Set("freeBytes", (double)p.free_bytes);
+  o.Set("totalBytes", (double)p.total_bytes);
+  return o;
+}
+
 Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
   Napi::Function engine = Engine::Init(env);
   // Per environment (each worker thread loads the addon again), for engine_state_of's type check.
@@ -1006,6 +1034,7 @@ Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
   exports.Set("lmHeadBench", Napi::Function::New(env, LmHeadBench));
   exports.Set("setPortableGemm", Napi::Function::New(env, SetPortableGemm));
   exports.Set("info", Napi::Function::New(env, Info));
+  exports.Set("cudaProbe", Napi::Function::New(env, CudaProbe));
   init_train(env, exports);
   return exports;
 }

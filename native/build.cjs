@@ -4,6 +4,8 @@
 // It passes --nodedir when this Node installation ships its own headers (Debian's /usr/include/node,
 // nvm, the official tarballs), because node-gyp otherwise downloads headers from nodejs.org, which
 // fails on offline machines such as CI here. Compiles with all cores (-j max).
+// Then the CUDA library (native/cuda/build-lib.cjs) when nvcc is on the PATH: loaded lazily by the addon, only
+// for --device cuda|auto; it never fails the install (a missing nvcc or a failed compile is one line).
 // The one build requirement beyond a C++ compiler: Debian's nlohmann-json3-dev (the JSON parser of the
 // safetensors reader); without it the build stops here with one line saying how to install it.
 const { spawnSync } = require('node:child_process');
@@ -32,3 +34,6 @@ for (const cmd of [['configure', ...common], ['build', '-j', 'max', ...common]])
   const r = spawnSync(process.execPath, [gyp, ...cmd], { stdio: 'inherit', cwd: path.resolve(__dirname, '..') });
   if (r.status !== 0) process.exit(r.status ?? 1);
 }
+// The CUDA library, after the addon: its own script, so that its failure, whatever it is, leaves the CPU install.
+const cuda = spawnSync(process.execPath, [path.join(__dirname, 'cuda', 'build-lib.cjs')], { stdio: 'inherit', cwd: path.resolve(__dirname, '..') });
+if (cuda.status !== 0) console.log(`mcprl: CUDA library not built: native/cuda/build-lib.cjs exited with ${cuda.status ?? cuda.signal}`);

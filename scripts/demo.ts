@@ -9,6 +9,7 @@
  *   npm run demo -- --seeds 1,2,3
  *   npm run demo -- --seeds 1,2,3 -- --lr 1e-3     (options after a second -- go to mcprl train; a later option wins)
  *   npm run demo -- --split [--max-staleness 1]
+ *   npm run demo -- --device cpu|cuda|auto    (where the engine runs: mcprl train's and serve's --device)
  *
  * With `--split` the rollouts run on `mcprl serve` as a process of its own (the bundled model on a free port of
  * 127.0.0.1), and training drives it with `mcprl train --rollout-url … --adapter-dir …` (a temporary folder both
@@ -23,6 +24,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { main } from '../src/cli/main.js';
+import { DeviceSchema } from '../src/engine/device.js';
 import { formatSeedTable, seedRow, type SeedRow } from './demo-table.js';
 import { forkServer } from './fork-cli.js';
 
@@ -38,6 +40,8 @@ const { values } = parseArgs({
     'max-steps': { type: 'string', default: '30' },
     run: { type: 'string' },
     split: { type: 'boolean', default: false },
+    // Where the engine runs (mcprl train's and serve's --device: src/engine/device.ts); default: theirs (auto).
+    device: { type: 'string' },
     'max-staleness': { type: 'string' },
     'runs-dir': { type: 'string', default: join(ROOT, 'runs') },
     // A rebuilt tiny model and its scenario sets, to measure them before they replace the bundled ones.
@@ -46,6 +50,12 @@ const { values } = parseArgs({
   },
 });
 
+const device = values.device !== undefined ? DeviceSchema.safeParse(values.device) : undefined;
+if (device && !device.success) {
+  console.error(`--device ${values.device}: expected one of ${DeviceSchema.unwrap().options.join(', ')}`);
+  process.exit(1);
+}
+const deviceArgs = device ? ['--device', device.data!] : [];
 const model = values.model!;
 const scenarios = values.scenarios!;
 if (!existsSync(join(model, 'model.safetensors'))) {
@@ -85,7 +95,7 @@ if (seeds.length > 1) console.log(`\n${formatSeedTable(rows)}`);
 async function split(f: (rollout: string[]) => Promise<void>): Promise<void> {
   const adapters = await mkdtemp(join(tmpdir(), 'mcprl-demo-adapters-'));
   try {
-    const server = await forkServer(['serve', '--model', model, '--port', '0', '--quiet']);
+    const server = await forkServer(['serve', '--model', model, '--port', '0', '--quiet', ...deviceArgs]);
     try {
       console.error(`mcprl demo: rollouts on mcprl serve at ${server.url} (pid ${server.child.pid}), adapters in ${adapters}`);
       await f(['--rollout-url', server.url, '--adapter-dir', adapters, ...(values['max-staleness'] !== undefined ? ['--max-staleness', values['max-staleness']] : [])]);
@@ -133,6 +143,7 @@ async function demo(seed: string, run: string, rollout: string[]): Promise<void>
     // again (seeds 1-3); with it 22.5 % of groups scored alike, against 30.0 % (README).
     '--curriculum-retire-after', '2',
     '--resample-rounds', '2',
+    ...deviceArgs,
     ...rollout,
     ...trainExtra,
     '--', ...server,

@@ -3,7 +3,8 @@
 #   - libopenblas-dev: the native engine's fast GEMM (found when the addon is built);
 #   - nlohmann-json3-dev: JSON in the native engine;
 #   - python3-torch, python3-onnx, python3-jinja2: the oracles the tests compare against (/usr/bin/python3);
-#   - npm ci: installs the packages, builds the native addon, compiles TypeScript.
+#   - npm ci: installs the packages, builds the native addon (and the CUDA library when nvcc is on the PATH: one
+#     line when not, or when its compile fails; MCPRL_CUDA_LIB=skip builds none), compiles TypeScript.
 # Without apt-get (another OS) it says which packages to install and goes on with npm ci.
 set -euo pipefail
 cd "$(dirname "$0")/.."

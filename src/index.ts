@@ -154,6 +154,8 @@ export { assertDisjoint, findOverlaps, entityKey, OverlapIndex, overlapGroups, O
 
 export { TrainableModel } from './backend/trainable-model.js';
 export { LocalBackend } from './backend/local-backend.js';
+export { DeviceSchema, chooseDevice } from './engine/device.js';
+export type { Device, DeviceChoice } from './engine/device.js';
 export { RemoteBackend } from './backend/remote-backend.js';
 export { startBackendServer } from './backend/server.js';
 export type { BackendServerOptions, RunningBackendServer } from './backend/server.js';

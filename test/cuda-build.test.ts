@@ -9,15 +9,21 @@
  *     and its staged run, the CPU backend with its memory declared elsewhere so that every copy, transfer and
  *     staged array the CUDA backend relies on runs, gives the plain CPU run's log-probabilities and LoRA gradient
  *     bit for bit; without a device its GPU modes exit 2.
+ * And the library the addon loads lazily for --device (native/cuda/build-lib.cjs, run by `npm install`):
+ *   - build/cuda/libmcprl_cuda.so is built from native/cuda with the local nvcc (under CI=true, by `npm ci` itself),
+ *     exports its four C entry points, loads through the addon and answers the probe (here: no driver);
+ *   - a missing nvcc and a failed compile (a FAKE nvcc that fails) are one line each, exit 0, no library.
  * What the CUDA kernels compute is checked only on the GPU machine (native/cuda/README.md says how). Without
  * nvcc these tests skip with the reason; under CI=true (this machine kind has nvcc 13) a missing nvcc fails.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { chmod, cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cudaLibraryPath, type CudaProbe } from '../src/engine/device.js';
+import { loadNative } from '../src/engine/native.js';
 import { oraclesRequired, PYTHON, requireOracle } from './helpers/oracles.js';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -107,5 +113,60 @@ describe('the CUDA backend builds without a GPU', () => {
     expect(caseLine.ok).toBe(false);
     expect(caseLine.tensors!['cpu.out'].ok).toBe(false);
     expect(caseLine.tensors!['cpu.dq'].ok).toBe(true);
+  });
+});
+
+describe('the CUDA library for --device (native/cuda/build-lib.cjs, run by npm install)', () => {
+  const buildLib = join(ROOT, 'native', 'cuda', 'build-lib.cjs');
+  let lib = cudaLibraryPath();
+  let tmp = '';
+  beforeAll(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'mcprl-cuda-lib-'));
+    if (!haveNvcc || existsSync(lib)) return;
+    // `npm ci` builds it wherever nvcc is found: under CI its absence is a failure of the install.
+    if (oraclesRequired()) throw new Error(`${lib} is missing although nvcc is on the PATH: npm install should have built it`);
+    // A checkout installed before the library existed: build one here, for sm_90 alone (half the time).
+    const r = spawnSync(process.execPath, [buildLib, join(tmp, 'lib')], { encoding: 'utf8', env: { ...process.env, MCPRL_CUDA_ARCH: '90' }, timeout: BUILD_TIMEOUT });
+    lib = join(tmp, 'lib', 'libmcprl_cuda.so');
+    if (!existsSync(lib)) throw new Error(`build-lib.cjs built nothing: ${r.stdout}${r.stderr}`);
+  }, BUILD_TIMEOUT);
+  afterAll(async () => {
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('compiles native/cuda with the local nvcc into a library with the four entry points, which the addon loads and probes', (ctx) => {
+    if (!haveNvcc) ctx.skip('nvcc not on the PATH');
+    const nm = spawnSync('nm', ['-D', '--defined-only', lib], { encoding: 'utf8' });
+    expect(nm.status, nm.stderr).toBe(0);
+    for (const sym of ['mcprl_cuda_abi', 'mcprl_cuda_archs', 'mcprl_cuda_probe', 'mcprl_cuda_backend']) expect(nm.stdout).toMatch(new RegExp(` T ${sym}$`, 'm'));
+    const archs = readFileSync(join(dirname(lib), 'archs.txt'), 'utf8').trim();
+    const probe = (loadNative() as unknown as { cudaProbe(p: string): CudaProbe }).cudaProbe(lib);
+    expect(probe).toMatchObject({ loaded: true, archs });
+    if (!haveGpu) {
+      expect(archs).toMatch(/^(80,90|90)$/);
+      expect(probe).toMatchObject({ status: 'no-driver', driverVersion: 0, deviceCount: 0 });
+    }
+  });
+
+  it('without nvcc: one line, exit 0, no library', async () => {
+    const out = join(tmp, 'none');
+    const r = spawnSync(process.execPath, [buildLib, out], { encoding: 'utf8', env: { ...process.env, NVCC: join(tmp, 'no-such-nvcc') } });
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim().split('\n')).toEqual([`mcprl: CUDA library not built: ${join(tmp, 'no-such-nvcc')} not found on the PATH (a CPU install)`]);
+    expect(r.stderr).toBe('');
+    expect(existsSync(join(out, 'libmcprl_cuda.so'))).toBe(false);
+  });
+
+  it('a failed compile (FAKED: an nvcc that answers --version and fails every compile): one line, exit 0, no library, the output in build.log', async () => {
+    const fake = join(tmp, 'fake-nvcc');
+    await writeFile(fake, '#!/bin/sh\n[ "$1" = --version ] && { echo fake nvcc; exit 0; }\necho "error: this nvcc is a fake" >&2\nexit 1\n');
+    await chmod(fake, 0o755);
+    const out = join(tmp, 'failed');
+    const r = spawnSync(process.execPath, [buildLib, out], { encoding: 'utf8', env: { ...process.env, NVCC: fake, MCPRL_CUDA_ARCH: '90' } });
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim().split('\n')).toEqual([expect.stringMatching(/^mcprl: CUDA library not built: native\/cuda\/\w+\.cu did not compile with .*fake-nvcc \(its output: .*build\.log\)$/)]);
+    expect(r.stderr).toBe('');
+    expect(existsSync(join(out, 'libmcprl_cuda.so'))).toBe(false);
+    expect(readFileSync(join(out, 'build.log'), 'utf8')).toContain('this nvcc is a fake');
   });
 });

@@ -120,8 +120,13 @@ describe('mcprl train (tiny model, fixture server)', () => {
     expect(html).toContain('Test success (held out from every decision)');
     expect(html).toContain('Success by tool and difficulty');
     expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))).toMatchObject({ reward: 'checks', rolloutsPerGroup: 2, groupsPerStep: 2, updatesPerStep: 2, loss: 'dr_grpo' });
+    // Where the engine ran and why (issue 44): auto, cpu on this machine (no driver, or no CUDA library built).
+    expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))).toMatchObject({
+      device: 'auto', deviceChoice: { requested: 'auto', device: 'cpu', reason: expect.stringMatching(/^auto: cpu, because /) },
+    });
     // Progress is data: every phase of every step, then the report and the end.
     const events = await readJsonl(join(dir, 'progress.jsonl'));
+    expect(events[0]).toMatchObject({ phase: 'starting', step: 0, message: expect.stringMatching(/^device cpu \(auto: cpu, because .+\)$/) });
     const phases = (step: number) => [...new Set(events.filter((e) => e.step === step).map((e) => e.phase))];
     // The run folder exists from the start (its lock), so the job's 'starting' event is recorded too, then reading,
     // checking (held out) and writing the scenario set.

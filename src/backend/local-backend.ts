@@ -27,6 +27,7 @@ import type { PrefixCacheMib } from '../engine/prefix-cache.js';
 import type { KvCacheMib } from '../engine/kv-cache.js';
 import { Trainer } from '../engine/trainer.js';
 import type { LossConfig, StepMetrics, TrainSequence } from '../engine/train-types.js';
+import type { Device } from '../engine/device.js';
 import type { WeightDtype } from '../engine/weight-dtype.js';
 import { startServer, type RunningServer } from '../serve/server.js';
 import { advantagesFor } from '../train/advantages.js';
@@ -68,6 +69,8 @@ export interface LocalBackendOptions {
   dir: string;
   /** Engine threads. Default: the engine's. */
   threads?: number;
+  /** Where the engines run: cpu, cuda or auto (src/engine/device.ts). Default auto. */
+  device?: Device;
   /** Chat template variables for every request served (e.g. `{ enable_thinking: false }`). Default none. */
   chatTemplateKwargs?: Record<string, unknown>;
   /** How the base models' weights are kept in memory on CPU (src/engine/weight-dtype.ts). Default: the engine's (auto). */

@@ -34,6 +34,7 @@ import { DirLock } from '../util/dir-lock.js';
 import { checkBind, checkToken, createHttpGuard } from '../util/http-guard.js';
 import { listenHttp } from '../util/http-listen.js';
 import { BackendError, parseInput } from './errors.js';
+import type { Device } from '../engine/device.js';
 import { LocalBackend } from './local-backend.js';
 import type { StepCallOptions } from './backend.js';
 import type { StepStreamLine, DeleteCheckpointsInput, ExportOptionsInput, SftConfigInput, SftTrajectoryInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
@@ -54,6 +55,8 @@ export interface BackendServerOptions {
   allowedOrigins?: readonly string[];
   /** Engine threads. Default: the engine's. */
   threads?: number;
+  /** Where the engines run (src/engine/device.ts). Default auto. */
+  device?: Device;
   /** Largest request body, in bytes. Default 256 MiB (a step's groups with their token ids). */
   maxBodyBytes?: number;
   /** Receives one line per request. Default: none. */
@@ -124,6 +127,7 @@ async function listen(opts: BackendServerOptions, host: string, lock: DirLock): 
   backend = new LocalBackend({
     dir: opts.dir,
     ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
+    ...(opts.device !== undefined ? { device: opts.device } : {}),
     endpoint: { baseURL: `${url}/v1`, apiKey: opts.token ?? 'mcprl-local' },
   });
   const running = backend;

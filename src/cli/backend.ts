@@ -6,8 +6,10 @@
  */
 import type { Command } from 'commander';
 import { startBackendServer } from '../backend/server.js';
+import { chooseDevice, describeDevice, DeviceOptionsSchema, type Device } from '../engine/device.js';
 import { removeUnfinishedOutputs } from '../export/out-dir.js';
 import { numberParser } from './parse-number.js';
+import { addSchemaOptions } from './schema-options.js';
 import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
 
 interface BackendCliOptions {
@@ -18,6 +20,7 @@ interface BackendCliOptions {
   allowedHost?: string[];
   allowedOrigin?: string[];
   threads?: number;
+  device?: Device;
   quiet?: boolean;
 }
 
@@ -31,6 +34,7 @@ export function registerBackend(program: Command): Command {
     .option('--token <token>', 'bearer token every request must carry (default: $MCPRL_BACKEND_TOKEN; none on loopback)')
     .option('--threads <n>', 'engine threads (default: the engine default)', numberParser({ integer: true, above: 0 }))
     .option('--quiet', 'do not log one line per request to stderr');
+  addSchemaOptions(cmd, DeviceOptionsSchema);
   addGuardOptions(cmd);
   cmd.addHelpText(
     'after',
@@ -43,6 +47,8 @@ Examples:
     try {
       // An explicit --token is checked as given (a blank one is refused); an empty variable is no token.
       const token = opts.token ?? (process.env.MCPRL_BACKEND_TOKEN || undefined);
+      // A device that cannot run is refused before the server starts (each model's fit is checked when it registers).
+      const device = chooseDevice(opts.device);
       const running = await startBackendServer({
         dir: opts.dir,
         host: opts.host,
@@ -51,9 +57,10 @@ Examples:
         ...(opts.allowedHost ? { allowedHosts: opts.allowedHost } : {}),
         ...(opts.allowedOrigin ? { allowedOrigins: opts.allowedOrigin } : {}),
         ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
+        ...(opts.device !== undefined ? { device: opts.device } : {}),
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl backend: ${line}\n`) }),
       });
-      process.stdout.write(`mcprl backend: listening on ${running.url} (folder ${running.backend.dir})\n`);
+      process.stdout.write(`mcprl backend: listening on ${running.url} (folder ${running.backend.dir}, ${describeDevice(device)})\n`);
       // A parent that started this process with an IPC channel (scripts/measure-games.ts) gets the URL as data.
       process.send?.({ type: 'listening', url: running.url });
       closeOnSignal(async () => {

@@ -3,6 +3,7 @@
  * and IDEs can inspect a server, train on it, watch the run, evaluate, run the trained agent and export it.
  */
 import { InvalidArgumentError, type Command } from 'commander';
+import { chooseDevice, DeviceOptionsSchema, type Device } from '../engine/device.js';
 import { SafetyPolicy } from '../mcp/index.js';
 import { parseKeyGrant, type KeyGrant } from '../mcp-server/api-keys.js';
 import { createContext } from '../mcp-server/server.js';
@@ -10,6 +11,7 @@ import { serveHttp, serveStdio } from '../mcp-server/serve.js';
 import { Workspace } from '../mcp-server/workspace.js';
 import { checkToken } from '../util/http-guard.js';
 import { numberParser } from './parse-number.js';
+import { addSchemaOptions } from './schema-options.js';
 import { addGuardOptions } from './server-process.js';
 
 interface McpCliOptions {
@@ -27,6 +29,7 @@ interface McpCliOptions {
   allow?: string[];
   deny?: string[];
   allowUnisolatedWrites?: boolean;
+  device?: Device;
 }
 
 const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
@@ -61,6 +64,7 @@ export function registerMcp(program: Command): Command {
     .option('--allow <tool>', 'let this target tool run whatever its annotations say; * is a wildcard (repeatable)', collect)
     .option('--deny <tool>', 'never run this target tool; * is a wildcard (repeatable)', collect)
     .option('--allow-unisolated-writes', "let target tools that write run outside isolation (the tools' isolate argument): they change the target's real data");
+  addSchemaOptions(cmd, DeviceOptionsSchema);
   cmd.addHelpText(
     'after',
     `
@@ -82,7 +86,9 @@ Over HTTP:
       const workspace = new Workspace(o.workspace, o.models ?? []);
       const safety = new SafetyPolicy({ allowDestructive: o.allowDestructive, allow: o.allow, deny: o.deny, allowUnisolatedWrites: o.allowUnisolatedWrites, remedyFor: 'mcp' });
       // Over stdio the client is whoever started mcprl, who can run commands anyway; over HTTP it may be anyone with the token.
-      const ctx = createContext(workspace, safety, { allowCommands: o.http === undefined || o.allowCommands === true, keyGrants: grants });
+      // A device that cannot run is refused before the server starts, naming what is missing.
+      if (o.device !== undefined) chooseDevice(o.device);
+      const ctx = createContext(workspace, safety, { allowCommands: o.http === undefined || o.allowCommands === true, keyGrants: grants, ...(o.device !== undefined ? { device: o.device } : {}) });
       if (o.http === undefined) {
         await serveStdio(ctx);
         return;

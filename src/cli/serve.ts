@@ -2,8 +2,10 @@
  * `mcprl serve --model DIR [--adapter [NAME=]DIR]... [--host 127.0.0.1] [--port 8000]`: an OpenAI-compatible
  * chat-completions endpoint for a model folder and its LoRA adapters, on mcprl's own engine.
  */
+import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { ChatEngine } from '../chat/chat-engine.js';
+import { chooseDevice, describeDevice, DeviceOptionsSchema, type Device } from '../engine/device.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { KvCacheMibSchema } from '../engine/kv-cache.js';
 import { WeightDtypeSchema, type WeightDtype } from '../engine/weight-dtype.js';
@@ -12,6 +14,7 @@ import { MaxAdaptersSchema } from '../serve/lora-adapters.js';
 import { startServer } from '../serve/server.js';
 import { checkBind, checkToken } from '../util/http-guard.js';
 import { numberParser } from './parse-number.js';
+import { addSchemaOptions } from './schema-options.js';
 import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
 import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
 
@@ -22,6 +25,7 @@ interface ServeCliOptions {
   port: number;
   servedModelName?: string;
   threads?: number;
+  device?: Device;
   weightDtype?: WeightDtype;
   prefixCacheMib?: number;
   kvCacheMib?: number;
@@ -77,6 +81,7 @@ export function registerServe(program: Command): Command {
       numberParser({ integer: true, min: 1, max: 4096 }),
     )
     .option('--quiet', 'do not log one line per request to stderr');
+  addSchemaOptions(cmd, DeviceOptionsSchema);
   addGuardOptions(cmd);
   cmd.addHelpText(
     'after',
@@ -93,6 +98,8 @@ Examples:
       const token = opts.token ?? (process.env.MCPRL_SERVE_TOKEN || undefined);
       if (token !== undefined) checkToken(token);
       await checkBind(opts.host, token, 'mcprl serve');
+      // A device that cannot run is refused before the model loads, naming what is missing.
+      const device = chooseDevice(opts.device, { modelDir: path.resolve(opts.model) });
       const maxAdapters = MaxAdaptersSchema.parse(opts.maxAdapters);
       if (opts.adapter.length > maxAdapters) throw new Error(`${opts.adapter.length} adapters given, more than --max-adapters ${maxAdapters}`);
       let kwargs: Record<string, unknown> | undefined;
@@ -104,6 +111,7 @@ Examples:
       const engine = await ChatEngine.load(opts.model, {
         adapters: opts.adapter.map(parseAdapterSpec),
         ...(threads !== undefined ? { threads } : {}),
+        ...(opts.device !== undefined ? { device: opts.device } : {}),
         ...(opts.weightDtype ? { weightDtype: opts.weightDtype } : {}),
         ...(opts.prefixCacheMib !== undefined ? { prefixCacheMib: opts.prefixCacheMib } : {}),
         ...(opts.kvCacheMib !== undefined ? { kvCacheMib: opts.kvCacheMib } : {}),
@@ -123,7 +131,7 @@ Examples:
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl serve: ${line}\n`) }),
       });
       const names = engine.modelNames().map((m) => m.id).join(', ');
-      process.stdout.write(`mcprl serve: listening on ${running.url} (models: ${names})\n`);
+      process.stdout.write(`mcprl serve: listening on ${running.url} (models: ${names}; ${describeDevice(device)})\n`);
       // A parent that started this process with an IPC channel (scripts/demo.ts --split) gets the URL as data.
       process.send?.({ type: 'listening', url: running.url });
       closeOnSignal(async () => {

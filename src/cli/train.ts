@@ -6,6 +6,7 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { InvalidArgumentError, type Command } from 'commander';
+import { chooseDevice, type Device } from '../engine/device.js';
 import { describeTarget, McpConnectError } from '../mcp/index.js';
 import { DEFAULT_JUDGE_TIMEOUT_MS } from '../ruler/judge.js';
 import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
@@ -27,6 +28,7 @@ import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
 /** The options besides the training settings (those are TrainSettingsSchema's fields, see schema-options.ts). */
 interface TrainCliOptions extends TargetCliOptions {
   model?: string;
+  device?: Device;
   scenarios?: string;
   offline?: boolean;
   count: number;
@@ -60,6 +62,8 @@ function checkResumeOptions(o: TrainCliOptions, config: TrainConfig, runDir: str
   const show = (v: unknown) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? JSON.stringify(v) : String(v));
   const differs: string[] = [];
   for (const [key, value] of Object.entries(valuesFromOptions(TrainSettingsSchema, o as unknown as Record<string, unknown>))) {
+    // Where the engine runs is this machine's, not the run's: a resumed run may move to a GPU and back.
+    if (key === 'device') continue;
     const stored = config[key as keyof TrainConfig];
     if (!isDeepStrictEqual(value, stored)) differs.push(`--${kebabCase(key)} ${show(value)} (the run has ${show(stored)})`);
   }
@@ -139,6 +143,9 @@ Example (the bundled tiny model on the fixture server, offline):
       const target = targetFromCli(targetArgs, o);
       if (o.resume && o.run === undefined) throw new InvalidArgumentError('--resume needs --run NAME (the run to continue)');
       if (o.resume && !run.exists()) throw new InvalidArgumentError(`--resume: no run at ${run.dir}`);
+      // A device that cannot run fails here, naming what is missing, before the run folder exists (a resumed run
+      // checks its model's own fit once its config is read, in the job).
+      if (!o.resume && o.model !== undefined) chooseDevice(o.device, { modelDir: path.resolve(o.model) });
       lock = await run.lock();
       if (!o.resume && run.exists()) throw new InvalidArgumentError(`${run.dir} already exists: pass --resume to continue it, or another --run name`);
       const hasJudge = o.judgeBaseUrl !== undefined || o.judgeModel !== undefined;
@@ -149,6 +156,7 @@ Example (the bundled tiny model on the fixture server, offline):
       if (o.resume) {
         config = parseTrainConfig(await run.readConfig(), run.path('config.json'));
         checkResumeOptions(o, config, run.dir);
+        if (o.device !== undefined) config = { ...config, device: o.device };
       } else {
         if (o.model === undefined) throw new InvalidArgumentError('--model DIR is required (a Hugging Face model folder); only --resume takes the run\'s own');
         if (!o.scenarios && !o.offline && !o.generatorModel) throw new InvalidArgumentError('give --scenarios DIR, --offline, or --generator-model (an LLM writes the tasks)');

@@ -13,6 +13,7 @@
 import { basename, join, resolve } from 'node:path';
 import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
 import { readAdapterSettings } from '../hf/peft.js';
+import { chooseDevice, type Device, type DeviceChoice } from './device.js';
 import { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 import { PrefixCacheMibSchema, type PrefixCacheMib, type PrefixCacheStats } from './prefix-cache.js';
 import { availableMemory, kvBudget, mib, type KvCacheMib, type KvCacheStats } from './kv-cache.js';
@@ -142,6 +143,8 @@ interface Sample {
 export interface ModelLoadOptions {
   /** OpenMP threads. Default all cores. */
   threads?: number;
+  /** Where the engine runs (src/engine/device.ts). Default auto. */
+  device?: Device;
   /** How the big matrices are kept (src/engine/weight-dtype.ts). Default auto. */
   weightDtype?: WeightDtype;
   /** The prefix cache's budget in MiB, 0 off (src/engine/prefix-cache.ts). Default 1024. */
@@ -154,6 +157,7 @@ export interface ModelLoadOptions {
 export function modelLoadOptions(o: ModelLoadOptions): ModelLoadOptions {
   return {
     ...(o.threads !== undefined ? { threads: o.threads } : {}),
+    ...(o.device !== undefined ? { device: o.device } : {}),
     ...(o.weightDtype !== undefined ? { weightDtype: o.weightDtype } : {}),
     ...(o.prefixCacheMib !== undefined ? { prefixCacheMib: o.prefixCacheMib } : {}),
     ...(o.kvCacheMib !== undefined ? { kvCacheMib: o.kvCacheMib } : {}),
@@ -196,6 +200,8 @@ export class Model {
     readonly kvBudget: number,
     /** Bytes one token takes in a slot. */
     private readonly kvTokenBytes: number,
+    /** Where the engine runs, and why (src/engine/device.ts). */
+    readonly device: DeviceChoice,
   ) {
     this.engine = engine;
     engines.set(this, engine);
@@ -212,6 +218,9 @@ export class Model {
     const prefixCacheMib = PrefixCacheMibSchema.parse(opts.prefixCacheMib);
     const abs = resolve(dir);
     const config = await readModelConfig(abs);
+    // Before any weight is read: a device that cannot run is refused at once, naming what is missing.
+    const device = chooseDevice(opts.device, { modelDir: abs });
+    if (device.device !== 'cpu') throw new EngineError('ENGINE_DEVICE', `--device ${device.requested} chose cuda, but the engine cannot move a model there yet (issue 44 point 3)`);
     if (config.mlpBias) throw new EngineError('ENGINE_LOAD', `${join(abs, 'config.json')}: mlp_bias is not supported by the engine`);
     const addon = loadNative();
     const engine = new addon.Engine();
@@ -238,7 +247,7 @@ export class Model {
       engine.close();
       throw new EngineError('ENGINE_MEMORY', budget.refused);
     }
-    return new Model(abs, config, engine, budget.bytes, tokenBytes);
+    return new Model(abs, config, engine, budget.bytes, tokenBytes, device);
   }
 
   /** Runs native work strictly one call at a time (the native engine is single-tasked). */

@@ -16,6 +16,7 @@ export type EngineErrorCode =
   | 'ENGINE_UNAVAILABLE' // the addon is not built or cannot be loaded
   | 'ENGINE_LOAD' // a model or adapter folder could not be loaded (bad file, tensor, config)
   | 'ENGINE_REQUEST' // a request the engine cannot serve (unknown adapter, bad token id, too long)
+  | 'ENGINE_DEVICE' // the device asked for cannot run here (src/engine/device.ts names what is missing)
   | 'ENGINE_MEMORY' // the memory cannot hold it: a model at load, a request beyond the KV cache budget (kv-cache.ts)
   | 'ENGINE_NATIVE' // a failure inside a native call
   | 'ENGINE_CLOSED'; // the model was closed

@@ -19,6 +19,7 @@ import { assertDisjoint, overlapCheckUnits, type Overlap } from '../scenarios/di
 import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
 import { writeJsonAtomic } from '../util/atomic.js';
 import type { OnProgress } from '../util/progress.js';
+import { chooseDevice, describeDevice } from '../engine/device.js';
 import { TrainConfigSchema } from '../train/config.js';
 import { ProgressLog } from '../train/progress-log.js';
 import type { RunDir } from '../train/run-dir.js';
@@ -88,14 +89,17 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const safety = jobSafety(job);
   // A sandbox source with no {sandbox} to copy it into fails the job before anything is loaded or written.
   checkSandboxFrom(target, job.isolation.sandboxFrom);
-  progress.emit('starting', 0);
+  // Where the engine runs, and why: the first progress line and config.json say so. A device that cannot run
+  // fails here, before the scenarios are read (the CLI has checked it before creating the run folder).
+  const deviceChoice = chooseDevice(config.device, { modelDir: config.model });
+  progress.emit('starting', 0, 0, 0, describeDevice(deviceChoice));
 
   // A set of a million lines takes seconds to read, check and write: each is a phase with progress.
   const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety, (done, total) => progress.emit('read_scenarios', 0, done, total));
   if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new TrainError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
   await checkHeldOut(scenarios, config.model, (done, total) => progress.emit('check_scenarios', 0, done, total));
   if (!o.resume) {
-    await writeJsonAtomic(run.path('config.json'), config);
+    await writeJsonAtomic(run.path('config.json'), { ...config, deviceChoice });
     await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test, (done, total) => progress.emit('write_scenarios', 0, done, total));
   }
   const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[job.judgeApiKeyEnv] }) : undefined;

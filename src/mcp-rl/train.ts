@@ -114,7 +114,7 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
   await run.pruneCheckpoints(state ? [state.step, state.bestStep] : []);
   // The policy is the library's model, kept in the run's own folder: its checkpoints are the run's. The run's chat
   // template variables reach every prompt the engine renders: rollouts and tokenisation alike.
-  const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}), ...(c.prefixCacheMib !== undefined ? { prefixCacheMib: c.prefixCacheMib } : {}), ...(c.kvCacheMib !== undefined ? { kvCacheMib: c.kvCacheMib } : {}) });
+  const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, device: c.device, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}), ...(c.prefixCacheMib !== undefined ? { prefixCacheMib: c.prefixCacheMib } : {}), ...(c.kvCacheMib !== undefined ? { kvCacheMib: c.kvCacheMib } : {}) });
   const policyModel = new TrainableModel({ project: 'mcprl', name: 'policy', baseModel: c.model, lora: { rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed } });
   let pool: RolloutPool | null = null;
   let ahead: GatherAhead<GatheredStep> | null = null;

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import type { Trajectory } from '../agent/trajectory.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
+import type { Device } from '../engine/device.js';
 import { RunDir } from '../train/run-dir.js';
 import { Workspace } from './workspace.js';
 import type { RolloutSettings } from '../agent/rollout-settings.js';
@@ -77,6 +78,9 @@ interface Loaded {
 
 /** One loaded engine at a time; a call that needs other weights replaces it once nobody uses the old one. */
 export class AgentEngines {
+  /** device: where the agents' engines run (src/engine/device.ts); default auto. */
+  constructor(private readonly device?: Device) {}
+
   private current: Loaded | undefined;
   private loading: Promise<Loaded> | undefined;
 
@@ -108,7 +112,10 @@ export class AgentEngines {
         continue;
       }
       this.loading = (async () => {
-        const engine = await ChatEngine.load(agent.modelDir, agent.adapterDir ? { adapters: [{ name: 'agent', dir: agent.adapterDir }] } : {});
+        const engine = await ChatEngine.load(agent.modelDir, {
+          ...(agent.adapterDir ? { adapters: [{ name: 'agent', dir: agent.adapterDir }] } : {}),
+          ...(this.device !== undefined ? { device: this.device } : {}),
+        });
         const old = this.current;
         this.current = { key, engine, users: 0, evicted: false };
         if (old) {

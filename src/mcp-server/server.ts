@@ -40,6 +40,7 @@ import {
 import { loadScenarioSet, readScenarios, writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
 import { generateScenarioSet, ScenarioSummarySchema } from '../scenarios/scenario-set.js';
 import { formatCoverage } from '../scenarios/coverage.js';
+import { chooseDevice, type Device } from '../engine/device.js';
 import { trainConfigFrom, TrainSettingsSchema } from '../train/config.js';
 import { RunDir } from '../train/run-dir.js';
 import { checkHeldOut } from '../mcp-rl/job.js';
@@ -65,6 +66,8 @@ export interface McprlServerContext {
   keys: ApiKeyPolicy;
   /** Connect/initialize timeout for targets, ms. Default 30000. */
   connectTimeoutMs?: number;
+  /** Where in-process models run (mcprl mcp --device): the agent's, and a training run's unless it names one. Default auto. */
+  device?: Device;
 }
 
 export interface ContextOptions {
@@ -72,13 +75,16 @@ export interface ContextOptions {
   allowCommands?: boolean;
   /** Grants besides OPENAI_API_KEY for https://api.openai.com/. */
   keyGrants?: KeyGrant[];
+  /** Where in-process models run. Default auto. */
+  device?: Device;
 }
 
 /** Builds the shared state of one server process (HTTP sessions share it; each gets its own McpServer). */
 export function createContext(workspace: Workspace, safety: SafetyPolicy, opts: ContextOptions = {}): McprlServerContext {
   return {
-    workspace, safety, jobs: new TrainingJobs(workspace, safety), engines: new AgentEngines(),
+    workspace, safety, jobs: new TrainingJobs(workspace, safety), engines: new AgentEngines(opts.device),
     allowCommands: opts.allowCommands ?? false, keys: new ApiKeyPolicy(opts.keyGrants ?? []),
+    ...(opts.device !== undefined ? { device: opts.device } : {}),
   };
 }
 
@@ -462,7 +468,11 @@ export function createMcprlServer(ctx: McprlServerContext): McpServer {
       // fails this call instead of a run that was reported started.
       const tools = await withSession(ctx, t, isolationFromInput(ws, target), (s) => s.listTools());
       if (tools.length === 0) throw new McprlError('WORKSPACE', `the target ${describeTarget(t)} lists no tools: there is nothing to train on`);
-      const config = trainConfigFrom(settingsFromInput(options, reward), {
+      const settings = settingsFromInput(options, reward);
+      if (settings.device === undefined && ctx.device !== undefined) settings.device = ctx.device;
+      // A device that cannot run fails this call, naming what is missing, before the run folder exists.
+      chooseDevice(settings.device, { modelDir });
+      const config = trainConfigFrom(settings, {
         model: modelDir, target: describeTarget(t), ...(judge && judgeKey ? { judge: { baseURL: judgeKey.baseURL, model: judge.model } } : {}),
       }, 'add judge: {base_url, model, api_key_env?}');
       const { run: started } = await ctx.jobs.start(name, t, {

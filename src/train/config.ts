@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { LossConfigSchema, TrainError } from '../engine/train-types.js';
+import { DeviceChoiceSchema, DeviceOptionsSchema } from '../engine/device.js';
 import { WeightDtypeSchema } from '../engine/weight-dtype.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { KvCacheMibSchema } from '../engine/kv-cache.js';
@@ -127,6 +128,8 @@ export const TrainSettingsSchema = z.object({
    * template's own defaults.
    */
   chatTemplateKwargs: z.record(z.string(), z.unknown()).optional().describe('chat template variables as a JSON object, e.g. \'{"enable_thinking": false}\''),
+  /** Where the engine runs: cpu, cuda or auto (src/engine/device.ts). Default auto. */
+  device: DeviceOptionsSchema.shape.device,
   /** How the base model's weights are kept in memory on CPU (src/engine/weight-dtype.ts). Default auto. */
   weightDtype: WeightDtypeSchema.unwrap().optional().describe('how base weights are kept in memory: auto (bf16/f16 stay 16-bit), f32 (widened), bf16 (default: auto)'),
   /**
@@ -160,6 +163,11 @@ export const TrainConfigSchema = TrainSettingsSchema.extend({
    * `retryBudgetMs`: one group's attempts and waits together (defaults in src/ruler).
    */
   judge: z.object({ baseURL: z.string(), model: z.string(), timeoutMs: z.number().int().positive().optional(), retryBudgetMs: z.number().int().positive().optional() }).optional(),
+  /**
+   * Where the engine ran when the run was created: `device` resolved, and why (src/engine/device.ts). Written by the
+   * job; a resumed run resolves `device` again, and its first progress line says where it runs.
+   */
+  deviceChoice: DeviceChoiceSchema.optional(),
 });
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 

@@ -24,7 +24,7 @@ export const ProgressEventSchema = z.object({
   done: z.number().int().nonnegative(),
   /** Units of this phase in this step; 0 for phases without units. */
   total: z.number().int().nonnegative(),
-  /** failed: what went wrong, on one line. */
+  /** failed: what went wrong, on one line; starting: where the engine runs and why (src/engine/device.ts). */
   message: z.string().optional(),
   /** When, in milliseconds since the epoch. */
   time: z.number(),
@@ -51,6 +51,7 @@ export function terminalBars(stream: NodeJS.WriteStream = process.stderr): Progr
   let started = 0;
   let lastQuarter = -1;
   return (e) => {
+    if (e.phase === 'starting' && e.message) stream.write(`${e.message}\n`);
     if (!BAR_PHASES.has(e.phase) || e.total <= 0) return;
     if (`${e.phase}:${e.step}` !== key) {
       key = `${e.phase}:${e.step}`;
