@@ -19,7 +19,7 @@
  * same allowed sets the sampler used, so the GRPO ratio stays exact.
  */
 import type { HfTokenizer } from './tokenizer.js';
-import { compileToolCallGrammar, FREE, isFree, stateKey, step, type GrammarState, type ToolCallGrammar } from './tool-call-grammar.js';
+import { compileToolCallGrammar, isFree, startState, stateKey, step, type GrammarState, type ToolCallGrammar, type ToolCallOptions } from './tool-call-grammar.js';
 
 /** What the engine asks of a constraint (structurally TokenConstraint in src/engine/model.ts). */
 export interface ToolCallConstraint {
@@ -154,11 +154,13 @@ export class ToolCallConstrainer {
   readonly report: ConstrainReport;
   private readonly cache = new Map<string, Uint32Array | null>();
 
+  /** `grammar`: the tools (compiled here, with `opts`), or a grammar compiled already (compileJsonGrammar). */
   constructor(
     readonly table: TokenTable,
-    tools: readonly { name: string; parameters?: unknown }[],
+    grammar: readonly { name: string; parameters?: unknown }[] | ToolCallGrammar,
+    opts: ToolCallOptions = {},
   ) {
-    this.grammar = compileToolCallGrammar(tools);
+    this.grammar = isGrammar(grammar) ? grammar : compileToolCallGrammar(grammar, opts);
     const g = this.grammar.tools;
     this.report = {
       constrained: g.filter((t) => !t.unsupported).map((t) => t.name),
@@ -227,6 +229,10 @@ export class ToolCallConstrainer {
   }
 }
 
+function isGrammar(x: readonly { name: string }[] | ToolCallGrammar): x is ToolCallGrammar {
+  return !Array.isArray(x);
+}
+
 /** Which tokens are known to leave this state as it is (see TokenTable). */
 function invariantOf(s: GrammarState): 'free' | 'string' | null {
   const f = s.f;
@@ -244,9 +250,11 @@ function isFull(m: Uint32Array, vocabSize: number): boolean {
 
 /** One sample's walk through the grammar. */
 class ConstraintRun implements ToolCallConstraint {
-  private state: GrammarState | null = FREE;
+  private state: GrammarState | null;
   deadEnd = false;
-  constructor(private readonly constrainer: ToolCallConstrainer) {}
+  constructor(private readonly constrainer: ToolCallConstrainer) {
+    this.state = startState(constrainer.grammar);
+  }
 
   allowed(): Uint32Array | null {
     if (!this.state) return null;
