@@ -1,12 +1,16 @@
 /**
- * `mcprl eval <target> --scenarios DIR --model-base-url URL --model NAME`: run an agent on scenarios, score
- * the attempts (checks, RULER, or a blend) and report; trajectories.jsonl and summary.json go to --out.
+ * `mcprl eval <target> --scenarios DIR --model-base-url URL --model NAME` (a served model) or `--model DIR
+ * [--adapter DIR]` (a Hugging Face folder run in-process, as `mcprl mcp`'s evaluate does): run an agent on
+ * scenarios, score the attempts (checks, RULER, or a blend) and report; trajectories.jsonl and summary.json go to --out.
  */
+import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { EvalOutputDir, formatEvalSummary, runEval, summarizeEval } from '../eval/evaluate.js';
-import { OpenAIPolicy } from '../agent/policy.js';
+import { EnginePolicy } from '../agent/engine-policy.js';
+import { OpenAIPolicy, type Policy } from '../agent/policy.js';
+import { ChatEngine } from '../chat/chat-engine.js';
 import { McpConnectError, refusedWrites, SandboxError } from '../mcp/index.js';
 import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/blend.js';
 import { DEFAULT_JUDGE_TIMEOUT_MS, OpenAIJudge } from '../ruler/judge.js';
@@ -19,8 +23,9 @@ interface EvalCliOptions extends TargetCliOptions {
   scenarios: string;
   split: 'train' | 'val' | 'test' | 'all';
   limit?: number;
-  modelBaseUrl: string;
+  modelBaseUrl?: string;
   model: string;
+  adapter?: string;
   modelApiKeyEnv: string;
   judgeBaseUrl?: string;
   judgeModel?: string;
@@ -72,8 +77,9 @@ export function registerEval(program: Command): Command {
     .requiredOption('--scenarios <path>', 'scenario set folder (train.jsonl + val.jsonl) or one .jsonl file')
     .addOption(new Option('--split <split>', 'which scenarios of a set folder to run').choices(['train', 'val', 'test', 'all']).default('all'))
     .option('--limit <n>', 'only the first N scenarios', positiveInt('scenarios'))
-    .requiredOption('--model-base-url <url>', 'OpenAI-compatible endpoint of the policy, e.g. http://localhost:8000/v1')
-    .requiredOption('--model <name>', 'model name at that endpoint')
+    .option('--model-base-url <url>', 'OpenAI-compatible endpoint of the policy, e.g. http://localhost:8000/v1 (default: run --model in-process)')
+    .requiredOption('--model <name|dir>', 'model name at --model-base-url, or without it a Hugging Face model folder run in-process')
+    .option('--adapter <dir>', 'in-process only: a PEFT LoRA adapter folder (a run checkpoint, `mcprl export`) applied to --model')
     .option('--model-api-key-env <var>', 'environment variable holding the policy API key', 'OPENAI_API_KEY')
     .option('--judge-base-url <url>', 'OpenAI-compatible endpoint of the RULER judge')
     .option('--judge-model <name>', 'judge model name')
@@ -103,6 +109,8 @@ export function registerEval(program: Command): Command {
 Examples:
   mcprl eval --scenarios runs/bookshop/scenarios --model-base-url http://localhost:8000/v1 --model qwen3 \\
     -- node --import tsx fixtures/server/main.ts
+  mcprl eval --scenarios runs/bookshop/scenarios --model fixtures/models/tiny-bookshop --adapter runs/bookshop/adapter \\
+    -- node --import tsx fixtures/server/main.ts
   mcprl eval https://example.com/mcp --scenarios scen/ --model-base-url https://api.openai.com/v1 --model gpt-4.1-mini \\
     --judge-base-url https://api.openai.com/v1 --judge-model o4-mini --rollouts 4 --reward blend`,
   );
@@ -114,6 +122,14 @@ Examples:
         throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
       }
       const reward = resolveRewardMode(opts.reward, hasJudge, 'add --judge-base-url and --judge-model');
+      const inProcess = opts.modelBaseUrl === undefined;
+      if (inProcess && !existsSync(path.join(opts.model, 'config.json'))) {
+        throw new InvalidArgumentError(`--model ${opts.model}: not a Hugging Face model folder (no config.json); give --model-base-url to evaluate a served model`);
+      }
+      if (!inProcess && opts.adapter !== undefined) throw new InvalidArgumentError('--adapter applies to an in-process --model; a served model names its adapter in --model');
+      if (opts.adapter !== undefined && !existsSync(path.join(opts.adapter, 'adapter_config.json'))) {
+        throw new InvalidArgumentError(`--adapter ${opts.adapter}: not a PEFT adapter folder (no adapter_config.json)`);
+      }
       let scenarios = await loadScenarios(opts.scenarios, opts.split);
       if (opts.limit !== undefined) scenarios = scenarios.slice(0, opts.limit);
       if (scenarios.length === 0) throw new InvalidArgumentError(`no scenarios in ${opts.scenarios} (split ${opts.split})`);
@@ -143,7 +159,11 @@ Examples:
       };
       process.once('SIGINT', onSignal);
       process.once('SIGTERM', onSignal);
-      const policy = new OpenAIPolicy({ baseURL: opts.modelBaseUrl, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv) });
+      // In-process: the engine answers the rollout loop directly, as `mcprl mcp`'s evaluate runs it.
+      const engine = inProcess ? await ChatEngine.load(opts.model, opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}) : undefined;
+      const policy: Policy = engine
+        ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName })
+        : new OpenAIPolicy({ baseURL: opts.modelBaseUrl!, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv) });
       const judge = hasJudge
         ? new OpenAIJudge({ baseURL: opts.judgeBaseUrl!, model: opts.judgeModel!, apiKey: apiKey(opts.judgeApiKeyEnv), timeoutMs: opts.judgeTimeout })
         : undefined;
@@ -183,7 +203,7 @@ Examples:
               const state = t.error ? `error: ${t.error}` : t.metrics.completed ? 'completed' : 'unfinished';
               process.stderr.write(`[${done}/${total}] ${t.id}: ${state}, ${t.metrics.turns} turns${checks}\n`);
             },
-      });
+      }).finally(() => engine?.close());
       process.removeListener('SIGINT', onSignal);
       process.removeListener('SIGTERM', onSignal);
       // The summary covers every finished scenario, this run's and (with --resume) the earlier ones, in order.
