@@ -105,6 +105,27 @@ describe('openai SDK', () => {
     else expect(c.message.content!.trimStart().startsWith('{')).toBe(true);
   });
 
+  it('streams the same guarantees: a required call arrives as tool_calls deltas, a JSON answer as content', async () => {
+    const calls = await client.chat.completions.create({ model: NAME, messages, tools, tool_choice: 'required', max_tokens: 600, seed: 7, stream: true });
+    let name = '';
+    let args = '';
+    for await (const chunk of calls) {
+      for (const d of chunk.choices[0]?.delta.tool_calls ?? []) {
+        name += d.function?.name ?? '';
+        args += d.function?.arguments ?? '';
+      }
+    }
+    expect(tools.map((t) => t.function.name)).toContain(name);
+    expect(typeof JSON.parse(args)).toBe('object');
+    const json = await client.chat.completions.create({
+      model: NAME, messages, max_tokens: 600, seed: 7, stream: true,
+      response_format: { type: 'json_schema', json_schema: { name: 'book', schema: BOOK_SCHEMA } },
+    });
+    let content = '';
+    for await (const chunk of json) content += chunk.choices[0]?.delta.content ?? '';
+    expect(ajv.validate(BOOK_SCHEMA, JSON.parse(content))).toBe(true);
+  });
+
   it('refuses what it cannot honour with a 400 naming the field', async () => {
     const bad = async (body: Record<string, unknown>) => {
       try {

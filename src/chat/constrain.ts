@@ -15,6 +15,10 @@
  * free text is sampled exactly as without the constraint. Tokens with no text (special tokens such as
  * `<|im_end|>`, ids past the tokenizer) may come only in free text: a turn cannot end inside a call.
  *
+ * The same machinery enforces what a request may ask beyond that (tool-call-grammar.ts): a turn that must open
+ * with a call (tool_choice `required`, or a named function with only that tool in the grammar), at most one call
+ * (parallel_tool_calls false), and a turn that is one JSON object of a schema (response_format).
+ *
  * Training replays the same constraint over the sampled tokens (`replayMasks`) to renormalise log π over the
  * same allowed sets the sampler used, so the GRPO ratio stays exact.
  */

@@ -23,6 +23,8 @@ describe('parseChatRequest', () => {
     expect(refusal({ model: 'm', messages, guided_json: {} })).toMatchObject({ status: 400, param: 'guided_json', code: 'unsupported_parameter' });
     expect(refusal({ model: 'm', messages, frequency_penalty: 1 })).toMatchObject({ status: 400, param: 'frequency_penalty' });
     expect(parseChatRequest({ model: 'm', messages, frequency_penalty: 0, user: 'u', stream_options: null })).toMatchObject({ model: 'm' });
+    expect(refusal({ model: 'm', messages, mcprl_sampler_logprobs: true, tool_choice: 'required' })).toMatchObject({ status: 400, param: 'tool_choice' });
+    expect(refusal({ model: 'm', messages, mcprl_sampler_logprobs: true, response_format: { type: 'json_object' } })).toMatchObject({ status: 400, param: 'response_format' });
     expect(refusal({ model: 'm', messages, top_logprobs: 2 })).toMatchObject({ status: 400, param: 'top_logprobs' });
     expect(refusal({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] })).toBeInstanceOf(
       ChatRequestError,

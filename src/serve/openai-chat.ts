@@ -187,6 +187,12 @@ export function parseChatRequest(body: unknown): ParsedChatRequest {
     throw new ChatRequestError(400, param ? `Invalid request: ${param}: ${issue.message}` : `Invalid request: ${issue.message}`, { param });
   }
   const req = r.data;
+  // A trainer replays the tool-call constraint of a plain request over the sampled tokens (src/train/tokenize.ts);
+  // the recorded turn does not say which other constraint was used, so logprobs of one could not be trained on exactly.
+  if (req.mcprl_sampler_logprobs) {
+    const forced = (req.tool_choice === 'required' || typeof req.tool_choice === 'object') ? 'tool_choice' : req.parallel_tool_calls === false ? 'parallel_tool_calls' : req.response_format && req.response_format.type !== 'text' ? 'response_format' : null;
+    if (forced) throw new ChatRequestError(400, `${forced}: not supported together with mcprl_sampler_logprobs (training replays only the plain tool-call constraint)`, { param: forced });
+  }
   if (req.top_logprobs && req.logprobs !== true) {
     throw new ChatRequestError(400, 'when using `top_logprobs`, `logprobs` must be set to true', { param: 'top_logprobs' });
   }
