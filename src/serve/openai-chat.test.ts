@@ -21,6 +21,7 @@ describe('parseChatRequest', () => {
     expect(refusal({ model: 'm', messages, response_format: { type: 'json_schema' } })).toMatchObject({ status: 400, param: 'response_format.json_schema' });
     // Fields the server would not apply are refused by name, unless they change nothing.
     expect(refusal({ model: 'm', messages, guided_json: {} })).toMatchObject({ status: 400, param: 'guided_json', code: 'unsupported_parameter' });
+    expect(refusal({ model: 'm', messages, constructor: 1 })).toMatchObject({ status: 400, param: 'constructor' });
     expect(refusal({ model: 'm', messages, frequency_penalty: 1 })).toMatchObject({ status: 400, param: 'frequency_penalty' });
     expect(parseChatRequest({ model: 'm', messages, frequency_penalty: 0, user: 'u', stream_options: null })).toMatchObject({ model: 'm' });
     expect(refusal({ model: 'm', messages, mcprl_sampler_logprobs: true, tool_choice: 'required' })).toMatchObject({ status: 400, param: 'tool_choice' });

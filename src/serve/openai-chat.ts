@@ -174,8 +174,9 @@ export function parseChatRequest(body: unknown): ParsedChatRequest {
   if (body && typeof body === 'object' && !Array.isArray(body)) {
     for (const [k, v] of Object.entries(body)) {
       // null is what an unset field is sent as by some clients; it asks for nothing.
-      if (k in chatRequestSchema.shape || HARMLESS_FIELDS.has(k) || v === null || v === undefined || NO_OP_FIELDS[k]?.(v)) continue;
-      const what = NO_OP_FIELDS[k] ? `${k}: only the value that changes nothing is supported` : `${k}: not supported by this server`;
+      const noOp = Object.hasOwn(NO_OP_FIELDS, k) ? NO_OP_FIELDS[k] : undefined;
+      if (Object.hasOwn(chatRequestSchema.shape, k) || HARMLESS_FIELDS.has(k) || v === null || v === undefined || noOp?.(v)) continue;
+      const what = noOp ? `${k}: only the value that changes nothing is supported` : `${k}: not supported by this server`;
       throw new ChatRequestError(400, `Unsupported parameter: ${what}`, { param: k, code: 'unsupported_parameter' });
     }
   }
