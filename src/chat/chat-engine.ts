@@ -99,7 +99,8 @@ export interface ChatTurnRequest extends ChatPrompt {
   parallelToolCalls?: boolean;
   /**
    * The answer is one JSON object: any (`json_object`) or one valid for `schema` (`json_schema`), decoded
-   * constrained (src/chat/tool-call-grammar.ts: compileJsonGrammar). Not with tools. Default: free text.
+   * constrained (src/chat/tool-call-grammar.ts: compileJsonGrammar); with tools, the turn is either calls
+   * (decoded constrained, as toolChoice and parallelToolCalls allow) or that answer. Default: free text.
    */
   responseFormat?: { type: 'json_object' } | { type: 'json_schema'; schema: Record<string, unknown> };
   signal?: AbortSignal;
@@ -316,11 +317,17 @@ export class ChatEngine {
    * The constrained-decoding grammar of a response format (cached per schema). Throws ChatError
    * (INVALID_REQUEST, param `response_format`) for a schema the grammar cannot enforce.
    */
-  responseFormatConstrainer(format: NonNullable<ChatTurnRequest['responseFormat']>): ToolCallConstrainer {
+  responseFormatConstrainer(
+    format: NonNullable<ChatTurnRequest['responseFormat']>,
+    tools: readonly { function: { name: string; parameters?: unknown } }[] = [],
+    opts: ToolCallOptions = {},
+  ): ToolCallConstrainer {
     const schema = format.type === 'json_object' ? { type: 'object' } : format.schema;
-    return this.cachedConstrainer(JSON.stringify(['json', schema]), (table) => {
+    const list = tools.map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
+    const o = { require: opts.require === true, single: opts.single === true };
+    return this.cachedConstrainer(JSON.stringify(['json', schema, list, o.require, o.single]), (table) => {
       try {
-        return new ToolCallConstrainer(table, compileJsonGrammar(schema));
+        return new ToolCallConstrainer(table, compileJsonGrammar(schema, list, o));
       } catch (err) {
         if (!(err instanceof UnsupportedSchema)) throw err;
         throw new ChatError('INVALID_REQUEST', `response_format.json_schema.schema: ${err.message} cannot be enforced`, { param: 'response_format', cause: err });
@@ -345,17 +352,17 @@ export class ChatEngine {
       if (choice !== 'auto') throw new ChatError('INVALID_REQUEST', 'tool_choice: a tool call cannot be required without tools', { param: 'tool_choice' });
       return req.responseFormat ? this.responseFormatConstrainer(req.responseFormat) : null;
     }
-    if (req.responseFormat) {
-      throw new ChatError('INVALID_REQUEST', "response_format: a JSON response cannot be combined with tools (give tool_choice 'none' or no tools)", { param: 'response_format' });
-    }
     const single = req.parallelToolCalls === false;
-    if (choice === 'auto' && !single) return (req.constrainToolCalls ?? this.opts.constrainToolCalls ?? false) ? this.toolCallConstrainer(req.tools) : null;
     let tools: readonly TemplateTool[] = req.tools;
     if (typeof choice === 'object') {
       tools = tools.filter((t) => t.function.name === choice.name);
       if (tools.length === 0) throw new ChatError('INVALID_REQUEST', `tool_choice: no tool is named ${JSON.stringify(choice.name)}`, { param: 'tool_choice' });
     }
-    return this.toolCallConstrainer(tools, { require: choice !== 'auto', single });
+    const opts = { require: choice !== 'auto', single };
+    // Tools and a response format: the turn is calls, or the answer in that format.
+    if (req.responseFormat) return this.responseFormatConstrainer(req.responseFormat, tools, opts);
+    if (choice === 'auto' && !single) return (req.constrainToolCalls ?? this.opts.constrainToolCalls ?? false) ? this.toolCallConstrainer(req.tools) : null;
+    return this.toolCallConstrainer(tools, opts);
   }
 
   /**

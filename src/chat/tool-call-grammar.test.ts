@@ -249,6 +249,20 @@ describe('required, single and JSON grammars', () => {
     expect(walk(any, '[1]', startState(any))).toBeNull();
   });
 
+  it('JSON with tools: the turn is calls (as the options allow) or the object, never both', () => {
+    const schema = { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] };
+    const g = compileJsonGrammar(schema, TOOLS);
+    expect(ends(g, '{"a": 1}')).toBe(true);
+    expect(ends(g, `${ping}\n${ping}`)).toBe(true);
+    expect(walk(g, `${ping} {"a": 1}`, startState(g))).toBeNull();
+    expect(walk(g, `<tool_cal {"a": 1}`, startState(g))).toBeNull();
+    const single = compileJsonGrammar(schema, TOOLS, { single: true });
+    expect(walk(single, `${ping}${ping}`, startState(single))).toBeNull();
+    const required = compileJsonGrammar(schema, TOOLS, { require: true });
+    expect(walk(required, '{"a": 1}', startState(required))).toBeNull();
+    expect(ends(required, ping)).toBe(true);
+  });
+
   it('JSON: a schema it cannot enforce throws, naming the feature', () => {
     expect(() => compileJsonGrammar({ type: 'object', properties: { a: { not: {} } } })).toThrow(UnsupportedSchema);
     expect(() => compileJsonGrammar({ type: 'array', items: {} })).toThrow(/root that is not an object/);

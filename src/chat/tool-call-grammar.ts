@@ -288,20 +288,27 @@ export interface ToolCallOptions {
 
 /**
  * The grammar of a turn that is one JSON value of `schema` (response_format `json_schema`; `json_object` is
- * `{type: 'object'}`). Throws UnsupportedSchema naming a feature it cannot enforce: a response format is a
- * promise to the caller, so it is refused rather than relaxed to any object.
+ * `{type: 'object'}`), or, with `tools`, a turn of calls as `opts` allow them (then the object comes in a later
+ * turn, after their results). Throws UnsupportedSchema naming a feature it cannot
+ * enforce: a response format is a promise to the caller, so it is refused rather than relaxed to any object.
  */
-export function compileJsonGrammar(schema: unknown): ToolCallGrammar {
-  const c = new Compiler((schema && typeof schema === 'object' ? schema : {}) as Record<string, unknown>, { next: 1 });
+export function compileJsonGrammar(schema: unknown, tools: readonly { name: string; parameters?: unknown }[] = [], opts: ToolCallOptions = {}): ToolCallGrammar {
+  // One id counter for the tools' nodes and the answer's: state keys tell nodes apart by id.
+  const ids = { next: 1 };
+  const g = compileTools(tools, opts, ids);
+  const c = new Compiler((schema && typeof schema === 'object' ? schema : {}) as Record<string, unknown>, ids);
   const doc = c.compile(schema);
   if (doc.t !== 'obj') throw new UnsupportedSchema('a root that is not an object');
-  return { tools: [], names: { id: 0, t: 'lit', values: [] }, require: false, single: false, doc, relaxed: [...c.relaxed].sort() };
+  return { ...g, doc, relaxed: [...c.relaxed].sort() };
 }
 
 /** Compiles each tool's input schema; never throws (an unsupported schema falls back to any object). */
 export function compileToolCallGrammar(tools: readonly { name: string; parameters?: unknown }[], opts: ToolCallOptions = {}): ToolCallGrammar {
+  return compileTools(tools, opts, { next: 1 });
+}
+
+function compileTools(tools: readonly { name: string; parameters?: unknown }[], opts: ToolCallOptions, ids: { next: number }): ToolCallGrammar {
   const anyObject: SchemaNode = { id: -1, t: 'obj', props: [], requiredCount: 0, extra: ANY };
-  const ids = { next: 1 };
   const compiled = tools.map((t): CompiledTool => {
     const schema = t.parameters ?? { type: 'object', properties: {} };
     const c = new Compiler((schema && typeof schema === 'object' ? schema : {}) as Record<string, unknown>, ids);
@@ -328,8 +335,11 @@ type Frame =
   | { k: 'free'; think: boolean; a: number; b: number; c: number; shut?: true }
   /** The start of a turn that must open with a call: ws bytes of whitespace, then p bytes of `<tool_call>`. */
   | { k: 'open'; ws: number; p: number }
-  /** A JSON turn: ph 0 before the value, 1 after it (ws: whitespace bytes so far). */
-  | { k: 'doc'; ph: number; ws: number }
+  /**
+   * A JSON turn: ph 0 before the value, 1 after it (ws: whitespace bytes so far). Before the value, with tools:
+   * p bytes of `<tool_call>` so far; called once a call has closed.
+   */
+  | { k: 'doc'; ph: number; ws: number; p: number; called: boolean }
   /** The call: item i of CALL_ITEMS, p bytes into it (literal) or whitespace bytes so far; tool once named. */
   | { k: 'call'; i: number; p: number; tool: number }
   /**
@@ -368,13 +378,16 @@ export const FREE: GrammarState = { f: { k: 'free', think: false, a: 0, b: 0, c:
 
 /** The state at the start of an assistant turn under a grammar (FREE unless a call is required or it is JSON). */
 export function startState(g: ToolCallGrammar): GrammarState {
-  if (g.doc) return { f: { k: 'doc', ph: 0, ws: 0 }, up: null };
+  if (g.doc) return { f: { k: 'doc', ph: 0, ws: 0, p: 0, called: false }, up: null };
   return g.require ? { f: { k: 'open', ws: 0, p: 0 }, up: null } : FREE;
 }
 
-/** True when the turn may end here: free text, or after a JSON turn's value (stop tokens and other text-less tokens may come only here). */
+/**
+ * True when the turn may end here: free text, after a JSON turn's value, or after a JSON turn's calls (stop tokens
+ * and other text-less tokens may come only here).
+ */
 export function isFree(s: GrammarState): boolean {
-  return s.f.k === 'free' || (s.f.k === 'doc' && s.f.ph === 1);
+  return s.f.k === 'free' || (s.f.k === 'doc' && (s.f.ph === 1 || (s.f.called && s.f.p === 0)));
 }
 
 // What a frame does with a byte.
@@ -428,9 +441,17 @@ function stepFrame(g: ToolCallGrammar, f: Frame, b: number): Step | null {
       return { r: 'push', f: { k: 'free', think: false, a: 0, b: 0, c: 0 }, child: { k: 'call', i: 0, p: 0, tool: -1 } };
     }
     case 'doc': {
+      if (f.p > 0 || (f.ph === 0 && b === OPEN[0] && g.tools.length > 0 && !(g.single && f.called))) {
+        // A call before the answer: `<tool_call>` whole, then the call.
+        if (OPEN[f.p] !== b) return DEAD;
+        if (f.p + 1 < OPEN.length) return { r: 'stay', f: { ...f, p: f.p + 1 } };
+        return { r: 'push', f: { ...f, ws: 0, p: 0, called: true }, child: { k: 'call', i: 0, p: 0, tool: -1 } };
+      }
       if (isWs(b)) return f.ws < WS_MAX ? { r: 'stay', f: { ...f, ws: f.ws + 1 } } : DEAD;
-      const child = f.ph === 0 ? startValue(g.doc!, b) : null;
-      return child ? { r: 'push', f: { k: 'doc', ph: 1, ws: 0 }, child } : DEAD;
+      // A turn of calls ends with them: the answer comes in a later turn, after their results (so never with
+      // tool_choice required).
+      const child = f.ph === 0 && !f.called && !g.require ? startValue(g.doc!, b) : null;
+      return child ? { r: 'push', f: { ...f, ph: 1, ws: 0 }, child } : DEAD;
     }
     case 'call': {
       const item = CALL_ITEMS[f.i];
@@ -734,7 +755,7 @@ function frameKey(f: Frame): string {
   switch (f.k) {
     case 'free': return `F${f.think ? 1 : 0}.${f.a}.${f.b}.${f.c}${f.shut ? 'x' : ''}`;
     case 'open': return `P${f.ws}.${f.p}`;
-    case 'doc': return `D${f.ph}.${f.ws}`;
+    case 'doc': return `D${f.ph}.${f.ws}.${f.p}.${f.called ? 1 : 0}`;
     case 'call': return `C${f.i}.${f.p}.${f.tool}`;
     case 'obj': return `O${f.n.id}.${f.ph}.${f.ws}.${f.seen}.${f.kpos}.${f.cands.join(',')}.${f.cur}`;
     case 'arr': return `A${f.n.id}.${f.ph}.${f.ws}.${f.count}`;

@@ -69,8 +69,8 @@ export const chatRequestSchema = z.object({
   parallel_tool_calls: z.boolean().nullish(),
   /**
    * `text` (default), `json_object` (the answer is one JSON object) or `json_schema` (one JSON object valid for
-   * `json_schema.schema`; without a schema, any object), decoded constrained. Not with tools (unless
-   * tool_choice is `none`); a schema feature the decoder cannot enforce is a 400.
+   * `json_schema.schema`; without a schema, any object), decoded constrained; with tools, an answer is either
+   * tool calls or that object. A schema feature the decoder cannot enforce is a 400.
    */
   response_format: z
     .discriminatedUnion('type', [
