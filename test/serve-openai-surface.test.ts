@@ -7,7 +7,7 @@
 import path from 'node:path';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { ChatOpenAI } from '@langchain/openai';
-import { generateObject, generateText, jsonSchema, tool } from 'ai';
+import { generateObject, generateText, jsonSchema, Output, tool } from 'ai';
 import { Ajv } from 'ajv';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -165,7 +165,16 @@ describe('openai SDK', () => {
 });
 
 describe('Vercel AI SDK', () => {
-  const provider = () => createOpenAICompatible({ name: 'mcprl', baseURL: server.url, apiKey: 'unused', supportsStructuredOutputs: true });
+  /** The bodies the SDK sent, to check it asked for what the test means to exercise. */
+  const sent: Record<string, unknown>[] = [];
+  const provider = () =>
+    createOpenAICompatible({
+      name: 'mcprl', baseURL: server.url, apiKey: 'unused', supportsStructuredOutputs: true,
+      fetch: async (url, init) => {
+        if (typeof init?.body === 'string') sent.push(JSON.parse(init.body) as Record<string, unknown>);
+        return fetch(url, init);
+      },
+    });
 
   it("generateText with toolChoice 'required' gets a tool call", async () => {
     const r = await generateText({
@@ -177,9 +186,25 @@ describe('Vercel AI SDK', () => {
       seed: 7,
       maxRetries: 0,
     });
+    expect(sent.at(-1)).toMatchObject({ tool_choice: 'required' });
     expect(r.toolCalls).toHaveLength(1);
     expect(r.toolCalls[0].toolName).toBe('get_book');
     expect(Number.isInteger((r.toolCalls[0].input as { id: number }).id)).toBe(true);
+  });
+
+  it('generateText with tools and an object output gets valid calls or a valid object', async () => {
+    const r = await generateText({
+      model: provider()(NAME),
+      prompt: 'Describe a book.',
+      tools: { get_book: tool({ description: 'One book by id', inputSchema: jsonSchema<{ id: number }>(tools[1].function.parameters as never) }) },
+      output: Output.object({ schema: jsonSchema<Record<string, unknown>>(BOOK_SCHEMA as never) }),
+      maxOutputTokens: 600,
+      seed: 3,
+      maxRetries: 0,
+    });
+    expect(sent.at(-1)).toMatchObject({ tools: [{ function: { name: 'get_book' } }], response_format: { type: 'json_schema' } });
+    if (r.toolCalls.length > 0) expect(Number.isInteger((r.toolCalls[0].input as { id: number }).id)).toBe(true);
+    else expect(ajv.validate(BOOK_SCHEMA, r.output)).toBe(true);
   });
 
   it('generateObject returns an object valid for the schema', async () => {
@@ -191,17 +216,25 @@ describe('Vercel AI SDK', () => {
       seed: 7,
       maxRetries: 0,
     });
+    expect(sent.at(-1)).toMatchObject({ response_format: { type: 'json_schema' } });
     expect(ajv.validate(BOOK_SCHEMA, r.object)).toBe(true);
   });
 });
 
 describe('LangChain.js', () => {
-  const llm = () => new ChatOpenAI({ model: NAME, apiKey: 'unused', configuration: { baseURL: server.url }, maxTokens: 600, maxRetries: 0, temperature: 1 });
+  const sent: Record<string, unknown>[] = [];
+  const capture: typeof fetch = async (url, init) => {
+    if (typeof init?.body === 'string') sent.push(JSON.parse(init.body) as Record<string, unknown>);
+    return fetch(url, init);
+  };
+  const llm = () => new ChatOpenAI({ model: NAME, apiKey: 'unused', configuration: { baseURL: server.url, fetch: capture }, maxTokens: 600, maxRetries: 0, temperature: 1 });
+  const asked = { jsonSchema: { response_format: { type: 'json_schema' } }, functionCalling: { tool_choice: { type: 'function' } } };
   const Book = z.object({ title: z.string().max(8), year: z.number().int().min(1900).max(2030), in_stock: z.boolean() });
 
   for (const method of ['jsonSchema', 'functionCalling'] as const) {
     it(`withStructuredOutput (${method}) returns an object valid for the schema`, async () => {
       const out = await llm().withStructuredOutput(Book, { method }).invoke('Describe a book.');
+      expect(sent.at(-1)).toMatchObject(asked[method]);
       expect(Book.safeParse(out).success).toBe(true);
     });
   }
