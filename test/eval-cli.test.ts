@@ -210,7 +210,7 @@ describe('mcprl eval on the fixture server', () => {
   it('without --model-base-url runs the model folder in-process, and says so when --model is not one', async () => {
     const out = path.join(dir, 'in-process');
     const tiny = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
-    const r = await evalCli(['--scenarios', path.join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'), '--split', 'val', '--limit', '2', '--model', tiny, '--max-turns', '2', '--max-tokens', '48', '--temperature', '0', '--out', out, '--json']);
+    const r = await evalCli(['--scenarios', path.join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'), '--split', 'val', '--limit', '2', '--model', tiny, '--chat-template-kwargs', '{"enable_thinking": false}', '--max-turns', '2', '--max-tokens', '48', '--temperature', '0', '--out', out, '--json']);
     expect(r.code, r.stderr).toBe(0);
     const summary = JSON.parse(r.stdout);
     // The weak tiny model's score is not the point; that its turns came from the engine is.

@@ -26,6 +26,7 @@ interface EvalCliOptions extends TargetCliOptions {
   modelBaseUrl?: string;
   model: string;
   adapter?: string;
+  chatTemplateKwargs?: Record<string, unknown>;
   modelApiKeyEnv: string;
   judgeBaseUrl?: string;
   judgeModel?: string;
@@ -64,6 +65,17 @@ async function loadScenarios(where: string, split: EvalCliOptions['split']): Pro
   return all;
 }
 
+function jsonObject(text: string): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    v = undefined;
+  }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new InvalidArgumentError('expected a JSON object');
+  return v as Record<string, unknown>;
+}
+
 function apiKey(envName: string): string | undefined {
   const v = process.env[envName];
   return v && v.trim() !== '' ? v : undefined;
@@ -80,6 +92,7 @@ export function registerEval(program: Command): Command {
     .option('--model-base-url <url>', 'OpenAI-compatible endpoint of the policy, e.g. http://localhost:8000/v1 (default: run --model in-process)')
     .requiredOption('--model <name|dir>', 'model name at --model-base-url, or without it a Hugging Face model folder run in-process')
     .option('--adapter <dir>', 'in-process only: a PEFT LoRA adapter folder (a run checkpoint, `mcprl export`) applied to --model')
+    .option('--chat-template-kwargs <json>', 'chat template variables for every turn, e.g. \'{"enable_thinking": false}\' (sent as chat_template_kwargs to a served model)', jsonObject)
     .option('--model-api-key-env <var>', 'environment variable holding the policy API key', 'OPENAI_API_KEY')
     .option('--judge-base-url <url>', 'OpenAI-compatible endpoint of the RULER judge')
     .option('--judge-model <name>', 'judge model name')
@@ -162,8 +175,11 @@ Examples:
       // In-process: the engine answers the rollout loop directly, as `mcprl mcp`'s evaluate runs it.
       const engine = inProcess ? await ChatEngine.load(opts.model, opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}) : undefined;
       const policy: Policy = engine
-        ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName })
-        : new OpenAIPolicy({ baseURL: opts.modelBaseUrl!, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv) });
+        ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName, ...(opts.chatTemplateKwargs ? { chatTemplateKwargs: opts.chatTemplateKwargs } : {}) })
+        : new OpenAIPolicy({
+            baseURL: opts.modelBaseUrl!, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv),
+            ...(opts.chatTemplateKwargs ? { extraBody: { chat_template_kwargs: opts.chatTemplateKwargs } } : {}),
+          });
       const judge = hasJudge
         ? new OpenAIJudge({ baseURL: opts.judgeBaseUrl!, model: opts.judgeModel!, apiKey: apiKey(opts.judgeApiKeyEnv), timeoutMs: opts.judgeTimeout })
         : undefined;
