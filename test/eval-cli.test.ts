@@ -206,4 +206,20 @@ describe('mcprl eval on the fixture server', () => {
     expect(r.code).toBe(1);
     expect(r.stderr.trim()).toBe('mcprl eval: reward ruler needs a judge: add --judge-base-url and --judge-model');
   });
+
+  it('without --model-base-url runs the model folder in-process, and says so when --model is not one', async () => {
+    const out = path.join(dir, 'in-process');
+    const tiny = path.join(REPO_ROOT, 'fixtures', 'models', 'tiny-bookshop');
+    const r = await evalCli(['--scenarios', path.join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'), '--split', 'val', '--limit', '2', '--model', tiny, '--chat-template-kwargs', '{"enable_thinking": false}', '--max-turns', '2', '--max-tokens', '48', '--temperature', '0', '--out', out, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const summary = JSON.parse(r.stdout);
+    // The weak tiny model's score is not the point; that its turns came from the engine is.
+    expect(summary).toMatchObject({ model: 'tiny-bookshop', scenarios: 2, trajectories: 2, rollout_errors: 0 });
+    const trajectories = await readTrajectories(out);
+    const assistant = trajectories[0].messages.find((m) => m.role === 'assistant') as { mcprl?: { token_ids?: number[] } };
+    expect(assistant.mcprl?.token_ids?.length).toBeGreaterThan(0);
+    const bad = await evalCli(['--scenarios', path.join(dir, 'scenarios'), '--model', 'qwen3']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim()).toMatch(/^mcprl eval: --model qwen3: not a Hugging Face model folder \(no config.json\); give --model-base-url/);
+  });
 });

@@ -217,7 +217,7 @@ describe('mcprl serve errors', () => {
     await expectApiError(client.chat.completions.create({ model: BASE, messages: [] }), 400, { param: 'messages' });
     await expectApiError(chat({ temperature: 5 }), 400, { param: 'temperature' });
     await expectApiError(chat({ n: 0 }), 400, { param: 'n' });
-    await expectApiError(chat({ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }), 400, {
+    await expectApiError(chat({ tool_choice: { type: 'function', function: { name: 'g' } }, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }), 400, {
       param: 'tool_choice',
     });
     await expectApiError(chat({ top_logprobs: 3 }), 400, { param: 'top_logprobs' });

@@ -186,6 +186,24 @@ describe('mcprl train (tiny model, fixture server)', () => {
     expect(changed.stderr).toMatch(/--resume continues .* these differ: --lr 0.01 \(the run has 0.0005\)\. Start a new run/);
   }, 900_000);
 
+  it('--max-steps 0 checks the set, measures step 0 (validation and test) as a run does, writes the run and trains nothing', async () => {
+    const r = await start(trainArgs('zero', 0)).done;
+    expect(r.code, r.stderr).toBe(0);
+    const dir = join(work, 'runs', 'zero');
+    expect(JSON.parse(r.stdout)).toMatchObject({ run: dir, best_step: 0, stopped: 'max_steps', last_step: 0, adapter: null });
+    expect(await readState(dir)).toMatchObject({ step: 0, bestStep: 0, stopped: 'max_steps' });
+    const metrics = await readJsonl(join(dir, 'metrics.jsonl'));
+    expect(metrics.map((m) => m.step)).toEqual([0]);
+    expect(typeof metrics[0].val_success).toBe('number');
+    expect(typeof metrics[0].test_success).toBe('number');
+    expect(await readJsonl(join(dir, 'trajectories', 'val-0000.jsonl'))).toHaveLength(3);
+    expect(await readJsonl(join(dir, 'trajectories', 'test-0000.jsonl'))).toHaveLength(3);
+    expect((await readdir(join(dir, 'trajectories'))).sort()).toEqual(['test-0000.jsonl', 'val-0000.jsonl']);
+    expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')).maxSteps).toBe(0);
+    for (const f of ['report.html', 'scenarios/train.jsonl', 'scenarios/val.jsonl', 'scenarios/test.jsonl']) expect(existsSync(join(dir, f)), f).toBe(true);
+    expect(existsSync(join(dir, 'checkpoints', 'step-0001'))).toBe(false);
+  });
+
   it('needs --model for a new run, and --run for --resume', async () => {
     const noModel = await start(trainArgs('nomodel', 1).filter((a, i, all) => a !== '--model' && all[i - 1] !== '--model')).done;
     expect(noModel.code).toBe(1);

@@ -12,7 +12,8 @@ import { EngineError, Model, modelLoadOptions, type ModelLoadOptions, type Prefi
 import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
 import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
 import { McprlError } from '../util/errors.js';
-import { tokenTable, ToolCallConstrainer, type ToolCallConstraint } from './constrain.js';
+import { tokenTable, ToolCallConstrainer, type TokenTable, type ToolCallConstraint } from './constrain.js';
+import { compileJsonGrammar, UnsupportedSchema, type ToolCallOptions } from './tool-call-grammar.js';
 import { AdapterRoutes } from './adapter-routes.js';
 import { LruCache } from '../util/lru.js';
 
@@ -88,6 +89,20 @@ export interface ChatTurnRequest extends ChatPrompt {
    * Default: the engine's constrainToolCalls.
    */
   constrainToolCalls?: boolean;
+  /**
+   * Whether the turn must call a tool: `auto` (the model decides), `required` (it opens with a call of one of
+   * the tools) or `{name}` (with a call of that tool). Needs tools. Anything but `auto` is decoded constrained,
+   * whatever constrainToolCalls says. Default `auto`.
+   */
+  toolChoice?: 'auto' | 'required' | { name: string };
+  /** false: at most one tool call per turn (decoded constrained, whatever constrainToolCalls says). Default true. */
+  parallelToolCalls?: boolean;
+  /**
+   * The answer is one JSON object: any (`json_object`) or one valid for `schema` (`json_schema`), decoded
+   * constrained (src/chat/tool-call-grammar.ts: compileJsonGrammar); with tools, the turn is either calls
+   * (decoded constrained, as toolChoice and parallelToolCalls allow) or that answer. Default: free text.
+   */
+  responseFormat?: { type: 'json_object' } | { type: 'json_schema'; schema: Record<string, unknown> };
   signal?: AbortSignal;
 }
 
@@ -154,6 +169,7 @@ export type ChatErrorCode =
   | 'INVALID_MESSAGE'
   | 'TEMPLATE_RENDER'
   | 'ENGINE_REQUEST'
+  | 'INVALID_REQUEST' // a setting the request cannot have: tool_choice naming no tool, a response schema the grammar cannot enforce
   | 'ADAPTER_EXISTS' // addAdapter: the name is served already (and replace was not asked for)
   | 'ADAPTER_NAME' // addAdapter: the name is the base model's
   | 'ADAPTER_PATH_NOT_FOUND' // addAdapter: nothing at the path
@@ -291,16 +307,62 @@ export class ChatEngine {
    * The constrained-decoding grammar of a tool list (cached per list): what generation used for a request with
    * these tools, and what training replays over the sampled tokens (src/chat/constrain.ts: replayMasks).
    */
-  toolCallConstrainer(tools: readonly { type?: string; function: { name: string; parameters?: unknown } }[]): ToolCallConstrainer {
+  toolCallConstrainer(tools: readonly { type?: string; function: { name: string; parameters?: unknown } }[], opts: ToolCallOptions = {}): ToolCallConstrainer {
     const list = tools.map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
-    const key = JSON.stringify(list);
+    const o = { require: opts.require === true, single: opts.single === true };
+    return this.cachedConstrainer(JSON.stringify([list, o.require, o.single]), (table) => new ToolCallConstrainer(table, list, o));
+  }
+
+  /**
+   * The constrained-decoding grammar of a response format (cached per schema). Throws ChatError
+   * (INVALID_REQUEST, param `response_format`) for a schema the grammar cannot enforce.
+   */
+  responseFormatConstrainer(
+    format: NonNullable<ChatTurnRequest['responseFormat']>,
+    tools: readonly { function: { name: string; parameters?: unknown } }[] = [],
+    opts: ToolCallOptions = {},
+  ): ToolCallConstrainer {
+    const schema = format.type === 'json_object' ? { type: 'object' } : format.schema;
+    const list = tools.map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
+    const o = { require: opts.require === true, single: opts.single === true };
+    return this.cachedConstrainer(JSON.stringify(['json', schema, list, o.require, o.single]), (table) => {
+      try {
+        return new ToolCallConstrainer(table, compileJsonGrammar(schema, list, o));
+      } catch (err) {
+        if (!(err instanceof UnsupportedSchema)) throw err;
+        throw new ChatError('INVALID_REQUEST', `response_format.json_schema.schema: ${err.message} cannot be enforced`, { param: 'response_format', cause: err });
+      }
+    });
+  }
+
+  private cachedConstrainer(key: string, make: (table: TokenTable) => ToolCallConstrainer): ToolCallConstrainer {
     let c = this.constrainers.get(key);
     if (!c) {
+      c = make(tokenTable(this.tokenizer, this.model.config.vocabSize ?? this.tokenizer.size));
       if (this.constrainers.size >= 16) this.constrainers.delete(this.constrainers.keys().next().value!);
-      c = new ToolCallConstrainer(tokenTable(this.tokenizer, this.model.config.vocabSize ?? this.tokenizer.size), list);
       this.constrainers.set(key, c);
     }
     return c;
+  }
+
+  /** The constraint a request decodes under, or null: its tool choice and response format, else constrainToolCalls. */
+  private requestConstrainer(req: ChatTurnRequest): ToolCallConstrainer | null {
+    const choice = req.toolChoice ?? 'auto';
+    if (!req.tools || req.tools.length === 0) {
+      if (choice !== 'auto') throw new ChatError('INVALID_REQUEST', 'tool_choice: a tool call cannot be required without tools', { param: 'tool_choice' });
+      return req.responseFormat ? this.responseFormatConstrainer(req.responseFormat) : null;
+    }
+    const single = req.parallelToolCalls === false;
+    let tools: readonly TemplateTool[] = req.tools;
+    if (typeof choice === 'object') {
+      tools = tools.filter((t) => t.function.name === choice.name);
+      if (tools.length === 0) throw new ChatError('INVALID_REQUEST', `tool_choice: no tool is named ${JSON.stringify(choice.name)}`, { param: 'tool_choice' });
+    }
+    const opts = { require: choice !== 'auto', single };
+    // Tools and a response format: the turn is calls, or the answer in that format.
+    if (req.responseFormat) return this.responseFormatConstrainer(req.responseFormat, tools, opts);
+    if (choice === 'auto' && !single) return (req.constrainToolCalls ?? this.opts.constrainToolCalls ?? false) ? this.toolCallConstrainer(req.tools) : null;
+    return this.toolCallConstrainer(tools, opts);
   }
 
   /**
@@ -601,9 +663,8 @@ export class ChatEngine {
       ...(s.topLogprobs ? { topLogprobs: s.topLogprobs } : {}),
     };
     const n = s.n ?? 1;
-    const constrain = req.constrainToolCalls ?? this.opts.constrainToolCalls ?? false;
     const parseTools = toolsEnabled(req);
-    const constrainer = parseTools && constrain ? this.toolCallConstrainer(req.tools) : null;
+    const constrainer = this.requestConstrainer(req);
     // The adapter stays loaded until this request ends, even when its route moves on to a newer one.
     this.routes.acquire(adapter);
     const generated = this.generateChoices(promptIds, adapter, sampling, n, stop, parseTools, constrainer, signal, emit).catch((err: unknown) => {

@@ -19,7 +19,7 @@ import { HfTokenizer } from './tokenizer.js';
 import { parseToolCalls } from './parse-tool-call.js';
 import { createRng } from '../util/rng.js';
 import { replayMasks, tokenTable, ToolCallConstrainer } from './constrain.js';
-import { FREE, isFree, type GrammarState } from './tool-call-grammar.js';
+import { compileJsonGrammar, FREE, isFree, startState, type GrammarState } from './tool-call-grammar.js';
 
 const MODEL = join(import.meta.dirname, '..', '..', 'fixtures', 'models', 'tiny-bookshop');
 const VOCAB = 1024;
@@ -148,4 +148,53 @@ describe('constrained tool calls on the Qwen3 tokenizer', () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 300_000);
+});
+
+describe('required calls and JSON answers, token by token', () => {
+  /** Draws tokens uniformly among the allowed ones until the turn may end; checks each set against brute force. */
+  function draw(c: ToolCallConstrainer, seed: number): { text: string; ended: boolean } {
+    const rng = createRng(seed);
+    const run = c.start();
+    let s = startState(c.grammar);
+    const drawn: number[] = [];
+    for (let k = 0; k < 400; k++) {
+      const m = run.allowed();
+      const allowed = m ? ids(m) : Array.from({ length: VOCAB }, (_, id) => id);
+      if (k % 5 === 0) expect(allowed).toEqual(Array.from({ length: VOCAB }, (_, id) => id).filter((id) => c.advanceState(s, id) !== null));
+      // Once the turn may end, end it (a textless token), as a model's end-of-turn would.
+      if (k > 0 && isFree(s)) return { text: tokenizer.decode(drawn, { skipSpecialTokens: true }), ended: true };
+      const tok = allowed[Math.floor(rng.next() * allowed.length)];
+      run.advance(tok);
+      drawn.push(tok);
+      s = c.advanceState(s, tok)!;
+    }
+    expect(run.deadEnd).toBe(false);
+    return { text: tokenizer.decode(drawn, { skipSpecialTokens: true }), ended: false };
+  }
+
+  it("tool_choice 'required' with one tool: the turn is exactly one call of it, valid for its schema", () => {
+    const c = new ToolCallConstrainer(tokenTable(tokenizer, VOCAB), [TOOLS[2]], { require: true, single: true });
+    const validate = new Ajv().compile(TOOLS[2].parameters);
+    let ended = 0;
+    for (let seed = 1; seed <= 12; seed++) {
+      const { text, ended: done } = draw(c, seed);
+      if (!done) continue;
+      ended++;
+      const parsed = parseToolCalls(text);
+      expect(parsed.toolCalls.map((t) => t.name), text).toEqual(['convert_price']);
+      expect(validate(JSON.parse(parsed.toolCalls[0].arguments)), text).toBe(true);
+    }
+    expect(ended).toBeGreaterThan(6);
+  });
+
+  it('response_format json_schema: the turn is one object valid for the schema', () => {
+    const schema = { type: 'object', properties: { n: { type: 'integer', minimum: 0, maximum: 9 }, tag: { enum: ['a', 'b'] } }, required: ['n', 'tag'], additionalProperties: false };
+    const c = new ToolCallConstrainer(tokenTable(tokenizer, VOCAB), compileJsonGrammar(schema));
+    const validate = new Ajv().compile(schema);
+    for (let seed = 1; seed <= 12; seed++) {
+      const { text, ended } = draw(c, seed);
+      expect(ended, text).toBe(true);
+      expect(validate(JSON.parse(text)), text).toBe(true);
+    }
+  });
 });

@@ -15,11 +15,15 @@
  * free text is sampled exactly as without the constraint. Tokens with no text (special tokens such as
  * `<|im_end|>`, ids past the tokenizer) may come only in free text: a turn cannot end inside a call.
  *
+ * The same machinery enforces what a request may ask beyond that (tool-call-grammar.ts): a turn that must open
+ * with a call (tool_choice `required`, or a named function with only that tool in the grammar), at most one call
+ * (parallel_tool_calls false), and a turn that is one JSON object of a schema (response_format).
+ *
  * Training replays the same constraint over the sampled tokens (`replayMasks`) to renormalise log π over the
  * same allowed sets the sampler used, so the GRPO ratio stays exact.
  */
 import type { HfTokenizer } from './tokenizer.js';
-import { compileToolCallGrammar, FREE, isFree, stateKey, step, type GrammarState, type ToolCallGrammar } from './tool-call-grammar.js';
+import { compileToolCallGrammar, isFree, startState, stateKey, step, type GrammarState, type ToolCallGrammar, type ToolCallOptions } from './tool-call-grammar.js';
 
 /** What the engine asks of a constraint (structurally TokenConstraint in src/engine/model.ts). */
 export interface ToolCallConstraint {
@@ -154,11 +158,13 @@ export class ToolCallConstrainer {
   readonly report: ConstrainReport;
   private readonly cache = new Map<string, Uint32Array | null>();
 
+  /** `grammar`: the tools (compiled here, with `opts`), or a grammar compiled already (compileJsonGrammar). */
   constructor(
     readonly table: TokenTable,
-    tools: readonly { name: string; parameters?: unknown }[],
+    grammar: readonly { name: string; parameters?: unknown }[] | ToolCallGrammar,
+    opts: ToolCallOptions = {},
   ) {
-    this.grammar = compileToolCallGrammar(tools);
+    this.grammar = isGrammar(grammar) ? grammar : compileToolCallGrammar(grammar, opts);
     const g = this.grammar.tools;
     this.report = {
       constrained: g.filter((t) => !t.unsupported).map((t) => t.name),
@@ -227,6 +233,10 @@ export class ToolCallConstrainer {
   }
 }
 
+function isGrammar(x: readonly { name: string }[] | ToolCallGrammar): x is ToolCallGrammar {
+  return !Array.isArray(x);
+}
+
 /** Which tokens are known to leave this state as it is (see TokenTable). */
 function invariantOf(s: GrammarState): 'free' | 'string' | null {
   const f = s.f;
@@ -244,9 +254,11 @@ function isFull(m: Uint32Array, vocabSize: number): boolean {
 
 /** One sample's walk through the grammar. */
 class ConstraintRun implements ToolCallConstraint {
-  private state: GrammarState | null = FREE;
+  private state: GrammarState | null;
   deadEnd = false;
-  constructor(private readonly constrainer: ToolCallConstrainer) {}
+  constructor(private readonly constrainer: ToolCallConstrainer) {
+    this.state = startState(constrainer.grammar);
+  }
 
   allowed(): Uint32Array | null {
     if (!this.state) return null;

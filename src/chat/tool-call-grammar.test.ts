@@ -6,7 +6,7 @@
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../util/rng.js';
-import { compileToolCallGrammar, FREE, isFree, step, type GrammarState, type ToolCallGrammar } from './tool-call-grammar.js';
+import { compileJsonGrammar, compileToolCallGrammar, FREE, isFree, startState, step, UnsupportedSchema, type GrammarState, type ToolCallGrammar } from './tool-call-grammar.js';
 
 const TOOLS = [
   {
@@ -209,5 +209,62 @@ describe('tool-call grammar', () => {
     }
     // Almost every walk ends within 3000 bytes (free strings end at a drawn quote).
     expect(finished).toBeGreaterThan(0.9 * 60 * TOOLS.length);
+  });
+});
+
+describe('required, single and JSON grammars', () => {
+  const ping = call('ping', '{}');
+  const ends = (g: ToolCallGrammar, text: string) => {
+    const s = walk(g, text, startState(g));
+    return s !== null && isFree(s);
+  };
+
+  it('required: the turn opens with a call (after whitespace) and cannot end before one', () => {
+    const g = compileToolCallGrammar(TOOLS, { require: true });
+    expect(ends(g, ping)).toBe(true);
+    expect(ends(g, `\n ${ping} then text ${ping}`)).toBe(true);
+    expect(walk(g, 'Sure, ', startState(g))).toBeNull();
+    expect(isFree(startState(g))).toBe(false); // no end-of-turn token before the call
+    expect(walk(g, ' '.repeat(17), startState(g))).toBeNull();
+  });
+
+  it('single: once a call has closed, no other opens; text may follow', () => {
+    const g = compileToolCallGrammar(TOOLS, { single: true });
+    expect(ends(g, `text ${ping} after <tool_ca`)).toBe(true);
+    expect(walk(g, `${ping}${ping}`)).toBeNull();
+    expect(walk(g, `${ping} <think>x</think> ${ping}`)).toBeNull();
+    const both = compileToolCallGrammar(TOOLS, { require: true, single: true });
+    expect(ends(both, ping)).toBe(true);
+    expect(walk(both, `${ping}\n${ping}`, startState(both))).toBeNull();
+  });
+
+  it('JSON: the whole turn is one object of the schema, then whitespace', () => {
+    const g = compileJsonGrammar({ type: 'object', properties: { a: { type: 'integer' }, b: { enum: ['x', 'y'] } }, required: ['a'], additionalProperties: false });
+    expect(ends(g, ' {"a": 3, "b": "y"}\n')).toBe(true);
+    expect(ends(g, '{"b": "x"')).toBe(false);
+    for (const bad of ['{"b": "x"}', 'Here: {"a": 1}', '{"a": 1} and', '{"a": 1, "c": 2}', '{"a": "1"}', ping]) expect(walk(g, bad, startState(g)), bad).toBeNull();
+    expect(isFree(walk(g, '{"a": 1', startState(g))!)).toBe(false); // the turn cannot end inside the object
+    const any = compileJsonGrammar({ type: 'object' });
+    expect(ends(any, '{"k": [1, {"z": null}], "s": "t"}')).toBe(true);
+    expect(walk(any, '[1]', startState(any))).toBeNull();
+  });
+
+  it('JSON with tools: the turn is calls (as the options allow) or the object, never both', () => {
+    const schema = { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] };
+    const g = compileJsonGrammar(schema, TOOLS);
+    expect(ends(g, '{"a": 1}')).toBe(true);
+    expect(ends(g, `${ping}\n${ping}`)).toBe(true);
+    expect(walk(g, `${ping} {"a": 1}`, startState(g))).toBeNull();
+    expect(walk(g, `<tool_cal {"a": 1}`, startState(g))).toBeNull();
+    const single = compileJsonGrammar(schema, TOOLS, { single: true });
+    expect(walk(single, `${ping}${ping}`, startState(single))).toBeNull();
+    const required = compileJsonGrammar(schema, TOOLS, { require: true });
+    expect(walk(required, '{"a": 1}', startState(required))).toBeNull();
+    expect(ends(required, ping)).toBe(true);
+  });
+
+  it('JSON: a schema it cannot enforce throws, naming the feature', () => {
+    expect(() => compileJsonGrammar({ type: 'object', properties: { a: { not: {} } } })).toThrow(UnsupportedSchema);
+    expect(() => compileJsonGrammar({ type: 'array', items: {} })).toThrow(/root that is not an object/);
   });
 });

@@ -18,6 +18,11 @@
  * Objects with declared properties take only those (as OpenAI's strict mode and xgrammar do); an object schema
  * with no properties takes any keys. Whitespace between tokens of the JSON is free up to 16 bytes at a time.
  *
+ * Two options make the call itself required: `require` (tool_choice `required` or a named function: the turn
+ * opens with a call, after at most 16 bytes of whitespace) and `single` (parallel_tool_calls false: once a call
+ * has closed, no other may open). A JSON grammar (`compileJsonGrammar`, for response_format) is the same
+ * machinery with the whole turn one JSON value of a schema, then whitespace, then the end of the turn.
+ *
  * States are immutable: a step returns a new state (or null: the byte cannot come next), so a state can be
  * kept, compared by `stateKey` and walked down many branches (the token trie) without copying.
  */
@@ -263,12 +268,47 @@ export interface ToolCallGrammar {
   tools: CompiledTool[];
   /** The `"name"` value: the JSON text of each tool's name. */
   names: SchemaNode;
+  /** The turn opens with a call (tool_choice `required` or a named function). */
+  require: boolean;
+  /** At most one call per turn (parallel_tool_calls false). */
+  single: boolean;
+  /** Set for a JSON grammar: the whole turn is one value of this node (no tool calls). */
+  doc?: SchemaNode;
+  /** Keywords of a JSON grammar's schema not enforced. */
+  relaxed?: string[];
+}
+
+/** How the calls of a turn are constrained beyond their schemas. Both default false. */
+export interface ToolCallOptions {
+  /** The turn must open with a call. */
+  require?: boolean;
+  /** No second call once one has closed. */
+  single?: boolean;
+}
+
+/**
+ * The grammar of a turn that is one JSON value of `schema` (response_format `json_schema`; `json_object` is
+ * `{type: 'object'}`), or, with `tools`, a turn of calls as `opts` allow them (then the object comes in a later
+ * turn, after their results). Throws UnsupportedSchema naming a feature it cannot
+ * enforce: a response format is a promise to the caller, so it is refused rather than relaxed to any object.
+ */
+export function compileJsonGrammar(schema: unknown, tools: readonly { name: string; parameters?: unknown }[] = [], opts: ToolCallOptions = {}): ToolCallGrammar {
+  // One id counter for the tools' nodes and the answer's: state keys tell nodes apart by id.
+  const ids = { next: 1 };
+  const g = compileTools(tools, opts, ids);
+  const c = new Compiler((schema && typeof schema === 'object' ? schema : {}) as Record<string, unknown>, ids);
+  const doc = c.compile(schema);
+  if (doc.t !== 'obj') throw new UnsupportedSchema('a root that is not an object');
+  return { ...g, doc, relaxed: [...c.relaxed].sort() };
 }
 
 /** Compiles each tool's input schema; never throws (an unsupported schema falls back to any object). */
-export function compileToolCallGrammar(tools: readonly { name: string; parameters?: unknown }[]): ToolCallGrammar {
+export function compileToolCallGrammar(tools: readonly { name: string; parameters?: unknown }[], opts: ToolCallOptions = {}): ToolCallGrammar {
+  return compileTools(tools, opts, { next: 1 });
+}
+
+function compileTools(tools: readonly { name: string; parameters?: unknown }[], opts: ToolCallOptions, ids: { next: number }): ToolCallGrammar {
   const anyObject: SchemaNode = { id: -1, t: 'obj', props: [], requiredCount: 0, extra: ANY };
-  const ids = { next: 1 };
   const compiled = tools.map((t): CompiledTool => {
     const schema = t.parameters ?? { type: 'object', properties: {} };
     const c = new Compiler((schema && typeof schema === 'object' ? schema : {}) as Record<string, unknown>, ids);
@@ -281,15 +321,25 @@ export function compileToolCallGrammar(tools: readonly { name: string; parameter
       return { name: t.name, args: anyObject, unsupported: err.message, relaxed: [] };
     }
   });
-  return { tools: compiled, names: { id: 0, t: 'lit', values: compiled.map((t) => enc(JSON.stringify(t.name))) } };
+  return {
+    tools: compiled, names: { id: 0, t: 'lit', values: compiled.map((t) => enc(JSON.stringify(t.name))) },
+    require: opts.require === true, single: opts.single === true,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // States: a stack of frames, each an immutable object
 
 type Frame =
-  /** Free text; a, b, c: bytes matched of `<tool_call>`, `<think>`, `</think>`. */
-  | { k: 'free'; think: boolean; a: number; b: number; c: number }
+  /** Free text; a, b, c: bytes matched of `<tool_call>`, `<think>`, `</think>`; shut: no call may open (single, one made). */
+  | { k: 'free'; think: boolean; a: number; b: number; c: number; shut?: true }
+  /** The start of a turn that must open with a call: ws bytes of whitespace, then p bytes of `<tool_call>`. */
+  | { k: 'open'; ws: number; p: number }
+  /**
+   * A JSON turn: ph 0 before the value, 1 after it (ws: whitespace bytes so far). Before the value, with tools:
+   * p bytes of `<tool_call>` so far; called once a call has closed.
+   */
+  | { k: 'doc'; ph: number; ws: number; p: number; called: boolean }
   /** The call: item i of CALL_ITEMS, p bytes into it (literal) or whitespace bytes so far; tool once named. */
   | { k: 'call'; i: number; p: number; tool: number }
   /**
@@ -326,9 +376,18 @@ const THINK_CLOSE = enc('</think>');
 /** The state at the start of an assistant turn: free text, outside any think block. */
 export const FREE: GrammarState = { f: { k: 'free', think: false, a: 0, b: 0, c: 0 }, up: null };
 
-/** True when the state is free text (stop tokens and other text-less tokens may come only here). */
+/** The state at the start of an assistant turn under a grammar (FREE unless a call is required or it is JSON). */
+export function startState(g: ToolCallGrammar): GrammarState {
+  if (g.doc) return { f: { k: 'doc', ph: 0, ws: 0, p: 0, called: false }, up: null };
+  return g.require ? { f: { k: 'open', ws: 0, p: 0 }, up: null } : FREE;
+}
+
+/**
+ * True when the turn may end here: free text, after a JSON turn's value, or after a JSON turn's calls (stop tokens
+ * and other text-less tokens may come only here).
+ */
 export function isFree(s: GrammarState): boolean {
-  return s.f.k === 'free';
+  return s.f.k === 'free' || (s.f.k === 'doc' && (s.f.ph === 1 || (s.f.called && s.f.p === 0)));
 }
 
 // What a frame does with a byte.
@@ -347,7 +406,7 @@ export function step(g: ToolCallGrammar, s: GrammarState, b: number): GrammarSta
     if (r.r === 'stay') return r.f === s.f ? s : { f: r.f, up: s.up };
     if (r.r === 'push') return { f: r.child, up: { f: r.f, up: s.up } };
     const parent = s.up!;
-    const f = childDone(parent.f, r.result);
+    const f = childDone(g, parent.f, r.result);
     if (f === DEAD) return null;
     s = { f, up: parent.up };
     if (r.r === 'done') return s;
@@ -365,15 +424,34 @@ function stepFrame(g: ToolCallGrammar, f: Frame, b: number): Step | null {
     case 'free': {
       if (f.think) {
         const c = matchTag(THINK_CLOSE, f.c, b);
-        const next = c === THINK_CLOSE.length ? { k: 'free' as const, think: false, a: 0, b: 0, c: 0 } : c === f.c && c === 0 ? f : { ...f, c };
+        const next = c === THINK_CLOSE.length ? { k: 'free' as const, think: false, a: 0, b: 0, c: 0, ...(f.shut ? { shut: true as const } : {}) } : c === f.c && c === 0 ? f : { ...f, c };
         return { r: 'stay', f: next };
       }
       const a = matchTag(OPEN, f.a, b);
-      if (a === OPEN.length) return { r: 'push', f: { k: 'free', think: false, a: 0, b: 0, c: 0 }, child: { k: 'call', i: 0, p: 0, tool: -1 } };
+      if (a === OPEN.length) return f.shut ? DEAD : { r: 'push', f: { k: 'free', think: false, a: 0, b: 0, c: 0 }, child: { k: 'call', i: 0, p: 0, tool: -1 } };
       const tb = matchTag(THINK_OPEN, f.b, b);
-      if (tb === THINK_OPEN.length) return { r: 'stay', f: { k: 'free', think: true, a: 0, b: 0, c: 0 } };
+      if (tb === THINK_OPEN.length) return { r: 'stay', f: { k: 'free', think: true, a: 0, b: 0, c: 0, ...(f.shut ? { shut: true as const } : {}) } };
       if (a === 0 && tb === 0 && f.a === 0 && f.b === 0) return { r: 'stay', f };
       return { r: 'stay', f: { ...f, a, b: tb } };
+    }
+    case 'open': {
+      if (f.p === 0 && isWs(b)) return f.ws < WS_MAX ? { r: 'stay', f: { ...f, ws: f.ws + 1 } } : DEAD;
+      if (OPEN[f.p] !== b) return DEAD;
+      if (f.p + 1 < OPEN.length) return { r: 'stay', f: { ...f, p: f.p + 1 } };
+      return { r: 'push', f: { k: 'free', think: false, a: 0, b: 0, c: 0 }, child: { k: 'call', i: 0, p: 0, tool: -1 } };
+    }
+    case 'doc': {
+      if (f.p > 0 || (f.ph === 0 && b === OPEN[0] && g.tools.length > 0 && !(g.single && f.called))) {
+        // A call before the answer: `<tool_call>` whole, then the call.
+        if (OPEN[f.p] !== b) return DEAD;
+        if (f.p + 1 < OPEN.length) return { r: 'stay', f: { ...f, p: f.p + 1 } };
+        return { r: 'push', f: { ...f, ws: 0, p: 0, called: true }, child: { k: 'call', i: 0, p: 0, tool: -1 } };
+      }
+      if (isWs(b)) return f.ws < WS_MAX ? { r: 'stay', f: { ...f, ws: f.ws + 1 } } : DEAD;
+      // A turn of calls ends with them: the answer comes in a later turn, after their results (so never with
+      // tool_choice required).
+      const child = f.ph === 0 && !f.called && !g.require ? startValue(g.doc!, b) : null;
+      return child ? { r: 'push', f: { ...f, ph: 1, ws: 0 }, child } : DEAD;
     }
     case 'call': {
       const item = CALL_ITEMS[f.i];
@@ -464,10 +542,12 @@ const ANY_UNION: SchemaNode = {
 };
 
 /** A child value finished: the parent moves on. */
-function childDone(f: Frame, result: number): Frame | null {
+function childDone(g: ToolCallGrammar, f: Frame, result: number): Frame | null {
   switch (f.k) {
     case 'free':
-      return { k: 'free', think: false, a: 0, b: 0, c: 0 };
+      return { k: 'free', think: false, a: 0, b: 0, c: 0, ...(g.single ? { shut: true as const } : {}) };
+    case 'doc':
+      return f;
     case 'call': {
       // The name's literal reports which tool it named; the arguments follow that tool's schema.
       const item = CALL_ITEMS[f.i];
@@ -673,7 +753,9 @@ function viable(f: Extract<Frame, { k: 'num' }>): boolean {
 
 function frameKey(f: Frame): string {
   switch (f.k) {
-    case 'free': return `F${f.think ? 1 : 0}.${f.a}.${f.b}.${f.c}`;
+    case 'free': return `F${f.think ? 1 : 0}.${f.a}.${f.b}.${f.c}${f.shut ? 'x' : ''}`;
+    case 'open': return `P${f.ws}.${f.p}`;
+    case 'doc': return `D${f.ph}.${f.ws}.${f.p}.${f.called ? 1 : 0}`;
     case 'call': return `C${f.i}.${f.p}.${f.tool}`;
     case 'obj': return `O${f.n.id}.${f.ph}.${f.ws}.${f.seen}.${f.kpos}.${f.cands.join(',')}.${f.cur}`;
     case 'arr': return `A${f.n.id}.${f.ph}.${f.ws}.${f.count}`;

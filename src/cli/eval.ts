@@ -1,12 +1,16 @@
 /**
- * `mcprl eval <target> --scenarios DIR --model-base-url URL --model NAME`: run an agent on scenarios, score
- * the attempts (checks, RULER, or a blend) and report; trajectories.jsonl and summary.json go to --out.
+ * `mcprl eval <target> --scenarios DIR --model-base-url URL --model NAME` (a served model) or `--model DIR
+ * [--adapter DIR]` (a Hugging Face folder run in-process, as `mcprl mcp`'s evaluate does): run an agent on
+ * scenarios, score the attempts (checks, RULER, or a blend) and report; trajectories.jsonl and summary.json go to --out.
  */
+import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { EvalOutputDir, formatEvalSummary, runEval, summarizeEval } from '../eval/evaluate.js';
-import { OpenAIPolicy } from '../agent/policy.js';
+import { EnginePolicy } from '../agent/engine-policy.js';
+import { OpenAIPolicy, type Policy } from '../agent/policy.js';
+import { ChatEngine } from '../chat/chat-engine.js';
 import { EVAL_ROLLOUT_DEFAULTS, RolloutSettingsSchema } from '../agent/rollout-settings.js';
 import { McpConnectError, refusedWrites, SandboxError } from '../mcp/index.js';
 import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/blend.js';
@@ -20,8 +24,10 @@ interface EvalCliOptions extends TargetCliOptions {
   scenarios: string;
   split: 'train' | 'val' | 'test' | 'all';
   limit?: number;
-  modelBaseUrl: string;
+  modelBaseUrl?: string;
   model: string;
+  adapter?: string;
+  chatTemplateKwargs?: Record<string, unknown>;
   modelApiKeyEnv: string;
   judgeBaseUrl?: string;
   judgeModel?: string;
@@ -62,6 +68,17 @@ async function loadScenarios(where: string, split: EvalCliOptions['split']): Pro
   return all;
 }
 
+function jsonObject(text: string): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    v = undefined;
+  }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new InvalidArgumentError('expected a JSON object');
+  return v as Record<string, unknown>;
+}
+
 function apiKey(envName: string): string | undefined {
   const v = process.env[envName];
   return v && v.trim() !== '' ? v : undefined;
@@ -75,8 +92,10 @@ export function registerEval(program: Command): Command {
     .requiredOption('--scenarios <path>', 'scenario set folder (train.jsonl + val.jsonl) or one .jsonl file')
     .addOption(new Option('--split <split>', 'which scenarios of a set folder to run').choices(['train', 'val', 'test', 'all']).default('all'))
     .option('--limit <n>', 'only the first N scenarios', positiveInt('scenarios'))
-    .requiredOption('--model-base-url <url>', 'OpenAI-compatible endpoint of the policy, e.g. http://localhost:8000/v1')
-    .requiredOption('--model <name>', 'model name at that endpoint')
+    .option('--model-base-url <url>', 'OpenAI-compatible endpoint of the policy, e.g. http://localhost:8000/v1 (default: run --model in-process)')
+    .requiredOption('--model <name|dir>', 'model name at --model-base-url, or without it a Hugging Face model folder run in-process')
+    .option('--adapter <dir>', 'in-process only: a PEFT LoRA adapter folder (a run checkpoint, `mcprl export`) applied to --model')
+    .option('--chat-template-kwargs <json>', 'chat template variables for every turn, e.g. \'{"enable_thinking": false}\' (sent as chat_template_kwargs to a served model)', jsonObject)
     .option('--model-api-key-env <var>', 'environment variable holding the policy API key', 'OPENAI_API_KEY')
     .option('--judge-base-url <url>', 'OpenAI-compatible endpoint of the RULER judge')
     .option('--judge-model <name>', 'judge model name')
@@ -106,6 +125,8 @@ export function registerEval(program: Command): Command {
 Examples:
   mcprl eval --scenarios runs/bookshop/scenarios --model-base-url http://localhost:8000/v1 --model qwen3 \\
     -- node --import tsx fixtures/server/main.ts
+  mcprl eval --scenarios runs/bookshop/scenarios --model fixtures/models/tiny-bookshop --adapter runs/bookshop/adapter \\
+    -- node --import tsx fixtures/server/main.ts
   mcprl eval https://example.com/mcp --scenarios scen/ --model-base-url https://api.openai.com/v1 --model gpt-4.1-mini \\
     --judge-base-url https://api.openai.com/v1 --judge-model o4-mini --rollouts 4 --reward blend`,
   );
@@ -117,6 +138,14 @@ Examples:
         throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
       }
       const reward = resolveRewardMode(opts.reward, hasJudge, 'add --judge-base-url and --judge-model');
+      const inProcess = opts.modelBaseUrl === undefined;
+      if (inProcess && !existsSync(path.join(opts.model, 'config.json'))) {
+        throw new InvalidArgumentError(`--model ${opts.model}: not a Hugging Face model folder (no config.json); give --model-base-url to evaluate a served model`);
+      }
+      if (!inProcess && opts.adapter !== undefined) throw new InvalidArgumentError('--adapter applies to an in-process --model; a served model names its adapter in --model');
+      if (opts.adapter !== undefined && !existsSync(path.join(opts.adapter, 'adapter_config.json'))) {
+        throw new InvalidArgumentError(`--adapter ${opts.adapter}: not a PEFT adapter folder (no adapter_config.json)`);
+      }
       let scenarios = await loadScenarios(opts.scenarios, opts.split);
       if (opts.limit !== undefined) scenarios = scenarios.slice(0, opts.limit);
       if (scenarios.length === 0) throw new InvalidArgumentError(`no scenarios in ${opts.scenarios} (split ${opts.split})`);
@@ -146,7 +175,14 @@ Examples:
       };
       process.once('SIGINT', onSignal);
       process.once('SIGTERM', onSignal);
-      const policy = new OpenAIPolicy({ baseURL: opts.modelBaseUrl, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv) });
+      // In-process: the engine answers the rollout loop directly, as `mcprl mcp`'s evaluate runs it.
+      const engine = inProcess ? await ChatEngine.load(opts.model, opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}) : undefined;
+      const policy: Policy = engine
+        ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName, ...(opts.chatTemplateKwargs ? { chatTemplateKwargs: opts.chatTemplateKwargs } : {}) })
+        : new OpenAIPolicy({
+            baseURL: opts.modelBaseUrl!, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv),
+            ...(opts.chatTemplateKwargs ? { extraBody: { chat_template_kwargs: opts.chatTemplateKwargs } } : {}),
+          });
       const judge = hasJudge
         ? new OpenAIJudge({ baseURL: opts.judgeBaseUrl!, model: opts.judgeModel!, apiKey: apiKey(opts.judgeApiKeyEnv), timeoutMs: opts.judgeTimeout })
         : undefined;
@@ -186,7 +222,7 @@ Examples:
               const state = t.error ? `error: ${t.error}` : t.metrics.completed ? 'completed' : 'unfinished';
               process.stderr.write(`[${done}/${total}] ${t.id}: ${state}, ${t.metrics.turns} turns${checks}\n`);
             },
-      });
+      }).finally(() => engine?.close());
       process.removeListener('SIGINT', onSignal);
       process.removeListener('SIGTERM', onSignal);
       // The summary covers every finished scenario, this run's and (with --resume) the earlier ones, in order.

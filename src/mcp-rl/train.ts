@@ -169,9 +169,11 @@ export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
       if (v.lost !== null) throw new McprlError('TRAIN_VALIDATION_INFRA', `validation of the untrained model (step 0): ${v.lost}; nothing was recorded`);
       const row: Record<string, unknown> = { step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } };
       if (testSet.length > 0) row.test_success = await test(0, policyModel.inferenceName);
+      // maxSteps 0: step 0 is the run's last, so it reports as a last step does (the selected checkpoint is step 0).
+      if (c.maxSteps === 0 && testSet.length > 0) Object.assign(row, { test_success_best: row.test_success, best_step: 0 });
       metrics.push(row);
       await run.writeMetrics(metrics);
-      state = { step: 0, bestStep: 0, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0 };
+      state = { step: 0, bestStep: 0, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0, ...(c.maxSteps === 0 ? { stopped: 'max_steps' as const } : {}) };
       await run.commit(state);
       log(`step 0: validation success ${pct(v.success_rate)}` + (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)}` : '') + ' (untrained)');
     }

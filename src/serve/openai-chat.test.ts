@@ -17,10 +17,15 @@ describe('parseChatRequest', () => {
   it('rejects invalid requests with ChatRequestError (400) naming the field', () => {
     expect(refusal(null)).toMatchObject({ status: 400 });
     expect(refusal({ model: 'm', messages: [{ role: 'robot', content: 'x' }] })).toMatchObject({ status: 400, param: 'messages.0.role' });
-    expect(refusal({ model: 'm', messages, tool_choice: { type: 'function', function: { name: 'f' } } })).toMatchObject({
-      status: 400,
-      param: 'tool_choice',
-    });
+    expect(refusal({ model: 'm', messages, tool_choice: { type: 'function', function: {} } })).toMatchObject({ status: 400, param: 'tool_choice' });
+    expect(refusal({ model: 'm', messages, response_format: { type: 'json_schema' } })).toMatchObject({ status: 400, param: 'response_format.json_schema' });
+    // Fields the server would not apply are refused by name, unless they change nothing.
+    expect(refusal({ model: 'm', messages, guided_json: {} })).toMatchObject({ status: 400, param: 'guided_json', code: 'unsupported_parameter' });
+    expect(refusal({ model: 'm', messages, constructor: 1 })).toMatchObject({ status: 400, param: 'constructor' });
+    expect(refusal({ model: 'm', messages, frequency_penalty: 1 })).toMatchObject({ status: 400, param: 'frequency_penalty' });
+    expect(parseChatRequest({ model: 'm', messages, frequency_penalty: 0, user: 'u', stream_options: null })).toMatchObject({ model: 'm' });
+    expect(refusal({ model: 'm', messages, mcprl_sampler_logprobs: true, tool_choice: 'required' })).toMatchObject({ status: 400, param: 'tool_choice' });
+    expect(refusal({ model: 'm', messages, mcprl_sampler_logprobs: true, response_format: { type: 'json_object' } })).toMatchObject({ status: 400, param: 'response_format' });
     expect(refusal({ model: 'm', messages, top_logprobs: 2 })).toMatchObject({ status: 400, param: 'top_logprobs' });
     expect(refusal({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] })).toBeInstanceOf(
       ChatRequestError,

@@ -16,8 +16,9 @@ export const MAX_TOP_LOGPROBS = 20;
 
 // ---------------------------------------------------------------------------------------------------------
 // Request schema: the subset of OpenAI's chat-completions request mcprl serves, plus vLLM's `top_k`,
-// `chat_template_kwargs`, `return_tokens_as_token_ids` and `return_token_ids`. Fields not listed are ignored, as
-// OpenAI-compatible servers commonly do.
+// `chat_template_kwargs`, `return_tokens_as_token_ids` and `return_token_ids`. A field not listed is refused
+// (400 naming it) unless it is one of HARMLESS_FIELDS, or one of NO_OP_FIELDS at the value that changes
+// nothing: a setting the server does not apply is never silently dropped.
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
 const contentSchema = z.union([z.string(), z.array(textPart)]).nullish();
@@ -56,9 +57,35 @@ export const chatRequestSchema = z.object({
   model: z.string().min(1),
   messages: z.array(chatMessageSchema).min(1),
   tools: z.array(toolSchema).nullish(),
-  /** `auto` (default) or `none`; `required` and named functions are not supported. */
+  /**
+   * `auto` (default: the model decides), `none` (the tools are neither shown nor parsed), `required` (the turn
+   * opens with a call of one of the tools) or `{type: 'function', function: {name}}` (with a call of that tool).
+   * `required` and a named function decode constrained to the tools' schemas.
+   */
   tool_choice: z
-    .union([z.enum(['auto', 'none', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })])
+    .union([z.enum(['auto', 'none', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string().min(1) }) })])
+    .nullish(),
+  /** false: at most one tool call per answer (decoded constrained). Default true. */
+  parallel_tool_calls: z.boolean().nullish(),
+  /**
+   * `text` (default), `json_object` (the answer is one JSON object) or `json_schema` (one JSON object valid for
+   * `json_schema.schema`; without a schema, any object), decoded constrained; with tools, an answer is either
+   * tool calls or that object. A schema feature the decoder cannot enforce is a 400.
+   */
+  response_format: z
+    .discriminatedUnion('type', [
+      z.object({ type: z.literal('text') }),
+      z.object({ type: z.literal('json_object') }),
+      z.object({
+        type: z.literal('json_schema'),
+        json_schema: z.object({
+          name: z.string().min(1).max(64),
+          description: z.string().nullish(),
+          schema: z.record(z.string(), z.unknown()).nullish(),
+          strict: z.boolean().nullish(),
+        }),
+      }),
+    ])
     .nullish(),
   /** Completions to sample from the one prompt. Default 1. */
   n: z.number().int().min(1).max(64).nullish(),
@@ -99,6 +126,18 @@ export const chatRequestSchema = z.object({
   mcprl_sampler_logprobs: z.boolean().nullish(),
 });
 
+/** Fields accepted and not applied, because they change nothing about the answer. */
+export const HARMLESS_FIELDS: ReadonlySet<string> = new Set(['user', 'metadata', 'store', 'service_tier', 'prompt_cache_key', 'safety_identifier']);
+
+/** Fields accepted at the value that changes nothing (what clients send as their default); any other value is a 400. */
+export const NO_OP_FIELDS: Readonly<Record<string, (v: unknown) => boolean>> = {
+  frequency_penalty: (v) => v === 0,
+  presence_penalty: (v) => v === 0,
+  logit_bias: (v) => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0,
+  modalities: (v) => Array.isArray(v) && v.length === 1 && v[0] === 'text',
+  functions: (v) => Array.isArray(v) && v.length === 0,
+};
+
 export type ChatRequest = z.input<typeof chatRequestSchema>;
 type ParsedChatRequest = z.output<typeof chatRequestSchema>;
 
@@ -132,6 +171,15 @@ export function toRequestError(err: unknown): unknown {
 
 /** Validates a request body; throws ChatRequestError (400) naming the offending field. */
 export function parseChatRequest(body: unknown): ParsedChatRequest {
+  if (body && typeof body === 'object' && !Array.isArray(body)) {
+    for (const [k, v] of Object.entries(body)) {
+      // null is what an unset field is sent as by some clients; it asks for nothing.
+      const noOp = Object.hasOwn(NO_OP_FIELDS, k) ? NO_OP_FIELDS[k] : undefined;
+      if (Object.hasOwn(chatRequestSchema.shape, k) || HARMLESS_FIELDS.has(k) || v === null || v === undefined || noOp?.(v)) continue;
+      const what = noOp ? `${k}: only the value that changes nothing is supported` : `${k}: not supported by this server`;
+      throw new ChatRequestError(400, `Unsupported parameter: ${what}`, { param: k, code: 'unsupported_parameter' });
+    }
+  }
   // The first invalid field only: a body of millions of bad elements is not millions of issues.
   const r = safeParseFirst(chatRequestSchema, body);
   if (!r.success) {
@@ -140,8 +188,11 @@ export function parseChatRequest(body: unknown): ParsedChatRequest {
     throw new ChatRequestError(400, param ? `Invalid request: ${param}: ${issue.message}` : `Invalid request: ${issue.message}`, { param });
   }
   const req = r.data;
-  if (req.tool_choice !== undefined && req.tool_choice !== null && req.tool_choice !== 'auto' && req.tool_choice !== 'none') {
-    throw new ChatRequestError(400, "tool_choice: only 'auto' and 'none' are supported", { param: 'tool_choice' });
+  // A trainer replays the tool-call constraint of a plain request over the sampled tokens (src/train/tokenize.ts);
+  // the recorded turn does not say which other constraint was used, so logprobs of one could not be trained on exactly.
+  if (req.mcprl_sampler_logprobs) {
+    const forced = (req.tool_choice === 'required' || typeof req.tool_choice === 'object') ? 'tool_choice' : req.parallel_tool_calls === false ? 'parallel_tool_calls' : req.response_format && req.response_format.type !== 'text' ? 'response_format' : null;
+    if (forced) throw new ChatRequestError(400, `${forced}: not supported together with mcprl_sampler_logprobs (training replays only the plain tool-call constraint)`, { param: forced });
   }
   if (req.top_logprobs && req.logprobs !== true) {
     throw new ChatRequestError(400, 'when using `top_logprobs`, `logprobs` must be set to true', { param: 'top_logprobs' });
@@ -155,12 +206,20 @@ export function toTurnRequest(req: ParsedChatRequest, signal?: AbortSignal): Cha
   const tools = req.tools && req.tools.length > 0 && req.tool_choice !== 'none' ? (req.tools as TemplateTool[]) : undefined;
   const stop = req.stop === undefined || req.stop === null ? undefined : Array.isArray(req.stop) ? req.stop : [req.stop];
   const maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
+  const choice = req.tool_choice;
+  const toolChoice = typeof choice === 'object' && choice !== null ? { name: choice.function.name } : choice === 'required' ? ('required' as const) : undefined;
+  const rf = req.response_format;
+  const responseFormat =
+    rf?.type === 'json_schema' && rf.json_schema.schema ? { type: 'json_schema' as const, schema: rf.json_schema.schema } : rf && rf.type !== 'text' ? { type: 'json_object' as const } : undefined;
   return {
     model: req.model,
     messages: req.messages.map(toTurnMessage),
     ...(tools ? { tools } : {}),
     ...(req.chat_template_kwargs ? { chatTemplateKwargs: req.chat_template_kwargs } : {}),
     ...(req.constrain_tool_calls !== undefined && req.constrain_tool_calls !== null ? { constrainToolCalls: req.constrain_tool_calls } : {}),
+    ...(toolChoice ? { toolChoice } : {}),
+    ...(tools && req.parallel_tool_calls === false ? { parallelToolCalls: false } : {}),
+    ...(responseFormat ? { responseFormat } : {}),
     sampling: {
       ...(req.n !== undefined && req.n !== null ? { n: req.n } : {}),
       ...(req.temperature !== undefined && req.temperature !== null ? { temperature: req.temperature } : {}),

@@ -47,8 +47,8 @@ export const TrainSettingsSchema = z.object({
   loss: PolicyLossSchema.default('grpo').describe('policy loss'),
   /** KL coefficient β against the base model (k3 estimator; 0 runs no reference forward). Default 0. */
   beta: z.number().nonnegative().default(0).describe('KL coefficient against the base model'),
-  /** Training steps at most. Default 20. */
-  maxSteps: z.number().int().positive().default(20).describe('training steps at most'),
+  /** Training steps at most; 0 checks the scenario set and measures step 0 (validation, test) without training. Default 20. */
+  maxSteps: z.number().int().nonnegative().default(20).describe('training steps at most (0: check the set and measure step 0 only)'),
   /** Validate every this many steps (and after the last). Default 2. */
   evalEvery: z.number().int().positive().default(2).describe('validate every N steps'),
   /** Stop after this many validations without improvement. Default 3. */
