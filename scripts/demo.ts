@@ -117,7 +117,7 @@ async function demo(seed: string, run: string, rollout: string[]): Promise<void>
     '--runs-dir', values['runs-dir']!,
     '--seed', seed,
     '--max-steps', values['max-steps']!,
-    // Tuned for the tiny model (seeds 1-3 measured; see README): 8 attempts per scenario give more groups whose
+    // Tuned for the tiny model (seeds 1-3 measured; see docs/benchmarks.md): 8 attempts per scenario give more groups whose
     // rewards differ; sampling above the model's own distribution spreads a group's attempts so that fewer groups
     // score all alike (seed 1: 28 % of groups at temperature 1.2, 38-40 % at 1, 63 % at 0.7 on an earlier model;
     // test gain +41.7 at 1.2, +43.8 and +50.0 at 1); two optimiser steps per batch; 4 turns of at most 128 tokens
@@ -131,7 +131,7 @@ async function demo(seed: string, run: string, rollout: string[]): Promise<void>
     // A whole step's rollouts (8 × 8) in flight at once: the engine decodes them as one batch, faster per token;
     // decoding is batch-invariant, so the figures are those of any other concurrency.
     '--concurrency', '64',
-    // Measured on seeds 1-3 against the same settings without them (README): tool calls decoded valid by
+    // Measured on seeds 1-3 against the same settings without them (docs/benchmarks.md): tool calls decoded valid by
     // construction, logprobs at the temperature that sampled, scenarios drawn by pass rate, and groups without
     // signal replaced within the step (up to 2 rounds).
     '--constrain-tool-calls',
@@ -140,7 +140,7 @@ async function demo(seed: string, run: string, rollout: string[]): Promise<void>
     // A scenario whose last group was solved by every attempt, or whose last two groups scored all alike, is drawn
     // only at the curriculum's floor until it scores differently: once the model solves most of its 96 tasks,
     // revisits of scenarios whose last group scored alike were 18 % of the groups and 71 % of them scored all alike
-    // again (seeds 1-3); with it 22.5 % of groups scored alike, against 30.0 % (README).
+    // again (seeds 1-3); with it 22.5 % of groups scored alike, against 30.0 % (docs/benchmarks.md).
     '--curriculum-retire-after', '2',
     '--resample-rounds', '2',
     ...deviceArgs,

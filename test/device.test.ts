@@ -47,9 +47,9 @@ describe('the device option', () => {
     expect(TrainSettingsSchema.safeParse({ device: 'gpu' }).success).toBe(false);
   });
 
-  it('is --device cpu|cuda|auto on train, serve, backend and mcp, with the schema\'s choices and default', () => {
+  it('is --device cpu|cuda|auto on train, serve, eval, backend and mcp, with the schema\'s choices and default', () => {
     const program = buildProgram();
-    for (const name of ['train', 'serve', 'backend', 'mcp']) {
+    for (const name of ['train', 'serve', 'eval', 'backend', 'mcp']) {
       const cmd = program.commands.find((c: Command) => c.name() === name)!;
       const opt = cmd.options.find((o) => o.long === '--device');
       expect(opt, name).toBeDefined();
@@ -220,6 +220,14 @@ describe('the commands fail before any run folder or server exists', () => {
     expect(cuda.status).toBe(1);
     expect(cuda.stderr).toMatch(/^mcprl train: --device cuda cannot run: the CUDA library is not built/m);
     expect(existsSync(path.join(runs, 'd'))).toBe(false);
+  });
+
+  it('mcprl eval --model DIR --device cuda exits 1 with one line, and its output folder does not exist', () => {
+    const out = path.join(tmp, 'eval-out');
+    const r = cli(['eval', '--model', TINY, '--scenarios', 'fixtures/scenarios/bookshop', '--out', out, '--device', 'cuda', '--', process.execPath, '--import', 'tsx', 'fixtures/server/main.ts'], noLibrary());
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^mcprl eval: --device cuda cannot run: the CUDA library is not built \(/)]);
+    expect(existsSync(out)).toBe(false);
   });
 
   it('mcprl serve --device cuda exits non-zero before listening', () => {

@@ -11,6 +11,7 @@ import { EvalOutputDir, formatEvalSummary, runEval, summarizeEval } from '../eva
 import { EnginePolicy } from '../agent/engine-policy.js';
 import { OpenAIPolicy, type Policy } from '../agent/policy.js';
 import { ChatEngine } from '../chat/chat-engine.js';
+import { chooseDevice, describeDevice, DeviceOptionsSchema, type Device } from '../engine/device.js';
 import { EVAL_ROLLOUT_DEFAULTS, RolloutSettingsSchema } from '../agent/rollout-settings.js';
 import { McpConnectError, refusedWrites, SandboxError } from '../mcp/index.js';
 import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/blend.js';
@@ -18,9 +19,11 @@ import { DEFAULT_JUDGE_TIMEOUT_MS, OpenAIJudge } from '../ruler/judge.js';
 import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
 import { checkUniqueIds, loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { numberParser } from './parse-number.js';
+import { addSchemaOptions } from './schema-options.js';
 import { addTargetOptions, connectOptionsFromCli, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
 interface EvalCliOptions extends TargetCliOptions {
+  device?: Device;
   scenarios: string;
   split: 'train' | 'val' | 'test' | 'all';
   limit?: number;
@@ -118,6 +121,7 @@ export function registerEval(program: Command): Command {
     .option('--out <dir>', 'output folder (default runs/eval-<timestamp>)')
     .option('--resume', 'finish the eval in --out: scenarios whose groups it already holds are skipped')
     .option('--json', 'print the summary as JSON');
+  addSchemaOptions(cmd, DeviceOptionsSchema);
   addTargetOptions(cmd);
   cmd.addHelpText(
     'after',
@@ -143,6 +147,10 @@ Examples:
         throw new InvalidArgumentError(`--model ${opts.model}: not a Hugging Face model folder (no config.json); give --model-base-url to evaluate a served model`);
       }
       if (!inProcess && opts.adapter !== undefined) throw new InvalidArgumentError('--adapter applies to an in-process --model; a served model names its adapter in --model');
+      if (!inProcess && opts.device !== undefined) throw new InvalidArgumentError('--device applies to an in-process --model; a served model runs where its server runs');
+      // A device that cannot run is refused before the model loads or the output folder exists, naming what is missing.
+      const device = inProcess ? chooseDevice(opts.device, { modelDir: path.resolve(opts.model) }) : undefined;
+      if (device) process.stderr.write(`mcprl eval: ${describeDevice(device)}\n`);
       if (opts.adapter !== undefined && !existsSync(path.join(opts.adapter, 'adapter_config.json'))) {
         throw new InvalidArgumentError(`--adapter ${opts.adapter}: not a PEFT adapter folder (no adapter_config.json)`);
       }
@@ -176,7 +184,9 @@ Examples:
       process.once('SIGINT', onSignal);
       process.once('SIGTERM', onSignal);
       // In-process: the engine answers the rollout loop directly, as `mcprl mcp`'s evaluate runs it.
-      const engine = inProcess ? await ChatEngine.load(opts.model, opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}) : undefined;
+      const engine = inProcess
+        ? await ChatEngine.load(opts.model, { ...(opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}), ...(opts.device !== undefined ? { device: opts.device } : {}) })
+        : undefined;
       const policy: Policy = engine
         ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName, ...(opts.chatTemplateKwargs ? { chatTemplateKwargs: opts.chatTemplateKwargs } : {}) })
         : new OpenAIPolicy({
