@@ -26,7 +26,7 @@ import { scenariosPerTool, type NoScenarioReason, type ToolCoverage } from './co
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { synthesizeArgs, validates, resolveRefs, type CandidateContext, type JsonSchema } from './json-schema-args.js';
 import { createRng, hashString, type Rng } from '../util/rng.js';
-import { answerContains, isStateCheck, numberAt, replaceSandbox, stateShows, type Check, type Scenario, type StateCheck } from './scenario.js';
+import { answerContains, isStateCheck, numberAt, replaceSandbox, stateShows, valueAnswerChecks, type Check, type Scenario, type StateCheck } from './scenario.js';
 import { SANDBOX_PLACEHOLDER } from '../mcp/sandbox.js';
 import { realpathSync } from 'node:fs';
 import { McprlError, oneLine } from '../util/errors.js';
@@ -1310,7 +1310,7 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
     }
     seenChecks.add(checksKey);
     dupFilter.add(c.task);
-    scenarios.push({ id: `schema-${hashString(c.task + checksKey).toString(16).padStart(8, '0')}`, task: c.task, difficulty: c.difficulty, source: 'schema', checks: c.checks });
+    scenarios.push({ id: `schema-${hashString(c.task + checksKey).toString(16).padStart(8, '0')}`, task: c.task, difficulty: c.difficulty, source: 'schema', checks: valueAnswerChecks(c.checks, (t) => byName.get(t)?.annotations.readOnlyHint === true) });
     return true;
   }
 
@@ -1723,7 +1723,7 @@ function coverageOf(
  * them as `exclude.entities` to build a set that shares no entity with this one.
  */
 export function scenarioEntities(s: Scenario): string[] {
-  return [...scalarArgValues((s.checks ?? []).map((k) => (k.kind === 'tool_called' ? k.args : k.value)))];
+  return [...scalarArgValues((s.checks ?? []).map((k) => (k.kind === 'tool_called' ? k.args : k.kind === 'answer_value' ? [k.value, ...(k.via ?? []).map((v) => v.args)] : k.value)))];
 }
 
 function push(m: Map<string, Scalar[]>, k: string, v: Scalar): void {

@@ -330,6 +330,23 @@ export function answerContains(answer: string, value: string, tolerance?: number
   return holdsText(normalizeAnswerText(answer), v);
 }
 
+/**
+ * The checks of a value-answer task judged by its outcome: when `checks` ask for values in the answer and check no
+ * state and call no tool that writes (`readOnly` says which do not), their tool_called checks give way to answer_value checks (the value in the answer and in an executed
+ * result, whichever tool gave it), which keep those calls as `via`. Others (writes and their state checks, a call
+ * that is the task itself) come back unchanged.
+ */
+export function valueAnswerChecks(checks: Check[], readOnly: (tool: string) => boolean): Check[] {
+  if (checks.some(isStateCheck) || !checks.some((c) => c.kind === 'answer_contains')) return checks;
+  // A write's own answer ("the new state is Started"): making that call is the task.
+  if (checks.some((c) => c.kind === 'tool_called' && !readOnly(c.tool))) return checks;
+  const via = checks.flatMap((c) => (c.kind === 'tool_called' ? [{ tool: c.tool, args: c.args }] : []));
+  return checks.flatMap((c): Check[] => {
+    if (c.kind === 'answer_contains') return [{ kind: 'answer_value', value: c.value, ...(via.length ? { via } : {}) }];
+    return c.kind === 'tool_called' ? [] : [c];
+  });
+}
+
 /** The calls a check records as where its value or its change came from: a tool_called check's, an answer_value's `via`. */
 export function checkedCalls(checks: readonly Check[]): { tool: string; args: Record<string, unknown> }[] {
   return checks.flatMap((c) => (c.kind === 'tool_called' ? [{ tool: c.tool, args: c.args }] : c.kind === 'answer_value' ? (c.via ?? []) : []));
