@@ -81,6 +81,14 @@ describe('scoreChecks', () => {
     expect(scoreChecks(echoed, byValue).results).toEqual([false]);
   });
 
+  it('answer_value with others: an answer that also holds another entity\'s value (a pasted listing) fails', () => {
+    const country: Scenario = { id: 'c', task: 'Which country is Kenji Watanabe from?', difficulty: 1, source: 'schema', checks: [{ kind: 'answer_value', value: 'Japan', others: ['Russia', 'Sweden'] }] };
+    const listing = '[{"name":"Kenji Watanabe","country":"Japan"},{"name":"Elena Petrova","country":"Russia"}]';
+    const said = (answer: string) => traj([assistantCalls(['1', 'list_authors', '{}']), toolAnswer('1', listing)], answer);
+    expect(scoreChecks(said('Japan.'), country).results).toEqual([true]);
+    expect(scoreChecks(said(listing), country).results).toEqual([false]);
+  });
+
   it('answer_value on a number: compared as a number, in the answer and in the result', () => {
     const temp: Scenario = { id: 't', task: 'Temperature in Oslo?', difficulty: 1, source: 'schema', checks: [{ kind: 'answer_value', value: '33' }] };
     const said = (result: string, answer: string) => traj([assistantCalls(['1', 'weather', '{"city":"Oslo"}']), toolAnswer('1', result)], answer);

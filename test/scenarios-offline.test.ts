@@ -90,6 +90,8 @@ describe('offline scenarios on the fixture server', () => {
       if (s.checks?.some((c) => c.kind === 'answer_value')) expect(s.checks.filter((c) => c.kind === 'tool_called' || c.kind === 'answer_contains')).toEqual([]);
     }
     expect(r.scenarios.filter((s) => s.checks?.some((c) => c.kind === 'answer_value')).length).toBeGreaterThan(r.scenarios.length / 2);
+    // The values other books and authors have for the same question: an answer pasting a whole listing fails.
+    expect(r.scenarios.some((s) => s.checks?.some((c) => c.kind === 'answer_value' && (c.others?.length ?? 0) > 0))).toBe(true);
     // Multi-step shapes are present: chains (find an id by name, then use it) and flows (two checked calls).
     expect(r.scenarios.some((s) => s.difficulty >= 3)).toBe(true);
     expect(r.scenarios.some((s) => new Set(checkedCalls(s.checks ?? []).map((c) => JSON.stringify(c))).size >= 2)).toBe(true);

@@ -53,7 +53,9 @@ function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj
     return (traj.state ?? []).some((s) => s.tool === check.tool && argsMatch(check.args, s.args) && argsMatch(s.args, check.args) && stateShows(check, s));
   }
   if (check.kind === 'answer_value') {
-    return traj.final_answer !== null && answerContains(traj.final_answer, check.value, check.tolerance) &&
+    const answer = traj.final_answer;
+    return answer !== null && answerContains(answer, check.value, check.tolerance) &&
+      !(check.others ?? []).some((o) => answerContains(answer, o)) &&
       results().some((r) => answerContains(r, check.value, check.tolerance));
   }
   return traj.final_answer !== null && answerContains(traj.final_answer, check.value);
@@ -63,7 +65,8 @@ function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj
  * Scores a trajectory against its scenario's verifiable checks: a tool_called check passes when an executed
  * call has matching arguments (subset match); an answer_contains check when the final answer (the
  * complete_task summary or the last assistant text) contains the value; an answer_value check when the final answer
- * holds the value and so does the result of a call the server executed, whichever tool it was; a state check (state_contains,
+ * holds the value and none of its `others`, and the result of a call the server executed holds it, whichever tool
+ * it was; a state check (state_contains,
  * state_absent, state_number) when what the rollout read from its server afterwards (`trajectory.state`) shows the
  * expected state (see stateShows). `{sandbox}` in the checks stands for the rollout's own sandbox directory.
  */

@@ -30,13 +30,16 @@ export const CheckSchema = z.discriminatedUnion('kind', [
    * holds it too (both as answerContains reads them), whichever tool gave it — several tools may answer the same
    * question. `tolerance`: the absolute tolerance of a number value (default: exact for an integer as written, 1e-6
    * relative for one written with a decimal part). `via`: the calls generation read the value from; a record of where
-   * it came from (replay, entities, coverage), never required of the agent.
+   * it came from (replay, entities, coverage), never required of the agent. `others`: the values the same question
+   * has for other entities (the same field of other records); an answer holding one of them did not single the value
+   * out (a whole listing pasted back is no answer), so it fails.
    */
   z.object({
     kind: z.literal('answer_value'),
     value: z.string(),
     tolerance: z.number().nonnegative().optional(),
     via: z.array(z.object({ tool: z.string(), args: z.record(z.string(), z.unknown()) })).optional(),
+    others: z.array(z.string()).optional(),
   }),
   /**
    * A state check: after the rollout, calling the read-only `tool` with `args` on the rollout's own server returns
