@@ -52,6 +52,8 @@ export { JudgeError, OpenAIJudge } from './ruler/judge.js';
 export type { JudgeClient } from './ruler/judge.js';
 export { DEFAULT_RUBRIC } from './ruler/prompt.js';
 export { scoreChecks } from './ruler/checks.js';
+export { measureQuality, formatQuality, ScenarioQualitySchema } from './ruler/quality.js';
+export type { ScenarioQuality } from './ruler/quality.js';
 export { blendRewards, RewardModeSchema, resolveRewardMode } from './ruler/blend.js';
 export type { RewardMode } from './ruler/blend.js';
 export {

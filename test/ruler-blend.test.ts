@@ -59,6 +59,51 @@ describe('scoreChecks', () => {
     expect(scoreChecks(t, scenario)).toMatchObject({ passed: 0, total: 3, fraction: 0 });
   });
 
+  it('answer_value: the answer holds the value and an executed result of any tool gave it', () => {
+    const byValue: Scenario = {
+      id: 'v',
+      task: 'What is the title of the book bk-021?',
+      difficulty: 1,
+      source: 'schema',
+      checks: [{ kind: 'answer_value', value: 'Dune', via: [{ tool: 'check_stock', args: { book_id: 'bk-021' } }] }],
+    };
+    const asked = (tool: string, result: string, answer: string | null, execution?: 'executed' | 'not_executed' | 'unknown') =>
+      traj([assistantCalls(['1', tool, '{"book_id":"bk-021"}']), { ...toolAnswer('1', result), ...(execution ? { execution } : {}) }], answer);
+    // Another tool than the one generation read the value from.
+    expect(scoreChecks(asked('get_book', '{"title":"Dune"}', 'It is Dune.'), byValue).results).toEqual([true]);
+    expect(scoreChecks(asked('check_stock', '{"title":"Dune","stock":3}', 'Dune', 'executed'), byValue).results).toEqual([true]);
+    // Known without asking the server, or from a call the server did not execute: no pass.
+    expect(scoreChecks(asked('get_book', '{"title":"Foundation"}', 'It is Dune.'), byValue).results).toEqual([false]);
+    expect(scoreChecks(asked('get_book', '{"title":"Dune"}', 'It is Dune.', 'unknown'), byValue).results).toEqual([false]);
+    expect(scoreChecks(asked('get_book', '{"title":"Dune"}', null), byValue).results).toEqual([false]);
+    // complete_task's answer echoes the summary: it is no tool result.
+    const echoed = traj([assistantCalls(['9', 'complete_task', '{"summary":"Dune"}']), { role: 'tool', tool_call_id: '9', name: 'complete_task', content: 'Dune', execution: 'executed' }], 'Dune');
+    expect(scoreChecks(echoed, byValue).results).toEqual([false]);
+  });
+
+  it('answer_value with others: an answer that also holds another entity\'s value (a pasted listing) fails', () => {
+    const country: Scenario = { id: 'c', task: 'Which country is Kenji Watanabe from?', difficulty: 1, source: 'schema', checks: [{ kind: 'answer_value', value: 'Japan', others: ['Russia', 'Sweden'] }] };
+    const listing = '[{"name":"Kenji Watanabe","country":"Japan"},{"name":"Elena Petrova","country":"Russia"}]';
+    const said = (answer: string) => traj([assistantCalls(['1', 'list_authors', '{}']), toolAnswer('1', listing)], answer);
+    expect(scoreChecks(said('Japan.'), country).results).toEqual([true]);
+    expect(scoreChecks(said(listing), country).results).toEqual([false]);
+  });
+
+  it('answer_value on a number: compared as a number, in the answer and in the result', () => {
+    const temp: Scenario = { id: 't', task: 'Temperature in Oslo?', difficulty: 1, source: 'schema', checks: [{ kind: 'answer_value', value: '33' }] };
+    const said = (result: string, answer: string) => traj([assistantCalls(['1', 'weather', '{"city":"Oslo"}']), toolAnswer('1', result)], answer);
+    expect(scoreChecks(said('{"temp":33}', 'It is 33 °C'), temp).results).toEqual([true]);
+    expect(scoreChecks(said('{"temp":33}', 'It is 2033 °C'), temp).results).toEqual([false]);
+    expect(scoreChecks(said('{"temp":2033}', 'It is 33 °C'), temp).results).toEqual([false]);
+    const precise: Scenario = { ...temp, checks: [{ kind: 'answer_value', value: '12.87', tolerance: 0.01 }] };
+    expect(scoreChecks(said('{"price":12.87}', 'about 12.88'), precise).results).toEqual([true]);
+  });
+
+  it('old checks score as before: answer_contains needs no tool result', () => {
+    const t = traj([assistantCalls(['1', 'get_book', '{"book_id":"bk-003"}'], ['2', 'convert_price', '{"currency":"EUR"}']), toolAnswer('1', '{}'), toolAnswer('2', '{}')], '12.87');
+    expect(scoreChecks(t, scenario).results).toEqual([true, true, true]);
+  });
+
   it('a scenario without checks scores total 0', () => {
     expect(scoreChecks(traj([], 'x'), { ...scenario, checks: undefined })).toMatchObject({ passed: 0, total: 0 });
   });

@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadScenarioSet } from '../src/scenarios/scenario.js';
 import { ScenarioSummarySchema } from '../src/scenarios/scenario-set.js';
+import { formatQuality, ScenarioQualitySchema } from '../src/ruler/quality.js';
 import { chatReply, startOpenAIDouble, type OpenAIDouble } from './doubles/openai-double.js';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from './helpers/servers.js';
 
@@ -41,6 +42,13 @@ describe('mcprl scenarios', () => {
     // cancel_order is destructive: the default policy refuses it even in isolation.
     expect(coverage.find((t) => t.tool === 'cancel_order')).toMatchObject({ scenarios: 0, reason: 'refused_by_policy' });
     expect(coverage.filter((t) => t.scenarios > 0).length).toBeGreaterThan(3);
+    // The quality table: no task names a tool; every read-only task is passed by the oracle and failed by doing
+    // nothing, and none by one random call.
+    const quality = ScenarioQualitySchema.parse(summary.quality);
+    expect(quality).toMatchObject({ scenarios: 15, namingTool: 0, randomPass: 0 });
+    expect(quality.measured).toBeGreaterThan(0);
+    expect(quality.oraclePassIdleFail).toBe(quality.measured);
+    expect(quality.chains).toBeGreaterThan(0);
     const set = await loadScenarioSet(path.join(dir, 'a'));
     expect(set.train).toHaveLength(10);
     expect(set.val).toHaveLength(5);
@@ -48,6 +56,7 @@ describe('mcprl scenarios', () => {
     expect(b.code, b.stderr).toBe(0);
     expect(b.stdout).toMatch(/15 scenarios .*train\.jsonl \(10\).*val\.jsonl \(5\)/);
     expect(b.stdout).toMatch(/dropped +\d+ duplicates, \d+ unverifiable/);
+    expect(b.stdout).toContain(formatQuality(quality).join('\n'));
     // The coverage lines are rendered from the same data --json printed.
     for (const t of coverage) {
       expect(b.stdout).toMatch(new RegExp(`^  ${t.tool} +${t.scenarios > 0 ? `${t.scenarios} scenarios?` : 'none: '}`, 'm'));

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SafetyPolicy } from '../src/mcp/index.js';
 import type { OfflineResult } from '../src/scenarios/offline.js';
+import { checkedCalls } from '../src/scenarios/scenario.js';
 import { calledTool, closeDoubles, expectOracleAllIdleNone, generateFor as generate, type Setup } from './helpers/scenario-setups.js';
 import { everythingStdioTarget, filesystemTarget, folderWithFilesAndImage, memoryTarget } from './helpers/servers.js';
 
@@ -32,9 +33,9 @@ describe('server-filesystem on three text files and a 1×1 PNG: every allowed to
         expect(refused).toEqual(allowDestructive ? [] : ['edit_file', 'move_file', 'write_file']);
         // The image is asked about by its MIME type; the allowed directory is the sandbox, as the placeholder.
         const media = r.scenarios.filter((s) => calledTool(s) === 'read_media_file');
-        expect(media.some((s) => s.checks?.some((c) => c.kind === 'answer_contains' && c.value === 'image/png') && /MIME type of the image/.test(s.task))).toBe(true);
+        expect(media.some((s) => s.checks?.some((c) => c.kind === 'answer_value' && c.value === 'image/png') && /MIME type of the image/.test(s.task))).toBe(true);
         const allowed = r.scenarios.filter((s) => calledTool(s) === 'list_allowed_directories');
-        expect(allowed.some((s) => s.checks?.some((c) => c.kind === 'answer_contains' && c.value === '{sandbox}'))).toBe(true);
+        expect(allowed.some((s) => s.checks?.some((c) => (c.kind === 'answer_contains' || c.kind === 'answer_value') && c.value === '{sandbox}'))).toBe(true);
         // A folder tool was given a folder and a file reader a file: none of their calls failed in the end.
         for (const t of ['list_directory', 'read_text_file', 'read_file', 'search_files']) expect(r.coverage.find((c) => c.tool === t)?.scenarios, t).toBeGreaterThan(0);
         if (seed === 1) {
@@ -79,11 +80,11 @@ describe('server-everything under --isolate: long-running, gzip and toggle tools
       const by = (t: string) => r.scenarios.filter((s) => calledTool(s) === t);
       // The least duration and steps, so it ends within the call timeout.
       expect(by('trigger-long-running-operation').length).toBeGreaterThan(0);
-      for (const s of by('trigger-long-running-operation')) expect(s.checks![0]).toMatchObject({ args: { duration: 1, steps: 1 } });
+      for (const s of by('trigger-long-running-operation')) expect(checkedCalls(s.checks!)[0]).toMatchObject({ args: { duration: 1, steps: 1 } });
       // A data: URI it can compress without the network; asked about by the resource's MIME type or URI.
       expect(by('gzip-file-as-resource').length).toBeGreaterThan(0);
       for (const s of by('gzip-file-as-resource')) {
-        expect(s.checks![0]).toMatchObject({ args: { data: expect.stringMatching(/^data:/) } });
+        expect(checkedCalls(s.checks!)[0]).toMatchObject({ args: { data: expect.stringMatching(/^data:/) } });
         expect(s.task).toMatch(/(MIME type|URI) of the resource/);
       }
       // A toggle's own answer on a fresh server ("Started"), confirmed on a second fresh server.

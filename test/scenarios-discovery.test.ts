@@ -9,11 +9,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type McpSession, type ToolCallOutcome } from '../src/mcp/index.js';
 import { disguisedError, generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline.js';
-import { answerContains, type Scenario } from '../src/scenarios/scenario.js';
+import { answerContains, checkedCalls, type Scenario } from '../src/scenarios/scenario.js';
 import { filesystemTarget, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
 
-const calledArgs = (s: Scenario) => (s.checks ?? []).flatMap((c) => (c.kind === 'tool_called' ? [c] : []));
-const expected = (s: Scenario) => (s.checks ?? []).flatMap((c) => (c.kind === 'answer_contains' ? [c.value] : []));
+const calledArgs = (s: Scenario) => checkedCalls(s.checks ?? []);
+const expected = (s: Scenario) => (s.checks ?? []).flatMap((c) => (c.kind === 'answer_contains' || c.kind === 'answer_value' ? [c.value] : []));
 const covered = (r: OfflineResult) => r.coverage.filter((c) => c.scenarios > 0).map((c) => c.tool);
 
 /** Every scenario's checked calls succeed again with a real result, and hold every expected value. */

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type McpSession, type ToolInfo } from '../src/mcp/index.js';
 import { generateOfflineScenarios, type ScenarioServer } from '../src/scenarios/offline.js';
-import { answerContains, argsMatch, ScenarioSchema, type Scenario } from '../src/scenarios/scenario.js';
+import { answerContains, argsMatch, checkedCalls, ScenarioSchema, type Scenario } from '../src/scenarios/scenario.js';
 import { everythingStdioTarget, fixtureStdioTarget } from './helpers/servers.js';
 
 /** Records every call that goes through, so the test can prove only read-only tools were called. */
@@ -22,6 +22,7 @@ function recording(session: McpSession): ScenarioServer & { calls: string[] } {
 
 interface OracleResult {
   calls: { tool: string; args: Record<string, unknown> }[];
+  outputs: string;
   answer: string;
 }
 
@@ -29,21 +30,27 @@ interface OracleResult {
 async function oracle(session: McpSession, s: Scenario): Promise<OracleResult> {
   const calls: OracleResult['calls'] = [];
   let outputs = '';
-  for (const c of s.checks ?? []) {
-    if (c.kind !== 'tool_called') continue;
+  const seen = new Set<string>();
+  for (const c of checkedCalls(s.checks ?? [])) {
+    if (seen.has(JSON.stringify(c))) continue;
+    seen.add(JSON.stringify(c));
     const out = await session.callTool(c.tool, c.args);
     expect(out.isError, `${s.id}: ${c.tool} failed: ${out.text}`).toBe(false);
     calls.push({ tool: c.tool, args: c.args });
     outputs += out.text + '\n';
   }
   // Only values that really occur in the outputs go into the answer: the oracle cannot invent them.
-  const values = (s.checks ?? []).flatMap((c) => (c.kind === 'answer_contains' && answerContains(outputs, c.value) ? [c.value] : []));
-  return { calls, answer: `Here is what I found: ${values.join('; ')}.` };
+  const values = (s.checks ?? []).flatMap((c) => ((c.kind === 'answer_contains' || c.kind === 'answer_value') && answerContains(outputs, c.value) ? [c.value] : []));
+  return { calls, outputs, answer: `Here is what I found: ${values.join('; ')}.` };
 }
 
 function satisfied(s: Scenario, r: OracleResult): boolean {
   return (s.checks ?? []).every((c) =>
-    c.kind === 'tool_called' ? r.calls.some((k) => k.tool === c.tool && argsMatch(c.args, k.args)) : c.kind === 'answer_contains' && answerContains(r.answer, c.value),
+    c.kind === 'tool_called'
+      ? r.calls.some((k) => k.tool === c.tool && argsMatch(c.args, k.args))
+      : c.kind === 'answer_value'
+        ? answerContains(r.answer, c.value, c.tolerance) && answerContains(r.outputs, c.value, c.tolerance)
+        : c.kind === 'answer_contains' && answerContains(r.answer, c.value),
   );
 }
 
@@ -78,11 +85,16 @@ describe('offline scenarios on the fixture server', () => {
     expect(new Set(r.scenarios.map((s) => s.id)).size).toBe(r.scenarios.length);
     for (const s of r.scenarios) {
       expect(s.source).toBe('schema');
-      expect(s.checks?.some((c) => c.kind === 'tool_called')).toBe(true);
+      expect(checkedCalls(s.checks ?? []).length).toBeGreaterThan(0);
+      // A task that asks for values is judged by its outcome: the values, from whichever tool the agent chose.
+      if (s.checks?.some((c) => c.kind === 'answer_value')) expect(s.checks.filter((c) => c.kind === 'tool_called' || c.kind === 'answer_contains')).toEqual([]);
     }
+    expect(r.scenarios.filter((s) => s.checks?.some((c) => c.kind === 'answer_value')).length).toBeGreaterThan(r.scenarios.length / 2);
+    // The values other books and authors have for the same question: an answer pasting a whole listing fails.
+    expect(r.scenarios.some((s) => s.checks?.some((c) => c.kind === 'answer_value' && (c.others?.length ?? 0) > 0))).toBe(true);
     // Multi-step shapes are present: chains (find an id by name, then use it) and flows (two checked calls).
     expect(r.scenarios.some((s) => s.difficulty >= 3)).toBe(true);
-    expect(r.scenarios.some((s) => (s.checks ?? []).filter((c) => c.kind === 'tool_called').length >= 2)).toBe(true);
+    expect(r.scenarios.some((s) => new Set(checkedCalls(s.checks ?? []).map((c) => JSON.stringify(c))).size >= 2)).toBe(true);
     expect(await checkAll(session, r.scenarios)).toBe(r.scenarios.length);
   });
 
@@ -96,7 +108,7 @@ describe('offline scenarios on the fixture server', () => {
 
   it('partitions give disjoint entity keys and phrasing templates', async () => {
     const parts = await Promise.all([0, 1, 2].map((index) => generateOfflineScenarios(session, { count: 10, seed: 3, partition: { index, of: 3 } })));
-    const keyOf = (s: Scenario) => JSON.stringify((s.checks ?? []).find((c) => c.kind === 'tool_called'));
+    const keyOf = (s: Scenario) => JSON.stringify(checkedCalls(s.checks ?? [])[0]);
     const firstCallArgs = parts.map((p) => new Set(p.scenarios.map((s) => keyOf(s).replace(/"tool":"[^"]*",?/, ''))));
     for (let i = 0; i < 3; i++) {
       expect(parts[i].scenarios.length).toBeGreaterThanOrEqual(8);
@@ -132,7 +144,7 @@ describe("offline scenarios on server-everything's read-only tools", () => {
     // Every tool is reported once; the counts are those of the scenarios made.
     expect(r.coverage.map((c) => c.tool).sort()).toEqual(tools.map((t) => t.name).sort());
     for (const c of r.coverage) {
-      expect(c.scenarios).toBe(r.scenarios.filter((s) => s.checks?.some((k) => k.kind === 'tool_called' && k.tool === c.tool)).length);
+      expect(c.scenarios).toBe(r.scenarios.filter((s) => checkedCalls(s.checks ?? []).some((k) => k.tool === c.tool)).length);
       expect(c.reason === undefined).toBe(c.scenarios > 0);
     }
     expect(r.scenarios.length).toBeGreaterThanOrEqual(10);

@@ -16,7 +16,7 @@ import { connect, SafetyPolicy, targetUsesSandbox } from '../src/mcp/index.js';
 import type { Target } from '../src/mcp/types.js';
 import { scoreChecks } from '../src/ruler/checks.js';
 import { generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline.js';
-import type { Scenario } from '../src/scenarios/scenario.js';
+import { checkedCalls, type Scenario } from '../src/scenarios/scenario.js';
 import type { OpenAIDouble } from './doubles/openai-double.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble } from './doubles/policy-double.js';
 import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
@@ -72,8 +72,7 @@ async function oracleAndIdle(s: Setup, scenarios: Scenario[]): Promise<{ oracle:
 const kinds = (s: Scenario) => (s.checks ?? []).map((c) => c.kind);
 const stateKind = (s: Scenario) => kinds(s).find((k) => k.startsWith('state_'));
 const calledTool = (s: Scenario): string | undefined => {
-  const c = s.checks?.find((k) => k.kind === 'tool_called');
-  return c?.kind === 'tool_called' ? c.tool : undefined;
+  return checkedCalls(s.checks ?? [])[0]?.tool;
 };
 
 function expectOracleAllIdleNone(r: { oracle: number[]; idle: number[]; states: string[] }, scenarios: Scenario[]): void {

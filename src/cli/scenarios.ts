@@ -10,6 +10,7 @@ import { writeScenarioSet } from '../scenarios/scenario.js';
 import { generateScenarioSet, type ScenarioSetOptions, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { DEFAULT_VAL_FRACTION } from '../scenarios/split.js';
 import { formatCoverage, formatInfeasible } from '../scenarios/coverage.js';
+import { formatQuality, measureQuality } from '../ruler/quality.js';
 import { formatNumber, numberParser } from './parse-number.js';
 import { addTargetOptions, connectOptionsFromCli, isolationFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
 
@@ -105,7 +106,9 @@ Examples:
       });
       if (summary.total === 0) throw new ScenarioGenerationError('no scenarios could be generated for this server');
       await writeScenarioSet(opts.out, train, val);
-      process.stdout.write(opts.json ? `${JSON.stringify({ out: opts.out, ...summary }, null, 2)}\n` : `${formatSummary(summary, opts.out)}\n`);
+      // Whether the tasks test what they should: read-only calls of an oracle and of a random agent on the server.
+      const quality = await measureQuality(session, [...train, ...val], { seed: opts.seed });
+      process.stdout.write(opts.json ? `${JSON.stringify({ out: opts.out, ...summary, quality }, null, 2)}\n` : `${[formatSummary(summary, opts.out), ...formatQuality(quality)].join('\n')}\n`);
       if (summary.total < opts.count) {
         process.stderr.write(`mcprl scenarios: only ${summary.total} of ${opts.count} scenarios could be generated for this server\n`);
       }

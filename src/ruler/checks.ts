@@ -1,3 +1,4 @@
+import { COMPLETE_TASK } from '../agent/rollout.js';
 import { wasExecuted, type Trajectory } from '../agent/trajectory.js';
 import { answerContains, argsMatch, isStateCheck, scenarioInSandbox, stateShows, type Check, type Scenario } from '../scenarios/scenario.js';
 
@@ -32,10 +33,30 @@ export function executedCalls(traj: Trajectory): { name: string; args: Record<st
   return out;
 }
 
-function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj: Trajectory): boolean {
+/**
+ * The texts of the tool results a trajectory's server executed, complete_task's answer left out (it only echoes the
+ * agent's summary).
+ */
+export function executedResults(traj: Trajectory): string[] {
+  const names = new Map<string, string>();
+  for (const m of traj.messages) for (const c of m.role === 'assistant' ? (m.tool_calls ?? []) : []) names.set(c.id, c.function.name);
+  return traj.messages.flatMap((m) => {
+    if (m.role !== 'tool' || !wasExecuted(m)) return [];
+    const name = m.name ?? (m.tool_call_id !== undefined ? names.get(m.tool_call_id) : undefined);
+    return name === COMPLETE_TASK || m.content === null ? [] : [m.content];
+  });
+}
+
+function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj: Trajectory, results: () => string[]): boolean {
   if (check.kind === 'tool_called') return calls.some((c) => c.name === check.tool && argsMatch(check.args, c.args));
   if (isStateCheck(check)) {
     return (traj.state ?? []).some((s) => s.tool === check.tool && argsMatch(check.args, s.args) && argsMatch(s.args, check.args) && stateShows(check, s));
+  }
+  if (check.kind === 'answer_value') {
+    const answer = traj.final_answer;
+    return answer !== null && answerContains(answer, check.value, check.tolerance) &&
+      !(check.others ?? []).some((o) => answerContains(answer, o)) &&
+      results().some((r) => answerContains(r, check.value, check.tolerance));
   }
   return traj.final_answer !== null && answerContains(traj.final_answer, check.value);
 }
@@ -43,14 +64,17 @@ function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj
 /**
  * Scores a trajectory against its scenario's verifiable checks: a tool_called check passes when an executed
  * call has matching arguments (subset match); an answer_contains check when the final answer (the
- * complete_task summary or the last assistant text) contains the value; a state check (state_contains,
+ * complete_task summary or the last assistant text) contains the value; an answer_value check when the final answer
+ * holds the value and none of its `others`, and the result of a call the server executed holds it, whichever tool
+ * it was; a state check (state_contains,
  * state_absent, state_number) when what the rollout read from its server afterwards (`trajectory.state`) shows the
  * expected state (see stateShows). `{sandbox}` in the checks stands for the rollout's own sandbox directory.
  */
 export function scoreChecks(traj: Trajectory, scenario: Scenario): ChecksScore {
   const checks = scenarioInSandbox(scenario, traj.sandbox).checks ?? [];
   const calls = executedCalls(traj);
-  const results = checks.map((c) => checkPasses(c, calls, traj));
+  let texts: string[] | undefined;
+  const results = checks.map((c) => checkPasses(c, calls, traj, () => (texts ??= executedResults(traj))));
   const passed = results.filter(Boolean).length;
   return { passed, total: checks.length, fraction: checks.length > 0 ? passed / checks.length : 0, results };
 }

@@ -88,7 +88,7 @@ export function formatInfeasible(counts: InfeasibleCounts): string {
 
 export const ToolCoverageSchema = z.object({
   tool: z.string(),
-  /** Scenarios with a check that this tool was called. */
+  /** Scenarios with a check that this tool was called, or whose expected value generation read from it. */
   scenarios: z.number().int().nonnegative(),
   /** Scenarios whose check is on the server's state after a write by this tool. */
   stateChecked: z.number().int().nonnegative().default(0),
@@ -99,11 +99,14 @@ export const ToolCoverageSchema = z.object({
 });
 export type ToolCoverage = z.infer<typeof ToolCoverageSchema>;
 
-/** The scenarios of a set, counted per tool they check a call of (a scenario may count for several tools). */
-export function scenariosPerTool(scenarios: readonly { checks?: readonly { kind: string; tool?: string }[] }[]): Map<string, number> {
+/**
+ * The scenarios of a set, counted per tool they check a call of or read an expected value from (an answer_value's
+ * `via`); a scenario may count for several tools.
+ */
+export function scenariosPerTool(scenarios: readonly { checks?: readonly { kind: string; tool?: string; via?: readonly { tool: string }[] }[] }[]): Map<string, number> {
   const out = new Map<string, number>();
   for (const s of scenarios) {
-    const tools = new Set((s.checks ?? []).flatMap((c) => (c.kind === 'tool_called' && c.tool ? [c.tool] : [])));
+    const tools = new Set((s.checks ?? []).flatMap((c) => (c.kind === 'tool_called' && c.tool ? [c.tool] : c.kind === 'answer_value' ? (c.via ?? []).map((v) => v.tool) : [])));
     for (const t of tools) out.set(t, (out.get(t) ?? 0) + 1);
   }
   return out;

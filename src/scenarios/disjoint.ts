@@ -11,7 +11,7 @@
  */
 import { DEFAULT_DUPLICATE_THRESHOLD, isNearDuplicate, taskSignature, type TaskSignature } from './dedup.js';
 import { canonical } from './offline.js';
-import type { Scenario } from './scenario.js';
+import { checkedCalls, type Scenario } from './scenario.js';
 import { McprlError } from '../util/errors.js';
 import type { OnProgress } from '../util/progress.js';
 
@@ -21,10 +21,10 @@ export class OverlappingScenariosError extends McprlError<'SCENARIO_OVERLAP'> {
   }
 }
 
-/** The arguments of a scenario's first checked call, canonically serialised; undefined without one. */
+/** The arguments of a scenario's first checked call (a tool_called check's, or an answer_value's first `via`), canonically serialised; undefined without one. */
 export function entityKey(s: Pick<Scenario, 'checks'>): string | undefined {
-  const first = (s.checks ?? []).find((c) => c.kind === 'tool_called');
-  return first && first.kind === 'tool_called' ? `${first.tool}${canonical(first.args)}` : undefined;
+  const first = checkedCalls(s.checks ?? [])[0];
+  return first ? `${first.tool}${canonical(first.args)}` : undefined;
 }
 
 export interface Overlap {

@@ -23,7 +23,7 @@ import {
   type OfflineOptions,
   type ScenarioServer,
 } from './offline.js';
-import { answerContains, type Check } from './scenario.js';
+import { answerContains, valueAnswerChecks, type Check } from './scenario.js';
 
 /** What a replay made of a proposed solution: the task's checks, or why it was dropped. */
 export type Grounding = { checks: Check[] } | { dropped: InfeasibleReason; detail?: string };
@@ -97,7 +97,7 @@ export async function createGrounder(userServer: ScenarioServer, opts: GrounderO
     const missing = values.find((v) => !answerContains(text, v));
     if (missing !== undefined) return { dropped: 'answer_not_in_output', detail: missing };
     checks.push(...values.map((value) => ({ kind: 'answer_contains' as const, value })));
-    return { checks };
+    return { checks: valueAnswerChecks(checks, (t) => tools.get(t)?.annotations.readOnlyHint === true) };
   }
 
   return { entities, ground };

@@ -10,6 +10,8 @@ export {
   argsMatch,
   answerContains,
   normalizeAnswerText,
+  checkedCalls,
+  valueAnswerChecks,
 } from './scenario.js';
 export type { Check, Scenario, ScenarioSet } from './scenario.js';
 export { generateOfflineScenarios, scenarioEntities, canonical } from './offline.js';

@@ -26,7 +26,8 @@ import { scenariosPerTool, type NoScenarioReason, type ToolCoverage } from './co
 import { DEFAULT_DUPLICATE_THRESHOLD, DuplicateFilter } from './dedup.js';
 import { synthesizeArgs, validates, resolveRefs, type CandidateContext, type JsonSchema } from './json-schema-args.js';
 import { createRng, hashString, type Rng } from '../util/rng.js';
-import { answerContains, isStateCheck, numberAt, replaceSandbox, stateShows, type Check, type Scenario, type StateCheck } from './scenario.js';
+import { answerContains, isStateCheck, normalizeAnswerText, numberAt, replaceSandbox, stateShows, valueAnswerChecks, type Check, type Scenario, type StateCheck } from './scenario.js';
+import { numberValue } from './numbers.js';
 import { SANDBOX_PLACEHOLDER } from '../mcp/sandbox.js';
 import { realpathSync } from 'node:fs';
 import { McprlError, oneLine } from '../util/errors.js';
@@ -1250,8 +1251,8 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
   }
 
   // 3. Replay: every checked call again, fresh, and every expected value in the real output again.
-  async function replay(c: Candidate): Promise<boolean> {
-    if (c.verified) return true;
+  async function replay(c: Candidate): Promise<string | false> {
+    if (c.verified) return '';
     let outputs = '';
     for (const check of c.checks) {
       if (check.kind !== 'tool_called') continue;
@@ -1261,7 +1262,35 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       if (out.isError) return false;
       outputs += out.text + '\n';
     }
-    return c.checks.every((check) => check.kind !== 'answer_contains' || answerContains(outputs, check.value));
+    return c.checks.every((check) => check.kind !== 'answer_contains' || answerContains(outputs, check.value)) && outputs;
+  }
+
+  /**
+   * The values a value's question has for other entities: the same field of the other discovered records, leaving out
+   * numbers (too easily said in passing), values that hold the value or that it holds, what the replay's `outputs`
+   * show (an agent that did the work may quote them), and excluded entities (another set's).
+   */
+  function othersOf(value: string, outputs: string): string[] {
+    const keys = new Set(recs.flatMap((r) => Object.entries(r.fields).filter(([, v]) => String(v) === value).map(([k]) => k)));
+    const out = new Set<string>();
+    for (const r of recs) {
+      for (const k of keys) {
+        const o = r.fields[k];
+        if (typeof o !== 'string' || o.trim().length < 2 || numberValue(normalizeAnswerText(o)) !== undefined) continue;
+        if (answerContains(o, value) || answerContains(value, o) || answerContains(outputs, o) || excludedEntities.has(o.trim().toLowerCase())) continue;
+        out.add(o);
+      }
+    }
+    return [...out].slice(0, MAX_OTHERS);
+  }
+
+  /** The checks a kept candidate is written with: a value-answer task's as answer_value, with the others of each value. */
+  function finalChecks(c: Candidate, outputs: string): Check[] {
+    return valueAnswerChecks(c.checks, (t) => byName.get(t)?.annotations.readOnlyHint === true).map((k) => {
+      if (k.kind !== 'answer_value') return k;
+      const others = othersOf(k.value, outputs);
+      return others.length ? { ...k, others } : k;
+    });
   }
 
   const excludedEntities = new Set([...(opts.exclude?.entities ?? [])].map((e) => e.trim().toLowerCase()));
@@ -1303,14 +1332,15 @@ export async function generateOfflineScenarios(userServer: ScenarioServer, opts:
       for (const t of calledTools) note(t, 'only_duplicates');
       return false;
     }
-    if (!(await replay(c))) {
+    const outputs = await replay(c);
+    if (outputs === false) {
       droppedUnverifiable++;
       for (const t of calledTools) note(t, 'replay_failed');
       return false;
     }
     seenChecks.add(checksKey);
     dupFilter.add(c.task);
-    scenarios.push({ id: `schema-${hashString(c.task + checksKey).toString(16).padStart(8, '0')}`, task: c.task, difficulty: c.difficulty, source: 'schema', checks: c.checks });
+    scenarios.push({ id: `schema-${hashString(c.task + checksKey).toString(16).padStart(8, '0')}`, task: c.task, difficulty: c.difficulty, source: 'schema', checks: finalChecks(c, outputs) });
     return true;
   }
 
@@ -1682,6 +1712,8 @@ function pathKind(tool: ToolInfo): 'folder' | 'file' | undefined {
   return undefined;
 }
 
+/** At most this many other entities' values are kept per answer_value check (enough to catch a pasted listing). */
+const MAX_OTHERS = 40;
 /** Discovery rounds after the first (each feeds what the last one found back in), and calls per tool in each. */
 const DISCOVERY_ROUNDS = 3;
 const DISCOVERY_CALLS_PER_TOOL = 3;
@@ -1723,7 +1755,7 @@ function coverageOf(
  * them as `exclude.entities` to build a set that shares no entity with this one.
  */
 export function scenarioEntities(s: Scenario): string[] {
-  return [...scalarArgValues((s.checks ?? []).map((k) => (k.kind === 'tool_called' ? k.args : k.value)))];
+  return [...scalarArgValues((s.checks ?? []).map((k) => (k.kind === 'tool_called' ? k.args : k.kind === 'answer_value' ? [k.value, ...(k.via ?? []).map((v) => v.args)] : k.value)))];
 }
 
 function push(m: Map<string, Scalar[]>, k: string, v: Scalar): void {

@@ -14,13 +14,33 @@ import { writeFileAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
 import type { OnProgress } from '../util/progress.js';
 import { SANDBOX_PLACEHOLDER } from '../mcp/sandbox.js';
+import { holdsNumber, holdsText, impliedTolerance, numberValue } from './numbers.js';
 
 /** A verifiable condition on a finished trajectory. */
 export const CheckSchema = z.discriminatedUnion('kind', [
   /** The agent called `tool` with arguments that contain `args` (a recursive subset match, see argsMatch). */
   z.object({ kind: z.literal('tool_called'), tool: z.string(), args: z.record(z.string(), z.unknown()) }),
-  /** The final answer contains `value` (normalised, case-insensitive, see answerContains). */
+  /**
+   * The final answer contains `value` (normalised, case-insensitive, see answerContains; a value that is a number
+   * matches as a number, never as a substring).
+   */
   z.object({ kind: z.literal('answer_contains'), value: z.string() }),
+  /**
+   * A value the agent found out: the final answer holds `value` and the result of some call the server executed
+   * holds it too (both as answerContains reads them), whichever tool gave it — several tools may answer the same
+   * question. `tolerance`: the absolute tolerance of a number value (default: exact for an integer as written, 1e-6
+   * relative for one written with a decimal part). `via`: the calls generation read the value from; a record of where
+   * it came from (replay, entities, coverage), never required of the agent. `others`: the values the same question
+   * has for other entities (the same field of other records); an answer holding one of them did not single the value
+   * out (a whole listing pasted back is no answer), so it fails.
+   */
+  z.object({
+    kind: z.literal('answer_value'),
+    value: z.string(),
+    tolerance: z.number().nonnegative().optional(),
+    via: z.array(z.object({ tool: z.string(), args: z.record(z.string(), z.unknown()) })).optional(),
+    others: z.array(z.string()).optional(),
+  }),
   /**
    * A state check: after the rollout, calling the read-only `tool` with `args` on the rollout's own server returns
    * text that contains `value` (so the write the task asked for really happened).
@@ -299,9 +319,38 @@ export function normalizeAnswerText(text: string): string {
     .trim();
 }
 
-/** True when the answer contains the value after both are normalised (see normalizeAnswerText). */
-export function answerContains(answer: string, value: string): boolean {
+/**
+ * True when the answer contains the value after both are normalised (see normalizeAnswerText). A value that is one
+ * number is looked for as a number among the answer's numbers, within `tolerance` (default: exact for an integer as
+ * written, 1e-6 relative otherwise): 33 is in "33.0 °C", not in "2033". Any other value is looked for as text whose
+ * digits do not run on into a longer number.
+ */
+export function answerContains(answer: string, value: string, tolerance?: number): boolean {
   const v = normalizeAnswerText(value);
   if (v === '') return true;
-  return normalizeAnswerText(answer).includes(v);
+  const n = numberValue(v);
+  if (n !== undefined) return holdsNumber(normalizeAnswerText(answer), n, impliedTolerance(v, n, tolerance));
+  return holdsText(normalizeAnswerText(answer), v);
+}
+
+/**
+ * The checks of a value-answer task judged by its outcome: when `checks` ask for values in the answer and check no
+ * state and call no tool that writes (`readOnly` says which do not), their tool_called checks give way to answer_value checks (the value in the answer and in an executed
+ * result, whichever tool gave it), which keep those calls as `via`. Others (writes and their state checks, a call
+ * that is the task itself) come back unchanged.
+ */
+export function valueAnswerChecks(checks: Check[], readOnly: (tool: string) => boolean): Check[] {
+  if (checks.some(isStateCheck) || !checks.some((c) => c.kind === 'answer_contains')) return checks;
+  // A write's own answer ("the new state is Started"): making that call is the task.
+  if (checks.some((c) => c.kind === 'tool_called' && !readOnly(c.tool))) return checks;
+  const via = checks.flatMap((c) => (c.kind === 'tool_called' ? [{ tool: c.tool, args: c.args }] : []));
+  return checks.flatMap((c): Check[] => {
+    if (c.kind === 'answer_contains') return [{ kind: 'answer_value', value: c.value, ...(via.length ? { via } : {}) }];
+    return c.kind === 'tool_called' ? [] : [c];
+  });
+}
+
+/** The calls a check records as where its value or its change came from: a tool_called check's, an answer_value's `via`. */
+export function checkedCalls(checks: readonly Check[]): { tool: string; args: Record<string, unknown> }[] {
+  return checks.flatMap((c) => (c.kind === 'tool_called' ? [{ tool: c.tool, args: c.args }] : c.kind === 'answer_value' ? (c.via ?? []) : []));
 }

@@ -16,8 +16,11 @@ import { startOpenAIDouble, type OpenAIDouble, type RecordedRequest, type Reply 
 export interface ScenarioLike {
   id: string;
   task: string;
-  /** Only tool_called checks are acted on; the others (answers, state checks) are left to the scorer. */
-  checks?: readonly { kind: string; tool?: string; args?: Record<string, unknown> }[];
+  /**
+   * Only the checked calls are acted on (tool_called checks, and the calls an answer_value check read its value
+   * from); the others (answers, state checks) are left to the scorer.
+   */
+  checks?: readonly { kind: string; tool?: string; args?: Record<string, unknown>; via?: readonly { tool: string; args: Record<string, unknown> }[] }[];
 }
 
 /** One assistant turn to play. `arguments` may be a string to send deliberately broken JSON. */
@@ -105,8 +108,10 @@ export function goodStrategy(scenarios: ScenarioLike[], opts: { parallel?: boole
     const found = findScenario(scenarios, byTask, taskOf(body));
     if (!found) return { content: 'policy-double: unknown task' };
     const { scenario, sandbox } = found;
-    const calls = (scenario.checks ?? []).flatMap((c) =>
-      c.kind === 'tool_called' && c.tool ? [{ name: c.tool, arguments: sandbox === undefined ? c.args ?? {} : (JSON.parse(JSON.stringify(c.args ?? {}).split(SANDBOX).join(sandbox)) as Record<string, unknown>) }] : []);
+    const checked = (scenario.checks ?? []).flatMap((c) => (c.kind === 'tool_called' && c.tool ? [{ tool: c.tool, args: c.args ?? {} }] : c.kind === 'answer_value' ? (c.via ?? []) : []));
+    // An answer_value check per value repeats its calls: each is made once.
+    const unique = [...new Map(checked.map((c) => [JSON.stringify(c), c])).values()];
+    const calls = unique.map((c) => ({ name: c.tool, arguments: sandbox === undefined ? c.args : (JSON.parse(JSON.stringify(c.args).split(SANDBOX).join(sandbox)) as Record<string, unknown>) }));
     const step = assistantTurns(body);
     if (opts.parallel) {
       if (step === 0 && calls.length > 0) return { toolCalls: calls };

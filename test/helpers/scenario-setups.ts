@@ -11,7 +11,7 @@ import { connect, targetUsesSandbox, type SafetyPolicy } from '../../src/mcp/ind
 import type { Target } from '../../src/mcp/types.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
 import { generateOfflineScenarios, type OfflineOptions, type OfflineResult } from '../../src/scenarios/offline.js';
-import type { Scenario } from '../../src/scenarios/scenario.js';
+import { checkedCalls, type Scenario } from '../../src/scenarios/scenario.js';
 import type { OpenAIDouble } from '../doubles/openai-double.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble } from '../doubles/policy-double.js';
 
@@ -62,6 +62,5 @@ export async function expectOracleAllIdleNone(s: Setup, scenarios: Scenario[]): 
 
 /** The first tool a scenario's checks require. */
 export const calledTool = (s: Scenario): string | undefined => {
-  const c = s.checks?.find((k) => k.kind === 'tool_called');
-  return c?.kind === 'tool_called' ? c.tool : undefined;
+  return checkedCalls(s.checks ?? [])[0]?.tool;
 };
