@@ -82,7 +82,7 @@ let probed: { path: string; probe: CudaProbe } | undefined;
 export function probeCuda(path = cudaLibraryPath()): CudaProbe {
   if (probed?.path === path) return probed.probe;
   const probe: CudaProbe = existsSync(path)
-    ? (loadNative() as unknown as { cudaProbe(p: string): CudaProbe }).cudaProbe(path)
+    ? loadNative().cudaProbe(path)
     : { loaded: false, error: 'not-built' };
   // Driver, device and memory may change while the process runs; the library's load does not.
   if (!probe.loaded || probe.status !== 'ok') probed = { path, probe };

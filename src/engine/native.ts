@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../hf/config.js';
+import type { CudaProbe } from './device.js';
 import type { KvCacheStats } from './kv-cache.js';
 import type { PrefixCacheStats } from './prefix-cache.js';
 import type { WeightDtype } from './weight-dtype.js';
@@ -155,6 +156,8 @@ export interface NativeAddon {
    * SUPPORTED_MODEL_TYPES of src/hf/config.ts (test/model-types.test.ts).
    */
   info(): { openblas: boolean; portableGemm: boolean; gemmAvx512: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number; modelTypes: string[] };
+  /** Loads the CUDA library at `path` (native/cuda_loader.cc) and probes the driver and device 0; never throws. */
+  cudaProbe(path: string): CudaProbe;
   [key: string]: unknown;
 }
 
