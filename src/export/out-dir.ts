@@ -8,6 +8,7 @@
 import { existsSync, rmSync } from 'node:fs';
 import { copyFile, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
+import { pidAlive } from '../util/file-lock.js';
 import { ExportError } from './errors.js';
 
 /** Weight files of other formats are never copied next to exported weights (they would contradict them). */
@@ -27,16 +28,6 @@ export function removeUnfinishedOutputs(): string[] {
   return removed;
 }
 
-/** True while process `pid` runs (one we may not signal runs too). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Removes the temporary folders of `target` that exports which have since ended left behind. */
 async function sweepStalePartials(target: string): Promise<void> {
   const parent = dirname(target);
@@ -45,7 +36,7 @@ async function sweepStalePartials(target: string): Promise<void> {
   for (const entry of await readdir(parent)) {
     if (!entry.startsWith(prefix)) continue;
     const pid = entry.slice(prefix.length);
-    if (/^\d+$/.test(pid) && Number(pid) !== process.pid && !alive(Number(pid))) await rm(join(parent, entry), { recursive: true, force: true });
+    if (/^\d+$/.test(pid) && Number(pid) !== process.pid && !pidAlive(Number(pid))) await rm(join(parent, entry), { recursive: true, force: true });
   }
 }
 

@@ -42,18 +42,22 @@ export function processStart(pid: number): string | null {
   return statFields(pid)?.[19] ?? null;
 }
 
-/** True while the owner's process runs: its pid is alive and (where known) started when the owner did. */
-export function ownerAlive(owner: LockOwner): boolean {
-  if (owner.host !== hostname()) return true; // another machine's process: it cannot be checked from here
+/** True while process `pid` of this machine runs (one we may not signal runs too; a zombie has ended). */
+export function pidAlive(pid: number): boolean {
   try {
-    process.kill(owner.pid, 0);
+    process.kill(pid, 0);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
-  const fields = statFields(owner.pid);
   // A zombie has ended; it only waits for its parent to collect its exit status.
-  if (fields?.[0] === 'Z') return false;
-  const start = fields?.[19] ?? null;
+  return statFields(pid)?.[0] !== 'Z';
+}
+
+/** True while the owner's process runs: its pid is alive and (where known) started when the owner did. */
+export function ownerAlive(owner: LockOwner): boolean {
+  if (owner.host !== hostname()) return true; // another machine's process: it cannot be checked from here
+  if (!pidAlive(owner.pid)) return false;
+  const start = processStart(owner.pid);
   return owner.start === null || start === null || start === owner.start;
 }
 
