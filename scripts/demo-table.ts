@@ -79,7 +79,9 @@ export function formatSeedTable(rows: SeedRow[], markdown = true): string {
   return [head, ...body].map((cells) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+// Run as a script (not imported): compared by name too, since a bundle of the demo (scripts/device-e2e.sh) shares
+// this module's import.meta.url with its entry point.
+if (import.meta.url === pathToFileURL(process.argv[1]).href && /demo-table\.[jt]s$/.test(process.argv[1])) {
   const { values, positionals } = parseArgs({ allowPositionals: true, options: { markdown: { type: 'boolean', default: false } } });
   if (positionals.length === 0) {
     console.error('usage: demo-table.ts RUN_DIR... [--markdown]');

