@@ -138,7 +138,7 @@ export { runTrainJob, TrainJobSchema } from './mcp-rl/job.js';
 export type { TrainJob, TrainJobOptions, TrainJobResult } from './mcp-rl/job.js';
 export { ProgressLog, readLatestProgress } from './train/progress-log.js';
 export { ProgressEventSchema, terminalBars } from './util/progress.js';
-export type { ProgressEvent, ProgressPhase, ProgressListener, OnProgress } from './util/progress.js';
+export type { ProgressEvent, ProgressPhase, ProgressListener, OnProgress, BarStream } from './util/progress.js';
 export { RunDir, RunStateSchema } from './train/run-dir.js';
 export type { RunState } from './train/run-dir.js';
 export { trajectoryToSequences, tokenizationReport, emptyTokenizationReport, TokenizeError } from './train/tokenize.js';

@@ -122,7 +122,7 @@ export function registerTrain(program: Command): Command {
     .option('--rollout-api-key-env <var>', 'with --rollout-url: environment variable holding the servers\' bearer token (mcprl serve --token, vLLM --api-key)')
     .option('--validate-in-process', 'with --rollout-url: run validation on the trainer\'s engine, not on the servers')
     .option('--otlp-endpoint <url>', 'export OpenTelemetry traces (steps, rollouts, model and tool calls) to this OTLP/HTTP collector, e.g. http://localhost:4318')
-    .option('--quiet', 'no progress bars')
+    .option('--quiet', 'no progress on stderr (bars on a terminal, a line per phase otherwise); the step lines stay')
     .option('--json', 'print the result as JSON');
   addTargetOptions(cmd);
   cmd.addHelpText('after', `

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { terminalBars, type ProgressEvent } from '../util/progress.js';
+import type { ProgressEvent } from '../util/progress.js';
 import { ProgressLog, readLatestProgress } from './progress-log.js';
 
 let dir: string;
@@ -60,32 +60,5 @@ describe('ProgressLog', () => {
     expect(size).toBeLessThanOrEqual(1 << 20);
     expect(statSync(path.join(dir, 'progress.1.jsonl')).size).toBeGreaterThan((1 << 20) - 200);
     expect(await readLatestProgress(dir)).toMatchObject({ phase: 'gather', done: 20_000 });
-  });
-});
-
-describe('terminalBars', () => {
-  it('writes one line per quarter when the stream is not a terminal, and only for phases with units', () => {
-    const out: string[] = [];
-    const stream = { isTTY: false, write: (s: string) => out.push(s) } as unknown as NodeJS.WriteStream;
-    const bars = terminalBars(stream);
-    const ev = (phase: ProgressEvent['phase'], done: number, total: number): ProgressEvent => ({ phase, step: 1, done, total, time: 1000 });
-    bars(ev('starting', 0, 0));
-    for (let d = 0; d <= 8; d++) bars(ev('gather', d, 8));
-    bars(ev('checkpoint', 0, 0));
-    expect(out.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['gather 0/8', 'gather 2/8', 'gather 4/8', 'gather 6/8', 'gather 8/8']);
-  });
-
-  it('draws the held-out check (scenarios) only once it has run for a second, by the events\' own times', () => {
-    const out: string[] = [];
-    const stream = { isTTY: false, write: (s: string) => out.push(s) } as unknown as NodeJS.WriteStream;
-    const bars = terminalBars(stream);
-    const ev = (done: number, total: number, time: number): ProgressEvent => ({ phase: 'check_scenarios', step: 0, done, total, time });
-    // A usual set: done within milliseconds, no bar.
-    for (const [d, t] of [[0, 5], [24, 7], [36, 9]]) bars(ev(d, 36, t));
-    expect(out).toEqual([]);
-    // A large one: the bar appears after a second and ends.
-    const big = terminalBars(stream);
-    for (const [d, t] of [[0, 0], [200_000, 400], [600_000, 1200], [1_000_000, 2000]]) big({ ...ev(d, 1_000_000, t) });
-    expect(out.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['check_scenarios 600000/1000000', 'check_scenarios 1000000/1000000']);
   });
 });

@@ -22,22 +22,27 @@ export interface ReportInput {
   after: ReportTrajectory[];
   /** Free-form summary lines shown at the top (e.g. best step, export path). */
   summary?: string[];
+  /** The checkpoint validation selected (state.json's bestStep), marked on the validation curve. */
+  selectedStep?: number;
   /** Success by tool and difficulty, one table per held-out set (see breakdown.ts). */
   breakdowns?: { title: string; columns: string[]; rows: BreakdownRow[] }[];
 }
 
-/** The curves drawn; an `optional` one only when the run has its metric (rollout servers, asynchronous rollouts). */
-const CURVES: { key: string; title: string; unit?: string; optional?: boolean }[] = [
-  { key: 'train_reward', title: 'Train reward (mean)' },
-  { key: 'val_success', title: 'Validation success', unit: 'fraction' },
-  { key: 'groups_dropped_zero_variance', title: 'Groups dropped (all attempts scored alike)' },
-  { key: 'tool_call_validity', title: 'Tool-call validity', unit: 'fraction' },
-  { key: 'loss', title: 'Loss' },
-  { key: 'kl', title: 'KL to the base model' },
-  { key: 'logprob_mismatch', title: 'Sampler vs trainer |Δ logprob| (mean)', optional: true },
-  { key: 'tis_truncated', title: 'Tokens at the TIS cap', unit: 'fraction', optional: true },
-  { key: 'staleness_mean', title: 'Rollout staleness (mean, in steps)', optional: true },
-  { key: 'groups_too_stale', title: 'Groups regathered as too stale', optional: true },
+/**
+ * The curves drawn, with what their y axis counts; an `optional` one only when the run has its metric (rollout
+ * servers, asynchronous rollouts). A `fraction` is drawn from 0 to 100 %.
+ */
+const CURVES: { key: string; title: string; axis: string; fraction?: boolean; optional?: boolean }[] = [
+  { key: 'train_reward', title: 'Train reward (mean)', axis: 'reward' },
+  { key: 'val_success', title: 'Validation success', axis: 'success', fraction: true },
+  { key: 'groups_dropped_zero_variance', title: 'Groups dropped (all attempts scored alike)', axis: 'groups' },
+  { key: 'tool_call_validity', title: 'Tool-call validity', axis: 'valid calls', fraction: true },
+  { key: 'loss', title: 'Loss', axis: 'loss' },
+  { key: 'kl', title: 'KL to the base model', axis: 'KL' },
+  { key: 'logprob_mismatch', title: 'Sampler vs trainer |Δ logprob| (mean)', axis: '|Δ logprob|', optional: true },
+  { key: 'tis_truncated', title: 'Tokens at the TIS cap', axis: 'tokens', fraction: true, optional: true },
+  { key: 'staleness_mean', title: 'Rollout staleness (mean, in steps)', axis: 'steps', optional: true },
+  { key: 'groups_too_stale', title: 'Groups regathered as too stale', axis: 'groups', optional: true },
 ];
 
 export function escapeHtml(s: string): string {
@@ -50,30 +55,117 @@ function fmt(x: number): string {
   return a >= 100 || a < 0.01 ? x.toExponential(2) : x.toFixed(3);
 }
 
-/** A line chart of (step, value) points as an inline SVG. */
-export function lineChart(title: string, points: [number, number][], width = 360, height = 200): string {
-  const pad = { l: 52, r: 12, t: 24, b: 30 };
+/** One line of a chart: (step, value) points. */
+export interface ChartSeries {
+  name: string;
+  points: [number, number][];
+  color: string;
+  /** Drawn dashed (a series measured only at a few steps, such as test success). */
+  dashed?: boolean;
+}
+
+export interface ChartOptions {
+  /** What the y axis counts, written along it. */
+  axis?: string;
+  /** Values are fractions: the y axis runs from 0 to 100 %. */
+  fraction?: boolean;
+  /** A step to mark with a vertical line and its label (the checkpoint validation selected). */
+  marker?: { step: number; label: string };
+  width?: number;
+  height?: number;
+}
+
+/**
+ * About `count` evenly spaced round values (1, 2 or 5 times a power of ten) that cover [lo, hi]; `minStep` bounds
+ * the spacing from below (1 for steps, which are whole numbers).
+ */
+export function niceTicks(lo: number, hi: number, count = 5, minStep = 0): number[] {
+  if (!(hi > lo)) return [lo];
+  const raw = Math.max((hi - lo) / count, minStep);
+  const pow = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * pow).find((s) => s >= raw * (1 - 1e-9))!;
+  const first = Math.floor(lo / step + 1e-9) * step;
+  const ticks: number[] = [];
+  for (let t = first; t < hi + step * (1 - 1e-9); t += step) ticks.push(Number(t.toPrecision(12)));
+  return ticks;
+}
+
+/** A tick's label: as many decimals as the spacing needs, or powers of ten where that would be long. */
+function tickLabel(x: number, spacing: number, fraction: boolean): string {
+  if (fraction) return `${Number((x * 100).toFixed(Math.max(0, -Math.floor(Math.log10(spacing * 100)))))}%`;
+  const decimals = Math.max(0, -Math.floor(Math.log10(spacing)));
+  if (x !== 0 && (decimals > 4 || Math.abs(x) >= 1e5)) return x.toExponential(1);
+  return x.toFixed(decimals);
+}
+
+/**
+ * A line chart as an inline SVG: each series a line with a point per step, both axes with round ticks and what
+ * they count, a legend when there is more than one series, and the marked step as a dashed vertical line.
+ */
+export function lineChart(title: string, series: ChartSeries[], o: ChartOptions = {}): string {
+  const width = o.width ?? 400;
+  const height = o.height ?? 230;
+  const pad = { l: 62, r: 14, t: 28, b: 40 };
   const head = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" role="img" aria-label="${escapeHtml(title)}">` +
     `<text x="${width / 2}" y="16" text-anchor="middle" font-size="13" font-weight="600">${escapeHtml(title)}</text>`;
-  if (points.length === 0) return `${head}<text x="${width / 2}" y="${height / 2}" text-anchor="middle" font-size="12" fill="#888">no data</text></svg>`;
-  const xs = points.map((p) => p[0]);
-  const ys = points.map((p) => p[1]);
+  const drawn = series.filter((s) => s.points.length > 0);
+  if (drawn.length === 0) return `${head}<text x="${width / 2}" y="${height / 2}" text-anchor="middle" font-size="12" fill="#888">no data</text></svg>`;
+  const xs = [...drawn.flatMap((s) => s.points.map((p) => p[0])), ...(o.marker ? [o.marker.step] : [])];
+  const ys = drawn.flatMap((s) => s.points.map((p) => p[1]));
   let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
-  let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
+  let [y0, y1] = o.fraction ? [0, 1] : [Math.min(...ys), Math.max(...ys)];
   if (x0 === x1) { x0 -= 1; x1 += 1; }
   if (y0 === y1) { y0 -= 0.5; y1 += 0.5; }
-  const sx = (x: number) => pad.l + ((x - x0) / (x1 - x0)) * (width - pad.l - pad.r);
-  const sy = (y: number) => height - pad.b - ((y - y0) / (y1 - y0)) * (height - pad.t - pad.b);
-  const path = points.map((p, i) => `${i ? 'L' : 'M'}${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(' ');
-  const dots = points.map((p) => `<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="2.5" fill="#2563eb"><title>step ${p[0]}: ${fmt(p[1])}</title></circle>`).join('');
-  const axes = `<line x1="${pad.l}" y1="${height - pad.b}" x2="${width - pad.r}" y2="${height - pad.b}" stroke="#999"/>` +
-    `<line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${height - pad.b}" stroke="#999"/>` +
-    `<text x="${pad.l - 4}" y="${sy(y1) + 4}" text-anchor="end" font-size="10">${fmt(y1)}</text>` +
-    `<text x="${pad.l - 4}" y="${sy(y0) + 4}" text-anchor="end" font-size="10">${fmt(y0)}</text>` +
-    `<text x="${sx(x0)}" y="${height - pad.b + 14}" text-anchor="middle" font-size="10">${x0}</text>` +
-    `<text x="${sx(x1)}" y="${height - pad.b + 14}" text-anchor="middle" font-size="10">${x1}</text>` +
-    `<text x="${(pad.l + width - pad.r) / 2}" y="${height - 4}" text-anchor="middle" font-size="10" fill="#555">step</text>`;
-  return `${head}${axes}<path d="${path}" fill="none" stroke="#2563eb" stroke-width="1.5"/>${dots}</svg>`;
+  const xTicks = niceTicks(x0, x1, 6, 1).filter((t) => t >= x0 && t <= x1);
+  const yTicks = niceTicks(y0, y1, 5);
+  // The y axis runs from tick to tick, so its ends are labelled; the x axis from the first step to the last.
+  [y0, y1] = [Math.min(y0, yTicks[0]), Math.max(y1, yTicks[yTicks.length - 1])];
+  const sx = (x: number) => (pad.l + ((x - x0) / (x1 - x0)) * (width - pad.l - pad.r)).toFixed(1);
+  const sy = (y: number) => (height - pad.b - ((y - y0) / (y1 - y0)) * (height - pad.t - pad.b)).toFixed(1);
+  const bottom = height - pad.b;
+  const ySpacing = yTicks.length > 1 ? yTicks[1] - yTicks[0] : 1;
+  const xSpacing = xTicks.length > 1 ? xTicks[1] - xTicks[0] : 1;
+  const axes = `<line x1="${pad.l}" y1="${bottom}" x2="${width - pad.r}" y2="${bottom}" stroke="#999"/>` +
+    `<line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${bottom}" stroke="#999"/>` +
+    `<g class="x-ticks" font-size="10" text-anchor="middle">${xTicks.map((t) =>
+      `<g class="tick"><line x1="${sx(t)}" y1="${bottom}" x2="${sx(t)}" y2="${bottom + 4}" stroke="#999"/><text x="${sx(t)}" y="${bottom + 15}">${tickLabel(t, xSpacing, false)}</text></g>`).join('')}</g>` +
+    `<g class="y-ticks" font-size="10" text-anchor="end">${yTicks.map((t) =>
+      `<g class="tick"><line x1="${pad.l - 4}" y1="${sy(t)}" x2="${width - pad.r}" y2="${sy(t)}" stroke="#eee"/><text x="${pad.l - 6}" y="${Number(sy(t)) + 3.5}">${tickLabel(t, ySpacing, !!o.fraction)}</text></g>`).join('')}</g>` +
+    `<text class="x-label" x="${(pad.l + width - pad.r) / 2}" y="${height - 6}" text-anchor="middle" font-size="11" fill="#555">step</text>` +
+    (o.axis ? `<text class="y-label" transform="translate(13 ${(pad.t + bottom) / 2}) rotate(-90)" text-anchor="middle" font-size="11" fill="#555">${escapeHtml(o.axis)}${o.fraction ? ' (%)' : ''}</text>` : '');
+  const marker = o.marker
+    ? `<g class="selected-step"><line x1="${sx(o.marker.step)}" y1="${pad.t}" x2="${sx(o.marker.step)}" y2="${bottom}" stroke="#16a34a" stroke-width="1.5" stroke-dasharray="4 3"/>` +
+      `<text x="${sx(o.marker.step)}" y="${pad.t - 2}" text-anchor="${o.marker.step > (x0 + x1) / 2 ? 'end' : 'start'}" font-size="10" fill="#16a34a">${escapeHtml(o.marker.label)}</text></g>`
+    : '';
+  const lines = drawn.map((s) => {
+    const pts = [...s.points].sort((a, b) => a[0] - b[0]);
+    const path = pts.map((p, i) => `${i ? 'L' : 'M'}${sx(p[0])},${sy(p[1])}`).join(' ');
+    const value = (y: number) => (o.fraction ? `${(y * 100).toFixed(1)}%` : fmt(y));
+    const dots = pts.map((p) => `<circle cx="${sx(p[0])}" cy="${sy(p[1])}" r="2.5" fill="${s.color}"><title>${escapeHtml(s.name)}, step ${p[0]}: ${value(p[1])}</title></circle>`).join('');
+    return `<g class="series" data-name="${escapeHtml(s.name)}"><path d="${path}" fill="none" stroke="${s.color}" stroke-width="1.5"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/>${dots}</g>`;
+  }).join('');
+  const legend = drawn.length > 1
+    ? `<g class="legend" font-size="10">${drawn.map((s, i) => {
+      const y = pad.t + 8 + i * 13;
+      return `<line x1="${pad.l + 8}" y1="${y}" x2="${pad.l + 22}" y2="${y}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/><text x="${pad.l + 26}" y="${y + 3.5}">${escapeHtml(s.name)}</text>`;
+    }).join('')}</g>`
+    : '';
+  return `${head}${axes}${marker}${lines}${legend}</svg>`;
+}
+
+/**
+ * Test success as measured: the untrained model (step 0), the last step, and the selected checkpoint at its own
+ * step (the last step's row holds it as test_success_best, with best_step).
+ */
+export function testPoints(metrics: Record<string, unknown>[]): [number, number][] {
+  const byStep = new Map<number, number>();
+  for (const m of metrics) {
+    if (typeof m.step === 'number' && typeof m.test_success === 'number') byStep.set(m.step, m.test_success);
+  }
+  for (const m of metrics) {
+    if (typeof m.best_step === 'number' && typeof m.test_success_best === 'number' && !byStep.has(m.best_step)) byStep.set(m.best_step, m.test_success_best);
+  }
+  return [...byStep].sort((a, b) => a[0] - b[0]);
 }
 
 function renderTrajectory(t: ReportTrajectory | undefined): string {
@@ -99,12 +191,23 @@ function renderBreakdown(b: NonNullable<ReportInput['breakdowns']>[number]): str
   return `<h3>${escapeHtml(b.title)}</h3><table class="breakdown">${head}${body}</table>`;
 }
 
+const BLUE = '#2563eb';
+const ORANGE = '#ea580c';
+
 export function renderReport(input: ReportInput): string {
-  const charts = CURVES.map(({ key, title, optional }) => {
+  const charts = CURVES.map(({ key, title, axis, fraction, optional }) => {
     const pts = input.metrics
       .filter((m) => typeof m[key] === 'number' && typeof m.step === 'number')
       .map((m) => [m.step as number, m[key] as number] as [number, number]);
-    return optional && pts.length === 0 ? '' : lineChart(title, pts);
+    if (optional && pts.length === 0) return '';
+    if (key !== 'val_success') return lineChart(title, [{ name: key, points: pts, color: BLUE }], { axis, fraction });
+    // Validation picks the checkpoint; test, measured beside it, says how much that choice flatters it.
+    const test = testPoints(input.metrics);
+    const selected = input.selectedStep;
+    return lineChart(test.length > 0 ? 'Validation and test success' : title, [
+      { name: 'validation', points: pts, color: BLUE },
+      { name: 'test', points: test, color: ORANGE, dashed: true },
+    ], { axis, fraction, ...(selected !== undefined ? { marker: { step: selected, label: `selected: step ${selected}` } } : {}) });
   }).filter(Boolean).join('\n');
   const afterById = new Map(input.after.map((t) => [t.scenario_id, t]));
   const pairs = input.before.filter((t) => afterById.has(t.scenario_id)).slice(0, 6);

@@ -67,6 +67,7 @@ export async function writeRunReport(run: RunDir, opts: { exportBest?: boolean }
     metrics,
     before: await readTrajectories(run.valTrajectories(0)),
     after: await readTrajectories(run.valTrajectories(bestStep)),
+    ...(state ? { selectedStep: bestStep } : {}),
     summary: state
       ? [
           `Steps completed: ${state.step}${state.stopped ? ` (stopped: ${state.stopped})` : ''}. ` +

@@ -35,44 +35,55 @@ export type ProgressListener = (event: ProgressEvent) => void;
 /** How a component that knows nothing of runs reports a long piece of work: called now and then, and at the end. */
 export type OnProgress = (done: number, total: number) => void;
 
-/** The phases drawn as bars: those that count units. */
-const BAR_PHASES = new Set<ProgressPhase>(['read_scenarios', 'check_scenarios', 'write_scenarios', 'gather', 'score', 'train', 'validate', 'test']);
-const UNITS: Partial<Record<ProgressPhase, string>> = { train: 'sequences', read_scenarios: 'lines', check_scenarios: 'scenarios', write_scenarios: 'scenarios' };
-/** Phases that take milliseconds on a usual set: their bar appears only once one has run for a second (by event time). */
-const BAR_AFTER_A_SECOND = new Set<ProgressPhase>(['read_scenarios', 'check_scenarios', 'write_scenarios']);
+/** The phases drawn as bars, and what one unit of each is. */
+const UNITS: Partial<Record<ProgressPhase, string>> = {
+  read_scenarios: 'lines', check_scenarios: 'scenarios', write_scenarios: 'scenarios',
+  gather: 'rollouts', score: 'groups', train: 'sequences', validate: 'rollouts', test: 'rollouts',
+};
+/** Phases that take milliseconds on a usual set: shown only once one has run for a second (by event time). */
+const QUICK = new Set<ProgressPhase>(['read_scenarios', 'check_scenarios', 'write_scenarios']);
+/** The widest bar drawn, in characters; a narrower terminal gets a shorter one. */
+const BAR_WIDTH = 24;
+
+/** Where bars go: process.stderr, or anything that writes and says whether it is a terminal (and how wide). */
+export type BarStream = Pick<NodeJS.WriteStream, 'write'> & { isTTY?: boolean; columns?: number };
 
 /**
- * Renders events as bars on `stream`: redrawn in place on a terminal, one line per 25 % otherwise (logs and CI stay
- * readable). A bar starts with the first event of its phase and step (a second later for a quick phase, so a set of
- * a few dozen scenarios draws no bar) and ends when done reaches total.
+ * Renders events for a person. On a terminal, a bar per phase redrawn in place (as wide as the terminal) that
+ * ends its line when done reaches total. Into a file or a pipe, where redraws would be one line each, one line
+ * per phase when it ends: `step 3 gather: 64 rollouts in 4.2 s` (the figures of each step are the training
+ * loop's own line). A quick phase (reading and checking a scenario set) shows only once it has taken a second,
+ * so a set of a few dozen scenarios draws nothing.
  */
-export function terminalBars(stream: NodeJS.WriteStream = process.stderr): ProgressListener {
-  let key = '';
-  let started = 0;
-  let lastQuarter = -1;
+export function terminalBars(stream: BarStream = process.stderr): ProgressListener {
+  /** When each phase of each step began, and whether its end was shown; a phase run again for a step (a
+   *  regathered round) starts over with its first event below total. */
+  const phases = new Map<string, { started: number; ended: boolean }>();
   return (e) => {
     if (e.phase === 'starting' && e.message) stream.write(`${e.message}\n`);
-    if (!BAR_PHASES.has(e.phase) || e.total <= 0) return;
-    if (`${e.phase}:${e.step}` !== key) {
-      key = `${e.phase}:${e.step}`;
-      started = e.time;
-      lastQuarter = -1;
-    }
-    if (BAR_AFTER_A_SECOND.has(e.phase) && e.time - started < 1000) return;
-    const frac = Math.min(1, e.done / e.total);
-    const secs = ((e.time - started) / 1000).toFixed(1);
-    const note = UNITS[e.phase] ?? '';
-    if (stream.isTTY) {
-      const width = 24;
-      const filled = Math.round(frac * width);
-      stream.write(`\r${e.phase.padEnd(9)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${e.done}/${e.total} ${secs}s ${note}`.padEnd(90));
-      if (e.done >= e.total) stream.write('\n');
+    const unit = UNITS[e.phase];
+    if (unit === undefined || e.total <= 0) return;
+    const key = `${e.phase}:${e.step}`;
+    let p = phases.get(key);
+    if (!p || (p.ended && e.done < e.total)) phases.set(key, (p = { started: e.time, ended: false }));
+    if (p.ended) return;
+    const ended = e.done >= e.total;
+    p.ended = ended;
+    const secs = (e.time - p.started) / 1000;
+    if (QUICK.has(e.phase) && secs < 1) return;
+    // Scenario phases run before step 0 and are not a step's work.
+    const label = QUICK.has(e.phase) ? e.phase : `step ${e.step} ${e.phase}`;
+    if (!stream.isTTY) {
+      if (ended) stream.write(`${label}: ${e.total} ${unit} in ${secs.toFixed(1)} s\n`);
       return;
     }
-    const quarter = Math.floor(frac * 4);
-    if (quarter > lastQuarter) {
-      lastQuarter = quarter;
-      stream.write(`${e.phase} ${e.done}/${e.total} (${Math.round(frac * 100)}%) ${secs}s ${note}\n`);
-    }
+    // One character short of the terminal's width: a line that fills it wraps on some terminals, and then \r
+    // no longer returns to the bar's start.
+    const cols = Math.max(20, (stream.columns ?? 80) - 1);
+    const tail = `${e.done}/${e.total} ${unit} ${secs.toFixed(1)}s`;
+    const room = Math.min(BAR_WIDTH, cols - Math.max(16, label.length) - tail.length - 4);
+    const filled = Math.round(Math.min(1, e.done / e.total) * room);
+    const bar = room >= 5 ? ` [${'#'.repeat(filled)}${'.'.repeat(room - filled)}]` : '';
+    stream.write(`\r${`${label.padEnd(16)}${bar} ${tail}`.slice(0, cols).padEnd(cols)}${ended ? '\n' : ''}`);
   };
 }
