@@ -29,7 +29,6 @@ export type {
   ChatSampling,
   ChatStreamEvent,
   ChatToolCall,
-  ChatTurnMessage,
   ChatTurnRequest,
 } from './chat-turn.js';
 

@@ -2,8 +2,9 @@
  * A prompt as the chat template takes it: each message with only the fields its role has (a message the
  * template cannot render is refused, naming it), whether tools are offered, and what a rendering is remembered by.
  */
-import type { TemplateMessage, TemplateTool } from './chat-template.js';
-import { ChatError, type ChatPrompt, type ChatTurnMessage } from './chat-turn.js';
+import type { TemplateTool } from './chat-template.js';
+import { ChatError, type ChatPrompt } from './chat-turn.js';
+import type { ChatMessage } from './message.js';
 
 /** Whether the prompt offers tools (then tool calls are also parsed from the answer). */
 export function toolsEnabled(prompt: ChatPrompt): prompt is ChatPrompt & { tools: TemplateTool[] } {
@@ -11,7 +12,7 @@ export function toolsEnabled(prompt: ChatPrompt): prompt is ChatPrompt & { tools
 }
 
 /** What a prompt's ids are remembered by: the chat template's whole input. */
-export function promptKey(input: { messages: TemplateMessage[]; tools?: TemplateTool[]; kwargs: Record<string, unknown> }): string {
+export function promptKey(input: { messages: ChatMessage[]; tools?: TemplateTool[]; kwargs: Record<string, unknown> }): string {
   return JSON.stringify([input.messages, input.tools ?? null, input.kwargs]);
 }
 
@@ -21,16 +22,13 @@ export function promptChars(prompt: ChatPrompt): number {
   for (const m of prompt.messages) {
     if (typeof m.content === 'string') n += m.content.length;
     n += (m.reasoning_content ?? '').length;
-    for (const c of m.tool_calls ?? []) {
-      const args = c.function.arguments;
-      n += c.function.name.length + (typeof args === 'string' ? args.length : JSON.stringify(args).length);
-    }
+    for (const c of m.tool_calls ?? []) n += c.function.name.length + c.function.arguments.length;
   }
   return n;
 }
 
 /** The message as the template receives it: only the fields its role has. */
-export function toTemplateMessage(m: ChatTurnMessage, i: number): TemplateMessage {
+export function toTemplateMessage(m: ChatMessage, i: number): ChatMessage {
   const content = m.content;
   switch (m.role) {
     case 'assistant':

@@ -4,20 +4,10 @@
  * that are the caller's to fix.
  */
 import type { TemplateTool } from './chat-template.js';
+import type { ChatMessage } from './message.js';
 import type { InvalidToolCall } from './parse-tool-call.js';
 import type { TokenAlternative } from '../engine/model.js';
 import { McprlError } from '../util/errors.js';
-
-/** A message of the conversation, in OpenAI's shape with plain-text content. */
-export interface ChatTurnMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
-  /** Required except on an assistant turn that only calls tools. */
-  content: string | null;
-  tool_calls?: { id?: string; type?: 'function'; function: { name: string; arguments: string | Record<string, unknown> } }[] | null;
-  tool_call_id?: string;
-  name?: string;
-  reasoning_content?: string | null;
-}
 
 /** How completions are sampled. */
 export interface ChatSampling {
@@ -44,7 +34,7 @@ export interface ChatSampling {
 
 /** What to render: the conversation and the tools offered. */
 export interface ChatPrompt {
-  messages: ChatTurnMessage[];
+  messages: ChatMessage[];
   /** Tools offered to the model; when there are any, tool calls are also parsed from its answers. Default none. */
   tools?: TemplateTool[];
   /** Chat template variables for this request, over the engine's own. Default none. */

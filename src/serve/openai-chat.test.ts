@@ -1,6 +1,7 @@
 /** OpenAI's chat request onto the typed chat core, and the core's refusals back as OpenAI errors. */
 import { describe, expect, it } from 'vitest';
 import { ChatError } from '../chat/chat-engine.js';
+import { ChatMessageSchema } from '../chat/message.js';
 import { ChatRequestError, parseChatRequest, toRequestError, toTurnRequest } from './openai-chat.js';
 
 const messages = [{ role: 'user', content: 'Write anything.' }];
@@ -63,6 +64,46 @@ describe('toTurnRequest', () => {
       sampling: { topK: -1, maxTokens: 5, stop: ['END'], seed: 3 },
     });
     expect(toTurnRequest(parseChatRequest({ model: 'm', messages, tools, tool_choice: 'none' })).tools).toBeUndefined();
+  });
+});
+
+describe('chatMessageSchema', () => {
+  it('converts the looser shapes clients send to the one chat message shape', () => {
+    const turn = toTurnRequest(
+      parseChatRequest({
+        model: 'm',
+        messages: [
+          { role: 'user', content: 'Weather?', name: 'ann' },
+          {
+            role: 'assistant',
+            content: null,
+            name: 'bot',
+            reasoning_content: null,
+            tool_calls: [
+              { id: 'c1', type: 'function', function: { name: 'weather', arguments: { city: 'Paris' } } },
+              { function: { name: 'weather', arguments: '{"city": "Köln"}' } },
+            ],
+          },
+          { role: 'tool', tool_call_id: 'c1', name: 'weather', content: [{ type: 'text', text: 'sunny' }] },
+          { role: 'assistant', content: 'Sunny.', tool_calls: null, reasoning_content: 'It said sunny.' },
+        ],
+      }),
+    );
+    expect(turn.messages).toStrictEqual([
+      { role: 'user', content: 'Weather?', name: 'ann' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          { id: 'c1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } },
+          // No id was sent, so the template is given none.
+          { type: 'function', function: { name: 'weather', arguments: '{"city": "Köln"}' } },
+        ],
+      },
+      { role: 'tool', content: 'sunny', tool_call_id: 'c1', name: 'weather' },
+      { role: 'assistant', content: 'Sunny.', reasoning_content: 'It said sunny.' },
+    ]);
+    expect(() => ChatMessageSchema.array().parse(turn.messages)).not.toThrow();
   });
 });
 
