@@ -1,9 +1,6 @@
 import { z } from 'zod';
 import type { ToolExecution } from '../mcp/index.js';
-import { ChatMessageSchema, ToolCallSchema } from '../chat/message.js';
-
-// Trajectories keep the one chat message shape (src/chat/message.ts); these names stay for the library's readers.
-export { ChatMessageSchema, ToolCallSchema };
+import { ChatMessageSchema } from '../chat/message.js';
 
 /**
  * A message as a trajectory keeps it: the chat message shape, without reasoning_content (trajectories never carry
