@@ -1,7 +1,11 @@
 /** OpenAI's chat request onto the typed chat core, and the core's refusals back as OpenAI errors. */
 import { describe, expect, it } from 'vitest';
 import { ChatError } from '../chat/chat-engine.js';
+import { Template } from '@huggingface/jinja';
+import { qwen3TokenizerDir } from '../../scripts/random-model.js';
+import { ChatTemplate } from '../chat/chat-template.js';
 import { ChatMessageSchema } from '../chat/message.js';
+import { HfTokenizer } from '../chat/tokenizer.js';
 import { ChatRequestError, parseChatRequest, toRequestError, toTurnRequest } from './openai-chat.js';
 
 const messages = [{ role: 'user', content: 'Write anything.' }];
@@ -104,6 +108,33 @@ describe('chatMessageSchema', () => {
       { role: 'assistant', content: 'Sunny.', reasoning_content: 'It said sunny.' },
     ]);
     expect(() => ChatMessageSchema.array().parse(turn.messages)).not.toThrow();
+  });
+});
+
+describe('tool-call arguments sent as an object', () => {
+  it('render as the template renders that object itself, though the message keeps them as JSON text', async () => {
+    const tokenizer = await HfTokenizer.load(qwen3TokenizerDir());
+    const source = tokenizer.chatTemplate!;
+    const args = { city: 'Köln', days: 3, units: { temp: 'C' }, alerts: [true, null] };
+    const tools = [{ type: 'function' as const, function: { name: 'weather', parameters: { type: 'object' } } }];
+    const body = {
+      model: 'm',
+      tools,
+      messages: [
+        { role: 'user', content: 'Weather?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'weather', arguments: args } }] },
+        { role: 'tool', tool_call_id: 'c1', content: 'rain' },
+      ],
+    };
+    const rendered = new ChatTemplate(source).render(toTurnRequest(parseChatRequest(body)).messages, { tools });
+    // What the template is given when the object goes to it as sent (content null as '', as templates expect).
+    const direct = new Template(source).render({
+      messages: body.messages.map((m) => ({ ...m, content: m.content ?? '' })),
+      tools,
+      add_generation_prompt: true,
+    });
+    expect(rendered).toBe(direct);
+    expect(rendered).toContain('"arguments": {"city": "Köln", "days": 3, "units": {"temp": "C"}, "alerts": [true, null]}');
   });
 });
 
