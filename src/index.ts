@@ -39,7 +39,9 @@ export type {
   LoginResult,
 } from './mcp/index.js';
 export { OpenAIPolicy, PolicyError } from './agent/policy.js';
-export type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from './agent/policy.js';
+export type { Policy, PolicyRequest, PolicyTurn } from './agent/policy.js';
+export { ChatMessageSchema } from './chat/message.js';
+export type { ChatMessage } from './chat/message.js';
 export { rollout, rolloutGroups, COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT } from './agent/rollout.js';
 export type { RolloutOptions, RolloutGroupsOptions } from './agent/rollout.js';
 export { TrajectorySchema } from './agent/trajectory.js';
@@ -103,7 +105,6 @@ export type { MergeOptions } from './export/merge.js';
 export { ChatEngine, ChatError } from './chat/chat-engine.js';
 export type {
   ChatTurnRequest,
-  ChatTurnMessage,
   ChatSampling,
   ChatPrompt,
   ChatResult,

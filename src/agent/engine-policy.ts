@@ -3,9 +3,9 @@
  * Each turn keeps the exact sampled token ids and their logprobs, and reports `<tool_call>` blocks the
  * model got wrong as invalid calls (data for the reward), never as errors.
  */
-import type { ChatMessage, Policy, PolicyContext, PolicyRequest, PolicyTurn } from './policy.js';
-import { PolicyError } from './policy.js';
-import { ChatError, type ChatEngine, type ChatTurnMessage } from '../chat/chat-engine.js';
+import type { Policy, PolicyContext, PolicyRequest, PolicyTurn } from './policy.js';
+import { PolicyError, toWireMessage } from './policy.js';
+import { ChatError, type ChatEngine } from '../chat/chat-engine.js';
 
 export interface EnginePolicyOptions {
   /** Base model or adapter name to answer with (see ChatEngine.modelNames()). Default: the base model. */
@@ -51,7 +51,7 @@ export class EnginePolicy implements Policy {
     return {
       room: (messages, tools, maxTokens) => {
         const prompt = engine.promptIds({
-          messages: messages.map(toTurnMessage),
+          messages: messages.map(toWireMessage),
           ...(tools.length > 0 ? { tools } : {}),
           ...(this.opts.chatTemplateKwargs ? { chatTemplateKwargs: this.opts.chatTemplateKwargs } : {}),
         });
@@ -69,7 +69,7 @@ export class EnginePolicy implements Policy {
     try {
       result = await this.engine.complete({
         model: this.model,
-        messages: req.messages.map(toTurnMessage),
+        messages: req.messages.map(toWireMessage),
         ...(req.tools.length > 0 ? { tools: req.tools } : {}),
         ...(this.opts.chatTemplateKwargs ? { chatTemplateKwargs: this.opts.chatTemplateKwargs } : {}),
         ...(this.opts.constrainToolCalls !== undefined ? { constrainToolCalls: this.opts.constrainToolCalls } : {}),
@@ -104,15 +104,4 @@ export class EnginePolicy implements Policy {
     if (c.invalidToolCalls.length > 0) turn.invalidToolCalls = c.invalidToolCalls.map((t) => ({ raw: t.raw, error: t.error }));
     return turn;
   }
-}
-
-/** The message as OpenAIPolicy sends it over HTTP (mcprl's private fields dropped), so both render alike. */
-function toTurnMessage(m: ChatMessage): ChatTurnMessage {
-  return {
-    role: m.role,
-    content: m.content,
-    ...(m.tool_calls && m.tool_calls.length > 0 ? { tool_calls: m.tool_calls } : {}),
-    ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
-    ...(m.name !== undefined && m.role !== 'tool' ? { name: m.name } : {}),
-  };
 }

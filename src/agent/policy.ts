@@ -1,37 +1,11 @@
 import OpenAI from 'openai';
 import { APIError } from 'openai';
-import type { OpenAITool, ToolExecution } from '../mcp/index.js';
+import type { OpenAITool } from '../mcp/index.js';
+import type { ChatMessage } from '../chat/message.js';
 import { parseToolCalls, TOOL_CALL_OPEN } from '../chat/parse-tool-call.js';
 import { McprlError } from '../util/errors.js';
 
-export type { OpenAITool };
-
-/** One OpenAI chat message as the rollout loop keeps it. */
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
-  content: string | null;
-  tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[];
-  tool_call_id?: string;
-  name?: string;
-  /** On a tool answer: whether the server executed the call (see the Trajectory schema's ChatMessage). */
-  execution?: ToolExecution;
-  /**
-   * Set on assistant turns produced by the local engine (or an endpoint that returns them): exact sampled
-   * token ids and their logprobs, so training never re-tokenises.
-   */
-  mcprl?: {
-    token_ids: number[];
-    logprobs: number[];
-    /**
-     * Set when `logprobs` are the sampler's: log-probabilities under softmax(logits ÷ temperature), restricted
-     * to the tokens the tool-call constraint allowed when `constrained`. Absent: the model's log π at
-     * temperature 1 over the whole vocabulary. Training computes its log π the same way.
-     */
-    temperature?: number;
-    /** The turn was decoded with tool calls constrained to the tools' schemas (src/chat/constrain.ts). */
-    constrained?: boolean;
-  };
-}
+export type { OpenAITool, ChatMessage };
 
 export interface PolicyRequest {
   messages: ChatMessage[];
@@ -166,13 +140,18 @@ export class OpenAIPolicy implements Policy {
   }
 }
 
-/** Drops mcprl's private fields so that any endpoint accepts the messages. */
-function toWireMessage(m: ChatMessage): Record<string, unknown> {
-  const out: Record<string, unknown> = { role: m.role, content: m.content };
-  if (m.tool_calls && m.tool_calls.length > 0) out.tool_calls = m.tool_calls;
-  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
-  if (m.name !== undefined && m.role !== 'tool') out.name = m.name;
-  return out;
+/**
+ * The message as a policy sends it, over HTTP or to the in-process engine alike (so both render the same prompt):
+ * mcprl's private fields dropped so that any endpoint accepts it, and a tool answer's `name` too.
+ */
+export function toWireMessage(m: ChatMessage): ChatMessage {
+  return {
+    role: m.role,
+    content: m.content,
+    ...(m.tool_calls && m.tool_calls.length > 0 ? { tool_calls: m.tool_calls } : {}),
+    ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
+    ...(m.name !== undefined && m.role !== 'tool' ? { name: m.name } : {}),
+  };
 }
 
 function toPolicyError(err: unknown): PolicyError {

@@ -1,33 +1,16 @@
 import { z } from 'zod';
 import type { ToolExecution } from '../mcp/index.js';
+import { ChatMessageSchema } from '../chat/message.js';
 
-export const ToolCallSchema = z.object({
-  id: z.string(),
-  type: z.literal('function'),
-  function: z.object({ name: z.string(), arguments: z.string() }),
-});
-
-export const ChatMessageSchema = z.object({
-  role: z.enum(['system', 'user', 'assistant', 'tool']),
-  content: z.string().nullable(),
-  tool_calls: z.array(ToolCallSchema).optional(),
-  tool_call_id: z.string().optional(),
-  name: z.string().optional(),
-  /**
-   * On a tool answer: whether the server executed the call (src/mcp's ToolExecution; complete_task counts as
-   * executed, calls the loop rejected as not_executed). Only executed calls count for checks. Absent in trajectories
-   * recorded before it existed, and in those an application records itself: see wasExecuted.
-   */
-  execution: z.enum(['executed', 'not_executed', 'unknown']).optional(),
-  /** Exact sampled token ids and logprobs of an assistant turn, when the policy returned them. */
-  mcprl: z
-    .object({
-      token_ids: z.array(z.number().int()),
-      logprobs: z.array(z.number()),
-      temperature: z.number().positive().optional(),
-      constrained: z.boolean().optional(),
-    })
-    .optional(),
+/**
+ * A message as a trajectory keeps it: the chat message shape, without reasoning_content (trajectories never carry
+ * it), and with an id on every tool call (the rollout loop and the recorder give each one; checks pair calls with
+ * their answers by it).
+ */
+export const TrajectoryMessageSchema = ChatMessageSchema.omit({ reasoning_content: true }).superRefine((m, ctx) => {
+  m.tool_calls?.forEach((c, i) => {
+    if (c.id === undefined) ctx.addIssue({ code: 'custom', path: ['tool_calls', i, 'id'], message: 'Invalid input: expected string, received undefined' });
+  });
 });
 
 export const OpenAIToolSchema = z.object({
@@ -67,7 +50,7 @@ export const TrajectorySchema = z.object({
   scenario_id: z.string(),
   /** Trajectories of one group share a goal and are judged together. */
   group_id: z.string().optional(),
-  messages: z.array(ChatMessageSchema),
+  messages: z.array(TrajectoryMessageSchema),
   tools: z.array(OpenAIToolSchema),
   /** The complete_task summary, else the last assistant text, else null. */
   final_answer: z.string().nullable(),

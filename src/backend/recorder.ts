@@ -16,13 +16,10 @@
  * tokenised when trained on.
  */
 import { randomBytes } from 'node:crypto';
-import type { z } from 'zod';
-import type { ChatMessage } from '../agent/policy.js';
+import type { ChatMessage } from '../chat/message.js';
 import { chatMessageSchema, type ChatRequest } from '../serve/openai-chat.js';
 import { BackendError } from './errors.js';
 import type { TrajectoryInput } from './schemas.js';
-
-type WireMessage = z.output<typeof chatMessageSchema>;
 
 interface CompletionChoice {
   message?: { content?: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[] | null };
@@ -75,15 +72,14 @@ export class TrajectoryRecorder {
   trajectory(score: { reward: number; metrics?: Record<string, number>; metadata?: Record<string, unknown> }): TrajectoryInput {
     const last = this.calls[this.calls.length - 1];
     if (!last) throw new BackendError('RECORDER', 'no chat completion was recorded: did the agent use the recorder\'s fetch?');
-    const history = last.request.messages.map((m) => chatMessageSchema.parse(m));
+    const history = last.request.messages.map((m) => toTrajectoryMessage(chatMessageSchema.parse(m)));
     const used = new Set<RecordedCall>([last]);
     const messages: ChatMessage[] = history.map((m) => {
-      const plain = toChatMessage(m);
-      if (plain.role !== 'assistant') return plain;
-      const call = this.calls.find((c) => !used.has(c) && sameTurn(c.choice, plain));
-      if (!call) return plain;
+      if (m.role !== 'assistant') return m;
+      const call = this.calls.find((c) => !used.has(c) && sameTurn(c.choice, m));
+      if (!call) return m;
       used.add(call);
-      return withTokens(plain, call.choice);
+      return withTokens(m, call.choice);
     });
     messages.push(withTokens(answerMessage(last.choice), last.choice));
     return {
@@ -193,23 +189,15 @@ function sseTap(assembler: StreamAssembler, done: () => void): TransformStream<U
   });
 }
 
-/** A request message in the shape trajectories keep: text content, tool-call arguments as JSON text. */
-function toChatMessage(m: WireMessage): ChatMessage {
-  const content = m.content === undefined || m.content === null ? null : typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('');
-  switch (m.role) {
-    case 'assistant': {
-      const calls = (m.tool_calls ?? []).map((c) => ({
-        id: c.id ?? `call_${randomBytes(12).toString('hex')}`,
-        type: 'function' as const,
-        function: { name: c.function.name, arguments: typeof c.function.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function.arguments) },
-      }));
-      return { role: 'assistant', content, ...(calls.length > 0 ? { tool_calls: calls } : {}) };
-    }
-    case 'tool':
-      return { role: 'tool', content, ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}), ...(m.name ? { name: m.name } : {}) };
-    default:
-      return { role: m.role === 'developer' ? 'system' : m.role, content, ...(m.name ? { name: m.name } : {}) };
-  }
+/**
+ * A request message (already in the chat message shape) as trajectories keep it: every tool call with an id, and
+ * no reasoning_content (see TrajectoryMessageSchema).
+ */
+function toTrajectoryMessage(m: ChatMessage): ChatMessage {
+  if (m.role !== 'assistant') return m;
+  const { reasoning_content: _reasoning, tool_calls: calls, ...rest } = m;
+  const withIds = (calls ?? []).map((c) => ({ id: c.id ?? `call_${randomBytes(12).toString('hex')}`, type: c.type, function: c.function }));
+  return { ...rest, ...(withIds.length > 0 ? { tool_calls: withIds } : {}) };
 }
 
 function answerMessage(choice: CompletionChoice): ChatMessage {

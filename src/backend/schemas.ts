@@ -7,7 +7,7 @@
  * schema (src/train/config.ts), so each is written down once.
  */
 import { z } from 'zod';
-import { ChatMessageSchema } from '../agent/trajectory.js';
+import { TrajectoryMessageSchema } from '../agent/trajectory.js';
 import { toolSchema } from '../serve/openai-chat.js';
 import { ExportFormatSchema, ExportRequestSchema } from '../export/export-model.js';
 import { OptimizerConfigSchema } from '../engine/train-types.js';
@@ -61,7 +61,7 @@ export const TrajectorySchema = z.object({
    * and logprobs (`mcprl`), so training never re-tokenises them; turns without them are rendered by the chat
    * template and tokenised (counted in the step's result as `retokenizedTurns`).
    */
-  messages: z.array(ChatMessageSchema).min(1),
+  messages: z.array(TrajectoryMessageSchema).min(1),
   /** The tools offered in the conversation. Default none. */
   tools: z.array(TrajectoryToolSchema).default([]),
   /** The reward the application assigned; the higher the better. */

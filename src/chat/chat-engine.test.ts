@@ -8,12 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { makeRandomAdapter, makeRandomModel } from '../../scripts/random-model.js';
-import { ChatEngine, ChatError, type ChatResult, type ChatStreamEvent, type ChatTurnMessage, type ChatTurnRequest } from './chat-engine.js';
+import { ChatEngine, ChatError, type ChatResult, type ChatStreamEvent, type ChatTurnRequest } from './chat-engine.js';
 import type { Model } from '../engine/model.js';
+import type { ChatMessage } from './message.js';
 
 let dir: string;
 let engine: ChatEngine;
-const messages: ChatTurnMessage[] = [{ role: 'user', content: 'Write anything.' }];
+const messages: ChatMessage[] = [{ role: 'user', content: 'Write anything.' }];
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mcprl-chat-'));
@@ -49,7 +50,7 @@ describe('ChatEngine', () => {
     const tools = [{ type: 'function' as const, function: { name: 'get_book', description: 'A book.', parameters: { type: 'object', properties: { id: { type: 'string' } } } } }];
     const fresh = new ChatEngine(engine.model, engine.tokenizer, { chatTemplateKwargs: { enable_thinking: false } });
     const render = vi.spyOn(fresh.template, 'render');
-    const turn: ChatTurnMessage[] = [...messages, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', function: { name: 'get_book', arguments: '{"id": "bk-1"}' } }] }, { role: 'tool', tool_call_id: 'c1', content: 'A novel.' }];
+    const turn: ChatMessage[] = [...messages, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_book', arguments: '{"id": "bk-1"}' } }] }, { role: 'tool', tool_call_id: 'c1', content: 'A novel.' }];
     const first = fresh.promptIds({ messages: turn, tools });
     first.push(-1);
     // Equal input in other objects: not rendered again.

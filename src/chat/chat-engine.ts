@@ -4,18 +4,33 @@
  * again. Typed all through: the agent's in-process policy and training call it directly, and `mcprl serve`
  * (src/serve) only maps OpenAI's JSON onto it, so a trained agent behaves the same whichever way it is reached.
  */
-import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
-import { ChatTemplate, ChatTemplateError, type TemplateMessage, type TemplateTool } from './chat-template.js';
-import { EngineError, Model, modelLoadOptions, type ModelLoadOptions, type PrefixCacheStats, type KvCacheStats, type GeneratedSequence, type GenerateRequest, type SamplingParams, type TokenAlternative } from '../engine/model.js';
-import { parseToolCalls, stableContent, type InvalidToolCall } from './parse-tool-call.js';
-import { HfTokenizer, IncrementalDecoder } from './tokenizer.js';
-import { McprlError } from '../util/errors.js';
-import { tokenTable, ToolCallConstrainer, type TokenTable, type ToolCallConstraint } from './constrain.js';
-import { compileJsonGrammar, UnsupportedSchema, type ToolCallOptions } from './tool-call-grammar.js';
+import { ChatTemplate, ChatTemplateError } from './chat-template.js';
+import { EngineError, Model, modelLoadOptions, type ModelLoadOptions, type PrefixCacheStats, type KvCacheStats, type GeneratedSequence, type GenerateRequest, type SamplingParams } from '../engine/model.js';
+import { HfTokenizer } from './tokenizer.js';
+import { tokenTable, type ToolCallConstrainer, type ToolCallConstraint } from './constrain.js';
+import type { ToolCallOptions } from './tool-call-grammar.js';
 import { AdapterRoutes } from './adapter-routes.js';
 import { LruCache } from '../util/lru.js';
+import { ChatError, type ChatChoice, type ChatPrompt, type ChatResult, type ChatStreamEvent, type ChatTurnRequest } from './chat-turn.js';
+import { promptChars, promptKey, toolsEnabled, toTemplateMessage } from './chat-prompt.js';
+import { SampleState } from './sample-decoder.js';
+import { ConstrainerCache, requestConstrainer, type ConstrainedTool, type ResponseFormat } from './request-constraint.js';
+
+// The chat core's request and result types live in chat-turn.ts; this module is their entry point.
+export { ChatError } from './chat-turn.js';
+export type {
+  ChatChoice,
+  ChatErrorCode,
+  ChatFinishReason,
+  ChatPrompt,
+  ChatResult,
+  ChatSampling,
+  ChatStreamEvent,
+  ChatToolCall,
+  ChatTurnRequest,
+} from './chat-turn.js';
 
 /** The part of the engine's `Model` that chat uses (kept narrow so chat is clear about what it needs). */
 export interface ChatModel {
@@ -32,166 +47,6 @@ export interface ChatModel {
   /** The engine's KV cache budget and counters (src/engine/kv-cache.ts), where it has one. */
   kvCacheStats?(): KvCacheStats;
   close(): void;
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Requests
-
-/** A message of the conversation, in OpenAI's shape with plain-text content. */
-export interface ChatTurnMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
-  /** Required except on an assistant turn that only calls tools. */
-  content: string | null;
-  tool_calls?: { id?: string; type?: 'function'; function: { name: string; arguments: string | Record<string, unknown> } }[] | null;
-  tool_call_id?: string;
-  name?: string;
-  reasoning_content?: string | null;
-}
-
-/** How completions are sampled. */
-export interface ChatSampling {
-  /** Completions to sample from the one prompt. Default 1. */
-  n?: number;
-  /** Default 1. 0 is greedy. */
-  temperature?: number;
-  /** Nucleus sampling mass. Default 1 (off). */
-  topP?: number;
-  /** Top-k sampling. Default 0 (off). */
-  topK?: number;
-  /** Completion length in tokens. Default: the engine's defaultMaxTokens, never past the context. */
-  maxTokens?: number;
-  /** Strings that end a completion (cut before them). Default none. */
-  stop?: string[];
-  /** Sampling seed. Default: a random one. */
-  seed?: number;
-  /**
-   * Most likely tokens to report beside each sampled one (OpenAI's `top_logprobs`), from the distribution
-   * `logprobs` is taken from: temperature 1, the whole vocabulary. Default 0 (none).
-   */
-  topLogprobs?: number;
-}
-
-/** What to render: the conversation and the tools offered. */
-export interface ChatPrompt {
-  messages: ChatTurnMessage[];
-  /** Tools offered to the model; when there are any, tool calls are also parsed from its answers. Default none. */
-  tools?: TemplateTool[];
-  /** Chat template variables for this request, over the engine's own. Default none. */
-  chatTemplateKwargs?: Record<string, unknown>;
-}
-
-export interface ChatTurnRequest extends ChatPrompt {
-  /** Base model or adapter name, as listed by `modelNames()`. Default: the base model. */
-  model?: string;
-  sampling?: ChatSampling;
-  /**
-   * Decode tool calls constrained to the tools' schemas (src/chat/constrain.ts) when tools are given.
-   * Default: the engine's constrainToolCalls.
-   */
-  constrainToolCalls?: boolean;
-  /**
-   * Whether the turn must call a tool: `auto` (the model decides), `required` (it opens with a call of one of
-   * the tools) or `{name}` (with a call of that tool). Needs tools. Anything but `auto` is decoded constrained,
-   * whatever constrainToolCalls says. Default `auto`.
-   */
-  toolChoice?: 'auto' | 'required' | { name: string };
-  /** false: at most one tool call per turn (decoded constrained, whatever constrainToolCalls says). Default true. */
-  parallelToolCalls?: boolean;
-  /**
-   * The answer is one JSON object: any (`json_object`) or one valid for `schema` (`json_schema`), decoded
-   * constrained (src/chat/tool-call-grammar.ts: compileJsonGrammar); with tools, the turn is either calls
-   * (decoded constrained, as toolChoice and parallelToolCalls allow) or that answer. Default: free text.
-   */
-  responseFormat?: { type: 'json_object' } | { type: 'json_schema'; schema: Record<string, unknown> };
-  signal?: AbortSignal;
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Results
-
-export interface ChatToolCall {
-  id: string;
-  name: string;
-  /** JSON object text. */
-  arguments: string;
-}
-
-export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';
-
-export interface ChatChoice {
-  index: number;
-  /** The whole decoded completion (special tokens dropped, cut before a stop string). */
-  text: string;
-  content: string | null;
-  toolCalls: ChatToolCall[];
-  /** `<tool_call>` blocks that could not be read; the model's doing, so reported, not thrown. */
-  invalidToolCalls: InvalidToolCall[];
-  finishReason: ChatFinishReason;
-  /** Exactly the sampled token ids, including the end-of-turn token when the model produced one. */
-  tokenIds: number[];
-  /** Tool calls were decoded constrained to the tools' schemas (samplerLogprobs are then of the masked distribution). */
-  constrained: boolean;
-  /** log π(token) at temperature 1 for each of tokenIds (the engine's logπ, whatever the sampling settings). */
-  logprobs: number[];
-  /** For each of tokenIds, its sampling.topLogprobs most likely alternatives (same distribution as logprobs); only when asked for. */
-  topLogprobs?: TokenAlternative[][];
-  /**
-   * log-probability of each of tokenIds under the distribution it was drawn from: softmax of logits ÷
-   * `samplerTemperature` over the tokens the tool-call constraint allowed (before top-k/top-p). The policy's
-   * log π_old for training at the sampling temperature.
-   */
-  samplerLogprobs: number[];
-  /** The temperature samplerLogprobs are at: the request's, or 1 when it decoded greedily. */
-  samplerTemperature: number;
-}
-
-export interface ChatResult {
-  /** The model name the completions came from. */
-  model: string;
-  /** The adapter that generated them (null: the base model); for a route, the adapter it pointed at when the request began. */
-  adapter: string | null;
-  promptTokenIds: number[];
-  choices: ChatChoice[];
-}
-
-/**
- * One step of a streamed completion. The first is `start`, once the request has been checked, with the prompt's
- * token ids (what the engine rendered and tokenised, so a server need not do it again for vLLM's prompt_token_ids).
- */
-export type ChatStreamEvent =
-  | { type: 'start'; promptTokenIds: number[] }
-  | { type: 'delta'; index: number; content: string; tokenIds: number[]; logprobs: number[]; topLogprobs?: TokenAlternative[][] }
-  | { type: 'finish'; index: number; choice: ChatChoice };
-
-export type ChatErrorCode =
-  | 'MODEL_NOT_FOUND'
-  | 'CONTEXT_LENGTH_EXCEEDED'
-  | 'INVALID_MESSAGE'
-  | 'TEMPLATE_RENDER'
-  | 'ENGINE_REQUEST'
-  | 'INVALID_REQUEST' // a setting the request cannot have: tool_choice naming no tool, a response schema the grammar cannot enforce
-  | 'ADAPTER_EXISTS' // addAdapter: the name is served already (and replace was not asked for)
-  | 'ADAPTER_NAME' // addAdapter: the name is the base model's
-  | 'ADAPTER_PATH_NOT_FOUND' // addAdapter: nothing at the path
-  | 'ADAPTER_INVALID' // addAdapter: the folder is not a PEFT adapter this model can take
-  | 'ADAPTER_NOT_FOUND'; // removeAdapter: no adapter is served under the name
-
-/** Codes that mean "no such thing" (HTTP 404); the others are the request's fault (400). */
-const NOT_FOUND_CODES: ReadonlySet<ChatErrorCode> = new Set(['MODEL_NOT_FOUND', 'ADAPTER_PATH_NOT_FOUND', 'ADAPTER_NOT_FOUND']);
-
-/**
- * A request the chat engine refuses: the caller's to fix. `status` is the HTTP status `mcprl serve` answers
- * it with (404 for an unknown model, 400 otherwise), so the in-process policy can report the same; `param`
- * names the request field at fault, as OpenAI's API names it.
- */
-export class ChatError extends McprlError<ChatErrorCode> {
-  readonly status: 400 | 404;
-  readonly param: string | null;
-  constructor(code: ChatErrorCode, message: string, opts: { param?: string | null; cause?: unknown } = {}) {
-    super(code, message, { cause: opts.cause });
-    this.status = NOT_FOUND_CODES.has(code) ? 404 : 400;
-    this.param = opts.param ?? null;
-  }
 }
 
 export interface ChatEngineOptions {
@@ -242,7 +97,7 @@ export class ChatEngine {
   readonly routes: AdapterRoutes;
   private readonly opts: ChatEngineOptions;
   private readonly stopTokenIds: number[];
-  private readonly constrainers = new Map<string, ToolCallConstrainer>();
+  private readonly constrainers: ConstrainerCache;
   /**
    * Prompt ids by the template's whole input (messages, tools, variables as JSON; the template and tokenizer are
    * fixed per engine). Rendering and tokenising are pure, and prompts repeat: a group's rollouts share their
@@ -266,6 +121,7 @@ export class ChatEngine {
     this.template = ChatTemplate.fromTokenizer(tokenizer);
     this.modelName = opts.modelName ?? basename(resolve(model.dir));
     this.opts = opts;
+    this.constrainers = new ConstrainerCache(() => tokenTable(this.tokenizer, this.model.config.vocabSize ?? this.tokenizer.size));
     this.routes = new AdapterRoutes((adapter) => {
       this.adapterDirs.delete(adapter);
       this.model.unloadAdapter(adapter);
@@ -307,62 +163,16 @@ export class ChatEngine {
    * The constrained-decoding grammar of a tool list (cached per list): what generation used for a request with
    * these tools, and what training replays over the sampled tokens (src/chat/constrain.ts: replayMasks).
    */
-  toolCallConstrainer(tools: readonly { type?: string; function: { name: string; parameters?: unknown } }[], opts: ToolCallOptions = {}): ToolCallConstrainer {
-    const list = tools.map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
-    const o = { require: opts.require === true, single: opts.single === true };
-    return this.cachedConstrainer(JSON.stringify([list, o.require, o.single]), (table) => new ToolCallConstrainer(table, list, o));
+  toolCallConstrainer(tools: readonly ConstrainedTool[], opts: ToolCallOptions = {}): ToolCallConstrainer {
+    return this.constrainers.toolCalls(tools, opts);
   }
 
   /**
    * The constrained-decoding grammar of a response format (cached per schema). Throws ChatError
    * (INVALID_REQUEST, param `response_format`) for a schema the grammar cannot enforce.
    */
-  responseFormatConstrainer(
-    format: NonNullable<ChatTurnRequest['responseFormat']>,
-    tools: readonly { function: { name: string; parameters?: unknown } }[] = [],
-    opts: ToolCallOptions = {},
-  ): ToolCallConstrainer {
-    const schema = format.type === 'json_object' ? { type: 'object' } : format.schema;
-    const list = tools.map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
-    const o = { require: opts.require === true, single: opts.single === true };
-    return this.cachedConstrainer(JSON.stringify(['json', schema, list, o.require, o.single]), (table) => {
-      try {
-        return new ToolCallConstrainer(table, compileJsonGrammar(schema, list, o));
-      } catch (err) {
-        if (!(err instanceof UnsupportedSchema)) throw err;
-        throw new ChatError('INVALID_REQUEST', `response_format.json_schema.schema: ${err.message} cannot be enforced`, { param: 'response_format', cause: err });
-      }
-    });
-  }
-
-  private cachedConstrainer(key: string, make: (table: TokenTable) => ToolCallConstrainer): ToolCallConstrainer {
-    let c = this.constrainers.get(key);
-    if (!c) {
-      c = make(tokenTable(this.tokenizer, this.model.config.vocabSize ?? this.tokenizer.size));
-      if (this.constrainers.size >= 16) this.constrainers.delete(this.constrainers.keys().next().value!);
-      this.constrainers.set(key, c);
-    }
-    return c;
-  }
-
-  /** The constraint a request decodes under, or null: its tool choice and response format, else constrainToolCalls. */
-  private requestConstrainer(req: ChatTurnRequest): ToolCallConstrainer | null {
-    const choice = req.toolChoice ?? 'auto';
-    if (!req.tools || req.tools.length === 0) {
-      if (choice !== 'auto') throw new ChatError('INVALID_REQUEST', 'tool_choice: a tool call cannot be required without tools', { param: 'tool_choice' });
-      return req.responseFormat ? this.responseFormatConstrainer(req.responseFormat) : null;
-    }
-    const single = req.parallelToolCalls === false;
-    let tools: readonly TemplateTool[] = req.tools;
-    if (typeof choice === 'object') {
-      tools = tools.filter((t) => t.function.name === choice.name);
-      if (tools.length === 0) throw new ChatError('INVALID_REQUEST', `tool_choice: no tool is named ${JSON.stringify(choice.name)}`, { param: 'tool_choice' });
-    }
-    const opts = { require: choice !== 'auto', single };
-    // Tools and a response format: the turn is calls, or the answer in that format.
-    if (req.responseFormat) return this.responseFormatConstrainer(req.responseFormat, tools, opts);
-    if (choice === 'auto' && !single) return (req.constrainToolCalls ?? this.opts.constrainToolCalls ?? false) ? this.toolCallConstrainer(req.tools) : null;
-    return this.toolCallConstrainer(tools, opts);
+  responseFormatConstrainer(format: ResponseFormat, tools: readonly ConstrainedTool[] = [], opts: ToolCallOptions = {}): ToolCallConstrainer {
+    return this.constrainers.responseFormat(format, tools, opts);
   }
 
   /**
@@ -664,7 +474,7 @@ export class ChatEngine {
     };
     const n = s.n ?? 1;
     const parseTools = toolsEnabled(req);
-    const constrainer = this.requestConstrainer(req);
+    const constrainer = requestConstrainer(req, this, this.opts.constrainToolCalls ?? false);
     // The adapter stays loaded until this request ends, even when its route moves on to a newer one.
     this.routes.acquire(adapter);
     const generated = this.generateChoices(promptIds, adapter, sampling, n, stop, parseTools, constrainer, signal, emit).catch((err: unknown) => {
@@ -753,197 +563,4 @@ function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted) {
     throw signal.reason instanceof Error ? signal.reason : new Error('chat completion aborted');
   }
-}
-
-function toolsEnabled(prompt: ChatPrompt): prompt is ChatPrompt & { tools: TemplateTool[] } {
-  return !!prompt.tools && prompt.tools.length > 0;
-}
-
-/** The message as the template receives it: only the fields its role has. */
-/** Characters of a request's messages, tool calls and tools: what the prompt holds besides the template's own text. */
-/** What a prompt's ids are remembered by: the chat template's whole input. */
-function promptKey(input: { messages: TemplateMessage[]; tools?: TemplateTool[]; kwargs: Record<string, unknown> }): string {
-  return JSON.stringify([input.messages, input.tools ?? null, input.kwargs]);
-}
-
-function promptChars(prompt: ChatPrompt): number {
-  let n = prompt.tools ? JSON.stringify(prompt.tools).length : 0;
-  for (const m of prompt.messages) {
-    if (typeof m.content === 'string') n += m.content.length;
-    n += (m.reasoning_content ?? '').length;
-    for (const c of m.tool_calls ?? []) {
-      const args = c.function.arguments;
-      n += c.function.name.length + (typeof args === 'string' ? args.length : JSON.stringify(args).length);
-    }
-  }
-  return n;
-}
-
-function toTemplateMessage(m: ChatTurnMessage, i: number): TemplateMessage {
-  const content = m.content;
-  switch (m.role) {
-    case 'assistant':
-      return {
-        role: 'assistant',
-        content,
-        ...(m.tool_calls && m.tool_calls.length > 0
-          ? {
-              tool_calls: m.tool_calls.map((tc) => ({
-                id: tc.id,
-                type: 'function' as const,
-                function: { name: tc.function.name, arguments: tc.function.arguments },
-              })),
-            }
-          : {}),
-        ...(m.reasoning_content ? { reasoning_content: m.reasoning_content } : {}),
-      };
-    case 'tool':
-      if (content === null) throw new ChatError('INVALID_MESSAGE', `messages.${i}.content: a tool message needs content`, { param: `messages.${i}.content` });
-      return { role: 'tool', content, ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}), ...(m.name ? { name: m.name } : {}) };
-    default:
-      if (content === null) throw new ChatError('INVALID_MESSAGE', `messages.${i}.content: a ${m.role} message needs content`, { param: `messages.${i}.content` });
-      return { role: m.role, content };
-  }
-}
-
-/** Per-sample decoding: text so far, stop strings, what a stream has been sent. */
-class SampleState {
-  readonly ids: number[] = [];
-  readonly lps: number[] = [];
-  readonly slps: number[] = [];
-  /** Alternatives of each token (filled only when the request asks for them). */
-  readonly tops: TokenAlternative[][] = [];
-  stopped = false;
-  onStop: (() => void) | null = null;
-  private readonly decoder: IncrementalDecoder;
-  /** Tokens up to and including the one that completed a stop string. */
-  private stopTokenCount = -1;
-  private stopCharIndex = -1;
-  private sentContent = '';
-  private sentTokens = 0;
-
-  constructor(
-    private readonly tokenizer: HfTokenizer,
-    private readonly index: number,
-    private readonly stop: string[],
-    private readonly parseTools: boolean,
-    private readonly emit: ((e: ChatStreamEvent) => void) | null,
-    private readonly samplerTemperature: number,
-    private readonly constrained: boolean,
-    private readonly withTop: boolean,
-  ) {
-    this.decoder = new IncrementalDecoder(tokenizer, { skipSpecialTokens: true });
-  }
-
-  push(tokenId: number, logprob: number, samplerLogprob: number, top: readonly TokenAlternative[]): void {
-    if (this.stopped) return; // tokens the engine sampled before it saw the abort are not part of the turn
-    this.ids.push(tokenId);
-    this.lps.push(logprob);
-    this.slps.push(samplerLogprob);
-    if (this.withTop) this.tops.push([...top]);
-    const before = this.decoder.current.length;
-    this.decoder.push(tokenId);
-    const text = this.decoder.current;
-    if (this.stop.length > 0 && text.length > before) {
-      const from = Math.max(0, before - Math.max(...this.stop.map((s) => s.length)) + 1);
-      const hit = firstStop(text, this.stop, from);
-      if (hit >= 0) {
-        this.stopped = true;
-        this.stopTokenCount = this.ids.length;
-        this.stopCharIndex = hit;
-        this.onStop?.();
-      }
-    }
-    if (this.emit) this.emitDelta();
-  }
-
-  /** Builds the choice from the engine's final sequence (authoritative for ids and logprobs). */
-  finish(seq: GeneratedSequence): ChatChoice {
-    let ids = seq.tokenIds;
-    let lps = seq.logprobs;
-    let slps = seq.samplerLogprobs;
-    let tops = this.withTop ? (seq.topLogprobs ?? []) : undefined;
-    let finishReason: ChatFinishReason = seq.finishReason === 'length' ? 'length' : 'stop';
-    if (this.stopTokenCount >= 0) {
-      ids = ids.slice(0, this.stopTokenCount);
-      lps = lps.slice(0, this.stopTokenCount);
-      slps = slps.slice(0, this.stopTokenCount);
-      tops = tops?.slice(0, this.stopTokenCount);
-      finishReason = 'stop';
-    }
-    let text = this.tokenizer.decode(ids, { skipSpecialTokens: true });
-    if (this.stopCharIndex >= 0) text = text.slice(0, this.stopCharIndex);
-    let content: string | null = text;
-    let toolCalls: ChatToolCall[] = [];
-    let invalidToolCalls: InvalidToolCall[] = [];
-    if (this.parseTools) {
-      const parsed = parseToolCalls(text);
-      content = parsed.content;
-      toolCalls = parsed.toolCalls.map((c) => ({ id: `call_${randomBytes(12).toString('hex')}`, name: c.name, arguments: c.arguments }));
-      invalidToolCalls = parsed.invalidToolCalls;
-      if (toolCalls.length > 0 && finishReason === 'stop') finishReason = 'tool_calls';
-    }
-    const choice: ChatChoice = {
-      index: this.index, text, content, toolCalls, invalidToolCalls, finishReason, tokenIds: ids, constrained: this.constrained,
-      logprobs: lps, samplerLogprobs: slps, samplerTemperature: this.samplerTemperature,
-      ...(tops ? { topLogprobs: tops } : {}),
-    };
-    if (this.emit) {
-      // Whatever the stream has not sent yet: held-back text and tokens.
-      const final = content ?? '';
-      const rest = final.startsWith(this.sentContent) ? final.slice(this.sentContent.length) : '';
-      if (rest.length > 0 || this.sentTokens < ids.length) {
-        this.emit({
-          type: 'delta', index: this.index, content: rest, tokenIds: ids.slice(this.sentTokens), logprobs: lps.slice(this.sentTokens),
-          ...(tops ? { topLogprobs: tops.slice(this.sentTokens) } : {}),
-        });
-      }
-      this.emit({ type: 'finish', index: this.index, choice });
-    }
-    return choice;
-  }
-
-  /** Sends the content that can no longer change, with the tokens sampled since the last send. */
-  private emitDelta(): void {
-    let text = this.decoder.current;
-    if (this.stopCharIndex >= 0) text = text.slice(0, this.stopCharIndex);
-    else if (this.stop.length > 0) text = text.slice(0, text.length - heldForStop(text, this.stop));
-    const stable = this.parseTools ? stableContent(text) : text;
-    if (stable.length <= this.sentContent.length || !stable.startsWith(this.sentContent)) return;
-    const upto = this.stopTokenCount >= 0 ? this.stopTokenCount : this.ids.length;
-    this.emit!({
-      type: 'delta',
-      index: this.index,
-      content: stable.slice(this.sentContent.length),
-      tokenIds: this.ids.slice(this.sentTokens, upto),
-      logprobs: this.lps.slice(this.sentTokens, upto),
-      ...(this.withTop ? { topLogprobs: this.tops.slice(this.sentTokens, upto) } : {}),
-    });
-    this.sentContent = stable;
-    this.sentTokens = upto;
-  }
-}
-
-/** Index of the earliest stop string occurrence at or after `from`, or -1. */
-function firstStop(text: string, stop: string[], from: number): number {
-  let best = -1;
-  for (const s of stop) {
-    const at = text.indexOf(s, from);
-    if (at >= 0 && (best < 0 || at < best)) best = at;
-  }
-  return best;
-}
-
-/** Length of the longest suffix of text that could still grow into a stop string. */
-function heldForStop(text: string, stop: string[]): number {
-  let held = 0;
-  for (const s of stop) {
-    for (let k = Math.min(s.length - 1, text.length); k > held; k--) {
-      if (text.endsWith(s.slice(0, k))) {
-        held = k;
-        break;
-      }
-    }
-  }
-  return held;
 }

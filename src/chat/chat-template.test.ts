@@ -2,7 +2,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { qwen3TokenizerDir } from '../../scripts/random-model.js';
 import { requireOracle } from '../../test/helpers/oracles.js';
 import { jinjaRender } from '../../test/oracles/jinja-oracle.js';
-import { ChatTemplate, ChatTemplateError, type RenderOptions, type TemplateMessage, type TemplateTool } from './chat-template.js';
+import { ChatTemplate, ChatTemplateError, type RenderOptions, type TemplateTool } from './chat-template.js';
+import type { ChatMessage } from './message.js';
 import { parseToolCalls } from './parse-tool-call.js';
 import { HfTokenizer } from './tokenizer.js';
 
@@ -25,7 +26,7 @@ const tools: TemplateTool[] = [
   },
 ];
 
-const conversation: TemplateMessage[] = [
+const conversation: ChatMessage[] = [
   { role: 'system', content: 'Be brief.' },
   { role: 'user', content: 'Weather in Paris and Köln?' },
   {
@@ -41,14 +42,14 @@ const conversation: TemplateMessage[] = [
 ];
 
 // Every render the tests below check, by name, so that Python's jinja2 renders the very same ones.
-interface Render { messages: TemplateMessage[]; opts?: RenderOptions }
-const hi: TemplateMessage[] = [{ role: 'user', content: 'Hi' }];
+interface Render { messages: ChatMessage[]; opts?: RenderOptions }
+const hi: ChatMessage[] = [{ role: 'user', content: 'Hi' }];
 const noThinking = { enable_thinking: false };
 // The model's output for a turn, in the canonical form Qwen3 writes tool calls in, parsed as the engine does
 // and put back into the conversation as an OpenAI message.
 const generated = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
 const parsed = parseToolCalls(generated);
-const generatedTurn: TemplateMessage = {
+const generatedTurn: ChatMessage = {
   role: 'assistant',
   content: parsed.content,
   tool_calls: parsed.toolCalls.map((c, i) => ({ id: `c${i}`, type: 'function', function: { name: c.name, arguments: c.arguments } })),

@@ -5,17 +5,8 @@
  */
 import { Template } from '@huggingface/jinja';
 import type { HfTokenizer } from './tokenizer.js';
+import type { ChatMessage } from './message.js';
 import { McprlError } from '../util/errors.js';
-
-/** A chat message as templates receive it (OpenAI's shape; `content` may be null on tool-calling turns). */
-export interface TemplateMessage {
-  role: string;
-  content: string | null;
-  tool_calls?: { id?: string; type?: 'function'; function: { name: string; arguments: string | Record<string, unknown> } }[];
-  tool_call_id?: string;
-  name?: string;
-  reasoning_content?: string;
-}
 
 /** A tool in OpenAI's `{type: 'function', function: {...}}` shape. */
 export interface TemplateTool {
@@ -84,13 +75,13 @@ export class ChatTemplate {
     );
   }
 
-  render(messages: readonly TemplateMessage[], opts: RenderOptions = {}): string {
+  render(messages: readonly ChatMessage[], opts: RenderOptions = {}): string {
     const tools = opts.tools && opts.tools.length > 0 ? opts.tools : undefined;
     const template = tools && this.toolTemplate ? this.toolTemplate : this.template;
     const context: Record<string, unknown> = {
       ...Object.fromEntries(Object.entries(this.specialTokens).filter(([, v]) => v !== null)),
       ...opts.kwargs,
-      messages: messages.map(toTemplateMessage),
+      messages: messages.map(toJinjaMessage),
       add_generation_prompt: opts.addGenerationPrompt ?? true,
     };
     if (tools) context.tools = tools.map((t) => structuredClone(t));
@@ -129,7 +120,7 @@ export class ChatTemplate {
  * same normalisation vLLM applies, so a parsed tool call renders back in the model's canonical form.
  * Fields a template does not know (mcprl's token ids) are dropped.
  */
-function toTemplateMessage(m: TemplateMessage): Record<string, unknown> {
+function toJinjaMessage(m: ChatMessage): Record<string, unknown> {
   const out: Record<string, unknown> = { role: m.role, content: m.content ?? '' };
   if (m.tool_calls && m.tool_calls.length > 0) {
     out.tool_calls = m.tool_calls.map((tc) => ({
@@ -144,8 +135,7 @@ function toTemplateMessage(m: TemplateMessage): Record<string, unknown> {
   return out;
 }
 
-function argumentsForTemplate(args: string | Record<string, unknown>): string | Record<string, unknown> {
-  if (typeof args !== 'string') return args;
+function argumentsForTemplate(args: string): string | Record<string, unknown> {
   try {
     const parsed = JSON.parse(args);
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed;

@@ -6,7 +6,8 @@
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../util/rng.js';
-import { compileJsonGrammar, compileToolCallGrammar, FREE, isFree, startState, step, UnsupportedSchema, type GrammarState, type ToolCallGrammar } from './tool-call-grammar.js';
+import { compileJsonGrammar, compileToolCallGrammar, FREE, isFree, startState, step, type GrammarState, type ToolCallGrammar } from './tool-call-grammar.js';
+import { UnsupportedSchema } from './json-schema-grammar.js';
 
 const TOOLS = [
   {

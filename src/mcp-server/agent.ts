@@ -157,7 +157,7 @@ export function compactTrace(t: Trajectory, maxChars = 400): TraceEntry[] {
     if (m.role === 'assistant') {
       if (m.content && m.content.trim()) out.push({ kind: 'assistant', text: clip(m.content.trim(), maxChars) });
       for (const c of m.tool_calls ?? []) {
-        names.set(c.id, c.function.name);
+        if (c.id !== undefined) names.set(c.id, c.function.name);
         out.push({ kind: 'tool_call', name: c.function.name, text: clip(c.function.arguments, maxChars) });
       }
     } else if (m.role === 'tool') {

@@ -2,6 +2,8 @@
  * The contract between the MCP layer and everything downstream (scenarios, agent, ruler, train).
  * Implementations live beside this file; other layers import only from `src/mcp/index.ts`.
  */
+import type { z } from 'zod';
+import type { ToolExecutionSchema } from '../chat/message.js';
 
 /** Where an MCP server lives. */
 export type Target =
@@ -41,8 +43,9 @@ export interface ToolInfo {
  * `not_executed` (never sent, or refused by the server before it ran: an unknown tool, a safety policy refusal, a
  * cancellation before it started, invalid parameters), `unknown` (sent, but no answer came: the connection was lost,
  * the call timed out or was cancelled while it ran). Rewards count only executed calls (src/ruler/checks.ts).
+ * A tool answer in the conversation carries it (src/chat/message.ts), which is where its schema lives.
  */
-export type ToolExecution = 'executed' | 'not_executed' | 'unknown';
+export type ToolExecution = z.infer<typeof ToolExecutionSchema>;
 
 /** A tool call's result, normalised to text a model can read. Tool failures are data, not exceptions. */
 export interface ToolCallOutcome {

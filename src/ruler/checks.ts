@@ -21,7 +21,7 @@ export function executedCalls(traj: Trajectory): { name: string; args: Record<st
   for (const m of traj.messages) {
     if (m.role !== 'assistant') continue;
     for (const c of m.tool_calls ?? []) {
-      if (answered.get(c.id) === false) continue;
+      if (c.id !== undefined && answered.get(c.id) === false) continue;
       try {
         const args = c.function.arguments.trim() === '' ? {} : JSON.parse(c.function.arguments);
         if (args && typeof args === 'object' && !Array.isArray(args)) out.push({ name: c.function.name, args });
@@ -39,7 +39,7 @@ export function executedCalls(traj: Trajectory): { name: string; args: Record<st
  */
 export function executedResults(traj: Trajectory): string[] {
   const names = new Map<string, string>();
-  for (const m of traj.messages) for (const c of m.role === 'assistant' ? (m.tool_calls ?? []) : []) names.set(c.id, c.function.name);
+  for (const m of traj.messages) for (const c of m.role === 'assistant' ? (m.tool_calls ?? []) : []) if (c.id !== undefined) names.set(c.id, c.function.name);
   return traj.messages.flatMap((m) => {
     if (m.role !== 'tool' || !wasExecuted(m)) return [];
     const name = m.name ?? (m.tool_call_id !== undefined ? names.get(m.tool_call_id) : undefined);

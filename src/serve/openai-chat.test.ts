@@ -1,6 +1,11 @@
 /** OpenAI's chat request onto the typed chat core, and the core's refusals back as OpenAI errors. */
 import { describe, expect, it } from 'vitest';
 import { ChatError } from '../chat/chat-engine.js';
+import { Template } from '@huggingface/jinja';
+import { qwen3TokenizerDir } from '../../scripts/random-model.js';
+import { ChatTemplate } from '../chat/chat-template.js';
+import { ChatMessageSchema } from '../chat/message.js';
+import { HfTokenizer } from '../chat/tokenizer.js';
 import { ChatRequestError, parseChatRequest, toRequestError, toTurnRequest } from './openai-chat.js';
 
 const messages = [{ role: 'user', content: 'Write anything.' }];
@@ -63,6 +68,73 @@ describe('toTurnRequest', () => {
       sampling: { topK: -1, maxTokens: 5, stop: ['END'], seed: 3 },
     });
     expect(toTurnRequest(parseChatRequest({ model: 'm', messages, tools, tool_choice: 'none' })).tools).toBeUndefined();
+  });
+});
+
+describe('chatMessageSchema', () => {
+  it('converts the looser shapes clients send to the one chat message shape', () => {
+    const turn = toTurnRequest(
+      parseChatRequest({
+        model: 'm',
+        messages: [
+          { role: 'user', content: 'Weather?', name: 'ann' },
+          {
+            role: 'assistant',
+            content: null,
+            name: 'bot',
+            reasoning_content: null,
+            tool_calls: [
+              { id: 'c1', type: 'function', function: { name: 'weather', arguments: { city: 'Paris' } } },
+              { function: { name: 'weather', arguments: '{"city": "Köln"}' } },
+            ],
+          },
+          { role: 'tool', tool_call_id: 'c1', name: 'weather', content: [{ type: 'text', text: 'sunny' }] },
+          { role: 'assistant', content: 'Sunny.', tool_calls: null, reasoning_content: 'It said sunny.' },
+        ],
+      }),
+    );
+    expect(turn.messages).toStrictEqual([
+      { role: 'user', content: 'Weather?', name: 'ann' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          { id: 'c1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } },
+          // No id was sent, so the template is given none.
+          { type: 'function', function: { name: 'weather', arguments: '{"city": "Köln"}' } },
+        ],
+      },
+      { role: 'tool', content: 'sunny', tool_call_id: 'c1', name: 'weather' },
+      { role: 'assistant', content: 'Sunny.', reasoning_content: 'It said sunny.' },
+    ]);
+    expect(() => ChatMessageSchema.array().parse(turn.messages)).not.toThrow();
+  });
+});
+
+describe('tool-call arguments sent as an object', () => {
+  it('render as the template renders that object itself, though the message keeps them as JSON text', async () => {
+    const tokenizer = await HfTokenizer.load(qwen3TokenizerDir());
+    const source = tokenizer.chatTemplate!;
+    const args = { city: 'Köln', days: 3, units: { temp: 'C' }, alerts: [true, null] };
+    const tools = [{ type: 'function' as const, function: { name: 'weather', parameters: { type: 'object' } } }];
+    const body = {
+      model: 'm',
+      tools,
+      messages: [
+        { role: 'user', content: 'Weather?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'weather', arguments: args } }] },
+        { role: 'tool', tool_call_id: 'c1', content: 'rain' },
+      ],
+    };
+    const rendered = new ChatTemplate(source).render(toTurnRequest(parseChatRequest(body)).messages, { tools });
+    // What the template is given when the object goes to it as sent (content null as '', as templates expect).
+    const direct = new Template(source).render({
+      messages: body.messages.map((m) => ({ ...m, content: m.content ?? '' })),
+      tools,
+      add_generation_prompt: true,
+    });
+    expect(rendered).toBe(direct);
+    expect(rendered).toContain('"arguments": {"city": "Köln", "days": 3, "units": {"temp": "C"}, "alerts": [true, null]}');
   });
 });
 

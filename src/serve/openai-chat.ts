@@ -4,7 +4,8 @@
  * and sampled tokens become OpenAI's logprob entries.
  */
 import { z } from 'zod';
-import { ChatError, type ChatTurnMessage, type ChatTurnRequest } from '../chat/chat-engine.js';
+import { ChatError, type ChatTurnRequest } from '../chat/chat-engine.js';
+import type { ChatMessage } from '../chat/message.js';
 import type { TemplateTool } from '../chat/chat-template.js';
 import type { HfTokenizer } from '../chat/tokenizer.js';
 import type { TokenAlternative } from '../engine/model.js';
@@ -28,19 +29,29 @@ const toolCallSchema = z.object({
   function: z.object({ name: z.string().min(1), arguments: z.union([z.string(), z.record(z.string(), z.unknown())]) }),
 });
 
-export const chatMessageSchema = z.discriminatedUnion('role', [
-  z.object({ role: z.literal('system'), content: contentSchema, name: z.string().optional() }),
-  z.object({ role: z.literal('developer'), content: contentSchema, name: z.string().optional() }),
-  z.object({ role: z.literal('user'), content: contentSchema, name: z.string().optional() }),
-  z.object({
-    role: z.literal('assistant'),
-    content: contentSchema,
-    name: z.string().optional(),
-    tool_calls: z.array(toolCallSchema).nullish(),
-    reasoning_content: z.string().nullish(),
-  }),
-  z.object({ role: z.literal('tool'), content: contentSchema, tool_call_id: z.string().optional(), name: z.string().optional() }),
-]);
+/**
+ * A request message as OpenAI clients send it, converted to the one chat message shape (src/chat/message.ts):
+ * text parts joined, `developer` read as `system`, nulls as absent fields, tool-call arguments sent as objects
+ * written as JSON text (the template reads them back as objects). An assistant turn's `name` is dropped.
+ */
+export const chatMessageSchema = z
+  .discriminatedUnion('role', [
+    z.object({ role: z.literal('system'), content: contentSchema, name: z.string().optional() }),
+    z.object({ role: z.literal('developer'), content: contentSchema, name: z.string().optional() }),
+    z.object({ role: z.literal('user'), content: contentSchema, name: z.string().optional() }),
+    z.object({
+      role: z.literal('assistant'),
+      content: contentSchema,
+      name: z.string().optional(),
+      tool_calls: z.array(toolCallSchema).nullish(),
+      reasoning_content: z.string().nullish(),
+    }),
+    z.object({ role: z.literal('tool'), content: contentSchema, tool_call_id: z.string().optional(), name: z.string().optional() }),
+  ])
+  .transform((m): ChatMessage => toChatMessage(m));
+
+/** A request message as sent, before conversion. */
+type WireMessage = z.input<typeof chatMessageSchema>;
 
 export const toolSchema = z.object({
   type: z.literal('function'),
@@ -213,7 +224,7 @@ export function toTurnRequest(req: ParsedChatRequest, signal?: AbortSignal): Cha
     rf?.type === 'json_schema' && rf.json_schema.schema ? { type: 'json_schema' as const, schema: rf.json_schema.schema } : rf && rf.type !== 'text' ? { type: 'json_object' as const } : undefined;
   return {
     model: req.model,
-    messages: req.messages.map(toTurnMessage),
+    messages: req.messages,
     ...(tools ? { tools } : {}),
     ...(req.chat_template_kwargs ? { chatTemplateKwargs: req.chat_template_kwargs } : {}),
     ...(req.constrain_tool_calls !== undefined && req.constrain_tool_calls !== null ? { constrainToolCalls: req.constrain_tool_calls } : {}),
@@ -240,16 +251,27 @@ function contentText(content: z.output<typeof contentSchema>): string | null {
   return content.map((p) => p.text).join('');
 }
 
-function toTurnMessage(m: z.output<typeof chatMessageSchema>): ChatTurnMessage {
+function toChatMessage(m: WireMessage): ChatMessage {
   const content = contentText(m.content);
   switch (m.role) {
-    case 'assistant':
-      return { role: 'assistant', content, tool_calls: m.tool_calls, reasoning_content: m.reasoning_content };
+    case 'assistant': {
+      const calls = (m.tool_calls ?? []).map((c) => ({
+        ...(c.id !== undefined ? { id: c.id } : {}),
+        type: 'function' as const,
+        function: { name: c.function.name, arguments: typeof c.function.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function.arguments) },
+      }));
+      return {
+        role: 'assistant',
+        content,
+        ...(calls.length > 0 ? { tool_calls: calls } : {}),
+        ...(m.reasoning_content !== undefined && m.reasoning_content !== null ? { reasoning_content: m.reasoning_content } : {}),
+      };
+    }
     case 'tool':
       return { role: 'tool', content, ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}), ...(m.name ? { name: m.name } : {}) };
     default:
       // OpenAI's newer `developer` role is the system prompt under another name; templates know `system`.
-      return { role: m.role === 'developer' ? 'system' : m.role, content };
+      return { role: m.role === 'developer' ? 'system' : m.role, content, ...(m.name ? { name: m.name } : {}) };
   }
 }
 
