@@ -24,7 +24,7 @@ import { rolloutGroups } from '../src/agent/rollout.js';
 import { connect, SafetyPolicy, targetUsesSandbox } from '../src/mcp/index.js';
 import type { Target } from '../src/mcp/types.js';
 import { scoreChecks } from '../src/ruler/checks.js';
-import { generateOfflineScenarios } from '../src/scenarios/offline.js';
+import { generateOfflineScenarios } from '../src/scenarios/offline/index.js';
 import { isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble, type Strategy } from '../test/doubles/policy-double.js';
 import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, memoryTarget, SEEDED_MEMORY, USER_FILES_WITH_IMAGE } from '../test/helpers/servers.js';

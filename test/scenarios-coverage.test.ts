@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SafetyPolicy } from '../src/mcp/index.js';
-import type { OfflineResult } from '../src/scenarios/offline.js';
+import type { OfflineResult } from '../src/scenarios/offline/index.js';
 import { checkedCalls } from '../src/scenarios/scenario.js';
 import { calledTool, closeDoubles, expectOracleAllIdleNone, generateFor as generate, type Setup } from './helpers/scenario-setups.js';
 import { everythingStdioTarget, filesystemTarget, folderWithFilesAndImage, memoryTarget } from './helpers/servers.js';

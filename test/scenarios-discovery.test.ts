@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type McpSession, type ToolCallOutcome } from '../src/mcp/index.js';
-import { disguisedError, generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline.js';
+import { disguisedError, generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline/index.js';
 import { answerContains, checkedCalls, type Scenario } from '../src/scenarios/scenario.js';
 import { filesystemTarget, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
 

@@ -3,7 +3,7 @@
 // the checked values it finds in the real outputs; it must satisfy every check of every scenario.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type McpSession, type ToolInfo } from '../src/mcp/index.js';
-import { generateOfflineScenarios, type ScenarioServer } from '../src/scenarios/offline.js';
+import { generateOfflineScenarios, type ScenarioServer } from '../src/scenarios/offline/index.js';
 import { answerContains, argsMatch, checkedCalls, ScenarioSchema, type Scenario } from '../src/scenarios/scenario.js';
 import { everythingStdioTarget, fixtureStdioTarget } from './helpers/servers.js';
 

@@ -12,7 +12,7 @@ import { OpenAIPolicy } from '../src/agent/policy.js';
 import { rolloutGroups } from '../src/agent/rollout.js';
 import { connect, type McpSession } from '../src/mcp/index.js';
 import { scoreChecks } from '../src/ruler/checks.js';
-import { generateOfflineScenarios, plainArgs } from '../src/scenarios/offline.js';
+import { generateOfflineScenarios, plainArgs } from '../src/scenarios/offline/index.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
 import type { OpenAIDouble } from './doubles/openai-double.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble } from './doubles/policy-double.js';

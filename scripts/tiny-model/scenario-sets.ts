@@ -2,7 +2,7 @@
  * The four disjoint scenario sets of the tiny model, all drawn offline from the bookshop fixture server:
  * warm-up (the SFT transcripts), RL training (what `npm run demo` trains on), validation (selects the checkpoint,
  * drives early stopping) and test (reported, never used for a decision). They are partitions 0–3 of 4 of the
- * offline generator: no entity key and no phrasing template is shared (see src/scenarios/offline.ts); `mcprl
+ * offline generator: no entity key and no phrasing template is shared (see src/scenarios/offline/index.ts); `mcprl
  * train` checks the disjointness again before it trains.
  *
  * Only fair scenarios are kept: a model must be able to tell from the task alone which tools the check accepts —

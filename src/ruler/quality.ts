@@ -9,7 +9,7 @@ import type { ChatMessage } from '../agent/policy.js';
 import type { Trajectory } from '../agent/trajectory.js';
 import type { ToolInfo } from '../mcp/index.js';
 import { synthesizeArgs } from '../scenarios/json-schema-args.js';
-import type { ScenarioServer } from '../scenarios/offline.js';
+import type { ScenarioServer } from '../scenarios/offline/index.js';
 import { checkedCalls, isStateCheck, replaceSandbox, type Scenario } from '../scenarios/scenario.js';
 import { createRng, hashString } from '../util/rng.js';
 import { scoreChecks } from './checks.js';

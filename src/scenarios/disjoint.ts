@@ -10,7 +10,7 @@
  * tasks are found by prefix filtering (below) instead of comparing every pair.
  */
 import { DEFAULT_DUPLICATE_THRESHOLD, isNearDuplicate, taskSignature, type TaskSignature } from './dedup.js';
-import { canonical } from './offline.js';
+import { canonical } from './offline/index.js';
 import { checkedCalls, type Scenario } from './scenario.js';
 import { McprlError } from '../util/errors.js';
 import type { OnProgress } from '../util/progress.js';

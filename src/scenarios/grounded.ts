@@ -22,7 +22,7 @@ import {
   type DiscoveredEntity,
   type OfflineOptions,
   type ScenarioServer,
-} from './offline.js';
+} from './offline/index.js';
 import { answerContains, valueAnswerChecks, type Check } from './scenario.js';
 
 /** What a replay made of a proposed solution: the task's checks, or why it was dropped. */

@@ -14,8 +14,8 @@ export {
   valueAnswerChecks,
 } from './scenario.js';
 export type { Check, Scenario, ScenarioSet } from './scenario.js';
-export { generateOfflineScenarios, scenarioEntities, canonical } from './offline.js';
-export type { ScenarioServer, OfflineOptions, OfflineResult, DiscoveredEntity } from './offline.js';
+export { generateOfflineScenarios, scenarioEntities, canonical } from './offline/index.js';
+export type { ScenarioServer, OfflineOptions, OfflineResult, DiscoveredEntity } from './offline/index.js';
 export { generateLlmScenarios, buildPrompt, ScenarioGenerationError, GeneratedItemSchema, SolutionSchema, promptEntities } from './llm.js';
 export type { LlmGeneratorOptions, LlmResult, ServerCatalog, ResponseFormatMode, Solution } from './llm.js';
 export { createGrounder } from './grounded.js';

@@ -21,7 +21,7 @@ import { hashString } from '../util/rng.js';
 import type { Scenario } from './scenario.js';
 import { formatInfeasible, type InfeasibleCounts } from './coverage.js';
 import type { Grounding } from './grounded.js';
-import type { DiscoveredEntity } from './offline.js';
+import type { DiscoveredEntity } from './offline/index.js';
 import { McprlError } from '../util/errors.js';
 import { extractJson } from '../util/extract-json.js';
 

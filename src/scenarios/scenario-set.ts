@@ -8,7 +8,7 @@ import type { McpSession } from '../mcp/index.js';
 import { InfeasibleCountsSchema, scenariosPerTool, ToolCoverageSchema, type InfeasibleCounts, type ToolCoverage } from './coverage.js';
 import { createGrounder } from './grounded.js';
 import { generateLlmScenarios, ScenarioGenerationError } from './llm.js';
-import { generateOfflineScenarios, type OfflineOptions } from './offline.js';
+import { generateOfflineScenarios, type OfflineOptions } from './offline/index.js';
 import { isStateCheck, type Scenario } from './scenario.js';
 import { DEFAULT_VAL_FRACTION, splitScenarios } from './split.js';
 

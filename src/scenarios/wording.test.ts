@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { label, plainArgs } from './offline.js';
+import { label, plainArgs } from './offline/index.js';
 
 describe('natural wording of offline tasks', () => {
   it('says field names as words, with units spelled out', () => {

@@ -10,7 +10,7 @@ import { rolloutGroups } from '../../src/agent/rollout.js';
 import { connect, targetUsesSandbox, type SafetyPolicy } from '../../src/mcp/index.js';
 import type { Target } from '../../src/mcp/types.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
-import { generateOfflineScenarios, type OfflineOptions, type OfflineResult } from '../../src/scenarios/offline.js';
+import { generateOfflineScenarios, type OfflineOptions, type OfflineResult } from '../../src/scenarios/offline/index.js';
 import { checkedCalls, type Scenario } from '../../src/scenarios/scenario.js';
 import type { OpenAIDouble } from '../doubles/openai-double.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble } from '../doubles/policy-double.js';

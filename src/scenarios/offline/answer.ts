@@ -1,0 +1,99 @@
+/** What a task asks about: a value chosen from a tool's real output that the agent can only know by calling it. */
+import type { ToolCallOutcome, ToolInfo } from '../../mcp/index.js';
+import type { Rng } from '../../util/rng.js';
+import { LABEL_KEYS, leaves, outcomeData, resultText } from './output.js';
+import type { Scalar } from './types.js';
+import { isPlainObject, isScalar, scalarArgValues } from './values.js';
+import { label, singular, toolNoun, words } from './wording.js';
+
+export const SECRET_KEYS = /key|token|secret|password|passwd|auth|credential|cookie|session/i;
+
+/** Values that differ between two copies of the same data (file times) make no stable ground truth. */
+export const UNSTABLE_KEYS = /(^|_|\b)(accessed|modified|created|mtime|atime|ctime|birthtime|timestamp|time|date)s?$/i;
+
+/** Field names that are bare prepositions ("to", "from" of a relation) say nothing as a question. */
+export const VAGUE_FIELDS = /^(to|from|of|in|at|by|on|for|type)$/i;
+
+export type Answer =
+  | { kind: 'field'; field: string; values: string[] }
+  | { kind: 'list'; field: string; noun: string; values: string[] }
+  | { kind: 'values'; field: string; values: string[] };
+
+/** Chooses what to ask about from a tool's real output; undefined when nothing checkable is there. */
+export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: ToolInfo, rng: Rng): Answer | undefined {
+  const data = outcomeData(o);
+  const argValues = scalarArgValues(args);
+  const usable = (key: string, v: Scalar): boolean => {
+    // Secrets must not land in scenario files; ALL_CAPS keys are environment variables, which differ per machine.
+    if (typeof v === 'boolean' || SECRET_KEYS.test(key) || UNSTABLE_KEYS.test(key) || VAGUE_FIELDS.test(key) || /^[A-Z][A-Z0-9_]*$/.test(key)) return false;
+    const s = String(v).trim();
+    // "true"/"false" as text is as unspecific an answer as a boolean.
+    return s.length >= 2 && s.length <= 60 && !argValues.has(s.toLowerCase()) && !/\n/.test(s) && !/^(true|false)$/i.test(s);
+  };
+  // An image or audio result: its MIME type is what it says for sure (the model reads "[image: image/png, 70 bytes]").
+  const media = o.media?.[0];
+  if (media) return { kind: 'field', field: `MIME type of the ${media.type}`, values: [media.mimeType] };
+  const options: Answer[] = [];
+  if (data !== undefined) {
+    for (const leaf of leaves(data)) {
+      const key = leaf.path[leaf.path.length - 1];
+      if (usable(key, leaf.value)) options.push({ kind: 'field', field: label(leaf.path.join(' ')), values: [String(leaf.value)] });
+    }
+    const arrays: [string, unknown[]][] = Array.isArray(data) ? [[toolNoun(tool.name), data]] : isPlainObject(data) ? Object.entries(data).filter((e): e is [string, unknown[]] => Array.isArray(e[1])) : [];
+    for (const [key, arr] of arrays) {
+      if (arr.length < 1 || arr.length > 4) continue;
+      const noun = Array.isArray(data) || /^(results?|items?|data|matches)$/i.test(key) ? toolNoun(tool.name) : singular(words(key).pop() ?? key);
+      // A lookup that found exactly one record: its fields, and its short lists, are what to ask about.
+      if (arr.length === 1 && isPlainObject(arr[0])) {
+        for (const [k, v] of Object.entries(arr[0])) {
+          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: label(k), values: [String(v)] });
+          if (Array.isArray(v) && v.length >= 1 && v.length <= 4 && v.every((x) => isScalar(x) && usable(k, x))) {
+            options.push({ kind: 'values', field: label(k), values: v.map(String) });
+          }
+        }
+      }
+      if (arr.every(isPlainObject)) {
+        const lk = LABEL_KEYS.find((k) => arr.every((x) => typeof (x as Record<string, unknown>)[k] === 'string'));
+        if (lk) {
+          const values = arr.map((x) => String((x as Record<string, unknown>)[lk]));
+          if (values.every((v) => usable(lk, v))) options.push({ kind: 'list', field: label(lk), noun, values });
+        }
+      } else if (arr.every(isScalar) && arr.every((v) => usable(key, v as Scalar))) {
+        options.push({ kind: 'values', field: label(key), values: arr.map(String) });
+      }
+    }
+    return options.length ? rng.pick(options) : undefined;
+  }
+  // Plain text: a number the call produced (not one we passed in), else the whole short reply.
+  const text = resultText(o);
+  // Lines that are each a path (what a file search returns) are asked for as the paths found, like any listing.
+  // Resources (or links to them) the call made or lists: one's MIME type or URI, or the URIs of a few, as the
+  // reply's summary lines state them ("[resource link: demo://resource/session/x.gz (x.gz), application/gzip]").
+  const resources = [...text.matchAll(/^\[resource(?: link)?: (\S+?)(?: \([^)]*\))?(?:, ([\w.+-]+\/[\w.+-]+))?(?:, [^\]]*)?\]$/gm)];
+  if (resources.length === 1) {
+    const [, uri, mime] = resources[0];
+    const options: Answer[] = [];
+    if (mime) options.push({ kind: 'field', field: 'MIME type of the resource', values: [mime] });
+    if (!argValues.has(uri.toLowerCase())) options.push({ kind: 'field', field: 'URI of the resource', values: [uri] });
+    if (options.length) return rng.pick(options);
+  }
+  const uris = resources.map((m) => m[1]).filter((u) => !argValues.has(u.toLowerCase()));
+  if (uris.length >= 2 && uris.length <= 4) return { kind: 'values', field: 'resource URIs', values: uris };
+  // A switch says what it did first ("Started simulated logging…", "Stopped …"): that word is the answer.
+  const switched = /^(started|stopped|enabled|disabled|paused|resumed)\b/i.exec(text);
+  if (switched) {
+    return { kind: 'field', field: 'new state', values: [switched[1]] };
+  }
+  // A heading line ("Allowed directories:") names what the paths under it are.
+  const all = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  const heading = all.length >= 2 && /^[A-Za-z][A-Za-z ]{2,40}:$/.test(all[0]) ? all[0].slice(0, -1).toLowerCase() : undefined;
+  const lines = heading ? all.slice(1) : all;
+  if (lines.length <= 4 && lines.every((l) => l.length <= 200 && /^(\{sandbox\}|\/)\S*$/.test(l) && !argValues.has(l.toLowerCase()))) {
+    return { kind: 'values', field: heading ?? 'matching paths', values: lines };
+  }
+  // Only an unambiguous number counts: exactly one distinct number in the reply that we did not pass in.
+  const nums = [...new Set((text.match(/-?\d+(?:\.\d+)?/g) ?? []).filter((n) => !argValues.has(n)))];
+  if (nums.length === 1) return { kind: 'field', field: 'result', values: nums };
+  if (text.length >= 2 && text.length <= 80 && !text.includes('\n') && !text.startsWith('[')) return { kind: 'field', field: 'exact response', values: [text] };
+  return undefined;
+}

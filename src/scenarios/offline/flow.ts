@@ -1,0 +1,71 @@
+/** Task shape flow (difficulty 4–5): a number read from one tool's output feeds another tool's argument. */
+import type { ToolInfo } from '../../mcp/index.js';
+import { synthesizeArgs, validates, type JsonSchema } from '../json-schema-args.js';
+import { chooseAnswer } from './answer.js';
+import { requiredNames } from './arguments.js';
+import { chainStart } from './chain.js';
+import type { Discovery } from './discovery.js';
+import type { Generation } from './generation.js';
+import { leaves, outcomeData } from './output.js';
+import type { Drawn } from './types.js';
+import { actionPhrase, argsPhrase, label, words } from './wording.js';
+
+/** A flow: a number from one output becomes another tool's argument. */
+export async function flow(g: Generation, known: Discovery): Promise<Drawn> {
+  const start = await chainStart(g, known);
+  if (!start || start === 'unverifiable') return start;
+  const nums = leaves(outcomeData(start.out)).filter((l) => typeof l.value === 'number');
+  const options: { key: string; value: number; tool: ToolInfo; param: string }[] = [];
+  for (const n of nums) {
+    const key = n.path[n.path.length - 1];
+    const keyWords = new Set(words(key).filter((w) => w !== 'id' && w.length >= 3));
+    for (const tool of g.usableTools()) {
+      if (tool.name === start.tool.name) continue;
+      const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+      for (const p of requiredNames(tool)) {
+        const ps = props[p];
+        if (!ps || (ps.type !== 'number' && ps.type !== 'integer')) continue;
+        const pWords = [...words(p), ...words(String(ps.description ?? ''))];
+        if (pWords.some((w) => keyWords.has(w)) && validates(ps, n.value)) options.push({ key, value: n.value as number, tool, param: p });
+      }
+    }
+  }
+  if (!options.length) return undefined;
+  const pick = g.rng.pick(options);
+  let rest: Record<string, unknown>;
+  try {
+    const full = synthesizeArgs(pick.tool.inputSchema, { rng: g.rng, optionalRate: 0, candidates: known.candidates(pick.tool) });
+    rest = Object.fromEntries(Object.entries(full).filter(([k]) => k !== pick.param));
+  } catch {
+    return undefined;
+  }
+  const args = { ...rest, [pick.param]: pick.value };
+  if (!validates(pick.tool.inputSchema, args)) return undefined;
+  const out = await g.call(pick.tool.name, args);
+  if (out.isError) {
+    g.note(pick.tool.name, 'calls_failed');
+    return 'unverifiable';
+  }
+  const answer = chooseAnswer(out, args, pick.tool, g.rng);
+  if (!answer || answer.kind !== 'field') {
+    g.note(pick.tool.name, 'nothing_to_ask');
+    return undefined;
+  }
+  const task = g.render('flow', {
+    first: label(pick.key),
+    subject: start.subject,
+    action: actionPhrase(pick.tool),
+    param: label(pick.param),
+    rest: Object.keys(rest).length ? ` and ${argsPhrase(rest)}` : '',
+    field: answer.field,
+  });
+  return {
+    task,
+    difficulty: Math.min(5, 3 + start.hops),
+    checks: [
+      { kind: 'tool_called', tool: start.tool.name, args: start.args },
+      { kind: 'tool_called', tool: pick.tool.name, args },
+      ...answer.values.map((value) => ({ kind: 'answer_contains' as const, value })),
+    ],
+  };
+}
