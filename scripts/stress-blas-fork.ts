@@ -1,5 +1,5 @@
 /**
- * Stress reproduction of the OpenBLAS fork hang (native/gemm.cc, `BlasForkGuard`): OpenBLAS sgemms run on a worker
+ * Stress reproduction of the OpenBLAS fork hang (native/kernels/gemm.cc, `BlasForkGuard`): OpenBLAS sgemms run on a worker
  * thread (the engine's AsyncWorker, as training runs) while the JavaScript thread spawns processes (as a trainer
  * with asynchronous rollouts spawns MCP servers). Each trial is a child process that reports its progress over IPC;
  * a trial that makes no progress for `--stall-s` seconds is counted as hung and killed (SIGKILL). This is a

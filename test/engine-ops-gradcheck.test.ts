@@ -1,5 +1,5 @@
 /**
- * Every native op's backward against central finite differences (native/gradcheck.cc), and both GEMM
+ * Every native op's backward against central finite differences (native/testing/gradcheck.cc), and both GEMM
  * kernels against a plain JavaScript matrix product.
  *
  * Gradcheck: L = sum(out * w) for a random upstream w; numeric dL/dx = (L(x + h) - L(x - h)) / 2h with
@@ -139,7 +139,7 @@ describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitu
     const plain = run({ MCPRL_PORTABLE_GEMM: '0' });
     expect(plain.portableGemm).toBe(!plain.openblas);
   });
-  // The guard itself (native/gemm.cc, g_blas_fork): each fork passes through its atfork handlers and each OpenBLAS
+  // The guard itself (native/kernels/gemm.cc, g_blas_fork): each fork passes through its atfork handlers and each OpenBLAS
   // product through its lock, as the counters show. That a fork waits for a product in flight is a matter of
   // timing, shown by scripts/stress-blas-fork.ts (and a run that forks while it trains, test/train-async-rollouts).
   it.skipIf(!addon.info().openblas)('counts every fork of the process and every OpenBLAS product (the fork guard)', () => {

@@ -13,18 +13,18 @@
 #include <mutex>
 #include <random>
 
-#include "backend.h"
-#include "common.h"
-#include "cuda_loader.h"
-#include "engine_state.h"
-#include "gemm.h"
-#include "gradcheck.h"
-#include "model.h"
+#include "../backend/backend.h"
+#include "../core/common.h"
+#include "../backend/cuda_loader.h"
+#include "../engine/engine_state.h"
+#include "../kernels/gemm.h"
+#include "../testing/gradcheck.h"
+#include "../model/model.h"
 #include "napi_util.h"
-#include "ops/lm_head.h"
-#include "prefix_cache.h"
-#include "sample.h"
-#include "train/train_napi.h"
+#include "../ops/lm_head.h"
+#include "../engine/prefix_cache.h"
+#include "../engine/sample.h"
+#include "../train/train_napi.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -1,6 +1,6 @@
 /**
  * Typed loader of the native addon (build/Release/mcprl_native.node, built by `npm install` from native/).
- * Everything here mirrors native/addon.cc one to one; src/engine/model.ts is the friendly face.
+ * Everything here mirrors native/addon/addon.cc one to one; src/engine/model.ts is the friendly face.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -31,7 +31,7 @@ export interface SampledTokens {
   logprobs: Float32Array;
   /**
    * log of the token's probability under the distribution it was drawn from before top-k/top-p: softmax over
-   * the allowed tokens of logits / temperature (temperature 1 when greedy). See native/sample.h.
+   * the allowed tokens of logits / temperature (temperature 1 when greedy). See native/engine/sample.h.
    */
   samplerLogprobs: Float32Array;
   /** Alternatives per row: the largest topLogprobs value of the call (0 when none was asked for). */
@@ -45,7 +45,7 @@ export interface SampledTokens {
   topLogprobs: Float32Array;
 }
 
-/** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
+/** One loaded model in native memory (class Engine in native/addon/addon.cc). Calls must not overlap. */
 export interface NativeEngine {
   /** Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts). */
   load(dir: string, spec: ModelSpec, threads: number, weightDtype: WeightDtype): Promise<void>;
@@ -68,7 +68,7 @@ export interface NativeEngine {
   fork(src: number, dsts: Int32Array): Promise<void>;
   /**
    * Appends each prompt's tokens to its slot, one prompt after the other, reusing the prefix cache's blocks when
-   * the slot is empty (native/prefix_cache.h).
+   * the slot is empty (native/engine/prefix_cache.h).
    */
   prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string | null)[]): Promise<void>;
   /**
@@ -120,7 +120,7 @@ export type AttentionKernel = 'tiles' | 'reference';
 
 export interface NativeAddon {
   Engine: new () => NativeEngine;
-  /** Finite-difference check of one op's backward (native/gradcheck.cc). */
+  /** Finite-difference check of one op's backward (native/testing/gradcheck.cc). */
   gradcheck(op: string, seed: number, eps: number, samples: number): GradcheckRow[];
   /** C (M, N) = op(A) op(B), row-major, with the chosen kernel (tests). */
   gemm(transA: boolean, transB: boolean, M: number, N: number, K: number, A: Float32Array, B: Float32Array, kernel: GemmKernel, threads?: number): Float32Array;
@@ -150,13 +150,13 @@ export interface NativeAddon {
   /**
    * `blasCalls`: products OpenBLAS ran since the addon loaded; `forks`: forks of this process since then, each of
    * which waited for the OpenBLAS products in flight (OpenBLAS's fork handler hangs otherwise: see g_blas_fork in
-   * native/gemm.cc). Both 0 without OpenBLAS. `taskThreads`: OS threads that have run the engine's asynchronous work
+   * native/kernels/gemm.cc). Both 0 without OpenBLAS. `taskThreads`: OS threads that have run the engine's asynchronous work
    * (1 once any ran: every task of the process runs on one compute thread, so there is one OpenMP team; see
-   * native/napi_util.cc). `modelTypes`: the model_type values the engine runs (native/model/config.cc), equal to
+   * native/addon/napi_util.cc). `modelTypes`: the model_type values the engine runs (native/model/config.cc), equal to
    * SUPPORTED_MODEL_TYPES of src/hf/config.ts (test/model-types.test.ts).
    */
   info(): { openblas: boolean; portableGemm: boolean; gemmAvx512: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number; modelTypes: string[] };
-  /** Loads the CUDA library at `path` (native/cuda_loader.cc) and probes the driver and device 0; never throws. */
+  /** Loads the CUDA library at `path` (native/backend/cuda_loader.cc) and probes the driver and device 0; never throws. */
   cudaProbe(path: string): CudaProbe;
   [key: string]: unknown;
 }
@@ -188,7 +188,7 @@ const OPENBLAS_THREAD_TIMEOUT = '16';
 /**
  * How long libgomp's workers spin at a barrier or the end of a parallel region before they sleep, unless the
  * environment sets it (GOMP_SPINCOUNT or OMP_WAIT_POLICY). All native work runs on one compute thread
- * (native/napi_util.cc), so the process has one OpenMP team and libgomp would spin 300,000 times. Spinning longer
+ * (native/addon/napi_util.cc), so the process has one OpenMP team and libgomp would spin 300,000 times. Spinning longer
  * than the OS lends a core is ruinous when the cores are shared: with 30,000 spins two 4-step demos side by side
  * took 611 s each instead of 71 s (each team spun waiting for a worker the other process had descheduled), and in
  * training the team took its core from OpenBLAS's own worker (a LoRA step of the bundled model 1.6 s -> 2.7 s at
