@@ -23,7 +23,7 @@ AttnShape attn_shape(const Napi::CallbackInfo& info, int at) {
   CHECK(s.H % s.Hkv == 0, "attention: H must be a multiple of Hkv");
   return s;
 }
-bool attn_reference(const Napi::Value& v) {
+static bool attn_reference(const Napi::Value& v) {
   std::string kernel = str_arg(v, "kernel");
   CHECK(kernel == "tiles" || kernel == "reference", "attention: kernel must be 'tiles' or 'reference', got '" + kernel + "'");
   return kernel == "reference";
