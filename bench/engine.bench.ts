@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { BENCH_50M, makeRandomModel, makeRng } from '../scripts/random-model.js';
 import { Model, type GenerateRequest } from '../src/engine/model.js';
 import { loadNative } from '../src/engine/native.js';
+import { loadNativeTesting } from '../src/engine/native-testing.js';
 import type { Emit } from './run.js';
 
 async function time(fn: () => Promise<unknown>, reps = 1): Promise<number> {
@@ -64,8 +65,9 @@ export default async function engineBench(emit: Emit): Promise<void> {
   const addon = loadNative();
   const threads = addon.info().maxThreads;
   emit('engine.threads', threads, 'threads');
-  emit('gemm.portable.n2048', await addon.gemmBench(2048, 'portable', 3), 'GFLOP/s');
-  if (addon.info().openblas) emit('gemm.openblas.n2048', await addon.gemmBench(2048, 'blas', 3), 'GFLOP/s');
+  const ops = loadNativeTesting();
+  emit('gemm.portable.n2048', await ops.gemmBench(2048, 'portable', 3), 'GFLOP/s');
+  if (ops.info().openblas) emit('gemm.openblas.n2048', await ops.gemmBench(2048, 'blas', 3), 'GFLOP/s');
 
   const dir = mkdtempSync(join(tmpdir(), 'mcprl-bench-'));
   try {

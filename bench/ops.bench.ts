@@ -9,11 +9,11 @@
  *   the real 151,936-token vocabulary at hidden 256 (BENCH_50M) and 1024 (Qwen3-0.6B), with the
  *   plain GEMMs of the same shapes: `ops.lm_head.fraction_of_gemm.*` = GEMM seconds / (forward + backward) seconds.
  */
-import { loadNative } from '../src/engine/native.js';
+import { loadNativeTesting } from '../src/engine/native-testing.js';
 import type { Emit } from './run.js';
 
 export default async function opsBench(emit: Emit): Promise<void> {
-  const addon = loadNative();
+  const addon = loadNativeTesting();
   const shapes = [
     { name: 'bench50m', H: 8, Hkv: 4, D: 32 },
     { name: 'qwen3_0_6b', H: 16, Hkv: 8, D: 128 },

@@ -30,6 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { BENCH_50M, makeRandomModel, makeRng, resolveShape } from '../scripts/random-model.js';
 import { Model } from '../src/engine/model.js';
 import { loadNative } from '../src/engine/native.js';
+import { loadNativeTesting } from '../src/engine/native-testing.js';
 import { Trainer, type TrainSequence } from '../src/engine/trainer.js';
 import type { Emit } from './run.js';
 
@@ -68,7 +69,8 @@ function torchStep(shape: ReturnType<typeof resolveShape>, seq: number, threads:
 export default async function trainBench(emit: Emit): Promise<void> {
   const addon = loadNative();
   const threads = addon.info().maxThreads;
-  const peak = addon.info().openblas ? await addon.gemmBench(2048, 'blas', 3, threads) : await addon.gemmBench(2048, 'portable', 3, threads);
+  const ops = loadNativeTesting();
+  const peak = await ops.gemmBench(2048, addon.info().openblas ? 'blas' : 'portable', 3, threads);
   emit(addon.info().openblas ? 'train.gemm_peak.openblas.n2048' : 'train.gemm_peak.portable.n2048', peak, 'GFLOP/s');
 
   const dir = mkdtempSync(join(tmpdir(), 'mcprl-bench-train-'));

@@ -1,4 +1,5 @@
-// `npm install` runs this (package.json "install"): node-gyp configure + build of the native addon.
+// `npm install` runs this (package.json "install"): node-gyp configure + build of the native addons (binding.gyp:
+// build/Release/mcprl_native.node, the engine, and mcprl_native_test.node, the tests' and benches' bindings).
 // Not `rebuild`: that first deletes build/, so every build would briefly remove the addon from under other
 // processes using this checkout; configure + build is incremental and replaces the .node file at the end.
 // It passes --nodedir when this Node installation ships its own headers (Debian's /usr/include/node,

@@ -1,5 +1,5 @@
 /**
- * Stress reproduction of the OpenBLAS fork hang (native/gemm.cc, `BlasForkGuard`): OpenBLAS sgemms run on a worker
+ * Stress reproduction of the OpenBLAS fork hang (native/kernels/gemm.cc, `BlasForkGuard`): OpenBLAS sgemms run on a worker
  * thread (the engine's AsyncWorker, as training runs) while the JavaScript thread spawns processes (as a trainer
  * with asynchronous rollouts spawns MCP servers). Each trial is a child process that reports its progress over IPC;
  * a trial that makes no progress for `--stall-s` seconds is counted as hung and killed (SIGKILL). This is a
@@ -7,8 +7,9 @@
  *
  *   node --import tsx scripts/stress-blas-fork.ts [--trials 10] [--seconds 20] [--stall-s 10] [--n 256] [--addon FILE]
  *
- * `--addon` loads another build of the addon (e.g. a copy of build/Release/mcprl_native.node made before a change),
- * so that two builds can be compared in one sitting. Prints one JSON line per trial and a summary line:
+ * `--addon` loads another build of the test addon, whose gemmBench it runs (e.g. a copy of
+ * build/Release/mcprl_native_test.node made before a change), so that two builds can be compared in one sitting.
+ * Prints one JSON line per trial and a summary line:
  * {trials, hung, forks, sgemms}; the stall clock starts once the child has loaded the addon.
  */
 import { fork, spawn } from 'node:child_process';
@@ -30,9 +31,9 @@ const seconds = Number(a.seconds), n = Number(a.n);
 
 if (a.child) {
   // One trial: the worker thread multiplies with OpenBLAS (all cores) while this thread forks and execs /bin/true.
-  const { loadNative } = await import('../src/engine/native.js');
-  let native = loadNative();
-  // loadNative has set OpenBLAS's environment (OPENBLAS_THREAD_TIMEOUT) for this process; the other build gets the same.
+  const { loadNativeTesting } = await import('../src/engine/native-testing.js');
+  let native = loadNativeTesting();
+  // loadNativeTesting has set OpenBLAS's environment (OPENBLAS_THREAD_TIMEOUT) for this process; the other build gets the same.
   if (a.addon) native = createRequire(import.meta.url)(resolve(a.addon)) as typeof native;
   if (!native.info().openblas) throw new Error('stress-blas-fork: this build of the addon has no OpenBLAS');
   const end = Date.now() + seconds * 1000;

@@ -12,9 +12,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { makeRng } from '../scripts/random-model.js';
-import { loadNative } from '../src/engine/native.js';
+import { loadNativeTesting } from '../src/engine/native-testing.js';
 
-const addon = loadNative();
+const addon = loadNativeTesting();
 const TOL = 1e-5;
 
 function randn(seed: number, n: number): Float32Array {

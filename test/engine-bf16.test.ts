@@ -1,5 +1,5 @@
 /**
- * bf16 base weights kept as bf16 in memory (native/weight.h, gemm_w in native/gemm.h) on a random Qwen3-shaped
+ * bf16 base weights kept as bf16 in memory (native/core/weight.h, gemm_w in native/kernels/gemm.h) on a random Qwen3-shaped
  * BF16 folder, against the same weights widened to f32 at load (`weightDtype: 'f32'`, the oracle) and against
  * PyTorch (test/oracles: float64, the bf16 weights widened):
  *   - memory: `auto` keeps every matrix of a BF16 folder as bf16 (f32 bytes + bf16 bytes ≤ 0.55× the f32 load);

@@ -1,5 +1,5 @@
 /**
- * Every asynchronous native task of the process runs on one compute thread (native/napi_util.cc), so the process
+ * Every asynchronous native task of the process runs on one compute thread (native/addon/napi_util.cc), so the process
  * has one OpenMP team whatever libuv thread queued the task. Tasks of two engines in flight together, one of them
  * failing, all settle as they would one at a time: the failure rejects its own promise only, and the thread goes
  * on with the next task.

@@ -43,7 +43,7 @@ async function maxScoreGap(prompt: number[], seqs: GeneratedSequence[], adapter:
  * Same tokens and finish reasons; logprobs within 1e-5 (a batch of different size may take another GEMM
  * blocking, so the f32 sums round differently, ~1e-6).
  */
-/** The same tokens and bit-identical logprobs: decoding is batch-invariant (native/gemm.h, row-wise mode). */
+/** The same tokens and bit-identical logprobs: decoding is batch-invariant (native/kernels/gemm.h, row-wise mode). */
 function expectSame(a: GeneratedSequence[], b: GeneratedSequence[]): void {
   const view = (x: GeneratedSequence[]) => x.map((s) => ({ tokenIds: s.tokenIds, finishReason: s.finishReason, logprobs: s.logprobs, samplerLogprobs: s.samplerLogprobs }));
   expect(view(a)).toEqual(view(b));
@@ -221,11 +221,11 @@ function ids(n: number, seed: number): number[] {
   return Array.from({ length: n }, () => ((x = (Math.imul(x, 1664525) + 1013904223) >>> 0) % 150000));
 }
 
-// Prompts over several 64-token blocks (native/prefix_cache.h): P; P extended as a next turn would be; P cut at a
+// Prompts over several 64-token blocks (native/engine/prefix_cache.h): P; P extended as a next turn would be; P cut at a
 // block boundary and inside a block; another prompt altogether. P5 ends 4 tokens past a block of P: after a hit
 // only those 4 rows are computed, where the cold prompt's rows come out of one forward of 132 rows — the same bits
 // only because prefill runs in the GEMM's blocked mode (a product of at most 8 rows otherwise takes another kernel,
-// and OpenBLAS rounds by row count: native/gemm.h).
+// and OpenBLAS rounds by row count: native/kernels/gemm.h).
 const P = ids(200, 1);
 const PROMPTS = { P, P2: [...P, ...ids(60, 2)], P3: P.slice(0, 192), P4: P.slice(0, 150), P5: P.slice(0, 132), Q: ids(130, 3) };
 
@@ -344,7 +344,7 @@ describe('prefix cache', () => {
 // A prompt's last hidden state, and so its next-token distribution, is the same bits however its prefill is split:
 // in one call, or in pieces of s rows for every s from 1 to its length, each piece a prefill of its own into the
 // same slot (a slot that holds tokens continues uncached). A first piece of 64 rows or more copies the cache's block
-// of the first 64 tokens and computes the rest. Without the GEMM's blocked mode (native/gemm.h) pieces of at most 8
+// of the first 64 tokens and computes the rest. Without the GEMM's blocked mode (native/kernels/gemm.h) pieces of at most 8
 // rows would take the dot-product kernel and OpenBLAS's rows would round by the row count.
 describe('prefill split into pieces', () => {
   const prompt = ids(83, 9);

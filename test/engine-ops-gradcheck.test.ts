@@ -1,6 +1,7 @@
 /**
- * Every native op's backward against central finite differences (native/gradcheck.cc), and both GEMM
- * kernels against a plain JavaScript matrix product.
+ * Every native op's backward against central finite differences (native/testing/gradcheck.cc), and both GEMM
+ * kernels against a plain JavaScript matrix product: through the test addon (src/engine/native-testing.ts), whose
+ * GEMM settings are its own; the production addon's own settings are checked at the end.
  *
  * Gradcheck: L = sum(out * w) for a random upstream w; numeric dL/dx = (L(x + h) - L(x - h)) / 2h with
  * step h = 1e-2 on f32 forwards (L accumulated in f64), at up to 64 entries per input.
@@ -11,10 +12,13 @@
  * native/ops/swiglu.cc, native/ops/rmsnorm.cc), with the tolerances stated at each test.
  */
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadNative, type GemmKernel } from '../src/engine/native.js';
+import { findBuiltAddon, loadNative } from '../src/engine/native.js';
+import { loadNativeTesting, type GemmKernel } from '../src/engine/native-testing.js';
 
-const addon = loadNative();
+const addon = loadNativeTesting();
+const engineAddon = loadNative();
 const OPS = ['rmsnorm', 'qknorm', 'rope', 'attention', 'attention_long', 'swiglu', 'linear', 'lora', 'lm_head', 'lm_head_sampler', 'lm_head_tiles', 'lm_head_fused'];
 const EXPECTED_INPUTS: Record<string, string[]> = {
   rmsnorm: ['dx', 'dw'],
@@ -65,6 +69,22 @@ describe.each([
 
 it('gradcheck of an unknown op is a thrown JS error, not a crash', () => {
   expect(() => addon.gradcheck('nope', 1, STEP, 8)).toThrow(/unknown op 'nope'.*gradcheck\.cc:\d+/);
+});
+
+describe('the production addon and the test addon (a build target of its own)', () => {
+  const TEST_BINDINGS = ['gradcheck', 'gemm', 'gemmBench', 'attention', 'attentionBackward', 'attentionBench', 'swiglu', 'rmsnorm', 'lmHeadBench'];
+  it('the production addon carries none of the test and bench bindings; the test addon has them all', () => {
+    for (const name of TEST_BINDINGS) {
+      expect(engineAddon[name], name).toBeUndefined();
+      expect(typeof (addon as unknown as Record<string, unknown>)[name], name).toBe('function');
+    }
+  });
+  it('the finite-difference checker (gradcheck.cc) is linked into the test addon only', () => {
+    // Its exported symbol names (mangled, they contain gradcheck_op), present in the test addon as a control.
+    const links = (file: string) => readFileSync(findBuiltAddon(file) ?? file).toString('latin1').includes('gradcheck_op');
+    expect(links('mcprl_native_test.node'), 'mcprl_native_test.node links gradcheck.cc').toBe(true);
+    expect(links('mcprl_native.node'), 'mcprl_native.node links gradcheck.cc').toBe(false);
+  });
 });
 
 function naive(ta: boolean, tb: boolean, M: number, N: number, K: number, A: Float32Array, B: Float32Array): Float64Array {
@@ -131,15 +151,15 @@ describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitu
           expect(differ, `${M}x${N}x${K} ta=${ta} tb=${tb}: elements that differ`).toBe(0);
         }
   });
-  it('MCPRL_PORTABLE_GEMM=1 forces the portable kernel from process start', () => {
-    const probe = `console.log(JSON.stringify(require(${JSON.stringify(new URL('../build/Release/mcprl_native.node', import.meta.url).pathname)}).info()))`;
+  it.each(['mcprl_native.node', 'mcprl_native_test.node'])('MCPRL_PORTABLE_GEMM=1 forces the portable kernel from process start (%s)', (file) => {
+    const probe = `console.log(JSON.stringify(require(${JSON.stringify(new URL(`../build/Release/${file}`, import.meta.url).pathname)}).info()))`;
     const run = (env: Record<string, string>) =>
       JSON.parse(spawnSync(process.execPath, ['-e', probe], { env: { ...process.env, ...env }, encoding: 'utf8' }).stdout) as { portableGemm: boolean; openblas: boolean };
     expect(run({ MCPRL_PORTABLE_GEMM: '1' }).portableGemm).toBe(true);
     const plain = run({ MCPRL_PORTABLE_GEMM: '0' });
     expect(plain.portableGemm).toBe(!plain.openblas);
   });
-  // The guard itself (native/gemm.cc, g_blas_fork): each fork passes through its atfork handlers and each OpenBLAS
+  // The guard itself (native/kernels/gemm.cc, g_blas_fork): each fork passes through its atfork handlers and each OpenBLAS
   // product through its lock, as the counters show. That a fork waits for a product in flight is a matter of
   // timing, shown by scripts/stress-blas-fork.ts (and a run that forks while it trains, test/train-async-rollouts).
   it.skipIf(!addon.info().openblas)('counts every fork of the process and every OpenBLAS product (the fork guard)', () => {
@@ -151,7 +171,8 @@ describe('GEMM kernels vs a plain product (|diff| <= 1e-4 for entries of magnitu
     expect(after.blasCalls - before.blasCalls).toBe(1);
   });
   it('reports which kernels this build has: OpenBLAS exactly where the build found it', () => {
-    const info = addon.info();
+    const info = engineAddon.info();
+    expect(addon.info().openblas).toBe(info.openblas);
     expect(info.backend).toBe('cpu');
     // The build links OpenBLAS when native/detect-blas.cjs says "yes" (a build made with MCPRL_NO_OPENBLAS=1
     // needs the same variable here, which the probe inherits).

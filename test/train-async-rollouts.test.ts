@@ -15,7 +15,7 @@
  * exact points is test/faults/kill-9-async.test.ts.)
  *
  * And a run with --isolate that keeps OpenBLAS: it forks a fixture server per rollout while the engine trains on a
- * worker thread, which used to be able to hang in OpenBLAS's fork handler (native/gemm.cc, g_blas_fork). It must
+ * worker thread, which used to be able to hang in OpenBLAS's fork handler (native/kernels/gemm.cc, g_blas_fork). It must
  * complete, with OpenBLAS multiplying and every fork counted by the guard. Whether a fork meets a product in flight
  * is up to timing, so this test passes with the guard whatever the timing; that without it a run could hang is
  * shown by scripts/stress-blas-fork.ts, not here.

@@ -1,4 +1,4 @@
-// The backend seam filled with the CUDA ops (native/backend.h): the same table, device pointers (see ops.h for
+// The backend seam filled with the CUDA ops (native/backend/backend.h): the same table, device pointers (see ops.h for
 // the few arguments that differ in meaning: attention's host-side segment metadata, unused scratch buffers).
 #include "ops.h"
 

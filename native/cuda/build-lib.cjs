@@ -41,7 +41,7 @@ const gencode = sms.flatMap((a) => ['-gencode', `arch=compute_${a},code=sm_${a}`
 
 const cudaDir = path.join(root, 'native', 'cuda');
 const cu = fs.readdirSync(cudaDir).filter((f) => f.endsWith('.cu') && f !== 'check.cu' && f !== 'model_check.cu');
-const cpu = ['native/common.cc'];
+const cpu = ['native/core/common.cc'];
 const sources = [...cu.map((f) => path.join('native', 'cuda', f)), ...cpu];
 const mtime = (p) => (fs.existsSync(p) ? fs.statSync(p).mtimeMs : 0);
 // What an object was built from: its source and the headers the compiler listed in its .d file (-MD).

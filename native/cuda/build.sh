@@ -18,9 +18,9 @@ mkdir -p "$out/obj"
 nvflags=(-arch=sm_90 -std=c++17 -O3 -Xcompiler -fopenmp)
 cxxflags=(-std=c++17 -O3 -fopenmp -Wall -Wno-unused-function)
 [ "$(uname -m)" = x86_64 ] && cxxflags+=(-march=x86-64-v3)  # as binding.gyp builds the CPU ops
-cpu_src=("$root"/native/ops/*.cc "$root"/native/gemm.cc "$root"/native/gemm_half.cc "$root"/native/weight.cc
-  "$root"/native/common.cc "$root"/native/train/optim.cc)
-model_src=("$root"/native/model/*.cc "$root"/native/safetensors.cc "$root"/native/json.cc "$root"/native/backend_cpu.cc
+cpu_src=("$root"/native/ops/*.cc "$root"/native/kernels/gemm.cc "$root"/native/kernels/gemm_half.cc "$root"/native/core/weight.cc
+  "$root"/native/core/common.cc "$root"/native/train/optim.cc)
+model_src=("$root"/native/model/*.cc "$root"/native/core/safetensors.cc "$root"/native/core/json.cc "$root"/native/backend/backend_cpu.cc
   "$root"/native/train/train.cc "$root"/native/train/loss.cc)
 cu_src=("$root"/native/cuda/*.cu)
 json_inc=${MCPRL_JSON_INCLUDE:-}

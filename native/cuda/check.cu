@@ -36,7 +36,7 @@
 #include <omp.h>
 #endif
 
-#include "../gemm.h"
+#include "../kernels/gemm.h"
 #include "../ops/attention.h"
 #include "../ops/embedding.h"
 #include "../ops/linear.h"

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <string>
 
-#include "../common.h"
-#include "../weight.h"
+#include "../core/common.h"
+#include "../core/weight.h"
 
 #define CUDA_CHECK(call)                                                                        \
   do {                                                                                          \

@@ -1,10 +1,10 @@
 // The CUDA library's C face (build/cuda/libmcprl_cuda.so, built from native/cuda/*.cu by native/cuda/build-lib.cjs
-// when nvcc is found): what the addon (native/cuda_loader.cc) finds with dlsym after it loads the library lazily,
+// when nvcc is found): what the addon (native/backend/cuda_loader.cc) finds with dlsym after it loads the library lazily,
 // only when a CUDA device is asked for. Plain C types only: the addon is compiled without the CUDA headers.
 #pragma once
 #include <stddef.h>
 
-// Bumped whenever this struct or native/backend.h's Backend table changes, so an addon never takes a table
+// Bumped whenever this struct or native/backend/backend.h's Backend table changes, so an addon never takes a table
 // from a library built from other sources (the addon compares it with its own).
 #define MCPRL_CUDA_ABI 1
 
@@ -34,7 +34,7 @@ int mcprl_cuda_abi(void);
 const char* mcprl_cuda_archs(void);
 // Fills `out` (never throws). Returns out->status.
 int mcprl_cuda_probe(struct McprlCudaProbe* out);  // leaves no CUDA context behind (cudaDeviceReset)
-// The CUDA Backend table (a `const mcprl::Backend*`, native/backend.h); only after a probe said OK.
+// The CUDA Backend table (a `const mcprl::Backend*`, native/backend/backend.h); only after a probe said OK.
 const void* mcprl_cuda_backend(void);
 
 }

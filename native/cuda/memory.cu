@@ -1,4 +1,4 @@
-// The CUDA backend's memory (native/backend.h): device allocations, copies within the device and across to the
+// The CUDA backend's memory (native/backend/backend.h): device allocations, copies within the device and across to the
 // host, and the small data-movement ops the model needs between the ops proper (residual adds, the loss rows'
 // gather and scatter). Everything is issued on stream() in order; copies to the host wait for the work issued
 // before them.

@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "../json.h"
-#include "../model.h"
+#include "../core/json.h"
+#include "../model/model.h"
 #include "../train/optim.h"
 #include "../train/train.h"
 #include "cuda_common.cuh"

@@ -14,16 +14,16 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../backend.h"
+#include "../backend/backend.h"
 #include "../ops/attention.h"
 #include "../ops/linear.h"
 #include "../train/optim.h"
-#include "../weight.h"
+#include "../core/weight.h"
 
 namespace mcprl {
 namespace cuda {
 
-// ---- products (gemm.cu). Row-major, as native/gemm.h.
+// ---- products (gemm.cu). Row-major, as native/kernels/gemm.h.
 // C (M,N) = alpha op(A) op(B) + beta C, all f32 (f32 compute: cuBLAS without TF32, or the f32 tile kernel).
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
           float beta, float* C, int ldc);

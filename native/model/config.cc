@@ -1,5 +1,5 @@
 // The blueprint's helpers: projection modules (names, shapes) and the consistency check of a ModelConfig.
-#include "../model.h"
+#include "model.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 // Moving a loaded model and its adapters into a backend's memory (a GPU's): one copy of each flat allocation,
 // then every named view re-pointed at the same offset in the copy. Loading and validation stay on the host
 // (load.cc); only the finished buffers travel.
-#include "../model.h"
+#include "model.h"
 
 namespace mcprl {
 

@@ -2,7 +2,7 @@
 // layer_forward that inference and training (including its recompute mode) share.
 #include <algorithm>
 
-#include "../model.h"
+#include "model.h"
 
 namespace mcprl {
 

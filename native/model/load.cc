@@ -10,10 +10,10 @@
 #include <set>
 #include <sstream>
 
-#include "../json.h"
-#include "../gemm.h"
-#include "../model.h"
-#include "../safetensors.h"
+#include "../core/json.h"
+#include "../kernels/gemm.h"
+#include "model.h"
+#include "../core/safetensors.h"
 
 namespace mcprl {
 

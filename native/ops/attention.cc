@@ -17,8 +17,8 @@
 #include <new>
 #include <vector>
 
-#include "../common.h"
-#include "../fastmath.h"
+#include "../core/common.h"
+#include "../kernels/fastmath.h"
 
 namespace mcprl {
 
@@ -347,7 +347,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The reference: one query row at a time, every sum in double, serial. The gradcheck (native/gradcheck.cc, op
+// The reference: one query row at a time, every sum in double, serial. The gradcheck (native/testing/gradcheck.cc, op
 // attention_tiles) compares the tiles with it on long sequences.
 
 void attention_forward_reference(float* out, float* lse, const float* q, const AttnSegment* segs, int nseg, int H,

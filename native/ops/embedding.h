@@ -1,7 +1,7 @@
 #pragma once
 #include <cstdint>
 
-#include "../weight.h"
+#include "../core/weight.h"
 
 namespace mcprl {
 // out (T, C) = wte[ids[t], :]. ids must already be validated to lie in [0, V).

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "../gemm.h"
+#include "../kernels/gemm.h"
 
 namespace mcprl {
 

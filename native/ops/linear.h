@@ -1,5 +1,5 @@
 #pragma once
-#include "../weight.h"
+#include "../core/weight.h"
 
 namespace mcprl {
 // A LoRA pair for one projection: A (r, in), B (out, r), applied as scale * (x A^T) B^T.
@@ -24,7 +24,7 @@ void lora_forward(float* y, float* xa, const float* x, const LoraView& l, int N,
 void lora_backward(float* dx, float* dA, float* dB, float* dh, const float* dy, const float* x, const float* xa,
                    const LoraView& l, int N, int in, int out);
 
-// The LoRA products above, written once over any row-major gemm with native/gemm.h's signature: the CPU ops
+// The LoRA products above, written once over any row-major gemm with native/kernels/gemm.h's signature: the CPU ops
 // pass the CPU gemm, the CUDA backend (native/cuda/linear.cu) its device gemm.
 template <typename Gemm>
 void lora_forward_with(Gemm gemm, float* y, float* xa, const float* x, const LoraView& l, int N, int in, int out) {

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <vector>
 
-#include "../common.h"
-#include "../fastmath.h"
-#include "../gemm.h"
+#include "../core/common.h"
+#include "../kernels/fastmath.h"
+#include "../kernels/gemm.h"
 
 #ifdef _OPENMP
 #include <omp.h>

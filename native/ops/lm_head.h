@@ -21,7 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "../weight.h"
+#include "../core/weight.h"
 
 namespace mcprl {
 

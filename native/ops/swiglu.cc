@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include "../fastmath.h"
+#include "../kernels/fastmath.h"
 
 namespace mcprl {
 

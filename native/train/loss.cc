@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../common.h"
+#include "../core/common.h"
 
 namespace mcprl {
 

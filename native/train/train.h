@@ -1,4 +1,4 @@
-// Training on top of the model forward (native/model.h): per-token log-probabilities of the loss tokens,
+// Training on top of the model forward (native/model/model.h): per-token log-probabilities of the loss tokens,
 // the GRPO/SFT loss (loss.h), and the backward pass through every layer down to each LoRA A and B.
 // Frozen base weights get no gradient buffers: the backward computes activation gradients through them
 // (dx = dy W) and parameter gradients only for the adapter, into one flat buffer laid out exactly like
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../model.h"
+#include "../model/model.h"
 #include "loss.h"
 
 namespace mcprl {

@@ -20,8 +20,8 @@
 #include <memory>
 #include <mutex>
 
-#include "../engine_state.h"
-#include "../napi_util.h"
+#include "../engine/engine_state.h"
+#include "../addon/napi_util.h"
 #include "loss.h"
 #include "optim.h"
 #include "train.h"

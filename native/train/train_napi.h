@@ -4,7 +4,7 @@
 
 namespace mcprl {
 
-// Adds Trainer and scheduleLr to the addon's exports (called by InitAll in native/addon.cc).
+// Adds Trainer and scheduleLr to the addon's exports (called by InitAll in native/addon/addon.cc).
 void init_train(Napi::Env env, Napi::Object exports);
 
 }  // namespace mcprl

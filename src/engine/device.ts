@@ -31,7 +31,7 @@ export const DeviceChoiceSchema = z.object({
 });
 export type DeviceChoice = z.infer<typeof DeviceChoiceSchema>;
 
-/** What the addon's cudaProbe returns (native/addon.cc, native/cuda/entry.h). */
+/** What the addon's cudaProbe returns (native/addon/addon.cc, native/cuda/entry.h). */
 export type CudaProbe =
   | { loaded: false; error: string }
   | {

@@ -29,7 +29,7 @@ export type KvCacheMib = z.input<typeof KvCacheMibSchema>;
 /** The share of the memory left after the weights that the default budget takes. */
 export const KV_DEFAULT_SHARE = 0.5;
 
-/** The KV cache's counters (native/engine_state.h: KvCacheStats); read without waiting for the engine. */
+/** The KV cache's counters (native/engine/engine_state.h: KvCacheStats); read without waiting for the engine. */
 export interface KvCacheStats {
   /** The budget in bytes. */
   budgetBytes: number;

@@ -96,7 +96,7 @@ export async function readModelConfig(dir: string): Promise<ModelConfig> {
   }
 }
 
-/** The architecture exactly as native/addon.cc's load() reads it: every field, none optional. */
+/** The architecture exactly as native/addon/addon.cc's load() reads it: every field, none optional. */
 function nativeSpec(s: ModelSpec): ModelSpec {
   return {
     modelType: s.modelType, vocabSize: s.vocabSize, hiddenSize: s.hiddenSize, intermediateSize: s.intermediateSize,
@@ -189,7 +189,7 @@ export class Model {
   private pending: Request[] = [];
   private active: Sample[] = [];
   private looping = false;
-  /** Bytes the running samples' slots reserve under kvBudget (native/engine_state.h keeps the same account). */
+  /** Bytes the running samples' slots reserve under kvBudget (native/engine/engine_state.h keeps the same account). */
   private kvReserved = 0;
 
   private constructor(
@@ -468,7 +468,7 @@ export class Model {
   // step for every running sample, until nothing is left. Other native calls (score, adapters) interleave
   // between steps through run(). Requests are admitted first come, first served, while their samples fit under
   // MAX_ACTIVE_SAMPLES and their slots' reservations fit the KV budget beside the running samples' (the prefix
-  // cache gives up its blocks for them: native/engine_state.h); otherwise the first waits, and those behind it with
+  // cache gives up its blocks for them: native/engine/engine_state.h); otherwise the first waits, and those behind it with
   // it, until running samples finish. Nothing waits forever: a request that cannot fit alone was refused by generate().
   private async loop(): Promise<void> {
     while (this.engine && (this.pending.length || this.active.length)) {

@@ -1,6 +1,6 @@
 /**
  * Typed loader of the native addon (build/Release/mcprl_native.node, built by `npm install` from native/).
- * Everything here mirrors native/addon.cc one to one; src/engine/model.ts is the friendly face.
+ * Everything here mirrors native/addon/addon.cc one to one; src/engine/model.ts is the friendly face.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -31,7 +31,7 @@ export interface SampledTokens {
   logprobs: Float32Array;
   /**
    * log of the token's probability under the distribution it was drawn from before top-k/top-p: softmax over
-   * the allowed tokens of logits / temperature (temperature 1 when greedy). See native/sample.h.
+   * the allowed tokens of logits / temperature (temperature 1 when greedy). See native/engine/sample.h.
    */
   samplerLogprobs: Float32Array;
   /** Alternatives per row: the largest topLogprobs value of the call (0 when none was asked for). */
@@ -45,7 +45,7 @@ export interface SampledTokens {
   topLogprobs: Float32Array;
 }
 
-/** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
+/** One loaded model in native memory (class Engine in native/addon/addon.cc). Calls must not overlap. */
 export interface NativeEngine {
   /** Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts). */
   load(dir: string, spec: ModelSpec, threads: number, weightDtype: WeightDtype): Promise<void>;
@@ -68,7 +68,7 @@ export interface NativeEngine {
   fork(src: number, dsts: Int32Array): Promise<void>;
   /**
    * Appends each prompt's tokens to its slot, one prompt after the other, reusing the prefix cache's blocks when
-   * the slot is empty (native/prefix_cache.h).
+   * the slot is empty (native/engine/prefix_cache.h).
    */
   prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string | null)[]): Promise<void>;
   /**
@@ -107,71 +107,44 @@ export interface NativeEngine {
   close(): void;
 }
 
-export interface GradcheckRow {
-  input: string;
-  maxAbsErr: number;
-  maxAbsGrad: number;
-  checked: number;
-}
-
-/** 'portable-avx2': the portable kernel with its AVX2 tiles even where the CPU has AVX-512 (tests). */
-export type GemmKernel = 'portable' | 'portable-avx2' | 'blas' | 'auto';
-export type AttentionKernel = 'tiles' | 'reference';
-
 export interface NativeAddon {
   Engine: new () => NativeEngine;
-  /** Finite-difference check of one op's backward (native/gradcheck.cc). */
-  gradcheck(op: string, seed: number, eps: number, samples: number): GradcheckRow[];
-  /** C (M, N) = op(A) op(B), row-major, with the chosen kernel (tests). */
-  gemm(transA: boolean, transB: boolean, M: number, N: number, K: number, A: Float32Array, B: Float32Array, kernel: GemmKernel, threads?: number): Float32Array;
-  /** GFLOP/s of an n^3 sgemm, best of reps. */
-  gemmBench(n: number, kernel: 'portable' | 'blas', reps: number, threads?: number): Promise<number>;
-  /**
-   * The attention op alone (native/ops/attention.h), 'tiles' (the engine's kernel) or 'reference' (one row at a
-   * time in double precision). segments: (q0, nq, npast, kRow0) per segment; segment s reads k/v rows
-   * kRow0 .. kRow0 + npast + nq. threads: all cores when left out.
-   */
-  attention(q: Float32Array, k: Float32Array, v: Float32Array, H: number, Hkv: number, D: number, segments: Int32Array, kernel: AttentionKernel, threads?: number): { out: Float32Array; lse: Float32Array };
-  /** Its backward over packed sequences (cuSeqlens: row offsets, nseq + 1). */
-  attentionBackward(dout: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, out: Float32Array, lse: Float32Array, cuSeqlens: Int32Array, H: number, Hkv: number, D: number, kernel: AttentionKernel, threads?: number): { dq: Float32Array; dk: Float32Array; dv: Float32Array };
-  /** The engine's SwiGLU forward (out = silu(gate) up) and backward on equal-length arrays (tests). threads: all cores when left out. */
-  swiglu(gate: Float32Array, up: Float32Array, dout: Float32Array, threads?: number): { out: Float32Array; dgate: Float32Array; dup: Float32Array };
-  /** The engine's RMSNorm forward and backward on rows of C (tests); dw accumulates from 0. threads: all cores when left out. */
-  rmsnorm(x: Float32Array, w: Float32Array, dout: Float32Array, C: number, eps: number, threads?: number): { out: Float32Array; rstd: Float32Array; dx: Float32Array; dw: Float32Array };
-  /** CPU seconds (best of reps, one thread) of the engine's attention forward and backward on one causal sequence of T rows. */
-  attentionBench(T: number, H: number, Hkv: number, D: number, reps: number): Promise<{ forward: number; backward: number }>;
-  /**
-   * CPU seconds (best of reps, one thread) of the LM head's forward (with the saved g) and backward on N rows,
-   * hidden C, vocabulary V, and of the plain GEMMs of the same shapes (the rate it is measured against).
-   */
-  lmHeadBench(N: number, C: number, V: number, reps: number): Promise<{ forward: number; backward: number; gemm: number }>;
   /** Forces (true) or releases (false) the portable GEMM for every later call; MCPRL_PORTABLE_GEMM=1 sets it at load. */
   setPortableGemm(on: boolean): void;
   /**
    * `blasCalls`: products OpenBLAS ran since the addon loaded; `forks`: forks of this process since then, each of
    * which waited for the OpenBLAS products in flight (OpenBLAS's fork handler hangs otherwise: see g_blas_fork in
-   * native/gemm.cc). Both 0 without OpenBLAS. `taskThreads`: OS threads that have run the engine's asynchronous work
+   * native/kernels/gemm.cc). Both 0 without OpenBLAS. `taskThreads`: OS threads that have run the engine's asynchronous work
    * (1 once any ran: every task of the process runs on one compute thread, so there is one OpenMP team; see
-   * native/napi_util.cc). `modelTypes`: the model_type values the engine runs (native/model/config.cc), equal to
+   * native/addon/napi_util.cc). `modelTypes`: the model_type values the engine runs (native/model/config.cc), equal to
    * SUPPORTED_MODEL_TYPES of src/hf/config.ts (test/model-types.test.ts).
    */
   info(): { openblas: boolean; portableGemm: boolean; gemmAvx512: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number; modelTypes: string[] };
-  /** Loads the CUDA library at `path` (native/cuda_loader.cc) and probes the driver and device 0; never throws. */
+  /** Loads the CUDA library at `path` (native/backend/cuda_loader.cc) and probes the driver and device 0; never throws. */
   cudaProbe(path: string): CudaProbe;
   [key: string]: unknown;
 }
 
 let cached: NativeAddon | undefined;
 
-/** Finds the addon from this file's location (src/engine or dist/src/engine) upward. */
-function addonPath(): string {
+/**
+ * Finds build/Release/`file` from this file's location (src/engine or dist/src/engine) upward; null when absent.
+ * Also finds the test addon (native-testing.ts).
+ */
+export function findBuiltAddon(file: string): string | null {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 6; i++) {
-    const p = join(dir, 'build', 'Release', 'mcprl_native.node');
+    const p = join(dir, 'build', 'Release', file);
     if (existsSync(p)) return p;
     dir = dirname(dir);
   }
-  throw new EngineError('ENGINE_UNAVAILABLE', 'native addon build/Release/mcprl_native.node not found: run `npm install` (or `node native/build.cjs`)');
+  return null;
+}
+
+function addonPath(): string {
+  const p = findBuiltAddon('mcprl_native.node');
+  if (!p) throw new EngineError('ENGINE_UNAVAILABLE', 'native addon build/Release/mcprl_native.node not found: run `npm install` (or `node native/build.cjs`)');
+  return p;
 }
 
 /**
@@ -188,7 +161,7 @@ const OPENBLAS_THREAD_TIMEOUT = '16';
 /**
  * How long libgomp's workers spin at a barrier or the end of a parallel region before they sleep, unless the
  * environment sets it (GOMP_SPINCOUNT or OMP_WAIT_POLICY). All native work runs on one compute thread
- * (native/napi_util.cc), so the process has one OpenMP team and libgomp would spin 300,000 times. Spinning longer
+ * (native/addon/napi_util.cc), so the process has one OpenMP team and libgomp would spin 300,000 times. Spinning longer
  * than the OS lends a core is ruinous when the cores are shared: with 30,000 spins two 4-step demos side by side
  * took 611 s each instead of 71 s (each team spun waiting for a worker the other process had descheduled), and in
  * training the team took its core from OpenBLAS's own worker (a LoRA step of the bundled model 1.6 s -> 2.7 s at
@@ -198,12 +171,17 @@ const OPENBLAS_THREAD_TIMEOUT = '16';
  */
 const GOMP_SPINCOUNT = '1000';
 
+/** The waits above, unless the environment sets them; before any addon (and OpenBLAS with it) loads. */
+export function setThreadEnv(): void {
+  process.env.OPENBLAS_THREAD_TIMEOUT ??= OPENBLAS_THREAD_TIMEOUT;
+  if (process.env.OMP_WAIT_POLICY === undefined) process.env.GOMP_SPINCOUNT ??= GOMP_SPINCOUNT;
+}
+
 /** The loaded addon (loaded once per process). */
 export function loadNative(): NativeAddon {
   if (!cached) {
     const path = addonPath();
-    process.env.OPENBLAS_THREAD_TIMEOUT ??= OPENBLAS_THREAD_TIMEOUT;
-    if (process.env.OMP_WAIT_POLICY === undefined) process.env.GOMP_SPINCOUNT ??= GOMP_SPINCOUNT;
+    setThreadEnv();
     try {
       cached = createRequire(import.meta.url)(path) as NativeAddon;
     } catch (e) {

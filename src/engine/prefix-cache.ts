@@ -1,9 +1,9 @@
 /**
- * The engine's automatic prefix cache (native/prefix_cache.h): the KV of prompts prefilled earlier, in blocks of
+ * The engine's automatic prefix cache (native/engine/prefix_cache.h): the KV of prompts prefilled earlier, in blocks of
  * `blockTokens` (64) tokens keyed by the ids up to each block's end and by the adapter's name and weights version,
  * so that a prompt that starts like an earlier one prefills only the rest — a GRPO group's rollouts share their
  * first prompt, and each turn's prompt starts with the last turn's. Results are bit-identical with the cache warm,
- * cold or off: prefill runs in the GEMM's blocked mode (native/gemm.h), where a row's bits do not depend on how the
+ * cold or off: prefill runs in the GEMM's blocked mode (native/kernels/gemm.h), where a row's bits do not depend on how the
  * rows were split into forwards, and only whole blocks at fixed positions (or a prompt's last) are cached.
  */
 import { z } from 'zod';

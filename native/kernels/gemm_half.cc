@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common.h"
+#include "../core/common.h"
 #include "gemm.h"
 
 namespace mcprl {

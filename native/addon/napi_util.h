@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sample.h"
+#include "../engine/sample.h"
 
 namespace mcprl {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
+#include "../model/model.h"
 #include "prefix_cache.h"
 #include "sample.h"
 

@@ -4,9 +4,9 @@
 #include <functional>
 #include <random>
 
-#include "backend.h"
-#include "common.h"
-#include "ops/lm_head.h"
+#include "../backend/backend.h"
+#include "../core/common.h"
+#include "../ops/lm_head.h"
 
 namespace mcprl {
 

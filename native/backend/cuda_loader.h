@@ -4,7 +4,7 @@
 #include <string>
 
 #include "backend.h"
-#include "cuda/entry.h"
+#include "../cuda/entry.h"
 
 namespace mcprl {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
-#include "common.h"
+#include "../backend/backend.h"
+#include "../core/common.h"
 
 namespace mcprl {
 

@@ -1,30 +1,26 @@
-// N-API boundary of the engine: the Engine class, gradcheck, gemm, info; the trainer's bindings are in
-// train/train_napi.cc. Every call either returns/throws synchronously (cheap bookkeeping) or returns a
+// N-API boundary of the engine: the Engine class, setPortableGemm, info, cudaProbe; the trainer's bindings are in
+// train/train_napi.cc. The ops alone, gradcheck and the benchmarks are in the test addon (testing/test_addon.cc). Every call either returns/throws synchronously (cheap bookkeeping) or returns a
 // Promise whose work runs off the JS thread, on the process's compute thread (run_async). Every C++ exception
 // is caught and becomes a rejected promise or a thrown JS Error: the Node process never aborts.
 #include <napi.h>
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
-#include <ctime>
 #include <memory>
 #include <mutex>
-#include <random>
 
-#include "backend.h"
-#include "common.h"
-#include "cuda_loader.h"
-#include "engine_state.h"
-#include "gemm.h"
-#include "gradcheck.h"
-#include "model.h"
+#include "../backend/backend.h"
+#include "../core/common.h"
+#include "../backend/cuda_loader.h"
+#include "../engine/engine_state.h"
+#include "../kernels/gemm.h"
+#include "../model/model.h"
 #include "napi_util.h"
-#include "ops/lm_head.h"
-#include "prefix_cache.h"
-#include "sample.h"
-#include "train/train_napi.h"
+#include "../ops/lm_head.h"
+#include "../engine/prefix_cache.h"
+#include "../engine/sample.h"
+#include "../train/train_napi.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -655,315 +651,6 @@ class Engine : public Napi::ObjectWrap<Engine> {
   }
 };
 
-// gradcheck(op, seed, eps, samples): [{ input, maxAbsErr, maxAbsGrad, checked }]
-Napi::Value Gradcheck(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    set_threads(1);
-    auto res = gradcheck_op(str_arg(info[0], "op"), (unsigned)int_arg(info[1], "seed", 0, 4294967295LL),
-                            num_arg(info[2], "eps"), (int)int_arg(info[3], "samples", 1, kMaxInt));
-    auto arr = Napi::Array::New(info.Env(), res.size());
-    for (size_t i = 0; i < res.size(); ++i) {
-      auto o = Napi::Object::New(info.Env());
-      o.Set("input", res[i].input);
-      o.Set("maxAbsErr", res[i].max_abs_err);
-      o.Set("maxAbsGrad", res[i].max_abs_grad);
-      o.Set("checked", res[i].checked);
-      arr.Set((uint32_t)i, o);
-    }
-    return arr;
-  });
-}
-
-// gemm(transA, transB, M, N, K, A, B, kernel: 'portable'|'portable-avx2'|'blas'|'auto', threads): Float32Array
-// C = op(A) op(B). 'portable-avx2' is the portable kernel with its AVX2 tiles even where the CPU has AVX-512.
-Napi::Value Gemm(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    bool ta = bool_arg(info[0], "transA"), tb = bool_arg(info[1], "transB");
-    int M = (int)int_arg(info[2], "M", 1, kMaxInt), N = (int)int_arg(info[3], "N", 1, kMaxInt),
-        K = (int)int_arg(info[4], "K", 1, kMaxInt);
-    auto A = to_f32(info[5], "A");
-    auto B = to_f32(info[6], "B");
-    std::string kernel = str_arg(info[7], "kernel");
-    set_threads(info[8].IsUndefined() ? 0 : (int)int_arg(info[8], "threads", 0, kMaxThreads));  // test helper: all cores when left out
-    CHECK(M > 0 && N > 0 && K > 0 && A.size() == (size_t)M * K && B.size() == (size_t)K * N, "gemm: bad sizes");
-    std::vector<float> C((size_t)M * N, 0.0f);
-    int lda = ta ? M : K, ldb = tb ? K : N;
-    if (kernel == "portable-avx2") {
-      const bool prev = gemm_avx512();
-      gemm_set_avx512(false);
-      gemm_portable(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
-      gemm_set_avx512(prev);
-    } else if (kernel == "portable") gemm_portable(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
-    else if (kernel == "blas") gemm_blas(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
-    else gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
-    return f32_array(info.Env(), C);
-  });
-}
-
-// gemmBench(n, kernel, reps, threads): Promise<number> GFLOP/s of an n x n x n sgemm (best of reps).
-Napi::Value GemmBench(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    int n = (int)int_arg(info[0], "n", 1, 1 << 16);
-    std::string kernel = str_arg(info[1], "kernel");
-    int reps = (int)int_arg(info[2], "reps", 1, kMaxInt);
-    int threads = info[3].IsUndefined() ? 0 : (int)int_arg(info[3], "threads", 0, kMaxThreads);  // bench helper: all cores when left out
-    if (kernel == "blas" && !gemm_have_blas()) throw Napi::Error::New(info.Env(), "this build has no OpenBLAS");
-    auto result = std::make_shared<double>(0.0);
-    return run_async(
-        info.Env(),
-        [n, kernel, reps, threads, result] {
-          set_threads(threads);
-          std::vector<float> A((size_t)n * n), B((size_t)n * n), C((size_t)n * n);
-          std::mt19937 rng(1);
-          std::uniform_real_distribution<float> d(-1, 1);
-          for (auto& x : A) x = d(rng);
-          for (auto& x : B) x = d(rng);
-          double best = 1e30;
-          for (int r = 0; r < reps; ++r) {
-            auto t0 = std::chrono::steady_clock::now();
-            if (kernel == "portable") gemm_portable(false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
-            else gemm_blas(false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
-            double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            best = std::min(best, s);
-          }
-          *result = 2.0 * n * (double)n * n / best / 1e9;
-        },
-        [result](Napi::Env env) -> Napi::Value { return Napi::Number::New(env, *result); });
-  });
-}
-
-// Seconds of CPU time of the calling thread: the single-threaded op benchmarks below measure this, not wall time,
-// so a busy machine (other processes taking turns on the cores) changes the figures less.
-static double thread_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-// The attention op alone (tests and bench). Shapes as native/ops/attention.h; `kernel` 'tiles' (the engine's)
-// or 'reference' (the double-precision oracle).
-struct AttnShape {
-  int H, Hkv, D;
-};
-static AttnShape attn_shape(const Napi::CallbackInfo& info, int at) {
-  AttnShape s{(int)int_arg(info[at], "H", 1, 4096), (int)int_arg(info[at + 1], "Hkv", 1, 4096),
-              (int)int_arg(info[at + 2], "D", 1, 4096)};
-  CHECK(s.H % s.Hkv == 0, "attention: H must be a multiple of Hkv");
-  return s;
-}
-static bool attn_reference(const Napi::Value& v) {
-  std::string kernel = str_arg(v, "kernel");
-  CHECK(kernel == "tiles" || kernel == "reference", "attention: kernel must be 'tiles' or 'reference', got '" + kernel + "'");
-  return kernel == "reference";
-}
-
-// attention(q, k, v, H, Hkv, D, segments: Int32Array of (q0, nq, npast, kRow0) per segment, kernel, threads?):
-// { out, lse }. Segment s reads key/value rows kRow0 .. kRow0 + npast + nq of k/v.
-Napi::Value Attention(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    auto q = to_f32(info[0], "q"), k = to_f32(info[1], "k"), v = to_f32(info[2], "v");
-    AttnShape sh = attn_shape(info, 3);
-    auto sg = to_i32(info[6], "segments");
-    bool ref = attn_reference(info[7]);
-    set_threads(info[8].IsUndefined() ? 0 : (int)int_arg(info[8], "threads", 0, kMaxThreads));
-    const size_t qrow = (size_t)sh.H * sh.D, krow = (size_t)sh.Hkv * sh.D;
-    CHECK(q.size() % qrow == 0 && k.size() % krow == 0 && v.size() == k.size() && sg.size() % 4 == 0,
-          "attention: q, k, v or segments have the wrong length");
-    const int64_t T = (int64_t)(q.size() / qrow), keys = (int64_t)(k.size() / krow);
-    std::vector<AttnSegment> segs(sg.size() / 4);
-    for (size_t s = 0; s < segs.size(); ++s) {
-      const int64_t q0 = sg[4 * s], nq = sg[4 * s + 1], npast = sg[4 * s + 2], k0 = sg[4 * s + 3];
-      CHECK(q0 >= 0 && nq >= 1 && q0 + nq <= T && npast >= 0 && k0 >= 0 && k0 + npast + nq <= keys,
-            "attention: segment " + std::to_string(s) + " is out of range of q or k");
-      segs[s] = AttnSegment{(int)q0, (int)nq, (int)npast, k.data() + k0 * krow, v.data() + k0 * krow};
-    }
-    std::vector<float> out(q.size(), 0.0f), lse((size_t)T * sh.H, 0.0f);
-    if (ref) attention_forward_reference(out.data(), lse.data(), q.data(), segs.data(), (int)segs.size(), sh.H, sh.Hkv, sh.D);
-    else cpu_backend().attention_forward(out.data(), lse.data(), q.data(), segs.data(), (int)segs.size(), sh.H, sh.Hkv, sh.D);
-    auto o = Napi::Object::New(info.Env());
-    o.Set("out", f32_array(info.Env(), out));
-    o.Set("lse", f32_array(info.Env(), lse));
-    return o;
-  });
-}
-
-// attentionBackward(dout, q, k, v, out, lse, cuSeqlens, H, Hkv, D, kernel, threads?): { dq, dk, dv } of packed
-// sequences (npast = 0; k/v rows packed like q's).
-Napi::Value AttentionBackward(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    auto dout = to_f32(info[0], "dout"), q = to_f32(info[1], "q"), k = to_f32(info[2], "k"), v = to_f32(info[3], "v");
-    auto out = to_f32(info[4], "out"), lse = to_f32(info[5], "lse");
-    auto cu = to_i32(info[6], "cuSeqlens");
-    AttnShape sh = attn_shape(info, 7);
-    bool ref = attn_reference(info[10]);
-    set_threads(info[11].IsUndefined() ? 0 : (int)int_arg(info[11], "threads", 0, kMaxThreads));
-    const size_t qrow = (size_t)sh.H * sh.D, krow = (size_t)sh.Hkv * sh.D;
-    CHECK(q.size() % qrow == 0 && cu.size() >= 2 && cu.front() == 0, "attention: bad q or cuSeqlens");
-    const size_t T = q.size() / qrow;
-    for (size_t s = 1; s < cu.size(); ++s) CHECK(cu[s] > cu[s - 1], "attention: cuSeqlens must increase");
-    CHECK((size_t)cu.back() == T && dout.size() == q.size() && out.size() == q.size() && k.size() == T * krow &&
-              v.size() == k.size() && lse.size() == T * sh.H,
-          "attention: dout, k, v, out, lse or cuSeqlens disagree with q's T");
-    std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
-    const int nseq = (int)cu.size() - 1;
-    if (ref)
-      attention_backward_reference(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
-                                   lse.data(), cu.data(), nseq, sh.H, sh.Hkv, sh.D);
-    else
-      cpu_backend().attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
-                                       out.data(), lse.data(), cu.data(), nseq, sh.H, sh.Hkv, sh.D);
-    auto o = Napi::Object::New(info.Env());
-    o.Set("dq", f32_array(info.Env(), dq));
-    o.Set("dk", f32_array(info.Env(), dk));
-    o.Set("dv", f32_array(info.Env(), dv));
-    return o;
-  });
-}
-
-// swiglu(gate, up, dout, threads?): { out, dgate, dup }, the engine's SwiGLU forward and backward on N elements (tests).
-Napi::Value Swiglu(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    auto gate = to_f32(info[0], "gate"), up = to_f32(info[1], "up"), dout = to_f32(info[2], "dout");
-    set_threads(info[3].IsUndefined() ? 0 : (int)int_arg(info[3], "threads", 0, kMaxThreads));
-    CHECK(up.size() == gate.size() && dout.size() == gate.size(), "swiglu: gate, up and dout differ in length");
-    const long N = (long)gate.size();
-    std::vector<float> out(N), dgate(N), dup(N);
-    const Backend& be = cpu_backend();
-    be.swiglu_forward(out.data(), gate.data(), up.data(), N);
-    be.swiglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), N);
-    auto o = Napi::Object::New(info.Env());
-    o.Set("out", f32_array(info.Env(), out));
-    o.Set("dgate", f32_array(info.Env(), dgate));
-    o.Set("dup", f32_array(info.Env(), dup));
-    return o;
-  });
-}
-
-// rmsnorm(x, w, dout, C, eps, threads?): { out, rstd, dx, dw }, the engine's RMSNorm forward and backward on the
-// N = x.length / C rows of x (tests; dw starts at 0).
-Napi::Value Rmsnorm(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    auto x = to_f32(info[0], "x"), w = to_f32(info[1], "w"), dout = to_f32(info[2], "dout");
-    const int C = (int)int_arg(info[3], "C", 1, kMaxInt);
-    const float eps = (float)num_arg(info[4], "eps");
-    set_threads(info[5].IsUndefined() ? 0 : (int)int_arg(info[5], "threads", 0, kMaxThreads));
-    CHECK(w.size() == (size_t)C && x.size() % C == 0 && dout.size() == x.size(),
-          "rmsnorm: w must hold C entries, x and dout whole rows of C");
-    const int N = (int)(x.size() / C);
-    std::vector<float> out(x.size()), rstd(N), dx(x.size()), dw(C, 0.0f);
-    const Backend& be = cpu_backend();
-    be.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
-    be.rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
-    auto o = Napi::Object::New(info.Env());
-    o.Set("out", f32_array(info.Env(), out));
-    o.Set("rstd", f32_array(info.Env(), rstd));
-    o.Set("dx", f32_array(info.Env(), dx));
-    o.Set("dw", f32_array(info.Env(), dw));
-    return o;
-  });
-}
-
-// attentionBench(T, H, Hkv, D, reps): Promise<{ forward, backward }>, CPU seconds (best of reps) of the op on one
-// causal sequence of T random rows, single-threaded.
-Napi::Value AttentionBench(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    int T = (int)int_arg(info[0], "T", 1, 1 << 20);
-    AttnShape sh = attn_shape(info, 1);
-    int reps = (int)int_arg(info[4], "reps", 1, kMaxInt);
-    auto result = std::make_shared<std::array<double, 2>>();
-    return run_async(
-        info.Env(),
-        [T, sh, reps, result] {
-          set_threads(1);
-          const size_t nq = (size_t)T * sh.H * sh.D, nk = (size_t)T * sh.Hkv * sh.D;
-          std::vector<float> q(nq), k(nk), v(nk), g(nq), out(nq), lse((size_t)T * sh.H), dq(nq), dk(nk), dv(nk);
-          std::mt19937 rng(1);
-          std::normal_distribution<float> d;
-          for (auto* x : {&q, &k, &v, &g})
-            for (auto& e : *x) e = d(rng);
-          AttnSegment seg{0, T, 0, k.data(), v.data()};
-          int cu[2] = {0, T};
-          const Backend& be = cpu_backend();
-          (*result)[0] = (*result)[1] = 1e30;
-          for (int r = 0; r < reps; ++r) {
-            const double t0 = thread_cpu_seconds();
-            be.attention_forward(out.data(), lse.data(), q.data(), &seg, 1, sh.H, sh.Hkv, sh.D);
-            const double t1 = thread_cpu_seconds();
-            be.attention_backward(dq.data(), dk.data(), dv.data(), g.data(), q.data(), k.data(), v.data(), out.data(),
-                                  lse.data(), cu, 1, sh.H, sh.Hkv, sh.D);
-            const double t2 = thread_cpu_seconds();
-            (*result)[0] = std::min((*result)[0], t1 - t0);
-            (*result)[1] = std::min((*result)[1], t2 - t1);
-          }
-        },
-        [result](Napi::Env env) -> Napi::Value {
-          auto o = Napi::Object::New(env);
-          o.Set("forward", (*result)[0]);
-          o.Set("backward", (*result)[1]);
-          return o;
-        });
-  });
-}
-
-// lmHeadBench(N, C, V, reps): Promise<{ forward, backward, gemm }>, CPU seconds (best of reps, single-threaded): the LM head's
-// forward (log-probabilities and the saved g, chunks and tiles of the training's size) and backward on N random rows
-// against a random f32 (V, C) head, and the plain GEMMs of the same shapes (per chunk and vocabulary tile z = h Wᵀ,
-// then g += P W),
-// the rate the op is measured against.
-Napi::Value LmHeadBench(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    int N = (int)int_arg(info[0], "N", 1, 1 << 20), C = (int)int_arg(info[1], "C", 1, 1 << 16),
-        V = (int)int_arg(info[2], "V", 1, 1 << 24);
-    int reps = (int)int_arg(info[3], "reps", 1, kMaxInt);
-    auto result = std::make_shared<std::array<double, 3>>();
-    return run_async(
-        info.Env(),
-        [N, C, V, reps, result] {
-          set_threads(1);
-          const int chunk = lm_head_chunk_rows(V, N), cols = lm_head_tile_cols(V);  // as the trainer's and scoring's
-          std::vector<float> h((size_t)N * C), W((size_t)V * C), g((size_t)N * C), dh((size_t)N * C);
-          std::vector<float> logp(N), lse(N), dlogp(N, 1.0f), scratch(lm_head_scratch_floats(V, N));
-          std::vector<int32_t> tg(N);
-          std::mt19937 rng(1);
-          std::normal_distribution<float> d;
-          for (auto& x : h) x = d(rng);
-          for (auto& x : W) x = 0.05f * d(rng);
-          for (auto& t : tg) t = (int32_t)(rng() % (unsigned)V);
-          const Backend& be = cpu_backend();
-          auto secs = [](double t0) { return thread_cpu_seconds() - t0; };
-          (*result)[0] = (*result)[1] = (*result)[2] = 1e30;
-          for (int r = 0; r < reps; ++r) {
-            double t0 = thread_cpu_seconds();
-            be.lm_head_forward(logp.data(), lse.data(), nullptr, g.data(), h.data(), W.data(), tg.data(), N, C, V,
-                               scratch.data(), chunk, nullptr, nullptr, nullptr);
-            (*result)[0] = std::min((*result)[0], secs(t0));
-            t0 = thread_cpu_seconds();
-            be.lm_head_backward(dh.data(), dlogp.data(), g.data(), W.data(), tg.data(), N, C, nullptr);
-            (*result)[1] = std::min((*result)[1], secs(t0));
-            t0 = thread_cpu_seconds();
-            for (int n0 = 0; n0 < N; n0 += chunk) {
-              const int m = std::min(chunk, N - n0);
-              for (int v0 = 0; v0 < V; v0 += cols) {
-                const int vc = std::min(cols, V - v0);
-                const float* Wt = W.data() + (size_t)v0 * C;
-                gemm(false, true, m, vc, C, 1.0f, h.data() + (size_t)n0 * C, C, Wt, C, 0.0f, scratch.data(), vc);
-                gemm(false, false, m, C, vc, 1.0f, scratch.data(), vc, Wt, C, v0 > 0 ? 1.0f : 0.0f,
-                     g.data() + (size_t)n0 * C, C);
-              }
-            }
-            (*result)[2] = std::min((*result)[2], secs(t0));
-          }
-        },
-        [result](Napi::Env env) -> Napi::Value {
-          auto o = Napi::Object::New(env);
-          o.Set("forward", (*result)[0]);
-          o.Set("backward", (*result)[1]);
-          o.Set("gemm", (*result)[2]);
-          return o;
-        });
-  });
-}
-
 Napi::Value SetPortableGemm(const Napi::CallbackInfo& info) {
   gemm_set_portable(bool_arg(info[0], "portable"));
   return info.Env().Undefined();
@@ -1023,15 +710,6 @@ Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
   // Per environment (each worker thread loads the addon again), for engine_state_of's type check.
   env.SetInstanceData(new Napi::FunctionReference(Napi::Persistent(engine)));
   exports.Set("Engine", engine);
-  exports.Set("gradcheck", Napi::Function::New(env, Gradcheck));
-  exports.Set("gemm", Napi::Function::New(env, Gemm));
-  exports.Set("gemmBench", Napi::Function::New(env, GemmBench));
-  exports.Set("attention", Napi::Function::New(env, Attention));
-  exports.Set("attentionBackward", Napi::Function::New(env, AttentionBackward));
-  exports.Set("attentionBench", Napi::Function::New(env, AttentionBench));
-  exports.Set("swiglu", Napi::Function::New(env, Swiglu));
-  exports.Set("rmsnorm", Napi::Function::New(env, Rmsnorm));
-  exports.Set("lmHeadBench", Napi::Function::New(env, LmHeadBench));
   exports.Set("setPortableGemm", Napi::Function::New(env, SetPortableGemm));
   exports.Set("info", Napi::Function::New(env, Info));
   exports.Set("cudaProbe", Napi::Function::New(env, CudaProbe));

@@ -26,8 +26,8 @@
 #include <utility>
 #include <vector>
 
-#include "common.h"
-#include "model.h"
+#include "../core/common.h"
+#include "../model/model.h"
 
 namespace mcprl {
 

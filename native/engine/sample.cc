@@ -5,8 +5,8 @@
 #include <cstring>
 #include <numeric>
 
-#include "common.h"
-#include "fastmath.h"
+#include "../core/common.h"
+#include "../kernels/fastmath.h"
 
 namespace mcprl {
 

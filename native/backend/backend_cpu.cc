@@ -2,11 +2,11 @@
 
 #include <cstring>
 
-#include "gemm.h"
-#include "ops/embedding.h"
-#include "ops/lm_head.h"
-#include "ops/rmsnorm.h"
-#include "ops/swiglu.h"
+#include "../kernels/gemm.h"
+#include "../ops/embedding.h"
+#include "../ops/lm_head.h"
+#include "../ops/rmsnorm.h"
+#include "../ops/swiglu.h"
 
 namespace mcprl {
 

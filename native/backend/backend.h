@@ -7,11 +7,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common.h"
-#include "ops/attention.h"
-#include "ops/linear.h"
-#include "ops/rope.h"
-#include "weight.h"
+#include "../core/common.h"
+#include "../ops/attention.h"
+#include "../ops/linear.h"
+#include "../ops/rope.h"
+#include "../core/weight.h"
 
 namespace mcprl {
 

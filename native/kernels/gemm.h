@@ -6,7 +6,7 @@
 // or gemm_set_portable(true) forces the portable kernel so tests cover both paths.
 #pragma once
 
-#include "weight.h"
+#include "../core/weight.h"
 
 namespace mcprl {
 

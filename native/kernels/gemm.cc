@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common.h"
+#include "../core/common.h"
 
 #ifdef _OPENMP
 #include <omp.h>

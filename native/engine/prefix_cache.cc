@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "gemm.h"
+#include "../kernels/gemm.h"
 
 namespace mcprl {
 

@@ -1,4 +1,4 @@
-// Finite-difference checks of every op's backward, exposed to tests through the addon (gradcheck()).
+// Finite-difference checks of every op's backward, exposed to tests through the test addon (gradcheck()).
 #pragma once
 #include <string>
 #include <vector>
