@@ -94,3 +94,8 @@ export function shardsOf(index: unknown): string[] {
 export function isPlainFileName(name: string): boolean {
   return /^[\w.-]+$/.test(name) && name !== '.' && name !== '..';
 }
+
+/** True when `dir` is a cached snapshot of the hub id `ref` (any revision): a run pinned to it names the same model. */
+export function isSnapshotOf(ref: string, dir: string, env: HubEnv = process.env): boolean {
+  return isHubId(ref) && !existsSync(ref) && path.dirname(path.resolve(dir)) === path.join(repoCacheDir(ref, env), 'snapshots');
+}

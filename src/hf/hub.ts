@@ -75,6 +75,9 @@ const MODEL_FILES = new Set([
   'added_tokens.json', 'vocab.json', 'merges.txt', 'chat_template.jinja', 'model.safetensors.index.json',
 ]);
 
+/** How often a transfer reports its progress, in bytes. */
+const PROGRESS_EVERY_BYTES = 8 * 2 ** 20;
+
 /** How long a process waits for another that downloads the same file into the same cache. */
 const DOWNLOAD_LOCK_WAIT_MS = 60 * 60_000;
 
@@ -285,7 +288,8 @@ class HubRepo {
           await out.write(chunk);
           hash.update(chunk);
           done += chunk.byteLength;
-          if (done - reported >= 8 * 2 ** 20) report((reported = done));
+          // Every few MiB; the last report comes once the file is checked and in place.
+          if (done - reported >= PROGRESS_EVERY_BYTES && (size === undefined || done < size)) report((reported = done));
         }
       } catch (err) {
         // What arrived stays in the partial file: the next attempt resumes from there.
