@@ -184,6 +184,16 @@ describe('downloads from a hub (a local test double of its file API)', () => {
     expect(await resolveModel(REPO, { env: envOf({ HF_HUB_OFFLINE: '1' }) })).toBe(dir);
   });
 
+  it('two resolutions of one model at once download each file once and end with the same folder', async () => {
+    hub = await startHubDouble([{ id: REPO, dir: TINY }]);
+    await freshCache();
+    const [a, b] = await Promise.all([resolveModel(REPO, { env: envOf() }), resolveModel(REPO, { env: envOf() })]);
+    expect(a).toBe(b);
+    await expectSameFiles(a, MODEL_FILES);
+    expect(hub.requests.filter((r) => r.server === 'cdn')).toHaveLength(1);
+    expect((await readdir(a)).sort()).toEqual(MODEL_FILES);
+  });
+
   it('resumes a partial file left by an interrupted transfer with an HTTP Range request', async () => {
     hub = await startHubDouble([{ id: REPO, dir: TINY }]);
     await freshCache();

@@ -16,7 +16,7 @@
  * HF_TOKEN is sent as a bearer token; HF_HUB_OFFLINE=1 restricts resolution to the cache. The CLI and the
  * library (LocalBackend) both call resolveModel.
  */
-import { createHash, type Hash } from 'node:crypto';
+import { createHash, randomBytes, type Hash } from 'node:crypto';
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, symlink, truncate } from 'node:fs/promises';
 import path from 'node:path';
@@ -234,9 +234,11 @@ class HubRepo {
         lock.release();
       }
     }
+    // Made beside and renamed over: two resolutions of one model at once both end with the same link in place.
     await mkdir(path.dirname(link), { recursive: true });
-    await rm(link, { force: true });
-    await symlink(path.relative(path.dirname(link), blob), link);
+    const tmp = `${link}.${process.pid}-${randomBytes(4).toString('hex')}.link`;
+    await symlink(path.relative(path.dirname(link), blob), tmp);
+    await rename(tmp, link);
   }
 
   /** Downloads one file into `blob`, resuming a partial `<blob>.incomplete`, and checks it before renaming it into place. */
