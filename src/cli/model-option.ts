@@ -25,7 +25,7 @@ export async function modelFolder(ref: string, command: string, stream: NodeJS.W
   return { dir, name: ref };
 }
 
-const gb = (bytes: number) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`);
+const sizeText = (bytes: number) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`);
 
 /** Renders download progress: a line redrawn per file on a terminal; a line as each file starts elsewhere. */
 export function downloadProgress(command: string, stream: NodeJS.WriteStream): (p: DownloadProgress) => void {
@@ -34,14 +34,14 @@ export function downloadProgress(command: string, stream: NodeJS.WriteStream): (
     const file = `${p.repo}/${p.file}`;
     const starting = file !== current;
     current = file;
-    const of = p.total > 0 ? ` of ${gb(p.total)}` : '';
+    const of = p.total > 0 ? ` of ${sizeText(p.total)}` : '';
     if (!stream.isTTY) {
-      const size = p.total > 0 ? gb(p.total) : 'size unknown';
-      if (starting) stream.write(`${command}: downloading ${file} (${size}${p.done > 0 ? `, resuming at ${gb(p.done)}` : ''})\n`);
+      const size = p.total > 0 ? sizeText(p.total) : 'size unknown';
+      if (starting) stream.write(`${command}: downloading ${file} (${size}${p.done > 0 ? `, resuming at ${sizeText(p.done)}` : ''})\n`);
       return;
     }
     const pct = p.total > 0 ? ` ${Math.floor((p.done / p.total) * 100)}%` : '';
-    stream.write(`\r${command}: downloading ${file} ${gb(p.done)}${of}${pct}`.padEnd(100));
+    stream.write(`\r${command}: downloading ${file} ${sizeText(p.done)}${of}${pct}`.padEnd(100));
     if (p.total > 0 && p.done >= p.total) stream.write('\n');
   };
 }

@@ -105,7 +105,7 @@ export async function resolveModel(ref: string, opts: ResolveModelOptions = {}):
     info = await hub.revisionInfo();
   } catch (err) {
     // As huggingface_hub: a hub out of reach is no failure when the cache already holds the model.
-    if (err instanceof HubError && err.code === 'HUB_UNREACHABLE') return hub.fromCache('HUB_UNREACHABLE', err.message);
+    if (err instanceof HubError && err.code === 'HUB_UNREACHABLE') return hub.fromCache('HUB_UNREACHABLE', hub.unreachable(hub.revisionWhat, err.cause));
     throw err;
   }
   return hub.download(info);
@@ -147,21 +147,30 @@ class HubRepo {
     return { ...(this.token ? { authorization: `Bearer ${this.token}` } : {}), ...extra };
   }
 
+  /** Why `what` could not be had from the hub, from fetch's error (whose cause is the system's: ENOTFOUND, ECONNREFUSED…). */
+  unreachable(what: string, err: unknown): string {
+    const cause = (err as { cause?: unknown } | undefined)?.cause;
+    return `cannot reach ${this.endpoint} for ${what} (${errorLine(cause ?? err)})`;
+  }
+
+  get revisionWhat(): string {
+    return `revision ${this.revision} of ${this.repo}`;
+  }
+
   /** GET with the token; a transport failure becomes HUB_UNREACHABLE, a refusal the HubError saying why. */
   private async get(url: string, what: string, headers: Record<string, string> = {}): Promise<Response> {
     let res: Response;
     try {
       res = await fetch(url, { headers: this.headers(headers), redirect: 'follow' });
     } catch (err) {
-      const cause = (err as { cause?: unknown }).cause;
-      throw new HubError('HUB_UNREACHABLE', this.repo, `cannot reach ${this.endpoint} for ${what} (${errorLine(cause ?? err)})`, { cause: err });
+      throw new HubError('HUB_UNREACHABLE', this.repo, `model ${this.repo}: ${this.unreachable(what, err)}`, { cause: err });
     }
     if (res.ok || res.status === 416) return res;
     await res.body?.cancel();
     if (res.status === 401 || res.status === 403) {
       throw new HubError('HUB_UNAUTHORIZED', this.repo, this.token
         ? `model ${this.repo}: ${this.endpoint} refused HF_TOKEN for ${what} (HTTP ${res.status}): a gated model needs its terms accepted at ${this.endpoint}/${this.repo} with the token's account, and the token needs read access`
-        : `model ${this.repo}: ${this.endpoint} refused ${what} without a token (HTTP ${res.status}): the model is private or gated, or not there; set HF_TOKEN to a token that can read it, or give the path of a local model folder`);
+        : `model ${this.repo}: no local folder of that name, and ${this.endpoint} refused ${what} without a token (HTTP ${res.status}): the model is private or gated, or not there; set HF_TOKEN to a token that can read it, or give the path of a local model folder`);
     }
     if (res.status === 404) {
       throw new HubError('HUB_NOT_FOUND', this.repo, `model ${this.repo}: no local folder of that name, and ${this.endpoint} has no ${what} (HTTP 404)`);
@@ -171,7 +180,7 @@ class HubRepo {
 
   async revisionInfo(): Promise<z.infer<typeof RevisionInfoSchema>> {
     const url = `${this.endpoint}/api/models/${this.repo}/revision/${encodeURIComponent(this.revision)}?blobs=true`;
-    const res = await this.get(url, `revision ${this.revision} of ${this.repo}`);
+    const res = await this.get(url, this.revisionWhat);
     let body: unknown;
     try {
       body = await res.json();
