@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { LocalBackend } from '../src/backend/local-backend.js';
 import { TrainableModel } from '../src/backend/trainable-model.js';
 import { repoCacheDir } from '../src/hf/hub-cache.js';
+import { loadScenarioSet, writeScenarioSet } from '../src/scenarios/scenario.js';
 import { DOUBLE_COMMIT, startHubDouble, type HubDouble } from './doubles/hub-double.js';
 import { exited, listeningUrl, runCli } from './helpers/cli.js';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from './helpers/servers.js';
@@ -68,6 +69,27 @@ describe('--model HUB_ID', () => {
     }
     // Nothing was made for the run that could not start.
     expect(existsSync(path.join(work, 'runs', 'hub'))).toBe(false);
+  });
+
+  it('train downloads the model, records its snapshot in the run, and --resume takes the same hub id (offline) but no other', async () => {
+    const cache = freshCache();
+    const env = { HF_HUB_CACHE: cache, HF_ENDPOINT: hub.url };
+    const all = await loadScenarioSet(path.join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop'));
+    const scenarios = path.join(work, 'scenarios');
+    await writeScenarioSet(scenarios, all.train.slice(0, 2), all.val.slice(0, 1));
+    const runs = path.join(work, 'runs');
+    const target = ['--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN];
+    const first = await cli(['train', '--model', REPO, '--scenarios', scenarios, '--run', 'hub', '--runs-dir', runs, '--max-steps', '0', '--max-turns', '2', '--max-tokens', '32', '--quiet', '--json', ...target], env);
+    expect(first.code, first.stderr).toBe(0);
+    const snapshot = path.join(repoCacheDir(REPO, env), 'snapshots', DOUBLE_COMMIT);
+    expect(first.stderr).toContain(`mcprl train: downloading ${REPO}/config.json (0.5 kB)`);
+    expect(JSON.parse(await readFile(path.join(runs, 'hub', 'config.json'), 'utf8')).model).toBe(snapshot);
+    const offline = { ...env, HF_HUB_OFFLINE: '1' };
+    const same = await cli(['train', '--model', REPO, '--run', 'hub', '--runs-dir', runs, '--resume', '--quiet', '--json', ...target], offline);
+    expect(same.code, same.stderr).toBe(0);
+    const other = await cli(['train', '--model', 'mcprl-test/other', '--run', 'hub', '--runs-dir', runs, '--resume', '--quiet', '--json', ...target], offline);
+    expect(other.code).toBe(1);
+    expect(other.stderr).toContain(`these differ: --model mcprl-test/other (the run has ${snapshot})`);
   });
 
   it('serve downloads the model from the hub into the cache and serves it under its hub id', async () => {

@@ -25,7 +25,7 @@ export async function modelFolder(ref: string, command: string, stream: NodeJS.W
   return { dir, name: ref };
 }
 
-const sizeText = (bytes: number) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`);
+const sizeText = (bytes: number) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(1)} kB`);
 
 /** Renders download progress: a line redrawn per file on a terminal; a line as each file starts elsewhere. */
 export function downloadProgress(command: string, stream: NodeJS.WriteStream): (p: DownloadProgress) => void {
