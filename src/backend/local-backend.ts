@@ -465,9 +465,8 @@ export class LocalBackend implements Backend {
   }
 
   /**
-   * The base model's folder: a local folder, or a hub id's snapshot in the Hugging Face cache (downloaded when
-   * missing). It is resolved here, where the model runs: a RemoteBackend's server resolves it on its own machine.
-   * A model that cannot be had is the caller's mistake (400 naming the field); a corrupt download is not.
+   * The base model's folder (a hub id's is in the Hugging Face cache), resolved where the model runs: a RemoteBackend's
+   * server does it on its own machine. A model that cannot be had is the caller's mistake; a corrupt download is not.
    */
   private async baseFolder(ref: string): Promise<string> {
     try {
