@@ -130,6 +130,9 @@ export { Trainer, TrainError, LossConfigSchema, OptimizerConfigSchema } from './
 export type { TrainSequence, LossConfig, OptimizerConfig, StepMetrics, CreateTrainerOptions, ResumeTrainerOptions, StepOptions } from './engine/trainer.js';
 export { readPeftAdapter, writePeftAdapter, readOptimizerState, loraKey, loraScale, AdapterError, LORA_TARGETS } from './hf/peft.js';
 export type { PeftAdapter, AdapterConfig, LoraMatrix, LoraTarget } from './hf/peft.js';
+export { resolveModel, HubError } from './hf/hub.js';
+export type { ResolveModelOptions, DownloadProgress, HubErrorCode } from './hf/hub.js';
+export { hubCacheDir, isHubId } from './hf/hub-cache.js';
 
 export { train, pickScenarios } from './mcp-rl/train.js';
 export type { TrainRunOptions, TrainRunResult } from './mcp-rl/train.js';

@@ -22,6 +22,7 @@ import type { ChatMessage, OpenAITool } from '../agent/policy.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { HfTokenizer } from '../chat/tokenizer.js';
 import { exportModel } from '../export/export-model.js';
+import { HubError, resolveModel, type DownloadProgress } from '../hf/hub.js';
 import { Model, modelLoadOptions } from '../engine/model.js';
 import type { PrefixCacheMib } from '../engine/prefix-cache.js';
 import type { KvCacheMib } from '../engine/kv-cache.js';
@@ -84,6 +85,8 @@ export interface LocalBackendOptions {
    * own folder, so that the run's checkpoints are the model's.
    */
   modelDir?: (key: ModelKey) => string;
+  /** Called as a hub model's files download when a model registers (src/hf/hub.ts). Default: nothing reported. */
+  onDownload?: (p: DownloadProgress) => void;
   /**
    * The endpoint to report for every model instead of starting a loopback server: for a server that fronts
    * `chatEngines()` itself (`mcprl backend`). Default: a loopback server on a free port.
@@ -178,11 +181,12 @@ export class LocalBackend implements Backend {
         throw new BackendError('BACKEND_INVALID', `settings.project: ${project} is a file, not a project folder: choose another project name`, { field: 'settings.project' });
       }
     }
+    const baseDir = await this.baseFolder(settings.baseModel);
     // A folder that is not there is the caller's mistake (400 naming the field), not the server's failure.
-    if (!this.bases.has(resolve(settings.baseModel)) && !existsSync(join(settings.baseModel, 'config.json'))) {
+    if (!this.bases.has(baseDir) && !existsSync(join(baseDir, 'config.json'))) {
       throw new BackendError('BACKEND_INVALID', `settings.baseModel: no Hugging Face model folder at ${settings.baseModel} (no config.json there)`, { field: 'settings.baseModel' });
     }
-    const base = await this.base(settings.baseModel);
+    const base = await this.base(baseDir);
     if (settings.name === base.engine.modelName) {
       throw new BackendError('BACKEND_CONFLICT', `the name ${settings.name} is the base model's own served name: choose another`, { field: 'settings.name' });
     }
@@ -316,7 +320,7 @@ export class LocalBackend implements Backend {
     }
     const dir = model.run.path('exports', `${o.format}-step-${String(step).padStart(4, '0')}`);
     const summary = await exportModel({
-      modelDir: model.settings.baseModel,
+      modelDir: model.base.model.dir,
       adapterDir: model.run.checkpoint(step),
       format: o.format,
       out: dir,
@@ -458,6 +462,21 @@ export class LocalBackend implements Backend {
     await model.base.model.loadAdapter(adapter, dir);
     engine.adapterDirs.set(adapter, dir);
     engine.routes.set(model.settings.name, adapter);
+  }
+
+  /**
+   * The base model's folder (a hub id's is in the Hugging Face cache), resolved where the model runs: a RemoteBackend's
+   * server does it on its own machine. A model that cannot be had is the caller's mistake; a corrupt download is not.
+   */
+  private async baseFolder(ref: string): Promise<string> {
+    try {
+      return await resolveModel(ref, this.opts.onDownload ? { onProgress: this.opts.onDownload } : {});
+    } catch (err) {
+      if (err instanceof HubError && err.code !== 'HUB_CHECKSUM' && err.code !== 'HUB_HTTP') {
+        throw new BackendError('BACKEND_INVALID', `settings.baseModel: ${err.message}`, { field: 'settings.baseModel', cause: err });
+      }
+      throw err;
+    }
   }
 
   private base(dir: string): Promise<BaseModel> {

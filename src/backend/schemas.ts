@@ -39,7 +39,10 @@ export const TrainableModelSettingsSchema = z.object({
   project: NameSchema,
   /** The model's name; also the `model` field its OpenAI-compatible endpoint answers to. */
   name: NameSchema,
-  /** The base model: a Hugging Face folder, as the backend's machine sees it. */
+  /**
+   * The base model, as the backend's machine sees it: a Hugging Face model folder, or a hub id (`Qwen/Qwen3-4B`)
+   * found in that machine's Hugging Face cache and downloaded there when missing (src/hf/hub.ts).
+   */
   baseModel: z.string().min(1),
   /** The LoRA adapter trained on top. Default: every field's own default. */
   lora: LoraSettingsSchema.default(LoraSettingsSchema.parse({})),

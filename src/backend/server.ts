@@ -35,7 +35,7 @@ import { checkBind, checkToken, createHttpGuard } from '../util/http-guard.js';
 import { listenHttp } from '../util/http-listen.js';
 import { BackendError, parseInput } from './errors.js';
 import type { Device } from '../engine/device.js';
-import { LocalBackend } from './local-backend.js';
+import { LocalBackend, type LocalBackendOptions } from './local-backend.js';
 import type { StepCallOptions } from './backend.js';
 import type { StepStreamLine, DeleteCheckpointsInput, ExportOptionsInput, SftConfigInput, SftTrajectoryInput, TrainableModelSettingsInput, TrainStepConfigInput, TrajectoryGroupInput } from './schemas.js';
 import { ModelKeySchema } from './schemas.js';
@@ -61,6 +61,8 @@ export interface BackendServerOptions {
   maxBodyBytes?: number;
   /** Receives one line per request. Default: none. */
   log?: (line: string) => void;
+  /** Called as a hub model's files download when a model registers (LocalBackendOptions.onDownload). Default: none. */
+  onDownload?: LocalBackendOptions['onDownload'];
 }
 
 export interface RunningBackendServer {
@@ -128,6 +130,7 @@ async function listen(opts: BackendServerOptions, host: string, lock: DirLock): 
     dir: opts.dir,
     ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
     ...(opts.device !== undefined ? { device: opts.device } : {}),
+    ...(opts.onDownload ? { onDownload: opts.onDownload } : {}),
     endpoint: { baseURL: `${url}/v1`, apiKey: opts.token ?? 'mcprl-local' },
   });
   const running = backend;

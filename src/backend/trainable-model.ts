@@ -2,7 +2,7 @@
  * A model the application trains: a base model plus a LoRA adapter, registered with a backend that serves its
  * newest adapter behind an OpenAI-compatible endpoint and trains it on groups of scored trajectories.
  *
- *   const model = new TrainableModel({ project: 'games', name: 'ttt', baseModel: 'models/qwen3' });
+ *   const model = new TrainableModel({ project: 'games', name: 'ttt', baseModel: 'Qwen/Qwen3-4B' }); // or a folder
  *   await model.register(new LocalBackend({ dir: '.mcprl' }));
  *   const client = model.openai();          // the application's own agent code uses this
  *   … gather groups, assign rewards …

@@ -8,6 +8,7 @@ import type { Command } from 'commander';
 import { startBackendServer } from '../backend/server.js';
 import { chooseDevice, describeDevice, DeviceOptionsSchema, type Device } from '../engine/device.js';
 import { removeUnfinishedOutputs } from '../export/out-dir.js';
+import { downloadProgress } from './model-option.js';
 import { numberParser } from './parse-number.js';
 import { addSchemaOptions } from './schema-options.js';
 import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
@@ -59,6 +60,8 @@ Examples:
         ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
         ...(opts.device !== undefined ? { device: opts.device } : {}),
         ...(opts.quiet ? {} : { log: (line: string) => process.stderr.write(`mcprl backend: ${line}\n`) }),
+        // A model registered by hub id downloads here, on the backend's machine; its progress shows even with --quiet.
+        onDownload: downloadProgress('mcprl backend', process.stderr),
       });
       process.stdout.write(`mcprl backend: listening on ${running.url} (folder ${running.backend.dir}, ${describeDevice(device)})\n`);
       // A parent that started this process with an IPC channel (scripts/measure-games.ts) gets the URL as data.

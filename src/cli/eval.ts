@@ -1,6 +1,6 @@
 /**
- * `mcprl eval <target> --scenarios DIR --model-base-url URL --model NAME` (a served model) or `--model DIR
- * [--adapter DIR]` (a Hugging Face folder run in-process, as `mcprl mcp`'s evaluate does): run an agent on
+ * `mcprl eval <target> --scenarios DIR --model-base-url URL --model NAME` (a served model) or `--model DIR|HUB_ID
+ * [--adapter DIR]` (a Hugging Face folder or hub id run in-process, as `mcprl mcp`'s evaluate does): run an agent on
  * scenarios, score the attempts (checks, RULER, or a blend) and report; trajectories.jsonl and summary.json go to --out.
  */
 import { existsSync } from 'node:fs';
@@ -18,6 +18,7 @@ import { resolveRewardMode, RewardModeSchema, type RewardMode } from '../ruler/b
 import { DEFAULT_JUDGE_TIMEOUT_MS, OpenAIJudge } from '../ruler/judge.js';
 import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
 import { checkUniqueIds, loadScenarioSet, readScenarios, type Scenario } from '../scenarios/scenario.js';
+import { modelFolder, MODEL_OPTION_HELP } from './model-option.js';
 import { numberParser } from './parse-number.js';
 import { addSchemaOptions } from './schema-options.js';
 import { addTargetOptions, connectOptionsFromCli, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
@@ -96,7 +97,7 @@ export function registerEval(program: Command): Command {
     .addOption(new Option('--split <split>', 'which scenarios of a set folder to run').choices(['train', 'val', 'test', 'all']).default('all'))
     .option('--limit <n>', 'only the first N scenarios', positiveInt('scenarios'))
     .option('--model-base-url <url>', 'OpenAI-compatible endpoint of the policy, e.g. http://localhost:8000/v1 (default: run --model in-process)')
-    .requiredOption('--model <name|dir>', 'model name at --model-base-url, or without it a Hugging Face model folder run in-process')
+    .requiredOption('--model <name|dir|hub-id>', `model name at --model-base-url, or without it ${MODEL_OPTION_HELP}, run in-process`)
     .option('--adapter <dir>', 'in-process only: a PEFT LoRA adapter folder (a run checkpoint, `mcprl export`) applied to --model')
     .option('--chat-template-kwargs <json>', 'chat template variables for every turn, e.g. \'{"enable_thinking": false}\' (sent as chat_template_kwargs to a served model)', jsonObject)
     .option('--model-api-key-env <var>', 'environment variable holding the policy API key', 'OPENAI_API_KEY')
@@ -143,13 +144,14 @@ Examples:
       }
       const reward = resolveRewardMode(opts.reward, hasJudge, 'add --judge-base-url and --judge-model');
       const inProcess = opts.modelBaseUrl === undefined;
-      if (inProcess && !existsSync(path.join(opts.model, 'config.json'))) {
-        throw new InvalidArgumentError(`--model ${opts.model}: not a Hugging Face model folder (no config.json); give --model-base-url to evaluate a served model`);
-      }
       if (!inProcess && opts.adapter !== undefined) throw new InvalidArgumentError('--adapter applies to an in-process --model; a served model names its adapter in --model');
       if (!inProcess && opts.device !== undefined) throw new InvalidArgumentError('--device applies to an in-process --model; a served model runs where its server runs');
+      const model = inProcess ? await modelFolder(opts.model, 'mcprl eval') : undefined;
+      if (model && !existsSync(path.join(model.dir, 'config.json'))) {
+        throw new InvalidArgumentError(`--model ${opts.model}: not a Hugging Face model folder (no config.json); give --model-base-url to evaluate a served model`);
+      }
       // A device that cannot run is refused before the model loads or the output folder exists, naming what is missing.
-      const device = inProcess ? chooseDevice(opts.device, { modelDir: path.resolve(opts.model) }) : undefined;
+      const device = model ? chooseDevice(opts.device, { modelDir: model.dir }) : undefined;
       if (device) process.stderr.write(`mcprl eval: ${describeDevice(device)}\n`);
       if (opts.adapter !== undefined && !existsSync(path.join(opts.adapter, 'adapter_config.json'))) {
         throw new InvalidArgumentError(`--adapter ${opts.adapter}: not a PEFT adapter folder (no adapter_config.json)`);
@@ -184,8 +186,8 @@ Examples:
       process.once('SIGINT', onSignal);
       process.once('SIGTERM', onSignal);
       // In-process: the engine answers the rollout loop directly, as `mcprl mcp`'s evaluate runs it.
-      const engine = inProcess
-        ? await ChatEngine.load(opts.model, { ...(opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}), ...(opts.device !== undefined ? { device: opts.device } : {}) })
+      const engine = model
+        ? await ChatEngine.load(model.dir, { modelName: model.name, ...(opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}), ...(opts.device !== undefined ? { device: opts.device } : {}) })
         : undefined;
       const policy: Policy = engine
         ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName, ...(opts.chatTemplateKwargs ? { chatTemplateKwargs: opts.chatTemplateKwargs } : {}) })

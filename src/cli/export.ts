@@ -1,5 +1,5 @@
 /**
- * `mcprl export [RUN] [--model DIR] [--adapter DIR] --format peft|merged|onnx --out DIR`: a PEFT adapter
+ * `mcprl export [RUN] [--model DIR|HUB_ID] [--adapter DIR] --format peft|merged|onnx --out DIR`: a PEFT adapter
  * (validated copy), a merged Hugging Face folder, or an ONNX model of the forward pass. Given a training run,
  * the model is the run's base model and the adapter its best checkpoint's.
  */
@@ -8,7 +8,7 @@ import { ExportError } from '../export/errors.js';
 import { exportModel, ExportFormatSchema } from '../export/export-model.js';
 import { removeUnfinishedOutputs } from '../export/out-dir.js';
 import { resolveRun } from './report.js';
-import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
+import { modelFolder, MODEL_OPTION_HELP } from './model-option.js';
 
 interface ExportCliOptions {
   model?: string;
@@ -28,7 +28,7 @@ export function registerExport(program: Command): Command {
     .description('export a LoRA adapter (PEFT), a merged Hugging Face model, or an ONNX model')
     .argument('[run]', 'a training run (folder, or name under --runs-dir): its base model and best adapter')
     .option('--runs-dir <dir>', 'where runs live', 'runs')
-    .option('--model <dir>', `base model: a Hugging Face folder (${SUPPORTED_MODEL_TYPES.join(', ')}); default: the run's`)
+    .option('--model <dir|hub-id>', `base model: ${MODEL_OPTION_HELP}; default: the run's`)
     .option('--adapter <dir>', 'PEFT LoRA adapter folder (required for peft and merged; merged into the graph for onnx)')
     .option('--format <format>', 'peft | merged | onnx', 'peft')
     .requiredOption('--out <dir>', 'output folder (must not exist or be empty, unless --force)')
@@ -65,14 +65,15 @@ Examples:
           opts.adapter = run.checkpoint(state.bestStep);
         }
       }
-      if (!opts.model) throw new Error('give a run, or --model DIR');
+      if (!opts.model) throw new Error('give a run, or --model DIR|HUB_ID');
       const format = ExportFormatSchema.safeParse(opts.format);
       if (!format.success) throw new Error(`--format must be peft, merged or onnx (got ${JSON.stringify(opts.format)})`);
       const dtype = opts.dtype.toLowerCase();
       if (dtype !== 'keep' && dtype !== 'f32') throw new Error(`--dtype must be keep or f32 (got ${JSON.stringify(opts.dtype)})`);
       if (opts.logits !== 'all' && opts.logits !== 'last') throw new Error(`--logits must be all or last (got ${JSON.stringify(opts.logits)})`);
+      const model = await modelFolder(opts.model, 'mcprl export');
       const summary = await exportModel({
-        modelDir: opts.model,
+        modelDir: model.dir,
         adapterDir: opts.adapter,
         format: format.data,
         out: opts.out,

@@ -1,8 +1,7 @@
 /**
- * `mcprl serve --model DIR [--adapter [NAME=]DIR]... [--host 127.0.0.1] [--port 8000]`: an OpenAI-compatible
+ * `mcprl serve --model DIR|HUB_ID [--adapter [NAME=]DIR]... [--host 127.0.0.1] [--port 8000]`: an OpenAI-compatible
  * chat-completions endpoint for a model folder and its LoRA adapters, on mcprl's own engine.
  */
-import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { chooseDevice, describeDevice, DeviceOptionsSchema, type Device } from '../engine/device.js';
@@ -13,10 +12,10 @@ import { parseAdapterSpec } from '../serve/adapter-spec.js';
 import { MaxAdaptersSchema } from '../serve/lora-adapters.js';
 import { startServer } from '../serve/server.js';
 import { checkBind, checkToken } from '../util/http-guard.js';
+import { modelFolder, MODEL_OPTION_HELP } from './model-option.js';
 import { numberParser } from './parse-number.js';
 import { addSchemaOptions } from './schema-options.js';
 import { addGuardOptions, closeOnSignal, reportFailure } from './server-process.js';
-import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
 
 interface ServeCliOptions {
   model: string;
@@ -44,7 +43,7 @@ export function registerServe(program: Command): Command {
   const cmd = program
     .command('serve')
     .description('serve a model (and LoRA adapters) over an OpenAI-compatible chat-completions API')
-    .requiredOption('--model <dir>', `base model: a Hugging Face folder (${SUPPORTED_MODEL_TYPES.join(', ')})`)
+    .requiredOption('--model <dir|hub-id>', `base model: ${MODEL_OPTION_HELP}`)
     .option(
       '--adapter <[name=]dir>',
       'PEFT LoRA adapter folder, served under NAME or the folder name (repeatable)',
@@ -54,7 +53,7 @@ export function registerServe(program: Command): Command {
     .option('--host <host>', 'address to listen on (beyond loopback a token is required)', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0: any free port)', numberParser({ integer: true, min: 0, max: 65535 }), 8000)
     .option('--token <token>', "bearer token every request but /health must carry, the clients' API key (default: $MCPRL_SERVE_TOKEN; none on loopback)")
-    .option('--served-model-name <name>', 'name of the base model in /v1/models (default: the folder name)')
+    .option('--served-model-name <name>', 'name of the base model in /v1/models (default: the hub id, or the folder name)')
     .option('--threads <n>', 'engine threads (default: the engine default)', numberParser({ integer: true, above: 0 }))
     .addOption(
       new Option('--weight-dtype <dtype>', 'how base weights are kept in memory: auto (as stored: bf16/f16 stay 16-bit), f32 (widened), bf16 (default: auto)').choices(
@@ -98,8 +97,6 @@ Examples:
       const token = opts.token ?? (process.env.MCPRL_SERVE_TOKEN || undefined);
       if (token !== undefined) checkToken(token);
       await checkBind(opts.host, token, 'mcprl serve');
-      // A device that cannot run is refused before the model loads, naming what is missing.
-      const device = chooseDevice(opts.device, { modelDir: path.resolve(opts.model) });
       const maxAdapters = MaxAdaptersSchema.parse(opts.maxAdapters);
       if (opts.adapter.length > maxAdapters) throw new Error(`${opts.adapter.length} adapters given, more than --max-adapters ${maxAdapters}`);
       let kwargs: Record<string, unknown> | undefined;
@@ -108,7 +105,11 @@ Examples:
         if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('--chat-template-kwargs must be a JSON object');
         kwargs = parsed;
       }
-      const engine = await ChatEngine.load(opts.model, {
+      // A hub id is resolved (downloaded when missing) once the arguments are known good; a device that cannot run
+      // is refused before the model loads, naming what is missing.
+      const model = await modelFolder(opts.model, 'mcprl serve');
+      const device = chooseDevice(opts.device, { modelDir: model.dir });
+      const engine = await ChatEngine.load(model.dir, {
         adapters: opts.adapter.map(parseAdapterSpec),
         ...(threads !== undefined ? { threads } : {}),
         ...(opts.device !== undefined ? { device: opts.device } : {}),
@@ -117,7 +118,7 @@ Examples:
         ...(opts.kvCacheMib !== undefined ? { kvCacheMib: opts.kvCacheMib } : {}),
         defaultMaxTokens: maxTokens,
         ...(kwargs ? { chatTemplateKwargs: kwargs } : {}),
-        ...(opts.servedModelName ? { modelName: opts.servedModelName } : {}),
+        modelName: opts.servedModelName ?? model.name,
         constrainToolCalls: opts.constrainToolCalls,
       });
       const running = await startServer(engine, {

@@ -1,5 +1,5 @@
 /**
- * `mcprl train <target> --model DIR`: GRPO on a LoRA adapter with the in-process engine (see src/mcp-rl/train.ts).
+ * `mcprl train <target> --model DIR|HUB_ID`: GRPO on a LoRA adapter with the in-process engine (see src/mcp-rl/train.ts).
  */
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
@@ -23,7 +23,8 @@ import { numberParser } from './parse-number.js';
 import { formatSummary } from './scenarios.js';
 import { addSchemaOptions, kebabCase, valuesFromOptions } from './schema-options.js';
 import { addTargetOptions, isolationFromCli, policyFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
-import { SUPPORTED_MODEL_TYPES } from '../hf/config.js';
+import { isSnapshotOf } from '../hf/hub-cache.js';
+import { modelFolder, MODEL_OPTION_HELP } from './model-option.js';
 
 /** The options besides the training settings (those are TrainSettingsSchema's fields, see schema-options.ts). */
 interface TrainCliOptions extends TargetCliOptions {
@@ -67,7 +68,7 @@ function checkResumeOptions(o: TrainCliOptions, config: TrainConfig, runDir: str
     const stored = config[key as keyof TrainConfig];
     if (!isDeepStrictEqual(value, stored)) differs.push(`--${kebabCase(key)} ${show(value)} (the run has ${show(stored)})`);
   }
-  if (o.model !== undefined && path.resolve(o.model) !== config.model) differs.push(`--model ${o.model} (the run has ${config.model})`);
+  if (o.model !== undefined && path.resolve(o.model) !== config.model && !isSnapshotOf(o.model, config.model)) differs.push(`--model ${o.model} (the run has ${config.model})`);
   if (o.judgeBaseUrl !== undefined && o.judgeBaseUrl !== config.judge?.baseURL) differs.push(`--judge-base-url ${o.judgeBaseUrl}`);
   if (o.judgeModel !== undefined && o.judgeModel !== config.judge?.model) differs.push(`--judge-model ${o.judgeModel}`);
   if (differs.length) {
@@ -98,7 +99,7 @@ export function registerTrain(program: Command): Command {
     .command('train')
     .description('train a LoRA adapter with GRPO until validation success stops improving')
     .argument('[target...]', 'an http(s) URL, or the server command after --')
-    .option('--model <dir>', `Hugging Face model folder (${SUPPORTED_MODEL_TYPES.join(', ')}); a resumed run uses its own`)
+    .option('--model <dir|hub-id>', `${MODEL_OPTION_HELP}; a resumed run uses its own`)
     .option('--scenarios <dir>', 'scenario set folder (train.jsonl + val.jsonl), e.g. from `mcprl scenarios`')
     .option('--offline', 'generate verifiable scenarios from the schemas (no LLM)')
     .option('--count <n>', 'scenarios to generate with --offline or an LLM generator', numberParser({ integer: true, above: 0 }), 24)
@@ -145,7 +146,9 @@ Example (the bundled tiny model on the fixture server, offline):
       if (o.resume && !run.exists()) throw new InvalidArgumentError(`--resume: no run at ${run.dir}`);
       // A device that cannot run fails here, naming what is missing, before the run folder exists (a resumed run
       // checks its model's own fit once its config is read, in the job).
-      if (!o.resume && o.model !== undefined) chooseDevice(o.device, { modelDir: path.resolve(o.model) });
+      // A hub id is resolved (downloaded when missing) first: the device check reads the model's size.
+      const model = !o.resume && o.model !== undefined ? await modelFolder(o.model, 'mcprl train') : undefined;
+      if (model) chooseDevice(o.device, { modelDir: model.dir });
       lock = await run.lock();
       if (!o.resume && run.exists()) throw new InvalidArgumentError(`${run.dir} already exists: pass --resume to continue it, or another --run name`);
       const hasJudge = o.judgeBaseUrl !== undefined || o.judgeModel !== undefined;
@@ -158,11 +161,11 @@ Example (the bundled tiny model on the fixture server, offline):
         checkResumeOptions(o, config, run.dir);
         if (o.device !== undefined) config = { ...config, device: o.device };
       } else {
-        if (o.model === undefined) throw new InvalidArgumentError('--model DIR is required (a Hugging Face model folder); only --resume takes the run\'s own');
+        if (model === undefined) throw new InvalidArgumentError('--model DIR is required (a Hugging Face model folder, or a hub id such as Qwen/Qwen3-4B); only --resume takes the run\'s own');
         if (!o.scenarios && !o.offline && !o.generatorModel) throw new InvalidArgumentError('give --scenarios DIR, --offline, or --generator-model (an LLM writes the tasks)');
         const settings = valuesFromOptions(TrainSettingsSchema, o as unknown as Record<string, unknown>);
         config = trainConfigFrom(settings, {
-          model: path.resolve(o.model), target: describeTarget(target),
+          model: model.dir, target: describeTarget(target),
           ...(hasJudge ? { judge: { baseURL: o.judgeBaseUrl!, model: o.judgeModel!, timeoutMs: o.judgeTimeout, retryBudgetMs: o.judgeRetryBudget } } : {}),
         }, 'add --judge-base-url and --judge-model');
       }
