@@ -40,8 +40,10 @@ export type {
 } from './mcp/index.js';
 export { OpenAIPolicy, PolicyError } from './agent/policy.js';
 export type { ChatMessage, Policy, PolicyRequest, PolicyTurn } from './agent/policy.js';
-export { rollout, rolloutGroups, COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT } from './agent/rollout.js';
-export type { RolloutOptions, RolloutGroupsOptions } from './agent/rollout.js';
+export { rollout, COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT } from './agent/rollout.js';
+export { rolloutGroups } from './agent/rollout-groups.js';
+export type { RolloutOptions } from './agent/rollout.js';
+export type { RolloutGroupsOptions } from './agent/rollout-groups.js';
 export { TrajectorySchema } from './agent/trajectory.js';
 export type { Trajectory } from './agent/trajectory.js';
 export { runEval, isSuccess } from './eval/evaluate.js';

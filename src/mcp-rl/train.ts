@@ -38,7 +38,7 @@ import type { Policy } from '../agent/policy.js';
 import type { Trajectory } from '../agent/trajectory.js';
 import type { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
-import { checkTargetTools } from '../agent/rollout.js';
+import { checkTargetTools } from '../agent/rollout-groups.js';
 import { LocalBackend } from '../backend/local-backend.js';
 import type { TrainResult, TrainStepConfigInput, TrajectoryGroupInput } from '../backend/schemas.js';
 import { TrainableModel } from '../backend/trainable-model.js';
