@@ -132,7 +132,8 @@ export type { TrainSequence, LossConfig, OptimizerConfig, StepMetrics, CreateTra
 export { readPeftAdapter, writePeftAdapter, readOptimizerState, loraKey, loraScale, AdapterError, LORA_TARGETS } from './hf/peft.js';
 export type { PeftAdapter, AdapterConfig, LoraMatrix, LoraTarget } from './hf/peft.js';
 
-export { train, pickScenarios } from './mcp-rl/train.js';
+export { train } from './mcp-rl/train.js';
+export { pickScenarios } from './mcp-rl/gather.js';
 export type { TrainRunOptions, TrainRunResult } from './mcp-rl/train.js';
 export { TrainSettingsSchema, TrainConfigSchema, PolicyLossSchema, trainConfigFrom, parseTrainConfig } from './train/config.js';
 export type { TrainSettings, TrainConfig, PolicyLoss } from './train/config.js';
