@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { OpenAIPolicy } from '../src/agent/policy.js';
-import { rolloutGroups } from '../src/agent/rollout.js';
+import { rolloutGroups } from '../src/agent/rollout-groups.js';
 import { connect, SafetyPolicy, targetUsesSandbox } from '../src/mcp/index.js';
 import type { Target } from '../src/mcp/types.js';
 import { scoreChecks } from '../src/ruler/checks.js';

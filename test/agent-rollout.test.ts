@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BOOKS, RATES } from '../fixtures/server/bookshop.js';
 import { OpenAIPolicy, type Policy, type PolicyTurn } from '../src/agent/policy.js';
-import { rollout, rolloutGroups } from '../src/agent/rollout.js';
+import { rollout } from '../src/agent/rollout.js';
+import { rolloutGroups } from '../src/agent/rollout-groups.js';
 import { TrajectorySchema, type Trajectory } from '../src/agent/trajectory.js';
 import { connect, SafetyPolicy, type McpSession, type ToolInfo } from '../src/mcp/index.js';
 import { scoreChecks } from '../src/ruler/checks.js';

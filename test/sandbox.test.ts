@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { OpenAIPolicy } from '../src/agent/policy.js';
-import { rolloutGroups } from '../src/agent/rollout.js';
+import { rolloutGroups } from '../src/agent/rollout-groups.js';
 import type { Trajectory } from '../src/agent/trajectory.js';
 import { SafetyPolicy, unisolatedWriteRefusal } from '../src/mcp/index.js';
 import type { Scenario } from '../src/scenarios/scenario.js';

@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AUTHORS, BOOKS } from '../fixtures/server/bookshop.js';
 import { OpenAIPolicy } from '../src/agent/policy.js';
-import { rolloutGroups } from '../src/agent/rollout.js';
+import { rolloutGroups } from '../src/agent/rollout-groups.js';
 import { TrajectorySchema } from '../src/agent/trajectory.js';
 import { connect, type McpSession } from '../src/mcp/index.js';
 import type { Target } from '../src/mcp/types.js';

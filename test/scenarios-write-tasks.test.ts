@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OpenAIPolicy } from '../src/agent/policy.js';
-import { rolloutGroups } from '../src/agent/rollout.js';
+import { rolloutGroups } from '../src/agent/rollout-groups.js';
 import { connect, type McpSession } from '../src/mcp/index.js';
 import { scoreChecks } from '../src/ruler/checks.js';
 import { generateOfflineScenarios, plainArgs } from '../src/scenarios/offline/index.js';

@@ -2,7 +2,7 @@
  * The settings of rollouts, written once: what each one means, its unit and bounds (RolloutSettingsSchema), and
  * every command's default beside it. `mcprl train` and the start_training tool (src/train/config.ts), `mcprl eval`
  * (src/cli/eval.ts) and the rollout loop (src/agent/rollout.ts), and the MCP tools evaluate and run_agent
- * (src/mcp-server/server.ts) derive their fields from this schema and take their defaults from the sets below.
+ * (src/mcp-server/tools/) derive their fields from this schema and take their defaults from the sets below.
  *
  * The commands' defaults differ on purpose, and each set says why: training keeps rollouts short and sampled,
  * evaluation gives an endpoint's model more turns and leaves tokens and temperature to the endpoint, and the MCP

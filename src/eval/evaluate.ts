@@ -7,7 +7,7 @@ import { blendRewards, resolveRewardMode, type RewardMode } from '../ruler/blend
 import { scoreChecks } from '../ruler/checks.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { rulerScoreGroup } from '../ruler/ruler.js';
-import { rolloutGroups, type RolloutGroupsOptions } from '../agent/rollout.js';
+import { rolloutGroups, type RolloutGroupsOptions } from '../agent/rollout-groups.js';
 import { TrajectorySchema, type Trajectory } from '../agent/trajectory.js';
 import { writeFileAtomic, WriteError } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';

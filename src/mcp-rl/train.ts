@@ -1,63 +1,37 @@
 /**
  * `mcprl train`: GRPO on a LoRA adapter until validation success stops improving.
  *
- * The policy is the library's TrainableModel on a LocalBackend whose model folder is the run folder
- * (src/backend/local-backend.ts): the same code that trains, checkpoints and serves an application's model does so
- * here, and this loop is its client, as an application's would be.
- *
- * Every step: gather K rollouts of G training scenarios on the model's engine, in-process (drawn in a seeded
- * shuffle, or by their recent pass rate with `curriculum: 'pass_rate'`) → score them (checks, RULER or both) → with
- * `resampleRounds`, replace groups whose rewards are all alike by groups of other scenarios (DAPO's dynamic
- * sampling) → `model.train(groups)`: group-relative advantages (groups with one reward value carry no signal and
- * are dropped), training sequences with assistant masks from the exact sampled token ids, `updatesPerStep`
- * optimiser steps, an atomic checkpoint, the new adapter served → the step's trajectories → every `evalEvery`
- * steps, validation → stop when validation success has not improved for `patience` evaluations, or at `maxSteps`.
- * Step 0 evaluates the untrained model. The run's commit point is state.json, written last.
- *
- * With rollout servers (`rollout`, `mcprl train --rollout-url`), rollouts (and validation) run there instead
- * (src/train/rollout-pool.ts): each step's adapter is published to them after the checkpoint, training uses the
- * token ids and logprobs they returned, and their logprobs are corrected towards the trainer's by truncated
- * importance sampling (the step's `tisCap`, src/train/off-policy.ts). With `trainAtSamplingTemperature` the servers
- * are asked for their sampler's logprobs (mcprl's extension), so a split run trains on the same distribution as an
- * in-process one.
- *
- * With `maxStaleness` N ≥ 1 (rollout servers only) the loop is asynchronous: the next steps' groups are gathered
- * while this one trains (src/train/gather-ahead.ts), on whatever adapter the servers serve at the time, at most N
- * steps older than the one trained; each trajectory records the step of the oldest adapter that sampled it
- * (`policy_step`, from the adapter names the servers answered with), a group past N is discarded and gathered again
- * on the current adapter, and truncated importance sampling weighs the stale logprobs towards the trained policy.
- * Validation runs on the step's own adapter. A kill loses the groups gathered ahead (a resumed run regathers them).
- *
- * With a test set, the untrained model (step 0), the last step and the selected checkpoint (the best step by
- * validation) are also measured on it. Test success is only reported, never used for a decision, so unlike
- * the best validation success it is an unbiased estimate of what the selected adapter does on unseen tasks.
+ * The policy is the library's TrainableModel on a LocalBackend kept in the run folder, so this loop is the library's
+ * client as an application's would be, and the run's checkpoints are the model's. state.json, written last, is the
+ * run's commit point. Rollouts run in-process or on rollout servers (src/train/rollout-pool.ts), optionally gathered
+ * ahead of training (src/train/gather-ahead.ts). Test success is only reported, never used for a decision, so it
+ * stays an unbiased estimate of what the selected adapter does on unseen tasks.
  */
 import { performance } from 'node:perf_hooks';
-import { isSuccess, runEval, summarizeEval, type EvalSummary } from '../eval/evaluate.js';
+import { isSuccess } from '../eval/evaluate.js';
 import type { Policy } from '../agent/policy.js';
 import type { Trajectory } from '../agent/trajectory.js';
 import type { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
-import { checkTargetTools } from '../agent/rollout.js';
+import { checkTargetTools } from '../agent/rollout-groups.js';
 import { LocalBackend } from '../backend/local-backend.js';
 import type { TrainResult, TrainStepConfigInput, TrajectoryGroupInput } from '../backend/schemas.js';
 import { TrainableModel } from '../backend/trainable-model.js';
-import type { KvCacheStats, Model } from '../engine/model.js';
+import type { Model } from '../engine/model.js';
 import { refusedWrites, SandboxError, type IsolationOptions, type SafetyPolicy, type Target } from '../mcp/index.js';
 import type { JudgeClient } from '../ruler/judge.js';
-import { createRng } from '../util/rng.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
-import { inSpan, startSpan, withinSpan } from '../util/tracing.js';
-import { advantagesFor } from '../train/advantages.js';
-import type { PolicyLoss, TrainConfig } from '../train/config.js';
+import { inSpan, startSpan, withinSpan, type TraceSpan } from '../util/tracing.js';
+import type { TrainConfig } from '../train/config.js';
 import { Curriculum } from '../train/curriculum.js';
-import { ProgressLog, type PhaseProgress } from '../train/progress-log.js';
+import { ProgressLog } from '../train/progress-log.js';
 import type { RunDir, RunState } from '../train/run-dir.js';
 import { checkpointAdapter, RolloutPool, type RolloutPoolEvents, type RolloutPoolSettings } from '../train/rollout-pool.js';
-import { hasSampledIds } from '../train/tokenize.js';
-import { GatherAhead, staleOf } from '../train/gather-ahead.js';
+import { GatherAhead } from '../train/gather-ahead.js';
+import { gatherStep, heldOut, recordPolicyStep, regatherStale, scoredAlike, trainable, trainableOne, type GatheredStep } from './gather.js';
+import { constrainMetrics, kvCacheMetrics, rewardStd, rolloutServerMetrics, stalenessMetrics, withAdvantages } from './step-metrics.js';
 
 export interface TrainRunOptions {
   run: RunDir;
@@ -101,237 +75,324 @@ export interface TrainRunResult {
   test: { before: number; best: number; last: number; lastStep: number } | null;
 }
 
+/** Trains the run until validation success stops improving or maxSteps, from its last complete step with `resume`. */
 export async function train(o: TrainRunOptions): Promise<TrainRunResult> {
-  const { run, config: c } = o;
-  const log = o.log ?? ((l: string) => process.stderr.write(l + '\n'));
-  const events = o.progress ?? new ProgressLog(run.dir);
+  const c = o.config;
   if (c.maxStaleness > 0 && !o.rollout) {
     throw new McprlError('TRAIN_INVALID_CONFIG', `maxStaleness ${c.maxStaleness} (--max-staleness) needs rollout servers (--rollout-url): in-process, the engine cannot generate while it trains`);
   }
-  let state = o.resume ? await run.readState() : null;
+  let state = o.resume ? await o.run.readState() : null;
   // The run's commit point is state.json: a checkpoint newer than it is of a step that never completed (and before
   // step 0 completed, none is the run's), so it goes before the library resumes the model from its newest checkpoint.
-  await run.pruneCheckpoints(state ? [state.step, state.bestStep] : []);
-  // The policy is the library's model, kept in the run's own folder: its checkpoints are the run's. The run's chat
-  // template variables reach every prompt the engine renders: rollouts and tokenisation alike.
-  const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, device: c.device, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}), ...(c.prefixCacheMib !== undefined ? { prefixCacheMib: c.prefixCacheMib } : {}), ...(c.kvCacheMib !== undefined ? { kvCacheMib: c.kvCacheMib } : {}) });
-  const policyModel = new TrainableModel({ project: 'mcprl', name: 'policy', baseModel: c.model, lora: { rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed } });
-  let pool: RolloutPool | null = null;
-  let ahead: GatherAhead<GatheredStep> | null = null;
+  await o.run.pruneCheckpoints(state ? [state.step, state.bestStep] : []);
+  const job = openJob(o);
   try {
-    await policyModel.register(backend);
-    if (policyModel.step !== (state?.step ?? 0)) {
-      throw new McprlError('RUN_DIR', `${run.path('state.json')} names step ${state?.step ?? 0}, but the newest checkpoint is ${run.checkpoint(policyModel.step)}: restore ${run.checkpoint(state?.step ?? 0)}, or start a new run`);
-    }
-    const engine = backend.chatEngine(policyModel);
-    const model = engine.model as Model;
-    const local = new EnginePolicy(engine, { model: policyModel.inferenceName, maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
-    // Rollouts on the servers (each serving the current adapter under its own name), or in-process.
-    if (o.rollout) {
-      // Training at the sampling temperature needs the sampler's own logprobs: mcprl's servers return them on
-      // request (mcprl_sampler_logprobs); turns from servers that do not return them train at temperature 1
-      // (the metric sampler_logprob_turns counts the turns that had them).
-      const extraBody = { constrain_tool_calls: c.constrainToolCalls, ...(c.trainAtSamplingTemperature ? { mcprl_sampler_logprobs: true } : {}) };
-      pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody, log, events: o.rolloutEvents });
-      await pool.publish(policyModel.step, checkpointAdapter(run.checkpoint(policyModel.step)));
-    }
-    const policy: Policy = pool ?? local;
-    const metrics = await run.readMetrics(state?.step ?? -1);
-    const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum, { power: c.curriculumPower, retireAfter: c.curriculumRetireAfter }) : null;
-    // On the servers, validation names the adapter it started on, whatever later gathers switch the pool to.
-    const evaluate = (step: number) => heldOut(o, pool?.validates ? pool.at(pool.name) : local, 'val', step, events);
-    const testSet = o.scenarios.test ?? [];
-    const test = async (step: number, adapter: string) => {
-      const t = await heldOut(o, new EnginePolicy(engine, { model: adapter, maxTokens: c.maxTokens, constrainToolCalls: c.constrainToolCalls }), 'test', step, events);
-      if (t.lost !== null) log(`step ${step}: test not counted: ${t.lost}`);
-      return t.lost === null ? t.success_rate : null;
-    };
-    // Every step is a step of the model, trained or not (alwaysStep), so the run's step numbers are the model's.
-    const stepConfig: TrainStepConfigInput = {
-      lr: c.lr, loss: c.loss, beta: c.beta, updates: c.updatesPerStep, lrSchedule: lrScheduleOf(c), alwaysStep: true,
-      // The servers' logprobs are another engine's: weighed against the trainer's own log π (truncated IS).
-      ...(pool ? { tisCap: c.tisCap } : {}),
-    };
-
-    // Scenarios whose checks name tools the server lacks are refused before any step (not scored as failures).
-    await checkTargetTools(o.target, [...o.scenarios.train, ...o.scenarios.val, ...testSet], { policy: o.safety, timeoutMs: o.connectTimeoutMs });
-    // The write tools the safety policy will refuse in every rollout, and the change that makes them run: one line.
-    const refused = await refusedWrites(o.target, o.isolation ?? {}, { policy: o.safety, timeoutMs: o.connectTimeoutMs }).catch((err: unknown) => {
-      if (err instanceof SandboxError) throw err;
-      return undefined;
-    });
-    if (refused) log(refused);
-
+    const t = await setUp(job, state);
     // Step 0: the untrained model (the adapter's B is zero, so it is the base model).
-    if (!state) {
-      const v = await inSpan('mcprl.train.step', { 'mcprl.step': 0 }, () => evaluate(0));
-      // The baseline every later step is compared with: one that measured the infrastructure is no baseline.
-      if (v.lost !== null) throw new McprlError('TRAIN_VALIDATION_INFRA', `validation of the untrained model (step 0): ${v.lost}; nothing was recorded`);
-      const row: Record<string, unknown> = { step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } };
-      if (testSet.length > 0) row.test_success = await test(0, policyModel.inferenceName);
-      // maxSteps 0: step 0 is the run's last, so it reports as a last step does (the selected checkpoint is step 0).
-      if (c.maxSteps === 0 && testSet.length > 0) Object.assign(row, { test_success_best: row.test_success, best_step: 0 });
-      metrics.push(row);
-      await run.writeMetrics(metrics);
-      state = { step: 0, bestStep: 0, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0, ...(c.maxSteps === 0 ? { stopped: 'max_steps' as const } : {}) };
-      await run.commit(state);
-      log(`step 0: validation success ${pct(v.success_rate)}` + (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)}` : '') + ' (untrained)');
-    }
+    if (!state) state = await stepZero(t);
     // Each step's row counts the servers' requests of that step alone (not step 0's validation).
-    pool?.takeStats();
-    const valBefore = (metrics.find((m) => m.step === 0)?.val_success as number) ?? 0;
+    t.pool?.takeStats();
+    const valBefore = (t.metrics.find((m) => m.step === 0)?.val_success as number) ?? 0;
     // Steps in a row whose every rollout was lost to infrastructure failures (see maxUntrainedSteps).
     let untrained = 0;
-    // A step's groups, each trajectory with the step of the adapter that sampled it (rollout servers).
-    const gatherFor = async (step: number, signal?: AbortSignal) => {
-      const g = await gatherStep(o, policy, curriculum, step, events, signal);
-      if (pool) for (const t of g.groups.flat()) recordPolicyStep(t, pool);
-      o.asyncHooks?.onGathered?.(step);
-      return g;
-    };
     // Asynchronous rollouts: gathers run ahead of training, from the step after the adapter now served.
     if (c.maxStaleness > 0 && !state.stopped && state.step < c.maxSteps) {
-      ahead = new GatherAhead(gatherFor, { published: state.step, last: c.maxSteps, ahead: o.asyncHooks?.gatherAhead ?? c.maxStaleness });
+      job.ahead = new GatherAhead((step, signal) => gatherFor(t, step, signal), { published: state.step, last: c.maxSteps, ahead: o.asyncHooks?.gatherAhead ?? c.maxStaleness });
     }
 
     while (!state.stopped && state.step < c.maxSteps) {
       const step = state.step + 1;
-      const wall: Record<string, number> = {};
-      // The step's trace span (src/util/tracing.ts; a no-op unless traces are on) is the parent of its phases' spans.
-      const stepSpan = startSpan('mcprl.train.step', { 'mcprl.step': step });
-      const phase = async <T>(name: string, f: () => Promise<T>) => {
-        const t0 = performance.now();
-        const r = await withinSpan(stepSpan, f);
-        wall[name] = (performance.now() - t0) / 1000;
-        return r;
-      };
-
-      // gather + score (+ replace groups without signal); asynchronous: take the groups gathered ahead (wall_s.gather
-      // is then the wait), and gather again, on the adapter trained now, any group sampled more than N steps before it
-      const cacheBefore = model.prefixCacheStats();
-      const gathered = await phase('gather', async () => {
-        if (!ahead) return gatherFor(step);
-        return regatherStale(o, pool!, await ahead.take(step), step, step - 1, events);
-      });
-      const cacheAfter = model.prefixCacheStats();
-      if (curriculum) {
-        for (const g of gathered.groups) if (g.length > 0) curriculum.record(g[0].scenario_id, trainable(g).length, trainable(g).filter(isSuccess).length, scoredAlike(c.loss, g));
-      }
-      pool?.ensureAlive(`step ${step}`);
-      const groups = gathered.groups.map(trainable);
-      const rollouts = gathered.groups.flat();
-      const lost = rollouts.filter((t) => !trainableOne(t));
-      // step, in the library: advantages → sequences from the exact sampled token ids → minibatches → optimiser
-      // steps → checkpoint → the new adapter serves
-      const trainGroups = groups.filter((g) => g.length > 0);
-      const r = await phase('train', () => policyModel.train(trainGroups.map(libraryGroup), stepConfig, {
-        onProgress: (e) => {
-          if (e.phase === 'train') events.emit('train', step, e.done, e.total);
-          if (e.phase === 'checkpoint' && e.done === 0) events.emit('checkpoint', step);
-        },
-      }));
-      // checkpoint: the step's rollouts, with their advantages
-      await phase('checkpoint', () => writeJsonlAtomic(run.trajectories(step), withAdvantages(rollouts, trainGroups, r.advantages)));
-      // publish: the servers load this step's adapter and later rollouts use it
-      if (pool) {
-        await o.asyncHooks?.beforePublish?.(step);
-        await phase('publish', () => pool!.publish(step, checkpointAdapter(run.checkpoint(step))));
-        ahead?.published(step);
-      }
-      // evaluate
-      const row: Record<string, unknown> = {
-        step, train_reward: gathered.summary.mean_reward, reward_std: rewardStd(groups), train_success: gathered.summary.success_rate,
-        tool_call_validity: gathered.summary.tool_call_validity_rate, groups: groups.length, groups_dropped_zero_variance: r.droppedGroups,
-        unscored: gathered.summary.unscored_trajectories, judge_failures: gathered.summary.judge_failures, sequences: r.sequences,
-        // Infrastructure failures (unscored or errored rollouts) apart from task failures (scored, not a success).
-        infra_failures: lost.length, rollout_errors: rollouts.filter((t) => t.error !== undefined).length,
-        // Calls whose outcome is unknown (connection lost mid-call): failures for the checks, counted apart.
-        unknown_outcomes: rollouts.reduce((n, t) => n + (t.metrics.unknown_outcomes ?? 0), 0),
-        task_failures: rollouts.filter((t) => trainableOne(t) && !isSuccess(t)).length,
-        ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: r.advantages.filter((a) => a !== null).length } : {}),
-        ...(c.constrainToolCalls ? constrainMetrics(engine, gathered.groups, step === 1 ? log : null) : {}),
-        ...(pool ? rolloutServerMetrics(pool, rollouts, r.tokenIdsDiffer, r.offPolicy) : {}),
-        // The in-process engine's prefill during the gather: prompt tokens whose KV came from the prefix cache, and
-        // prompt tokens computed (the servers' own are on their /metrics).
-        ...(pool ? {} : { prefix_cache_hit_tokens: cacheAfter.hitTokens - cacheBefore.hitTokens, prefilled_tokens: cacheAfter.prefilledTokens - cacheBefore.prefilledTokens }),
-        // Its KV cache (src/engine/kv-cache.ts): the budget, and the most its sequences and prefix blocks held at once
-        // since it loaded.
-        ...(pool ? {} : kvCacheMetrics(model.kvCacheStats())),
-        ...(ahead ? stalenessMetrics(rollouts, step - 1, gathered.tooStale) : {}),
-        ...(r.trained ? { loss: r.loss, policy_loss: r.policyLoss, kl: r.kl, clip_fraction: r.clipFraction, mean_ratio: r.meanRatio, entropy: r.entropy, grad_norm: r.gradNorm, trained_tokens: r.trainedTokens, tokens_per_s: r.tokensPerSecond, lr: r.lr } : {}),
-      };
-      const next: RunState = { ...state, step, ...(curriculum ? { curriculum: curriculum.state() } : {}) };
-      if (step % c.evalEvery === 0 || step === c.maxSteps) {
-        const v = await phase('validate', () => evaluate(step));
-        if (v.lost !== null) {
-          // Not a model result: recorded as missing, and neither a best step nor a step without improvement.
-          Object.assign(row, { val_success: null, val_rollout_errors: v.rollout_errors });
-          log(`step ${step}: validation not counted: ${v.lost}`);
-        } else {
-          Object.assign(row, { val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate });
-          // The selected checkpoint: the best validation success; on a tie between trained steps the later one
-          // (validation cannot tell them apart, and it trained on more), while a trained step must beat the
-          // untrained model. Patience counts validations without a strict improvement.
-          const improved = v.success_rate > state.bestValSuccess;
-          if (improved || (v.success_rate === state.bestValSuccess && state.bestStep > 0)) Object.assign(next, { bestStep: step, bestValSuccess: v.success_rate });
-          next.evalsWithoutImprovement = improved ? 0 : next.evalsWithoutImprovement + 1;
-          if (next.evalsWithoutImprovement >= c.patience) next.stopped = 'patience';
-        }
-      }
-      if (step >= c.maxSteps && !next.stopped) next.stopped = 'max_steps';
+      const clock = stepClock(step);
+      // gather + score (+ replace groups without signal)
+      const g = await gather(t, step, clock);
+      // step, in the library: advantages → sequences → optimiser steps → checkpoint → the new adapter serves
+      const r = await trainStep(t, step, g, clock);
+      const row = stepRow(t, step, g, r);
+      // validate → select the checkpoint → stop?
+      const next = await validate(t, state, step, row, clock);
       // test (the run's last step only): this step's adapter, and the checkpoint validation selected
-      if (next.stopped && testSet.length > 0) {
-        await phase('test', async () => {
-          row.test_success = await test(step, policyModel.inferenceName);
-          row.test_success_best = await selectedOnTest(next.bestStep);
-        });
-        row.best_step = next.bestStep;
-      }
-      row.wall_s = wall;
-      stepSpan.set(Object.fromEntries(Object.entries(row).filter(([, v]) => typeof v === 'number').map(([k, v]) => [`mcprl.${k}`, v as number])));
-      stepSpan.end();
-      metrics.push(row);
-      await run.writeMetrics(metrics);
-      await run.commit(next);
-      // keep the latest checkpoint and the best by validation
-      await policyModel.deleteCheckpoints({ best: next.bestStep });
+      if (next.stopped && t.testSet.length > 0) await testLast(t, step, next.bestStep, row, clock);
+      // commit: the metrics row, state.json, and only the latest and the best checkpoints kept
+      await commitStep(t, next, row, clock);
       state = next;
-      log(`step ${step}: reward ${fmt(row.train_reward)} ± ${fmt(row.reward_std)}, loss ${fmt(row.loss)}, kl ${fmt(row.kl)}, dropped ${r.droppedGroups}/${groups.length} groups` +
-        (c.resampleRounds > 0 ? ` (${gathered.replaced} gathered to replace them)` : '') +
-        (row.val_success !== undefined ? `, validation success ${pct(row.val_success as number)}` : '') +
-        (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)} (step ${step}), ${pct(row.test_success_best as number | null)} (best step ${next.bestStep})` : '') +
-        ` (${Object.entries(wall).map(([k, s]) => `${k} ${s.toFixed(1)}s`).join(', ')})`);
+      t.log(stepLine(t, step, g, r, row, next.bestStep, clock.wall));
       // Nothing trained because nothing could be scored: after maxUntrainedSteps such steps, stop loudly.
-      untrained = r.sequences === 0 && lost.length === rollouts.length ? untrained + 1 : 0;
+      untrained = r.sequences === 0 && g.lost.length === g.rollouts.length ? untrained + 1 : 0;
       if (untrained >= c.maxUntrainedSteps) {
-        const why = lost[0]?.error ?? lost[0]?.unscored ?? 'no rollout';
+        const why = g.lost[0]?.error ?? g.lost[0]?.unscored ?? 'no rollout';
         throw new McprlError('TRAIN_NOTHING_TRAINED', `steps ${step - untrained + 1}-${step} trained nothing: every rollout was lost to an infrastructure failure (first: ${why}); ` +
           `the run is kept at step ${step}: fix the cause, then continue it with --resume`);
       }
     }
-    await ahead?.close();
-    ahead = null;
-    await pool?.close();
-    pool = null;
-    return { state, valBefore, valBest: state.bestValSuccess, bestStep: state.bestStep, test: testResult(metrics, state) };
-
-    /** Test success of the best step's checkpoint: measured at step 0 for the untrained model, else loaded and run. */
-    async function selectedOnTest(bestStep: number): Promise<number | null> {
-      const known = metrics.find((m) => m.step === bestStep)?.test_success;
-      if (typeof known === 'number') return known;
-      if (bestStep === 0) return test(0, engine.modelName);
-      await model.loadAdapter('selected', run.checkpoint(bestStep));
-      try {
-        return await test(bestStep, 'selected');
-      } finally {
-        model.unloadAdapter('selected');
-      }
-    }
+    await job.ahead?.close();
+    job.ahead = null;
+    await job.pool?.close();
+    job.pool = null;
+    return { state, valBefore, valBest: state.bestValSuccess, bestStep: state.bestStep, test: testResult(t.metrics, state) };
   } finally {
-    await ahead?.close().catch(() => undefined);
-    await pool?.close().catch(() => undefined);
-    await backend.close();
+    await job.ahead?.close().catch(() => undefined);
+    await job.pool?.close().catch(() => undefined);
+    await job.backend.close();
   }
+}
+
+/** What a run holds open while it trains: the library's backend and model, and the rollout servers; closed by train. */
+interface Job {
+  readonly o: TrainRunOptions;
+  readonly c: TrainConfig;
+  readonly run: RunDir;
+  readonly log: (line: string) => void;
+  readonly events: ProgressLog;
+  readonly backend: LocalBackend;
+  readonly policyModel: TrainableModel;
+  pool: RolloutPool | null;
+  ahead: GatherAhead<GatheredStep> | null;
+}
+
+/** A job set up to train: its engine, the policy rollouts use, the run's metrics so far, and the step's settings. */
+interface Trainer extends Job {
+  readonly engine: ChatEngine;
+  readonly model: Model;
+  /** The in-process engine's policy (validation runs on it unless the servers validate). */
+  readonly local: EnginePolicy;
+  /** Rollouts' policy: the servers (each serving the current adapter under its own name), or `local`. */
+  readonly policy: Policy;
+  readonly metrics: Record<string, unknown>[];
+  readonly curriculum: Curriculum | null;
+  readonly stepConfig: TrainStepConfigInput;
+  readonly testSet: Scenario[];
+}
+
+function openJob(o: TrainRunOptions): Job {
+  const { run, config: c } = o;
+  // The policy is the library's model, kept in the run's own folder: its checkpoints are the run's. The run's chat
+  // template variables reach every prompt the engine renders: rollouts and tokenisation alike.
+  const backend = new LocalBackend({ dir: run.dir, modelDir: () => run.dir, device: c.device, ...(c.chatTemplateKwargs ? { chatTemplateKwargs: c.chatTemplateKwargs } : {}), ...(c.weightDtype ? { weightDtype: c.weightDtype } : {}), ...(c.prefixCacheMib !== undefined ? { prefixCacheMib: c.prefixCacheMib } : {}), ...(c.kvCacheMib !== undefined ? { kvCacheMib: c.kvCacheMib } : {}) });
+  const policyModel = new TrainableModel({ project: 'mcprl', name: 'policy', baseModel: c.model, lora: { rank: c.rank, alpha: c.alpha, targets: c.targets, seed: c.seed } });
+  return {
+    o, c, run, backend, policyModel, pool: null, ahead: null,
+    log: o.log ?? ((l: string) => process.stderr.write(l + '\n')),
+    events: o.progress ?? new ProgressLog(run.dir),
+  };
+}
+
+/** Registers the model (resumed at the state's step), starts the rollout servers, and checks the target's tools. */
+async function setUp(job: Job, state: RunState | null): Promise<Trainer> {
+  const { o, c, run, log, policyModel } = job;
+  await policyModel.register(job.backend);
+  if (policyModel.step !== (state?.step ?? 0)) {
+    throw new McprlError('RUN_DIR', `${run.path('state.json')} names step ${state?.step ?? 0}, but the newest checkpoint is ${run.checkpoint(policyModel.step)}: restore ${run.checkpoint(state?.step ?? 0)}, or start a new run`);
+  }
+  const engine = job.backend.chatEngine(policyModel);
+  const local = new EnginePolicy(engine, { model: policyModel.inferenceName, maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
+  if (o.rollout) {
+    // Training at the sampling temperature needs the sampler's own logprobs: mcprl's servers return them on
+    // request (mcprl_sampler_logprobs); turns from servers that do not return them train at temperature 1
+    // (the metric sampler_logprob_turns counts the turns that had them).
+    const extraBody = { constrain_tool_calls: c.constrainToolCalls, ...(c.trainAtSamplingTemperature ? { mcprl_sampler_logprobs: true } : {}) };
+    job.pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody, log, events: o.rolloutEvents });
+    await job.pool.publish(policyModel.step, checkpointAdapter(run.checkpoint(policyModel.step)));
+  }
+  const metrics = await run.readMetrics(state?.step ?? -1);
+  const curriculum = c.curriculum === 'pass_rate' ? new Curriculum(o.scenarios.train, state?.curriculum, { power: c.curriculumPower, retireAfter: c.curriculumRetireAfter }) : null;
+  const testSet = o.scenarios.test ?? [];
+  // Every step is a step of the model, trained or not (alwaysStep), so the run's step numbers are the model's.
+  const stepConfig: TrainStepConfigInput = {
+    lr: c.lr, loss: c.loss, beta: c.beta, updates: c.updatesPerStep, lrSchedule: lrScheduleOf(c), alwaysStep: true,
+    // The servers' logprobs are another engine's: weighed against the trainer's own log π (truncated IS).
+    ...(job.pool ? { tisCap: c.tisCap } : {}),
+  };
+
+  // Scenarios whose checks name tools the server lacks are refused before any step (not scored as failures).
+  await checkTargetTools(o.target, [...o.scenarios.train, ...o.scenarios.val, ...testSet], { policy: o.safety, timeoutMs: o.connectTimeoutMs });
+  // The write tools the safety policy will refuse in every rollout, and the change that makes them run: one line.
+  const refused = await refusedWrites(o.target, o.isolation ?? {}, { policy: o.safety, timeoutMs: o.connectTimeoutMs }).catch((err: unknown) => {
+    if (err instanceof SandboxError) throw err;
+    return undefined;
+  });
+  if (refused) log(refused);
+  // The job itself becomes the trainer, so that what train closes is what the steps opened.
+  return Object.assign(job, { engine, model: engine.model as Model, local, policy: job.pool ?? local, metrics, curriculum, stepConfig, testSet });
+}
+
+/** Step 0: the untrained model's validation (and test) success, the baseline every later step is compared with. */
+async function stepZero(t: Trainer): Promise<RunState> {
+  const { c, run } = t;
+  const v = await inSpan('mcprl.train.step', { 'mcprl.step': 0 }, () => validateAt(t, 0));
+  // The baseline every later step is compared with: one that measured the infrastructure is no baseline.
+  if (v.lost !== null) throw new McprlError('TRAIN_VALIDATION_INFRA', `validation of the untrained model (step 0): ${v.lost}; nothing was recorded`);
+  const row: Record<string, unknown> = { step: 0, val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate, wall_s: { validate: v.duration_ms / 1000 } };
+  if (t.testSet.length > 0) row.test_success = await testAt(t, 0, t.policyModel.inferenceName);
+  // maxSteps 0: step 0 is the run's last, so it reports as a last step does (the selected checkpoint is step 0).
+  if (c.maxSteps === 0 && t.testSet.length > 0) Object.assign(row, { test_success_best: row.test_success, best_step: 0 });
+  t.metrics.push(row);
+  await run.writeMetrics(t.metrics);
+  const state: RunState = { step: 0, bestStep: 0, bestValSuccess: v.success_rate, evalsWithoutImprovement: 0, ...(c.maxSteps === 0 ? { stopped: 'max_steps' as const } : {}) };
+  await run.commit(state);
+  t.log(`step 0: validation success ${pct(v.success_rate)}` + (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)}` : '') + ' (untrained)');
+  return state;
+}
+
+/** A step's wall-clock seconds per phase, and its trace span (a no-op unless traces are on), parent of the phases'. */
+interface StepClock {
+  wall: Record<string, number>;
+  span: TraceSpan;
+  phase: <T>(name: string, f: () => Promise<T>) => Promise<T>;
+}
+
+function stepClock(step: number): StepClock {
+  const wall: Record<string, number> = {};
+  const span = startSpan('mcprl.train.step', { 'mcprl.step': step });
+  const phase = async <T>(name: string, f: () => Promise<T>) => {
+    const t0 = performance.now();
+    const r = await withinSpan(span, f);
+    wall[name] = (performance.now() - t0) / 1000;
+    return r;
+  };
+  return { wall, span, phase };
+}
+
+/** A step's groups as gathered, those trained on (their trainable attempts), every rollout, and the lost ones. */
+interface StepGroups {
+  gathered: GatheredStep;
+  groups: Trajectory[][];
+  rollouts: Trajectory[];
+  lost: Trajectory[];
+  /** The in-process engine's prefix cache counters before and after the gather. */
+  cache: { before: ReturnType<Model['prefixCacheStats']>; after: ReturnType<Model['prefixCacheStats']> };
+}
+
+/**
+ * Gathers and scores the step's groups. Asynchronously, it takes the groups gathered ahead (wall_s.gather is then
+ * the wait) and gathers again, on the adapter trained now, any group sampled more than N steps before it.
+ */
+async function gather(t: Trainer, step: number, clock: StepClock): Promise<StepGroups> {
+  const { c, curriculum, ahead } = t;
+  const before = t.model.prefixCacheStats();
+  const gathered = await clock.phase('gather', async () => {
+    if (!ahead) return gatherFor(t, step);
+    return regatherStale(t.o, t.pool!, await ahead.take(step), step, step - 1, t.events);
+  });
+  const after = t.model.prefixCacheStats();
+  if (curriculum) {
+    for (const g of gathered.groups) if (g.length > 0) curriculum.record(g[0].scenario_id, trainable(g).length, trainable(g).filter(isSuccess).length, scoredAlike(c.loss, g));
+  }
+  t.pool?.ensureAlive(`step ${step}`);
+  const rollouts = gathered.groups.flat();
+  return { gathered, groups: gathered.groups.map(trainable), rollouts, lost: rollouts.filter((x) => !trainableOne(x)), cache: { before, after } };
+}
+
+/** A step's groups, each trajectory with the step of the adapter that sampled it (rollout servers). */
+async function gatherFor(t: Trainer, step: number, signal?: AbortSignal): Promise<GatheredStep> {
+  const g = await gatherStep(t.o, t.policy, t.curriculum, step, t.events, signal);
+  if (t.pool) for (const x of g.groups.flat()) recordPolicyStep(x, t.pool);
+  t.o.asyncHooks?.onGathered?.(step);
+  return g;
+}
+
+/**
+ * The library's step on the groups (advantages, sequences from the exact sampled token ids, minibatches, optimiser
+ * steps, the checkpoint), the step's rollouts written with their advantages, and the new adapter published.
+ */
+async function trainStep(t: Trainer, step: number, g: StepGroups, clock: StepClock): Promise<TrainResult> {
+  const { run, events, pool } = t;
+  const trainGroups = g.groups.filter((x) => x.length > 0);
+  const r = await clock.phase('train', () => t.policyModel.train(trainGroups.map(libraryGroup), t.stepConfig, {
+    onProgress: (e) => {
+      if (e.phase === 'train') events.emit('train', step, e.done, e.total);
+      if (e.phase === 'checkpoint' && e.done === 0) events.emit('checkpoint', step);
+    },
+  }));
+  // checkpoint: the step's rollouts, with their advantages
+  await clock.phase('checkpoint', () => writeJsonlAtomic(run.trajectories(step), withAdvantages(g.rollouts, trainGroups, r.advantages)));
+  // publish: the servers load this step's adapter and later rollouts use it
+  if (pool) {
+    await t.o.asyncHooks?.beforePublish?.(step);
+    await clock.phase('publish', () => pool.publish(step, checkpointAdapter(run.checkpoint(step))));
+    t.ahead?.published(step);
+  }
+  return r;
+}
+
+/**
+ * Validates when due, and decides the step's state: the selected checkpoint (the best validation success; on a tie
+ * between trained steps the later one, since validation cannot tell them apart and it trained on more, while a
+ * trained step must beat the untrained model) and whether to stop (patience counts validations without a strict
+ * improvement, or maxSteps).
+ */
+async function validate(t: Trainer, state: RunState, step: number, row: Record<string, unknown>, clock: StepClock): Promise<RunState> {
+  const c = t.c;
+  const next: RunState = { ...state, step, ...(t.curriculum ? { curriculum: t.curriculum.state() } : {}) };
+  if (step % c.evalEvery === 0 || step === c.maxSteps) {
+    const v = await clock.phase('validate', () => validateAt(t, step));
+    if (v.lost !== null) {
+      // Not a model result: recorded as missing, and neither a best step nor a step without improvement.
+      Object.assign(row, { val_success: null, val_rollout_errors: v.rollout_errors });
+      t.log(`step ${step}: validation not counted: ${v.lost}`);
+    } else {
+      Object.assign(row, { val_success: v.success_rate, val_mean_reward: v.mean_reward, val_tool_call_validity: v.tool_call_validity_rate });
+      const improved = v.success_rate > state.bestValSuccess;
+      if (improved || (v.success_rate === state.bestValSuccess && state.bestStep > 0)) Object.assign(next, { bestStep: step, bestValSuccess: v.success_rate });
+      next.evalsWithoutImprovement = improved ? 0 : next.evalsWithoutImprovement + 1;
+      if (next.evalsWithoutImprovement >= c.patience) next.stopped = 'patience';
+    }
+  }
+  if (step >= c.maxSteps && !next.stopped) next.stopped = 'max_steps';
+  return next;
+}
+
+/** Validation of the adapter now served; on the servers, it names the adapter it started on, whatever later gathers switch to. */
+function validateAt(t: Trainer, step: number) {
+  return heldOut(t.o, t.pool?.validates ? t.pool.at(t.pool.name) : t.local, 'val', step, t.events);
+}
+
+/** Test success of an adapter the in-process engine serves, or null when the rollouts measured the infrastructure. */
+async function testAt(t: Trainer, step: number, adapter: string): Promise<number | null> {
+  const r = await heldOut(t.o, new EnginePolicy(t.engine, { model: adapter, maxTokens: t.c.maxTokens, constrainToolCalls: t.c.constrainToolCalls }), 'test', step, t.events);
+  if (r.lost !== null) t.log(`step ${step}: test not counted: ${r.lost}`);
+  return r.lost === null ? r.success_rate : null;
+}
+
+/** The run's last step on the test set: its own adapter, and the checkpoint validation selected. */
+async function testLast(t: Trainer, step: number, bestStep: number, row: Record<string, unknown>, clock: StepClock): Promise<void> {
+  await clock.phase('test', async () => {
+    row.test_success = await testAt(t, step, t.policyModel.inferenceName);
+    row.test_success_best = await selectedOnTest(t, bestStep);
+  });
+  row.best_step = bestStep;
+}
+
+/** Test success of the best step's checkpoint: measured at step 0 for the untrained model, else loaded and run. */
+async function selectedOnTest(t: Trainer, bestStep: number): Promise<number | null> {
+  const known = t.metrics.find((m) => m.step === bestStep)?.test_success;
+  if (typeof known === 'number') return known;
+  if (bestStep === 0) return testAt(t, 0, t.engine.modelName);
+  await t.model.loadAdapter('selected', t.run.checkpoint(bestStep));
+  try {
+    return await testAt(t, bestStep, 'selected');
+  } finally {
+    t.model.unloadAdapter('selected');
+  }
+}
+
+/** Ends the step: its row in metrics.jsonl, state.json (the commit point), and the checkpoints past the latest and the best deleted. */
+async function commitStep(t: Trainer, next: RunState, row: Record<string, unknown>, clock: StepClock): Promise<void> {
+  row.wall_s = clock.wall;
+  clock.span.set(Object.fromEntries(Object.entries(row).filter(([, v]) => typeof v === 'number').map(([k, v]) => [`mcprl.${k}`, v as number])));
+  clock.span.end();
+  t.metrics.push(row);
+  await t.run.writeMetrics(t.metrics);
+  await t.run.commit(next);
+  await t.policyModel.deleteCheckpoints({ best: next.bestStep });
+}
+
+/** The step's line in the log. */
+function stepLine(t: Trainer, step: number, g: StepGroups, r: TrainResult, row: Record<string, unknown>, bestStep: number, wall: Record<string, number>): string {
+  return `step ${step}: reward ${fmt(row.train_reward)} ± ${fmt(row.reward_std)}, loss ${fmt(row.loss)}, kl ${fmt(row.kl)}, dropped ${r.droppedGroups}/${g.groups.length} groups` +
+    (t.c.resampleRounds > 0 ? ` (${g.gathered.replaced} gathered to replace them)` : '') +
+    (row.val_success !== undefined ? `, validation success ${pct(row.val_success as number)}` : '') +
+    (row.test_success !== undefined ? `, test success ${pct(row.test_success as number | null)} (step ${step}), ${pct(row.test_success_best as number | null)} (best step ${bestStep})` : '') +
+    ` (${Object.entries(wall).map(([k, s]) => `${k} ${s.toFixed(1)}s`).join(', ')})`;
 }
 
 /** A group of the step as the library takes it: each attempt's conversation, its tools and its reward. */
@@ -339,198 +400,10 @@ function libraryGroup(g: Trajectory[]): TrajectoryGroupInput {
   return { trajectories: g.map((t) => ({ messages: t.messages, tools: t.tools, reward: t.reward })), metadata: { scenario_id: g[0].scenario_id } };
 }
 
-/** The step's rollouts, each with the advantage it was trained with (null: not trained on). */
-function withAdvantages(rollouts: Trajectory[], trainGroups: Trajectory[][], advantages: TrainResult['advantages']) {
-  const of = new Map<Trajectory, number>();
-  trainGroups.forEach((g, k) => advantages[k]?.forEach((a, i) => of.set(g[i], a)));
-  return rollouts.map((t) => ({ ...t, advantage: of.get(t) ?? null }));
-}
-
-/**
- * A step's figures from the rollout servers: the pool's counters, the turns served and those without ids
- * (re-tokenised) or with the sampler's own logprobs, over every rollout; the turns whose ids the trainer's
- * tokenisation would not give, over the rollouts trained (measured while tokenising them); the off-policy mismatch.
- */
-function rolloutServerMetrics(pool: RolloutPool, rollouts: Trajectory[], tokenIdsDiffer: number, off: TrainResult['offPolicy']): Record<string, number> {
-  const turns = rollouts.flatMap((t) => t.messages.filter((m) => m.role === 'assistant'));
-  return {
-    ...pool.takeStats(), rollout_turns: turns.length, retokenized_turns: turns.filter((m) => !hasSampledIds(m)).length,
-    token_ids_differ: tokenIdsDiffer, sampler_logprob_turns: turns.filter((m) => m.mcprl?.temperature !== undefined).length,
-    ...(off ? { logprob_mismatch: off.logprobMismatch, logprob_mismatch_max: off.logprobMismatchMax, tis_truncated: off.tisTruncated, tis_weight_deviation: off.tisWeightDeviation, tokens_without_sampler_logprob: off.tokensWithoutSamplerLogprob } : {}),
-  };
-}
-
-/** The scenarios of one step: a fresh seeded shuffle of the training set per epoch, so a resumed run picks the same ones. */
-export function pickScenarios(all: Scenario[], n: number, seed: number, step: number): Scenario[] {
-  const perEpoch = Math.max(1, Math.floor(all.length / n));
-  const epoch = Math.floor((step - 1) / perEpoch);
-  const order = createRng(seed * 7919 + epoch).shuffle([...all]);
-  const start = ((step - 1) % perEpoch) * n;
-  return Array.from({ length: Math.min(n, all.length) }, (_, i) => order[(start + i) % order.length]);
-}
-
-/**
- * How constrained decoding met the tools: tools whose schema it could not express (their arguments were only
- * held to be a JSON object) and samples that met a state allowing no token (decoded on unconstrained). Logged
- * in full once.
- */
-function constrainMetrics(engine: ChatEngine, groups: Trajectory[][], log: ((line: string) => void) | null): Record<string, number> {
-  const tools = groups.flat()[0]?.tools;
-  if (!tools) return {};
-  const r = engine.toolCallConstrainer(tools).report;
-  if (log) {
-    log(`constrained tool calls: ${r.constrained.length}/${tools.length} tools held to their schema` +
-      (r.unsupported.length ? `; unsupported (arguments: any JSON object): ${r.unsupported.map((u) => `${u.tool} (${u.reason})`).join(', ')}` : '') +
-      (r.relaxed.length ? `; not enforced: ${r.relaxed.map((x) => `${x.tool}: ${x.keywords.join(', ')}`).join('; ')}` : ''));
-  }
-  return { constrain_unsupported_tools: r.unsupported.length, constrain_relaxed_tools: r.relaxed.length, constrain_dead_ends: engine.constraintDeadEnds };
-}
-
 /** The learning-rate schedule of a run over all its optimiser steps (maxSteps × updatesPerStep). */
 export function lrScheduleOf(c: TrainConfig): NonNullable<TrainStepConfigInput['lrSchedule']> {
   if (c.lrSchedule === 'constant' && c.warmupSteps === 0) return { kind: 'constant', warmupSteps: 0 };
   return { kind: c.lrSchedule === 'cosine' ? 'cosine' : 'warmup', warmupSteps: c.warmupSteps, totalSteps: c.maxSteps * c.updatesPerStep };
-}
-
-/** What one step gathered: every group (replaced ones included), their summary, and the dynamic-sampling counts. */
-interface GatheredStep {
-  groups: Trajectory[][];
-  summary: Pick<EvalSummary, 'mean_reward' | 'success_rate' | 'tool_call_validity_rate' | 'unscored_trajectories' | 'judge_failures'>;
-  /** Groups gathered to replace groups without signal. */
-  replaced: number;
-  /** Extra gathering rounds run. */
-  rounds: number;
-  /** Asynchronous rollouts: groups discarded as sampled more than maxStaleness steps before the adapter trained. */
-  tooStale?: number;
-}
-
-/** A trajectory that counts for training: scored and without an infrastructure error. */
-const trainableOne = (t: Trajectory) => !t.unscored && !t.error;
-const trainable = (g: Trajectory[]) => g.filter(trainableOne);
-/** Whether a group's scored attempts carry GRPO signal (their rewards differ), so that the step keeps it. */
-const hasSignal = (loss: PolicyLoss, g: Trajectory[]) => advantagesFor(loss, [trainable(g).map((t) => t.reward)]).kept.length > 0;
-/**
- * Whether a group's scored attempts all scored alike: the groups counted in groups_dropped_zero_variance, and those
- * that retire a scenario from the curriculum. A group with no scored attempt (all lost to infrastructure) is neither.
- */
-const scoredAlike = (loss: PolicyLoss, g: Trajectory[]) => advantagesFor(loss, [trainable(g).map((t) => t.reward)]).droppedZeroVariance > 0;
-
-/**
- * Gathers the step's groups; with resampleRounds, groups without signal are replaced by groups of scenarios not
- * yet used in this step, round after round, until the step has groupsPerStep groups with signal, no scenario is
- * left, or the rounds run out. The curriculum (when used) picks the scenarios; the step that trains on the groups
- * records their pass rates (so that a group gathered ahead, then lost to a kill, is not counted).
- */
-async function gatherStep(o: TrainRunOptions, policy: Policy, curriculum: Curriculum | null, step: number, events: ProgressLog, signal?: AbortSignal): Promise<GatheredStep> {
-  const c = o.config;
-  const rng = createRng(c.seed * 7919 + step * 104729);
-  const first = curriculum ? curriculum.pick(c.groupsPerStep, rng) : pickScenarios(o.scenarios.train, c.groupsPerStep, c.seed, step);
-  const used = new Set(first.map((s) => s.id));
-  const firstRound = await gatherGroups(o, policy, first, step, 0, events, signal);
-  const groups = [...firstRound.groups];
-  let replaced = 0;
-  let rounds = 0;
-  while (rounds < c.resampleRounds) {
-    const missing = c.groupsPerStep - groups.filter((g) => hasSignal(c.loss, g)).length;
-    if (missing <= 0) break;
-    const more = curriculum
-      ? curriculum.pick(missing, rng, used)
-      : rng.shuffle(o.scenarios.train.filter((s) => !used.has(s.id))).slice(0, missing);
-    if (more.length === 0) break;
-    rounds++;
-    for (const s of more) used.add(s.id);
-    const r = await gatherGroups(o, policy, more, step, rounds, events, signal);
-    groups.push(...r.groups);
-    replaced += r.groups.length;
-  }
-  // One round: its own summary, as it is. Several: the same summary over every group gathered (`used` holds their
-  // scenario ids in the groups' order).
-  const summary = rounds === 0 ? firstRound.summary : summarizeEval(groups, [...used], {
-    model: policy.name, reward: c.reward, judged: c.reward !== 'checks' && o.judge !== undefined, rolloutsPerGroup: c.rolloutsPerGroup,
-  });
-  return { groups, summary, replaced, rounds };
-}
-
-/**
- * Asynchronous rollouts: the step's groups with every group sampled more than maxStaleness adapters before
- * `trained` (the adapter this step trains) replaced by one of the same scenario gathered now, on the adapter the
- * servers serve (`trained` itself: the trainer publishes nothing while it waits here). Counted in `tooStale`.
- */
-async function regatherStale(o: TrainRunOptions, policy: RolloutPool, g: GatheredStep, step: number, trained: number, events: ProgressLog): Promise<GatheredStep> {
-  const c = o.config;
-  const stale = g.groups.flatMap((group, i) => (staleOf(group, trained) > c.maxStaleness ? [i] : []));
-  if (stale.length === 0) return { ...g, tooStale: 0 };
-  const byId = new Map(o.scenarios.train.map((s) => [s.id, s]));
-  // A round number of its own, past the resampling rounds, so that the seeds differ from the discarded group's.
-  const again = await gatherGroups(o, policy, stale.map((i) => byId.get(g.groups[i][0].scenario_id)!), step, c.resampleRounds + 1, events);
-  for (const t of again.groups.flat()) recordPolicyStep(t, policy);
-  const groups = [...g.groups];
-  stale.forEach((i, k) => (groups[i] = again.groups[k]));
-  const summary = summarizeEval(groups, groups.map((x) => x[0].scenario_id), {
-    model: policy.name, reward: c.reward, judged: c.reward !== 'checks' && o.judge !== undefined, rolloutsPerGroup: c.rolloutsPerGroup,
-  });
-  return { ...g, groups, summary, tooStale: stale.length };
-}
-
-/** Sets the trajectory's policy_step: the step of the oldest adapter among those that answered its turns. */
-function recordPolicyStep(t: Trajectory, pool: RolloutPool): void {
-  const steps = (t.sampled_by ?? []).map((name) => pool.stepOf(name)).filter((x): x is number => x !== undefined);
-  if (steps.length > 0) t.policy_step = Math.min(...steps);
-}
-
-/**
- * A step's staleness figures: over its rollouts with a recorded policy step, how many adapters older than `trained`
- * their oldest turn's was (mean, max); the groups discarded as too stale.
- */
-function stalenessMetrics(rollouts: Trajectory[], trained: number, tooStale: number | undefined): Record<string, number> {
-  const st = rollouts.filter((t) => t.policy_step !== undefined).map((t) => trained - t.policy_step!);
-  return { staleness_mean: st.length ? st.reduce((a, b) => a + b, 0) / st.length : 0, staleness_max: st.length ? Math.max(...st) : 0, groups_too_stale: tooStale ?? 0 };
-}
-
-async function gatherGroups(o: TrainRunOptions, policy: Policy, scenarios: Scenario[], step: number, round: number, events: ProgressLog, signal?: AbortSignal) {
-  const c = o.config;
-  const bar = events.phase('gather', step, scenarios.length * c.rolloutsPerGroup);
-  // Groups are scored as their rollouts come in; scoring is reported as its own phase once every rollout is in.
-  let scoring: PhaseProgress | undefined;
-  let scored = 0;
-  return runEval({
-    policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
-    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, connectTimeoutMs: o.connectTimeoutMs, maxTurns: c.maxTurns, temperature: c.temperature,
-    seed: c.seed * 100003 + step * 1009 + round * 7919, ...(signal ? { signal } : {}), judgeCacheDir: o.run.path('judge-cache'), judgeRetryBudgetMs: c.judge?.retryBudgetMs,
-    onTrajectory: (_t, done, total) => {
-      bar.update(done);
-      if (done === total) (scoring = events.phase('score', step, scenarios.length)).update(scored);
-    },
-    onGroupScored: (done) => scoring?.update((scored = done)),
-  });
-}
-
-/**
- * Why a held-out figure measures the infrastructure rather than the model — more than half its rollouts ended in
- * an infrastructure error — or null when it is a model result.
- */
-export function lostToInfrastructure(groups: Trajectory[][]): string | null {
-  const all = groups.flat();
-  const errors = all.filter((t) => t.error !== undefined);
-  if (errors.length * 2 <= all.length) return null;
-  return `${errors.length} of ${all.length} rollouts failed on infrastructure, not on the task (first: ${errors[0].error})`;
-}
-
-/**
- * Validation or test: greedy by default, checks reward, trajectories kept as trajectories/{val,test}-NNNN.jsonl.
- * `lost` says why the figure is not a model result (see lostToInfrastructure), else null.
- */
-async function heldOut(o: TrainRunOptions, policy: Policy, set: 'val' | 'test', step: number, events: ProgressLog): Promise<EvalSummary & { lost: string | null }> {
-  const c = o.config;
-  const scenarios = o.scenarios[set] ?? [];
-  const bar = events.phase(set === 'val' ? 'validate' : 'test', step, scenarios.length * c.valRollouts);
-  const { groups, summary } = await runEval({
-    policy, target: o.target, scenarios, reward: 'checks', rolloutsPerGroup: c.valRollouts,
-    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, connectTimeoutMs: o.connectTimeoutMs, maxTurns: c.maxTurns, temperature: c.valTemperature,
-    seed: c.seed, onTrajectory: (_t, done) => bar.update(done),
-  });
-  await writeJsonlAtomic(set === 'val' ? o.run.valTrajectories(step) : o.run.testTrajectories(step), groups.flat());
-  return { ...summary, lost: lostToInfrastructure(groups) };
 }
 
 /** The test figures of a finished run, from its metrics (null when it has no test set or has not finished). */
@@ -541,18 +414,32 @@ export function testResult(metrics: Record<string, unknown>[], state: RunState):
   return { before, best: last.test_success_best, last: last.test_success, lastStep: state.step };
 }
 
-function rewardStd(groups: Trajectory[][]): number {
-  const stds = groups.filter((g) => g.length > 1).map((g) => {
-    const mean = g.reduce((a, t) => a + t.reward, 0) / g.length;
-    return Math.sqrt(g.reduce((a, t) => a + (t.reward - mean) ** 2, 0) / g.length);
-  });
-  return stds.length ? stds.reduce((a, b) => a + b, 0) / stds.length : 0;
+/** The step's row of metrics.jsonl before validation: its rewards, the library step's figures, and where rollouts ran. */
+function stepRow(t: Trainer, step: number, g: StepGroups, r: TrainResult): Record<string, unknown> {
+  const { c, pool } = t;
+  const { gathered, groups, rollouts, lost, cache } = g;
+  return {
+    step, train_reward: gathered.summary.mean_reward, reward_std: rewardStd(groups), train_success: gathered.summary.success_rate,
+    tool_call_validity: gathered.summary.tool_call_validity_rate, groups: groups.length, groups_dropped_zero_variance: r.droppedGroups,
+    unscored: gathered.summary.unscored_trajectories, judge_failures: gathered.summary.judge_failures, sequences: r.sequences,
+    // Infrastructure failures (unscored or errored rollouts) apart from task failures (scored, not a success).
+    infra_failures: lost.length, rollout_errors: rollouts.filter((x) => x.error !== undefined).length,
+    // Calls whose outcome is unknown (connection lost mid-call): failures for the checks, counted apart.
+    unknown_outcomes: rollouts.reduce((n, x) => n + (x.metrics.unknown_outcomes ?? 0), 0),
+    task_failures: rollouts.filter((x) => trainableOne(x) && !isSuccess(x)).length,
+    ...(c.resampleRounds > 0 ? { groups_replaced: gathered.replaced, resample_rounds: gathered.rounds, groups_trained: r.advantages.filter((a) => a !== null).length } : {}),
+    ...(c.constrainToolCalls ? constrainMetrics(t.engine, gathered.groups, step === 1 ? t.log : null) : {}),
+    ...(pool ? rolloutServerMetrics(pool, rollouts, r.tokenIdsDiffer, r.offPolicy) : {}),
+    // The in-process engine's prefill during the gather: prompt tokens whose KV came from the prefix cache, and
+    // prompt tokens computed (the servers' own are on their /metrics).
+    ...(pool ? {} : { prefix_cache_hit_tokens: cache.after.hitTokens - cache.before.hitTokens, prefilled_tokens: cache.after.prefilledTokens - cache.before.prefilledTokens }),
+    // Its KV cache (src/engine/kv-cache.ts): the budget, and the most its sequences and prefix blocks held at once
+    // since it loaded.
+    ...(pool ? {} : kvCacheMetrics(t.model.kvCacheStats())),
+    ...(t.ahead ? stalenessMetrics(rollouts, step - 1, gathered.tooStale) : {}),
+    ...(r.trained ? { loss: r.loss, policy_loss: r.policyLoss, kl: r.kl, clip_fraction: r.clipFraction, mean_ratio: r.meanRatio, entropy: r.entropy, grad_norm: r.gradNorm, trained_tokens: r.trainedTokens, tokens_per_s: r.tokensPerSecond, lr: r.lr } : {}),
+  };
 }
 
 const pct = (x: number | null) => (x === null ? 'not counted' : `${(x * 100).toFixed(1)}%`);
 const fmt = (x: unknown) => (typeof x === 'number' ? x.toFixed(3) : '–');
-
-/** The in-process engine's KV cache figures of a metrics row. */
-function kvCacheMetrics(s: KvCacheStats): Record<string, number> {
-  return { kv_cache_budget_bytes: s.budgetBytes, kv_cache_peak_bytes: s.peakBytes, kv_cache_peak_sequences: s.peakSlots };
-}

@@ -1,33 +1,18 @@
 /**
- * A curriculum over the training scenarios: each step's scenarios are drawn by their recent pass rate,
- * preferring those the model sometimes solves. A scenario the model always fails or always solves gives a group
- * whose rewards are all alike, which carries no GRPO signal; one it solves about half the time gives the most.
+ * A curriculum over the training scenarios: each step's scenarios are drawn by their recent pass rate, preferring
+ * those the model sometimes solves, since a group whose rewards are all alike carries no GRPO signal.
  *
- * Each scenario keeps a decayed count of its attempts and successes (halved each time it is gathered again, so
- * the rate follows the model as it learns). Scenarios of one kind — the same checked tools in the same order and
- * the same difficulty (scenarioSurface) — tend to be solved alike, so the kind's record lends a scenario a prior:
- * q = (successes + 1) / (attempts + 2) over the kind's other scenarios, and the scenario's pass rate is
- * p = (successes + m q) / (attempts + m), m = `priorWeight` pseudo-attempts. An unseen scenario of a kind the model
- * always solves (or always fails) is then weighed as such before its first group, where without the prior every
- * unseen scenario counts as p = ½; a scenario alone of its kind has p = (successes + 1) / (attempts + 2) for m = 2.
- * Its weight is `floor + (p (1 − p))^k`, k = `power`: (¼)^k + floor at p = ½, falling towards `floor` for scenarios
- * always failed or always solved, which are still revisited now and then.
+ * A scenario's pass rate p is a decayed count of its attempts and successes (halved on each new gather, so it
+ * follows the model as it learns), smoothed towards its kind's (scenarioSurface) with `priorWeight` pseudo-attempts,
+ * so an unseen scenario of a kind always solved is weighed as such. Its weight is `floor + (p (1 − p))^power`.
  *
- * A scenario whose last `retireAfter` groups each scored all alike, or whose last group was solved by every attempt,
- * is retired: it weighs only `floor` until a draw of it by that floor gives a group whose scores differ. A scenario
- * solved by a whole group is learnt, and a revisit would only check that it stays so; a group all failed, or all at
- * one partial reward, may be an unlucky draw of a scenario the model is learning, so it retires after `retireAfter`
- * (retiring those after one alike group as well left the mean test gain of the demo 0.7 points lower, within one
- * test task). A full group all alike is strong evidence that the next one will be too, stronger than the smoothed
- * pass rate makes of it: a scenario solved 8 of 8 times in a kind solved 90 % of the time has p = 0.98 and still
- * weighs 0.025, a tenth of one at p = ½, and once the model solves most of its tasks there are tens of them.
- * Rewards all at the same partial score are invisible to a pass rate altogether. In the demo without retirement
- * (seeds 1–3), 18 % of the groups were revisits of a scenario whose last group had scored all alike, and 71 % of
- * those scored all alike again. The draw still fills the batch: when few scenarios are left active, retired ones
- * make up the rest.
+ * A scenario solved by a whole group, or whose last `retireAfter` groups each scored all alike, is retired to weight
+ * `floor` until a draw gives it a group whose scores differ: a group all alike predicts the next one better than the
+ * smoothed pass rate does, and partial rewards all alike are invisible to a pass rate. A group all failed may be an
+ * unlucky draw of a scenario the model is learning, hence the `retireAfter` groups.
  *
- * Scenarios are drawn without replacement with probability in proportion to their weight (Efraimidis–Spirakis keys
- * u^(1/w)), from a seeded generator, so a resumed run draws the same.
+ * Draws are without replacement, in proportion to weight (Efraimidis–Spirakis keys u^(1/w)), from a seeded
+ * generator, so a resumed run draws the same.
  */
 import { z } from 'zod';
 import type { Scenario } from '../scenarios/scenario.js';

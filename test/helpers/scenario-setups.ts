@@ -6,7 +6,7 @@
  */
 import { expect } from 'vitest';
 import { OpenAIPolicy } from '../../src/agent/policy.js';
-import { rolloutGroups } from '../../src/agent/rollout.js';
+import { rolloutGroups } from '../../src/agent/rollout-groups.js';
 import { connect, targetUsesSandbox, type SafetyPolicy } from '../../src/mcp/index.js';
 import type { Target } from '../../src/mcp/types.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
