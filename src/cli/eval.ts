@@ -135,134 +135,149 @@ Examples:
   mcprl eval https://example.com/mcp --scenarios scen/ --model-base-url https://api.openai.com/v1 --model gpt-4.1-mini \\
     --judge-base-url https://api.openai.com/v1 --judge-model o4-mini --rollouts 4 --reward blend`,
   );
-  cmd.action(async (targetArgs: string[], opts: EvalCliOptions) => {
-    try {
-      const target = targetFromCli(targetArgs, opts);
-      const hasJudge = opts.judgeBaseUrl !== undefined || opts.judgeModel !== undefined;
-      if (hasJudge && (!opts.judgeBaseUrl || !opts.judgeModel)) {
-        throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
-      }
-      const reward = resolveRewardMode(opts.reward, hasJudge, 'add --judge-base-url and --judge-model');
-      const inProcess = opts.modelBaseUrl === undefined;
-      if (!inProcess && opts.adapter !== undefined) throw new InvalidArgumentError('--adapter applies to an in-process --model; a served model names its adapter in --model');
-      if (!inProcess && opts.device !== undefined) throw new InvalidArgumentError('--device applies to an in-process --model; a served model runs where its server runs');
-      const model = inProcess ? await modelFolder(opts.model, 'mcprl eval') : undefined;
-      if (model && !existsSync(path.join(model.dir, 'config.json'))) {
-        throw new InvalidArgumentError(`--model ${opts.model}: not a Hugging Face model folder (no config.json); give --model-base-url to evaluate a served model`);
-      }
-      // A device that cannot run is refused before the model loads or the output folder exists, naming what is missing.
-      const device = model ? chooseDevice(opts.device, { modelDir: model.dir }) : undefined;
-      if (device) process.stderr.write(`mcprl eval: ${describeDevice(device)}\n`);
-      if (opts.adapter !== undefined && !existsSync(path.join(opts.adapter, 'adapter_config.json'))) {
-        throw new InvalidArgumentError(`--adapter ${opts.adapter}: not a PEFT adapter folder (no adapter_config.json)`);
-      }
-      let scenarios = await loadScenarios(opts.scenarios, opts.split);
-      if (opts.limit !== undefined) scenarios = scenarios.slice(0, opts.limit);
-      if (scenarios.length === 0) throw new InvalidArgumentError(`no scenarios in ${opts.scenarios} (split ${opts.split})`);
-      if (opts.isolate && target.kind !== 'stdio') {
-        process.stderr.write('mcprl eval: --isolate only applies to stdio targets; HTTP rollouts share the one server\n');
-      }
-      // The write tools the safety policy will refuse, and the change that makes them run, in one line before any rollout.
-      const isolation = isolationFromCli(opts);
-      const refused = await refusedWrites(target, isolation, connectOptionsFromCli(opts)).catch((err: unknown) => {
-        // A target that cannot be reached now is each rollout's failure to record; a wrong sandbox is the command's.
-        if (err instanceof SandboxError) throw err;
-        return undefined;
-      });
-      if (refused) process.stderr.write(`mcprl eval: ${refused}\n`);
-      if (opts.resume && opts.out === undefined) throw new InvalidArgumentError('--resume needs --out DIR (the eval to finish)');
-      const out = opts.out ?? path.join('runs', `eval-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-      const rolloutsPerGroup = opts.rollouts ?? (hasJudge ? 4 : 1);
-      const { out: output, finished } = await EvalOutputDir.open(out, { resume: opts.resume ?? false, rolloutsPerGroup });
-      const todo = scenarios.filter((s) => !finished.has(s.id));
-      if (opts.resume) process.stderr.write(`mcprl eval: resuming ${out}: ${scenarios.length - todo.length} of ${scenarios.length} scenarios already finished\n`);
-      // SIGINT/SIGTERM: rollouts in flight are cut short, and what finished is summarised before exiting non-zero.
-      const stop = new AbortController();
-      let interrupted: NodeJS.Signals | undefined;
-      const onSignal = (sig: NodeJS.Signals) => {
-        interrupted ??= sig;
-        stop.abort(new Error(`interrupted by ${sig}`));
-      };
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
-      // In-process: the engine answers the rollout loop directly, as `mcprl mcp`'s evaluate runs it.
-      const engine = model
-        ? await ChatEngine.load(model.dir, { modelName: model.name, ...(opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}), ...(opts.device !== undefined ? { device: opts.device } : {}) })
-        : undefined;
-      const policy: Policy = engine
-        ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName, ...(opts.chatTemplateKwargs ? { chatTemplateKwargs: opts.chatTemplateKwargs } : {}) })
-        : new OpenAIPolicy({
-            baseURL: opts.modelBaseUrl!, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv),
-            ...(opts.chatTemplateKwargs ? { extraBody: { chat_template_kwargs: opts.chatTemplateKwargs } } : {}),
-          });
-      const judge = hasJudge
-        ? new OpenAIJudge({ baseURL: opts.judgeBaseUrl!, model: opts.judgeModel!, apiKey: apiKey(opts.judgeApiKeyEnv), timeoutMs: opts.judgeTimeout })
-        : undefined;
+  cmd.action((targetArgs: string[], opts: EvalCliOptions) => evalCommand(targetArgs, opts));
+  return cmd;
+}
 
-      const done = new Map(finished);
-      const { summary: run } = await runEval({
-        policy,
-        target,
-        scenarios: todo,
-        reward,
-        judge,
-        rubric: opts.rubricFile ? await readFile(opts.rubricFile, 'utf8') : undefined,
-        rulerWeight: opts.rulerWeight,
-        judgeCacheDir: judge ? (opts.judgeCache ?? path.join(out, 'judge-cache')) : undefined,
-        rolloutsPerGroup,
-        judgeRetryBudgetMs: opts.judgeRetryBudget,
-        connectTimeoutMs: opts.timeout,
-        signal: stop.signal,
-        onGroupDone: async (group, i) => {
-          done.set(todo[i].id, group);
-          await output.append(group);
-        },
-        concurrency: opts.concurrency,
-        ...isolation,
-        policyForSafety: policyFromCli(opts),
-        systemPrompt: opts.systemPromptFile ? await readFile(opts.systemPromptFile, 'utf8') : undefined,
-        maxTurns: opts.maxTurns,
-        maxTokens: opts.maxTokens,
-        callTimeoutMs: opts.callTimeout,
-        rolloutTimeoutMs: opts.rolloutTimeout,
-        temperature: opts.temperature,
-        seed: opts.seed,
-        onTrajectory: opts.json
-          ? undefined
-          : (t, done, total) => {
-              const checks = t.metrics.checks_total ? ` checks ${t.metrics.checks_passed}/${t.metrics.checks_total}` : '';
-              const state = t.error ? `error: ${t.error}` : t.metrics.completed ? 'completed' : 'unfinished';
-              process.stderr.write(`[${done}/${total}] ${t.id}: ${state}, ${t.metrics.turns} turns${checks}\n`);
-            },
-      }).finally(() => engine?.close());
-      process.removeListener('SIGINT', onSignal);
-      process.removeListener('SIGTERM', onSignal);
-      // The summary covers every finished scenario, this run's and (with --resume) the earlier ones, in order.
-      const ids = scenarios.map((s) => s.id).filter((id) => done.has(id));
-      const groups = ids.map((id) => done.get(id)!);
-      const summary = summarizeEval(groups, ids, { model: run.model, reward, judged: hasJudge && reward !== 'checks', rolloutsPerGroup, durationMs: run.duration_ms });
-      if (interrupted) Object.assign(summary, { interrupted, scenarios_requested: scenarios.length });
-      await output.writeSummary(summary);
-      const files = { trajectories: output.trajectories, summary: output.summary };
-      if (opts.json) {
-        process.stdout.write(`${JSON.stringify({ ...summary, files }, null, 2)}\n`);
-      } else {
-        process.stdout.write(`${formatEvalSummary(summary)}\n  wrote ${files.trajectories} and ${files.summary}\n`);
-      }
-      if (interrupted) {
-        process.stderr.write(`mcprl eval: interrupted by ${interrupted}; ${ids.length} of ${scenarios.length} scenarios finished and were written; rerun with --resume --out ${out} for the rest\n`);
-        process.exitCode = interrupted === 'SIGINT' ? 130 : 143;
-      } else if (summary.rollout_errors === summary.trajectories) {
-        const first = groups.flat().find((t) => t.error)?.error ?? 'unknown error';
-        process.stderr.write(`mcprl eval: every rollout failed; the first: ${first}\n`);
-        process.exitCode = 1;
-      }
-    } catch (err) {
-      const kind = err instanceof McpConnectError ? `${err.code}: ` : '';
-      const msg = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
-      process.stderr.write(`mcprl eval: ${kind}${msg}\n`);
+/** The eval command's action: its inputs checked, the rollouts run and written, the summary reported. */
+async function evalCommand(targetArgs: string[], opts: EvalCliOptions): Promise<void> {
+  try {
+    const { target, hasJudge, reward, model, scenarios, isolation } = await evalInputs(targetArgs, opts);
+    if (opts.resume && opts.out === undefined) throw new InvalidArgumentError('--resume needs --out DIR (the eval to finish)');
+    const out = opts.out ?? path.join('runs', `eval-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+    const rolloutsPerGroup = opts.rollouts ?? (hasJudge ? 4 : 1);
+    const { out: output, finished } = await EvalOutputDir.open(out, { resume: opts.resume ?? false, rolloutsPerGroup });
+    const todo = scenarios.filter((s) => !finished.has(s.id));
+    if (opts.resume) process.stderr.write(`mcprl eval: resuming ${out}: ${scenarios.length - todo.length} of ${scenarios.length} scenarios already finished\n`);
+    // SIGINT/SIGTERM: rollouts in flight are cut short, and what finished is summarised before exiting non-zero.
+    const stop = new AbortController();
+    let interrupted: NodeJS.Signals | undefined;
+    const onSignal = (sig: NodeJS.Signals) => {
+      interrupted ??= sig;
+      stop.abort(new Error(`interrupted by ${sig}`));
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    const { engine, policy } = await evalPolicy(model, opts);
+    const judge = hasJudge
+      ? new OpenAIJudge({ baseURL: opts.judgeBaseUrl!, model: opts.judgeModel!, apiKey: apiKey(opts.judgeApiKeyEnv), timeoutMs: opts.judgeTimeout })
+      : undefined;
+
+    const done = new Map(finished);
+    const { summary: run } = await runEval({
+      policy,
+      target,
+      scenarios: todo,
+      reward,
+      judge,
+      rubric: opts.rubricFile ? await readFile(opts.rubricFile, 'utf8') : undefined,
+      rulerWeight: opts.rulerWeight,
+      judgeCacheDir: judge ? (opts.judgeCache ?? path.join(out, 'judge-cache')) : undefined,
+      rolloutsPerGroup,
+      judgeRetryBudgetMs: opts.judgeRetryBudget,
+      connectTimeoutMs: opts.timeout,
+      signal: stop.signal,
+      onGroupDone: async (group, i) => {
+        done.set(todo[i].id, group);
+        await output.append(group);
+      },
+      concurrency: opts.concurrency,
+      ...isolation,
+      policyForSafety: policyFromCli(opts),
+      systemPrompt: opts.systemPromptFile ? await readFile(opts.systemPromptFile, 'utf8') : undefined,
+      maxTurns: opts.maxTurns,
+      maxTokens: opts.maxTokens,
+      callTimeoutMs: opts.callTimeout,
+      rolloutTimeoutMs: opts.rolloutTimeout,
+      temperature: opts.temperature,
+      seed: opts.seed,
+      onTrajectory: opts.json
+        ? undefined
+        : (t, done, total) => {
+            const checks = t.metrics.checks_total ? ` checks ${t.metrics.checks_passed}/${t.metrics.checks_total}` : '';
+            const state = t.error ? `error: ${t.error}` : t.metrics.completed ? 'completed' : 'unfinished';
+            process.stderr.write(`[${done}/${total}] ${t.id}: ${state}, ${t.metrics.turns} turns${checks}\n`);
+          },
+    }).finally(() => engine?.close());
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    // The summary covers every finished scenario, this run's and (with --resume) the earlier ones, in order.
+    const ids = scenarios.map((s) => s.id).filter((id) => done.has(id));
+    const groups = ids.map((id) => done.get(id)!);
+    const summary = summarizeEval(groups, ids, { model: run.model, reward, judged: hasJudge && reward !== 'checks', rolloutsPerGroup, durationMs: run.duration_ms });
+    if (interrupted) Object.assign(summary, { interrupted, scenarios_requested: scenarios.length });
+    await output.writeSummary(summary);
+    const files = { trajectories: output.trajectories, summary: output.summary };
+    if (opts.json) {
+      process.stdout.write(`${JSON.stringify({ ...summary, files }, null, 2)}\n`);
+    } else {
+      process.stdout.write(`${formatEvalSummary(summary)}\n  wrote ${files.trajectories} and ${files.summary}\n`);
+    }
+    if (interrupted) {
+      process.stderr.write(`mcprl eval: interrupted by ${interrupted}; ${ids.length} of ${scenarios.length} scenarios finished and were written; rerun with --resume --out ${out} for the rest\n`);
+      process.exitCode = interrupted === 'SIGINT' ? 130 : 143;
+    } else if (summary.rollout_errors === summary.trajectories) {
+      const first = groups.flat().find((t) => t.error)?.error ?? 'unknown error';
+      process.stderr.write(`mcprl eval: every rollout failed; the first: ${first}\n`);
       process.exitCode = 1;
     }
+  } catch (err) {
+    const kind = err instanceof McpConnectError ? `${err.code}: ` : '';
+    const msg = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
+    process.stderr.write(`mcprl eval: ${kind}${msg}\n`);
+    process.exitCode = 1;
+  }
+}
+
+/** The eval's inputs, each checked with a line naming the option at fault, before any output folder or model load. */
+async function evalInputs(targetArgs: string[], opts: EvalCliOptions) {
+  const target = targetFromCli(targetArgs, opts);
+  const hasJudge = opts.judgeBaseUrl !== undefined || opts.judgeModel !== undefined;
+  if (hasJudge && (!opts.judgeBaseUrl || !opts.judgeModel)) {
+    throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
+  }
+  const reward = resolveRewardMode(opts.reward, hasJudge, 'add --judge-base-url and --judge-model');
+  const inProcess = opts.modelBaseUrl === undefined;
+  if (!inProcess && opts.adapter !== undefined) throw new InvalidArgumentError('--adapter applies to an in-process --model; a served model names its adapter in --model');
+  if (!inProcess && opts.device !== undefined) throw new InvalidArgumentError('--device applies to an in-process --model; a served model runs where its server runs');
+  const model = inProcess ? await modelFolder(opts.model, 'mcprl eval') : undefined;
+  if (model && !existsSync(path.join(model.dir, 'config.json'))) {
+    throw new InvalidArgumentError(`--model ${opts.model}: not a Hugging Face model folder (no config.json); give --model-base-url to evaluate a served model`);
+  }
+  // A device that cannot run is refused before the model loads or the output folder exists, naming what is missing.
+  const device = model ? chooseDevice(opts.device, { modelDir: model.dir }) : undefined;
+  if (device) process.stderr.write(`mcprl eval: ${describeDevice(device)}\n`);
+  if (opts.adapter !== undefined && !existsSync(path.join(opts.adapter, 'adapter_config.json'))) {
+    throw new InvalidArgumentError(`--adapter ${opts.adapter}: not a PEFT adapter folder (no adapter_config.json)`);
+  }
+  let scenarios = await loadScenarios(opts.scenarios, opts.split);
+  if (opts.limit !== undefined) scenarios = scenarios.slice(0, opts.limit);
+  if (scenarios.length === 0) throw new InvalidArgumentError(`no scenarios in ${opts.scenarios} (split ${opts.split})`);
+  if (opts.isolate && target.kind !== 'stdio') {
+    process.stderr.write('mcprl eval: --isolate only applies to stdio targets; HTTP rollouts share the one server\n');
+  }
+  // The write tools the safety policy will refuse, and the change that makes them run, in one line before any rollout.
+  const isolation = isolationFromCli(opts);
+  const refused = await refusedWrites(target, isolation, connectOptionsFromCli(opts)).catch((err: unknown) => {
+    // A target that cannot be reached now is each rollout's failure to record; a wrong sandbox is the command's.
+    if (err instanceof SandboxError) throw err;
+    return undefined;
   });
-  return cmd;
+  if (refused) process.stderr.write(`mcprl eval: ${refused}\n`);
+  return { target, hasJudge, reward, model, scenarios, isolation };
+}
+
+/** The policy: the model in-process (the engine answers the rollout loop directly) or a served model over HTTP. */
+async function evalPolicy(model: Awaited<ReturnType<typeof modelFolder>> | undefined, opts: EvalCliOptions): Promise<{ engine?: ChatEngine; policy: Policy }> {
+  // As `mcprl mcp`'s evaluate runs it.
+  const engine = model
+    ? await ChatEngine.load(model.dir, { modelName: model.name, ...(opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}), ...(opts.device !== undefined ? { device: opts.device } : {}) })
+    : undefined;
+  const policy: Policy = engine
+    ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName, ...(opts.chatTemplateKwargs ? { chatTemplateKwargs: opts.chatTemplateKwargs } : {}) })
+    : new OpenAIPolicy({
+        baseURL: opts.modelBaseUrl!, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv),
+        ...(opts.chatTemplateKwargs ? { extraBody: { chat_template_kwargs: opts.chatTemplateKwargs } } : {}),
+      });
+  return { engine, policy };
 }
