@@ -16,6 +16,7 @@
         "native/gemm_half.cc",
         "native/weight.cc",
         "native/backend_cpu.cc",
+        "native/backend_staged.cc",
         "native/gradcheck.cc",
         "native/json.cc",
         "native/safetensors.cc",

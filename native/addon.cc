@@ -145,7 +145,15 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
     std::copy(ss[i]->last_h.begin(), ss[i]->last_h.end(), h.begin() + (size_t)i * C);
   }
   logits.resize((size_t)B * V);
-  model.be->logits_forward(logits.data(), h.data(), model.w.lm_head, B, C, V);
+  const Backend& be = *model.be;
+  if (!be.memory) {
+    be.logits_forward(logits.data(), h.data(), model.w.lm_head, B, C, V);
+  } else {
+    // The logits are computed where the weights are and come back in one copy: the sampler runs on the host.
+    if (stage_logits.size < (size_t)B * V) stage_logits.allocate((size_t)B * V, be.memory);
+    be.logits_forward(stage_logits.data, staged(be, stage_h, h.data(), h.size()), model.w.lm_head, B, C, V);
+    be.download(logits.data(), stage_logits.data, sizeof(float) * B * V);
+  }
   tok.assign(B, 0);
   lp.assign(B, 0.0f);
   slp.assign(B, 0.0f);
@@ -229,7 +237,8 @@ class Engine : public Napi::ObjectWrap<Engine> {
   std::shared_ptr<EngineState> st_;
 
   // load(dir: string, spec: ModelSpec (src/hf/config.ts), threads: number (0: all cores),
-  //      weightDtype: 'auto' | 'f32' | 'bf16' (WeightMode, model.h; the default is src/engine/model.ts's)): Promise<void>
+  //      weightDtype: 'auto' | 'f32' | 'bf16' (WeightMode, model.h; the default is src/engine/model.ts's),
+  //      backend: 'cpu' | 'cpu-staged' | 'cuda' (backend.h; cuda after cudaProbe loaded the library)): Promise<void>
   Napi::Value Load(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::string dir = str_arg(info[0], "dir");
@@ -239,13 +248,20 @@ class Engine : public Napi::ObjectWrap<Engine> {
       if (wd != "auto" && wd != "f32" && wd != "bf16")
         throw Napi::RangeError::New(info.Env(), "weightDtype must be 'auto', 'f32' or 'bf16', got '" + wd + "'");
       const WeightMode mode = wd == "f32" ? WeightMode::F32 : wd == "bf16" ? WeightMode::BF16 : WeightMode::Auto;
+      const std::string bn = str_arg(info[4], "backend");
+      const Backend* be = bn == "cpu" ? &cpu_backend() : bn == "cpu-staged" ? &cpu_staged_backend() : bn == "cuda" ? cuda_backend_table() : nullptr;
+      if (bn != "cpu" && bn != "cpu-staged" && bn != "cuda")
+        throw Napi::RangeError::New(info.Env(), "backend must be 'cpu', 'cpu-staged' or 'cuda', got '" + bn + "'");
+      if (!be) throw Napi::Error::New(info.Env(), "backend cuda: the CUDA library is not loaded (cudaProbe first)");
       auto st = st_;
-      return run_async(info.Env(), [st, dir, cfg, threads, mode] {
+      return run_async(info.Env(), [st, dir, cfg, threads, mode, be] {
         std::lock_guard<std::mutex> g(st->mu);
         if (st->loaded) FAIL("engine already loaded");
         st->threads = threads;
         st->begin();
         st->model.load(dir, cfg, mode);
+        // Loading and validation run on the host; the finished weights move in one copy per allocation.
+        if (be->memory) st->model.to_backend(*be);
         st->loaded = true;
       });
     });
@@ -276,6 +292,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
             CHECK(st->loaded, "model not loaded");
             (*a)->name = name;
             lora_load(**a, st->model.cfg, dir, r, alpha, rslora, targets.data());
+            if (st->model.be->memory) lora_to_backend(**a, *st->model.be);
           },
           [st, name, a](Napi::Env env) -> Napi::Value {
             LoraAdapter& ad = **a;
@@ -383,13 +400,26 @@ class Engine : public Napi::ObjectWrap<Engine> {
                 if (!mi_rows.empty()) mi_rows[t] = (*mask_idx)[start + t + 1];
               }
               // The two-pass head's logits (up to 64 MiB, zeroed by the resize): not when the fused path takes the call.
-              if (!lm_head_fused_applies(T, C, V, mi_rows.empty() ? nullptr : mi_rows.data()) &&
-                  scratch.size() < lm_head_scratch_floats(V, T))
-                scratch.resize(lm_head_scratch_floats(V, T));
+              const bool two_pass = !lm_head_fused_applies(T, C, V, mi_rows.empty() ? nullptr : mi_rows.data());
+              if (two_pass && scratch.size() < lm_head_scratch_floats(V, T)) scratch.resize(lm_head_scratch_floats(V, T));
               std::vector<float> lp(T), lse(T);
-              m.be->lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk,
-                                    it_rows.empty() ? nullptr : it_rows.data(), mi_rows.empty() ? nullptr : mi_rows.data(),
-                                    mi_rows.empty() ? nullptr : tm->bits.data());
+              const Backend& be = *m.be;
+              if (!be.memory) {
+                be.lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk,
+                                   it_rows.empty() ? nullptr : it_rows.data(), mi_rows.empty() ? nullptr : mi_rows.data(),
+                                   mi_rows.empty() ? nullptr : tm->bits.data());
+              } else {
+                // Elsewhere: the targets, temperatures and masks go there, the log-probabilities come back.
+                ScoreStage& sg = st->score_stage;
+                if (sg.lp.size < (size_t)T) sg.lp.allocate(T, be.memory), sg.lse.allocate(T, be.memory);
+                if (two_pass && sg.scratch.size < scratch.size()) sg.scratch.allocate(scratch.size(), be.memory);
+                be.lm_head_forward(sg.lp.data, sg.lse.data, nullptr, nullptr, st->rs.hf, m.w.lm_head, staged(be, sg.targets, tg.data(), T), T, C,
+                                   V, two_pass ? sg.scratch.data : nullptr, chunk,
+                                   it_rows.empty() ? nullptr : staged(be, sg.inv_temp, it_rows.data(), T),
+                                   mi_rows.empty() ? nullptr : staged(be, sg.mask_idx, mi_rows.data(), T),
+                                   mi_rows.empty() ? nullptr : staged(be, sg.masks, tm->bits.data(), tm->bits.size()));
+                be.download(lp.data(), sg.lp.data, sizeof(float) * T);
+              }
               size_t row = 0;
               for (auto& s : segs) {
                 for (int t = 1; t < s.n; ++t) (*out)[start + row + t] = lp[row + t - 1];
@@ -650,6 +680,9 @@ class Engine : public Napi::ObjectWrap<Engine> {
       st_->rs = RunState();
       st_->model = Model();
       st_->logits = std::vector<float>();
+      st_->stage_h = FloatBuffer();
+      st_->stage_logits = FloatBuffer();
+      st_->score_stage = ScoreStage();
       return info.Env().Undefined();
     });
   }

@@ -29,6 +29,13 @@ struct KvCacheStats {
   std::atomic<uint64_t> peak_slots{0};
 };
 
+// Score's arrays in the backend's memory when it is not the host's (grown on demand, reused).
+struct ScoreStage {
+  FloatBuffer lp, lse, scratch, inv_temp;
+  IntBuffer targets, mask_idx;
+  MaskBuffer masks;
+};
+
 // Held by shared_ptr: in-flight workers keep it alive, so close() cannot free it under them.
 struct EngineState {
   std::mutex mu;  // one task at a time; the TS side also serialises calls
@@ -50,6 +57,9 @@ struct EngineState {
   RunState rs;
   PrefixCache prefix_cache;  // KV of earlier prompts' chunks (prefix_cache.h); its budget is set by src/engine/model.ts
   std::vector<float> logits;  // (B, V) sampling scratch
+  // Elsewhere than the host: the slots' last hidden rows go there, their logits come back into `logits`.
+  FloatBuffer stage_h, stage_logits;
+  ScoreStage score_stage;
   // (B)(V) each row's candidate ids while sampling. Kept across calls: allocated afresh per token, these
   // vocabulary-sized rows were made on OpenMP threads and freed on this one, and a serving process's resident
   // memory crept up with the holes they left in glibc's per-thread arenas (issue 12 §3, bench/serve-rss.bench.ts).

@@ -171,8 +171,13 @@ describe('--device cuda where it cannot run: one line naming what is missing', (
     );
   });
 
-  it('everything present but the engine on CUDA (faked: an H100): not yet, naming issue 44 point 3', () => {
-    expect(line(() => chooseDevice('cuda', { probe: h100(), modelDir: TINY }))).toMatch(/^--device cuda cannot run: not yet: the engine's generation .* \(issue 44 point 3\)$/);
+  it('everything present (faked: an H100): cuda given explicitly runs; auto stays on cpu until a device run verifies the path', () => {
+    expect(chooseDevice('cuda', { probe: h100(), modelDir: TINY })).toEqual({
+      requested: 'cuda', device: 'cuda', reason: '--device cuda: NVIDIA H100 80GB HBM3, compute capability 9.0, 74.51 GiB free',
+    });
+    expect(chooseDevice('auto', { probe: h100(), modelDir: TINY })).toEqual({
+      requested: 'auto', device: 'cpu', reason: 'auto: cpu, because the engine on the CUDA backend is not yet verified by a device run (issue 44): --device cuda runs it',
+    });
   });
 
   it('Model.load and LocalBackend refuse it before reading a weight', async () => {

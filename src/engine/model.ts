@@ -13,7 +13,7 @@
 import { basename, join, resolve } from 'node:path';
 import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
 import { readAdapterSettings } from '../hf/peft.js';
-import { chooseDevice, type Device, type DeviceChoice } from './device.js';
+import { chooseDevice, engineBackend, type Device, type DeviceChoice } from './device.js';
 import { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 import { PrefixCacheMibSchema, type PrefixCacheMib, type PrefixCacheStats } from './prefix-cache.js';
 import { availableMemory, kvBudget, mib, type KvCacheMib, type KvCacheStats } from './kv-cache.js';
@@ -220,7 +220,7 @@ export class Model {
     const config = await readModelConfig(abs);
     // Before any weight is read: a device that cannot run is refused at once, naming what is missing.
     const device = chooseDevice(opts.device, { modelDir: abs });
-    if (device.device !== 'cpu') throw new EngineError('ENGINE_DEVICE', `--device ${device.requested} chose cuda, but the engine cannot move a model there yet (issue 44 point 3)`);
+    const backend = engineBackend(device.device);
     if (config.mlpBias) throw new EngineError('ENGINE_LOAD', `${join(abs, 'config.json')}: mlp_bias is not supported by the engine`);
     const addon = loadNative();
     const engine = new addon.Engine();
@@ -228,7 +228,7 @@ export class Model {
     let budget: ReturnType<typeof kvBudget>;
     let tokenBytes: number;
     try {
-      await engine.load(abs, nativeSpec(config), opts.threads ?? 0, weightDtype);
+      await engine.load(abs, nativeSpec(config), opts.threads ?? 0, weightDtype, backend);
       const w = engine.weightBytes();
       tokenBytes = engine.kvSlotBytes(1);
       budget = kvBudget({

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../hf/config.js';
-import type { CudaProbe } from './device.js';
+import type { CudaProbe, EngineBackend } from './device.js';
 import type { KvCacheStats } from './kv-cache.js';
 import type { PrefixCacheStats } from './prefix-cache.js';
 import type { WeightDtype } from './weight-dtype.js';
@@ -47,8 +47,11 @@ export interface SampledTokens {
 
 /** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
 export interface NativeEngine {
-  /** Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts). */
-  load(dir: string, spec: ModelSpec, threads: number, weightDtype: WeightDtype): Promise<void>;
+  /**
+   * Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts),
+   * then moves them to `backend`'s memory (src/engine/device.ts; cuda after cudaProbe loaded the library).
+   */
+  load(dir: string, spec: ModelSpec, threads: number, weightDtype: WeightDtype, backend: EngineBackend): Promise<void>;
   /** Bytes of base weights held in memory per dtype (after load). */
   weightBytes(): { f32: number; bf16: number; f16: number };
   /** Reads adapter_model.safetensors of `dir` for the adapter that `config` (adapter_config.json, read in TypeScript) describes. */
