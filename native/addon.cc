@@ -122,13 +122,14 @@ void EngineState::note_kv() {
   if (slots.size() > kv_stats.peak_slots) kv_stats.peak_slots = slots.size();
 }
 
-void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
-                         const std::vector<int32_t>& top_k, const std::vector<int32_t>& top_n, const TokenMasks& masks,
-                         std::vector<int32_t>& tok, std::vector<float>& lp, std::vector<float>& slp, int& width,
-                         std::vector<int32_t>& top_ids, std::vector<float>& top_lps) {
+void EngineState::sample(const std::vector<int32_t>& ids, const BatchSampling& sp, std::vector<int32_t>& tok,
+                         std::vector<float>& lp, std::vector<float>& slp, int& width, std::vector<int32_t>& top_ids,
+                         std::vector<float>& top_lps) {
   const int B = (int)ids.size(), C = model.cfg.hidden, V = model.cfg.vocab;
-  CHECK((int)temps.size() == B && (int)top_p.size() == B && (int)top_k.size() == B && (int)top_n.size() == B,
-        "sampling arrays differ in length");
+  const std::vector<int32_t>& top_n = sp.top_logprobs;
+  const TokenMasks& masks = sp.masks;
+  CHECK((int)sp.temperature.size() == B && (int)sp.top_p.size() == B && (int)sp.top_k.size() == B && (int)top_n.size() == B,
+        "sampling: temperature, topP, topK and topLogprobs need one entry per slot");
   width = 0;
   for (int i = 0; i < B; ++i) {
     CHECK(top_n[i] >= 0 && top_n[i] <= V, "topLogprobs must be in [0, vocab]");
@@ -162,7 +163,7 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
   if ((int)sample_idx.size() < B) sample_idx.resize(B);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < B; ++i) {
-    SampleParams p{temps[i], top_p[i], top_k[i], top_n[i]};
+    SampleParams p{sp.temperature[i], sp.top_p[i], sp.top_k[i], top_n[i]};
     const size_t row = (size_t)i * width;
     tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, allow[i], ss[i]->rng, &lp[i], &slp[i], top_ids.data() + row,
                           top_lps.data() + row, sample_idx[i]);
@@ -213,6 +214,18 @@ ModelConfig model_config_from_js(const Napi::Object& o) {
   return c;
 }
 
+// The BatchSampling of src/engine/native.ts, every field required.
+BatchSampling sampling_from_js(const Napi::Value& v) {
+  Napi::Object o = obj_arg(v, "sampling");
+  BatchSampling s;
+  s.temperature = to_f32(o.Get("temperature"), "sampling.temperature");
+  s.top_p = to_f32(o.Get("topP"), "sampling.topP");
+  s.top_k = to_i32(o.Get("topK"), "sampling.topK");
+  s.top_logprobs = to_i32(o.Get("topLogprobs"), "sampling.topLogprobs");
+  s.masks = to_masks(o.Get("maskIdx"), o.Get("masks"), "sampling");
+  return s;
+}
+
 class Engine : public Napi::ObjectWrap<Engine> {
  public:
   static Napi::Function Init(Napi::Env env) {
@@ -227,7 +240,8 @@ class Engine : public Napi::ObjectWrap<Engine> {
                         InstanceMethod("prefixCache", &Engine::PrefixCacheCapacity),
                         InstanceMethod("prefixCacheStats", &Engine::PrefixCacheStatsJs),
                         InstanceMethod("kvCache", &Engine::KvCacheBudget), InstanceMethod("kvSlotBytes", &Engine::KvSlotBytes),
-                        InstanceMethod("kvCacheStats", &Engine::KvCacheStatsJs)});
+                        InstanceMethod("kvCacheStats", &Engine::KvCacheStatsJs),
+                        InstanceMethod("backend", &Engine::BackendName)});
   }
   explicit Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info), st_(std::make_shared<EngineState>()) {}
   // Shared with the training bindings (train/train_napi.cc) so they use the same model, adapters and mutex.
@@ -552,6 +566,14 @@ class Engine : public Napi::ObjectWrap<Engine> {
     });
   }
 
+  // backend(): the name of the Backend table the model runs on ('cpu', 'cpu-staged', 'cuda'; backend.h).
+  Napi::Value BackendName(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      std::lock_guard<std::mutex> g(st_->mu);
+      return Napi::String::New(info.Env(), st_->model.be->name);
+    });
+  }
+
   // kvCacheStats(): { budgetBytes, reservedBytes, bytes, peakBytes, slots, peakSlots } (KvCacheStats in
   // engine_state.h), read without the engine lock.
   Napi::Value KvCacheStatsJs(const Napi::CallbackInfo& info) {
@@ -606,49 +628,39 @@ class Engine : public Napi::ObjectWrap<Engine> {
     return o;
   }
 
-  // sample(slots, temps: Float32Array, topP: Float32Array, topK: Int32Array, topLogprobs: Int32Array,
-  //        maskIdx: Int32Array|null, masks: Uint32Array|null)
+  // sample(slots: Int32Array, sampling: BatchSampling (src/engine/native.ts: one entry per slot))
   //   : Promise<{tokens, logprobs, samplerLogprobs, topWidth, topIds, topLogprobs}> (see sample.h)
   Napi::Value Sample(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       auto ids = to_i32(info[0], "slots");
-      auto temps = to_f32(info[1], "temps");
-      auto top_p = to_f32(info[2], "topP");
-      auto top_k = to_i32(info[3], "topK");
-      auto top_n = to_i32(info[4], "topLogprobs");
-      auto masks = std::make_shared<TokenMasks>(to_masks(info[5], info[6], "sample"));
+      auto sp = std::make_shared<BatchSampling>(sampling_from_js(info[1]));
       auto out = std::make_shared<Sampled>();
       auto st = st_;
       return run_async(
           info.Env(),
-          [st, ids, temps, top_p, top_k, top_n, masks, out] {
+          [st, ids, sp, out] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
             RowwiseGemm rowwise;  // batch-invariant: see gemm.h
-            st->sample(ids, temps, top_p, top_k, top_n, *masks, out->tok, out->lp, out->slp, out->width, out->top_ids,
-                       out->top_lps);
+            st->sample(ids, *sp, out->tok, out->lp, out->slp, out->width, out->top_ids, out->top_lps);
           },
           [out](Napi::Env env) { return sampled(env, *out); });
     });
   }
 
-  // step(slots, tokens, adapters, temps, topP, topK, topLogprobs, maskIdx, masks): the same result as sample()
-  // — append one token to each slot (one shared decode forward), then sample each slot's next token.
+  // step(slots, tokens, adapters, sampling: BatchSampling): the same result as sample() — append one token to each
+  // slot (one shared decode forward), then sample each slot's next token.
   Napi::Value Step(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       auto ids = to_i32(info[0], "slots");
       auto tokens = to_i32(info[1], "tokens");
       auto names = to_names(info[2], "adapters");
-      auto temps = to_f32(info[3], "temps");
-      auto top_p = to_f32(info[4], "topP");
-      auto top_k = to_i32(info[5], "topK");
-      auto top_n = to_i32(info[6], "topLogprobs");
-      auto masks = std::make_shared<TokenMasks>(to_masks(info[7], info[8], "step"));
+      auto sp = std::make_shared<BatchSampling>(sampling_from_js(info[3]));
       auto out = std::make_shared<Sampled>();
       auto st = st_;
       return run_async(
           info.Env(),
-          [st, ids, tokens, names, temps, top_p, top_k, top_n, masks, out] {
+          [st, ids, tokens, names, sp, out] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
             CHECK(ids.size() == tokens.size() && ids.size() == names.size(), "step arrays differ in length");
@@ -660,8 +672,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
               segs[i].adapter = st->adapter(names[i]);
             }
             st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false, nullptr);
-            st->sample(ids, temps, top_p, top_k, top_n, *masks, out->tok, out->lp, out->slp, out->width, out->top_ids,
-                       out->top_lps);
+            st->sample(ids, *sp, out->tok, out->lp, out->slp, out->width, out->top_ids, out->top_lps);
           },
           [out](Napi::Env env) { return sampled(env, *out); });
     });

@@ -84,11 +84,9 @@ struct EngineState {
   // Brings the counters up to date after slots or prefix blocks changed.
   void note_kv();
   // Logits of each slot's last hidden state, then one sampled token per slot, drawn from its allowed set when
-  // masks gives one; lp and slp are the two log-probabilities of sample.h. top_n[i] alternatives of slot i go to
-  // row i of top_ids / top_lps, (B, W) with W = max(top_n); unused entries are -1 and 0.
-  void sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
-              const std::vector<int32_t>& top_k, const std::vector<int32_t>& top_n, const TokenMasks& masks,
-              std::vector<int32_t>& tok, std::vector<float>& lp, std::vector<float>& slp, int& width,
+  // sp.masks gives one; lp and slp are the two log-probabilities of sample.h. sp.top_logprobs[i] alternatives of
+  // slot i go to row i of top_ids / top_lps, (B, W) with W = the largest of them; unused entries are -1 and 0.
+  void sample(const std::vector<int32_t>& ids, const BatchSampling& sp, std::vector<int32_t>& tok, std::vector<float>& lp, std::vector<float>& slp, int& width,
               std::vector<int32_t>& top_ids, std::vector<float>& top_lps);
 };
 

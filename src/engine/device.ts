@@ -3,8 +3,9 @@
  * every command that holds a model and on the library's LocalBackend.
  *
  * The CUDA library (build/cuda/libmcprl_cuda.so, built by `npm install` when nvcc is found: native/cuda/build-lib.cjs)
- * is loaded lazily by the addon, only here, only when `cuda` or `auto` is asked for. `auto` picks cuda where the
- * library, a driver, a device it was built for and memory for the model are all present, else cpu, and says why.
+ * is loaded lazily by the addon, only here, only when `cuda` or `auto` is asked for. `cuda` runs where the library, a
+ * driver, a device it was built for and memory for the model are all present; `auto` picks it there too once a device
+ * run has verified the engine on it (CUDA_ENGINE_READY), else cpu, and says why.
  * `cuda` where it cannot run is an EngineError ENGINE_DEVICE whose message is one line naming what is missing,
  * thrown before any run folder is created or server started (the commands call chooseDevice first).
  */
@@ -103,6 +104,13 @@ export function probeCuda(path = cudaLibraryPath()): CudaProbe {
   // Driver, device and memory may change while the process runs; the library's load does not.
   if (!probe.loaded || probe.status !== 'ok') probed = { path, probe };
   return probe;
+}
+
+/** The GPU's free bytes now (the library loaded and probing ok: after chooseDevice picked cuda). */
+export function cudaFreeBytes(): number {
+  const p = probeCuda();
+  if (!p.loaded || p.status !== 'ok') throw new EngineError('ENGINE_DEVICE', `the CUDA device is gone: ${p.error}`);
+  return p.freeBytes;
 }
 
 const GIB = 2 ** 30;

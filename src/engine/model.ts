@@ -13,11 +13,11 @@
 import { basename, join, resolve } from 'node:path';
 import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
 import { readAdapterSettings } from '../hf/peft.js';
-import { chooseDevice, engineBackend, type Device, type DeviceChoice } from './device.js';
+import { chooseDevice, cudaFreeBytes, engineBackend, type Device, type DeviceChoice } from './device.js';
 import { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 import { PrefixCacheMibSchema, type PrefixCacheMib, type PrefixCacheStats } from './prefix-cache.js';
 import { availableMemory, kvBudget, mib, type KvCacheMib, type KvCacheStats } from './kv-cache.js';
-import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
+import { EngineError, loadNative, type BatchSampling, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
 
 export { EngineError };
 export type { EngineErrorCode } from './native.js';
@@ -224,7 +224,8 @@ export class Model {
     if (config.mlpBias) throw new EngineError('ENGINE_LOAD', `${join(abs, 'config.json')}: mlp_bias is not supported by the engine`);
     const addon = loadNative();
     const engine = new addon.Engine();
-    const available = availableMemory();
+    // The KV cache lives where the weights do: on cuda its budget is a share of the GPU's free memory.
+    const available = backend === 'cuda' ? cudaFreeBytes() : availableMemory();
     let budget: ReturnType<typeof kvBudget>;
     let tokenBytes: number;
     try {
@@ -483,10 +484,11 @@ export class Model {
     return count + r.n <= Math.max(MAX_ACTIVE_SAMPLES, r.n) && reserved + r.n * r.slotBytes <= this.kvBudget;
   }
 
-  private params(samples: Sample[]) {
+  /** The batch's sampling settings, one entry per sample, as the engine reads them. */
+  private sampling(samples: Sample[]): BatchSampling {
     const sp = samples.map((x) => x.request.req.sampling);
     return {
-      temps: Float32Array.from(sp, (s) => s.temperature ?? 1),
+      temperature: Float32Array.from(sp, (s) => s.temperature ?? 1),
       topP: Float32Array.from(sp, (s) => s.topP ?? 1),
       topK: Int32Array.from(sp, (s) => s.topK ?? 0),
       topLogprobs: Int32Array.from(sp, (s) => s.topLogprobs ?? 0),
@@ -545,8 +547,7 @@ export class Model {
         await e.prefill(Int32Array.from(batch, (r) => r.samples[0].slot), flat, Int32Array.from(prompts, (p) => p.length), batch.map((r) => r.adapter));
         for (const r of batch) if (r.n > 1) await e.fork(r.samples[0].slot, Int32Array.from(r.samples.slice(1), (x) => x.slot));
         for (const r of batch) fresh.push(...r.samples);
-        const p = this.params(fresh);
-        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), p.temps, p.topP, p.topK, p.topLogprobs, p.maskIdx, p.masks);
+        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), this.sampling(fresh));
         this.active.push(...fresh);
         this.accept(fresh, res);
       });
@@ -559,18 +560,7 @@ export class Model {
     const live = this.active.slice();
     try {
       await this.run(async (e) => {
-        const p = this.params(live);
-        const res = await e.step(
-          Int32Array.from(live, (x) => x.slot),
-          Int32Array.from(live, (x) => x.last),
-          live.map((x) => x.request.adapter),
-          p.temps,
-          p.topP,
-          p.topK,
-          p.topLogprobs,
-          p.maskIdx,
-          p.masks,
-        );
+        const res = await e.step(Int32Array.from(live, (x) => x.slot), Int32Array.from(live, (x) => x.last), live.map((x) => x.request.adapter), this.sampling(live));
         this.accept(live, res);
       });
     } catch (err) {

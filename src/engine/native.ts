@@ -45,6 +45,20 @@ export interface SampledTokens {
   topLogprobs: Float32Array;
 }
 
+/**
+ * One batch's sampling settings as the engine reads them (BatchSampling in native/sample.h): one entry per slot in
+ * each array, every field required. maskIdx[i] picks slot i's allowed set in `masks` (bitsets of ceil(V / 32) words
+ * over the vocabulary), −1 for none; both null: no masks.
+ */
+export interface BatchSampling {
+  temperature: Float32Array;
+  topP: Float32Array;
+  topK: Int32Array;
+  topLogprobs: Int32Array;
+  maskIdx: Int32Array | null;
+  masks: Uint32Array | null;
+}
+
 /** One loaded model in native memory (class Engine in native/addon.cc). Calls must not overlap. */
 export interface NativeEngine {
   /**
@@ -74,31 +88,10 @@ export interface NativeEngine {
    * the slot is empty (native/prefix_cache.h).
    */
   prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string | null)[]): Promise<void>;
-  /**
-   * Samples the next token of each slot from its last hidden state. maskIdx[i] picks slot i's allowed set
-   * in `masks` (bitsets of ceil(V / 32) words over the vocabulary), −1 for none; both null: no masks.
-   */
-  sample(
-    slots: Int32Array,
-    temps: Float32Array,
-    topP: Float32Array,
-    topK: Int32Array,
-    topLogprobs: Int32Array,
-    maskIdx: Int32Array | null,
-    masks: Uint32Array | null,
-  ): Promise<SampledTokens>;
+  /** Samples the next token of each slot from its last hidden state, under `sampling` (one entry per slot). */
+  sample(slots: Int32Array, sampling: BatchSampling): Promise<SampledTokens>;
   /** Appends one token per slot (one shared decode forward), then samples each slot's next token. */
-  step(
-    slots: Int32Array,
-    tokens: Int32Array,
-    adapters: (string | null)[],
-    temps: Float32Array,
-    topP: Float32Array,
-    topK: Int32Array,
-    topLogprobs: Int32Array,
-    maskIdx: Int32Array | null,
-    masks: Uint32Array | null,
-  ): Promise<SampledTokens>;
+  step(slots: Int32Array, tokens: Int32Array, adapters: (string | null)[], sampling: BatchSampling): Promise<SampledTokens>;
   /** The prefix cache's byte budget (0: off; a smaller budget evicts now). */
   prefixCache(capacityBytes: number): void;
   prefixCacheStats(): PrefixCacheStats;
@@ -107,6 +100,8 @@ export interface NativeEngine {
   /** Bytes a slot of `capacity` tokens reserves: its keys and values. */
   kvSlotBytes(capacity: number): number;
   kvCacheStats(): KvCacheStats;
+  /** The Backend table the model runs on (native/backend.h). */
+  backend(): EngineBackend;
   close(): void;
 }
 
