@@ -50,6 +50,7 @@ describe('the native readers require every value and range-check integers', () =
     expect(() => e.load(dir, spec, undefined as unknown as number, 'auto', 'cpu')).toThrow('threads is required (an integer)');
     expect(() => e.load(dir, spec, 1, 'f16' as 'auto', 'cpu')).toThrow("weightDtype must be 'auto', 'f32' or 'bf16', got 'f16'");
     expect(() => e.load(dir, spec, 1, undefined as unknown as 'auto', 'cpu')).toThrow('weightDtype is required');
+    expect(() => e.load(dir, spec, 1, 'auto', 'gpu' as 'cpu')).toThrow("backend must be 'cpu', 'cpu-staged' or 'cuda', got 'gpu'");
   });
 
   it('Engine: KV slots and seeds', () => {
