@@ -35,6 +35,7 @@
       "sources": [
         "native/addon/napi_util.cc",
         "native/backend/backend_cpu.cc",
+        "native/backend/backend_staged.cc",
         "native/backend/cuda_loader.cc",
         "native/core/common.cc",
         "native/core/json.cc",

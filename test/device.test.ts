@@ -14,7 +14,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildProgram } from '../src/cli/main.js';
-import { archRuns, chooseDevice, cudaLibraryPath, DeviceOptionsSchema, DeviceSchema, modelWeightBytes, type CudaProbe } from '../src/engine/device.js';
+import { archRuns, chooseDevice, cudaLibraryPath, DeviceOptionsSchema, DeviceSchema, engineBackend, modelWeightBytes, type CudaProbe } from '../src/engine/device.js';
 import { EngineError, Model } from '../src/engine/model.js';
 import { LocalBackend } from '../src/backend/local-backend.js';
 import { TrainSettingsSchema } from '../src/train/config.js';
@@ -87,6 +87,13 @@ describe('auto and cpu on this machine', () => {
       requested: 'auto', device: 'cuda', reason: 'auto: NVIDIA H100 80GB HBM3, compute capability 9.0, 74.51 GiB free',
     });
     expect(chooseDevice('auto', { probe: h100({ status: 'no-device', deviceCount: 0, error: 'no CUDA-capable device is detected' }), engineReady: true }).device).toBe('cpu');
+  });
+
+  it('the test seam $MCPRL_ENGINE_BACKEND turns cpu into cpu-staged, leaves cuda alone, and refuses anything else', () => {
+    expect(engineBackend('cpu', {})).toBe('cpu');
+    expect(engineBackend('cpu', { MCPRL_ENGINE_BACKEND: 'cpu-staged' })).toBe('cpu-staged');
+    expect(engineBackend('cuda', { MCPRL_ENGINE_BACKEND: 'cpu-staged' })).toBe('cuda');
+    expect(() => engineBackend('cpu', { MCPRL_ENGINE_BACKEND: 'cuda' })).toThrow("$MCPRL_ENGINE_BACKEND must be cpu-staged or unset, got 'cuda'");
   });
 
   it('a library built for sm_80 runs on 8.x devices at or above 8.0; sm_90 on 9.x', () => {
@@ -171,8 +178,13 @@ describe('--device cuda where it cannot run: one line naming what is missing', (
     );
   });
 
-  it('everything present but the engine on CUDA (faked: an H100): not yet, naming issue 44 point 3', () => {
-    expect(line(() => chooseDevice('cuda', { probe: h100(), modelDir: TINY }))).toMatch(/^--device cuda cannot run: not yet: the engine's generation .* \(issue 44 point 3\)$/);
+  it('everything present (faked: an H100): cuda given explicitly runs; auto stays on cpu until a device run verifies the path', () => {
+    expect(chooseDevice('cuda', { probe: h100(), modelDir: TINY })).toEqual({
+      requested: 'cuda', device: 'cuda', reason: '--device cuda: NVIDIA H100 80GB HBM3, compute capability 9.0, 74.51 GiB free',
+    });
+    expect(chooseDevice('auto', { probe: h100(), modelDir: TINY })).toEqual({
+      requested: 'auto', device: 'cpu', reason: 'auto: cpu, because the engine on the CUDA backend is not yet verified by a device run (issue 44): --device cuda runs it',
+    });
   });
 
   it('Model.load and LocalBackend refuse it before reading a weight', async () => {

@@ -362,7 +362,7 @@ describe('prefill split into pieces', () => {
             try {
               for (const p of pieces) await e.prefill(Int32Array.of(slot), Int32Array.from(p), Int32Array.of(p.length), [adapter]);
               // Greedy, with the 20 most likely tokens' log-probabilities: 20 entries of the last row's logits.
-              const r = await e.sample(Int32Array.of(slot), Float32Array.of(0), Float32Array.of(1), Int32Array.of(0), Int32Array.of(20), null, null);
+              const r = await e.sample(Int32Array.of(slot), { temperature: Float32Array.of(0), topP: Float32Array.of(1), topK: Int32Array.of(0), topLogprobs: Int32Array.of(20), maskIdx: null, masks: null });
               return { tokens: [...r.tokens], logprobs: [...r.logprobs], topIds: [...r.topIds], topLogprobs: [...r.topLogprobs] };
             } finally {
               e.slotFree(slot);

@@ -118,13 +118,14 @@ void EngineState::note_kv() {
   if (slots.size() > kv_stats.peak_slots) kv_stats.peak_slots = slots.size();
 }
 
-void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
-                         const std::vector<int32_t>& top_k, const std::vector<int32_t>& top_n, const TokenMasks& masks,
-                         std::vector<int32_t>& tok, std::vector<float>& lp, std::vector<float>& slp, int& width,
-                         std::vector<int32_t>& top_ids, std::vector<float>& top_lps) {
+void EngineState::sample(const std::vector<int32_t>& ids, const BatchSampling& sp, std::vector<int32_t>& tok,
+                         std::vector<float>& lp, std::vector<float>& slp, int& width, std::vector<int32_t>& top_ids,
+                         std::vector<float>& top_lps) {
   const int B = (int)ids.size(), C = model.cfg.hidden, V = model.cfg.vocab;
-  CHECK((int)temps.size() == B && (int)top_p.size() == B && (int)top_k.size() == B && (int)top_n.size() == B,
-        "sampling arrays differ in length");
+  const std::vector<int32_t>& top_n = sp.top_logprobs;
+  const TokenMasks& masks = sp.masks;
+  CHECK((int)sp.temperature.size() == B && (int)sp.top_p.size() == B && (int)sp.top_k.size() == B && (int)top_n.size() == B,
+        "sampling: temperature, topP, topK and topLogprobs need one entry per slot");
   width = 0;
   for (int i = 0; i < B; ++i) {
     CHECK(top_n[i] >= 0 && top_n[i] <= V, "topLogprobs must be in [0, vocab]");
@@ -141,7 +142,15 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
     std::copy(ss[i]->last_h.begin(), ss[i]->last_h.end(), h.begin() + (size_t)i * C);
   }
   logits.resize((size_t)B * V);
-  model.be->logits_forward(logits.data(), h.data(), model.w.lm_head, B, C, V);
+  const Backend& be = *model.be;
+  if (!be.memory) {
+    be.logits_forward(logits.data(), h.data(), model.w.lm_head, B, C, V);
+  } else {
+    // The logits are computed where the weights are and come back in one copy: the sampler runs on the host.
+    if (stage_logits.size < (size_t)B * V) stage_logits.allocate((size_t)B * V, be.memory);
+    be.logits_forward(stage_logits.data, staged(be, stage_h, h.data(), h.size()), model.w.lm_head, B, C, V);
+    be.download(logits.data(), stage_logits.data, sizeof(float) * B * V);
+  }
   tok.assign(B, 0);
   lp.assign(B, 0.0f);
   slp.assign(B, 0.0f);
@@ -150,7 +159,7 @@ void EngineState::sample(const std::vector<int32_t>& ids, const std::vector<floa
   if ((int)sample_idx.size() < B) sample_idx.resize(B);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < B; ++i) {
-    SampleParams p{temps[i], top_p[i], top_k[i], top_n[i]};
+    SampleParams p{sp.temperature[i], sp.top_p[i], sp.top_k[i], top_n[i]};
     const size_t row = (size_t)i * width;
     tok[i] = sample_token(logits.data() + (size_t)i * V, V, p, allow[i], ss[i]->rng, &lp[i], &slp[i], top_ids.data() + row,
                           top_lps.data() + row, sample_idx[i]);
@@ -201,6 +210,18 @@ ModelConfig model_config_from_js(const Napi::Object& o) {
   return c;
 }
 
+// The BatchSampling of src/engine/native.ts, every field required.
+BatchSampling sampling_from_js(const Napi::Value& v) {
+  Napi::Object o = obj_arg(v, "sampling");
+  BatchSampling s;
+  s.temperature = to_f32(o.Get("temperature"), "sampling.temperature");
+  s.top_p = to_f32(o.Get("topP"), "sampling.topP");
+  s.top_k = to_i32(o.Get("topK"), "sampling.topK");
+  s.top_logprobs = to_i32(o.Get("topLogprobs"), "sampling.topLogprobs");
+  s.masks = to_masks(o.Get("maskIdx"), o.Get("masks"), "sampling");
+  return s;
+}
+
 class Engine : public Napi::ObjectWrap<Engine> {
  public:
   static Napi::Function Init(Napi::Env env) {
@@ -215,7 +236,8 @@ class Engine : public Napi::ObjectWrap<Engine> {
                         InstanceMethod("prefixCache", &Engine::PrefixCacheCapacity),
                         InstanceMethod("prefixCacheStats", &Engine::PrefixCacheStatsJs),
                         InstanceMethod("kvCache", &Engine::KvCacheBudget), InstanceMethod("kvSlotBytes", &Engine::KvSlotBytes),
-                        InstanceMethod("kvCacheStats", &Engine::KvCacheStatsJs)});
+                        InstanceMethod("kvCacheStats", &Engine::KvCacheStatsJs),
+                        InstanceMethod("backend", &Engine::BackendName)});
   }
   explicit Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info), st_(std::make_shared<EngineState>()) {}
   // Shared with the training bindings (train/train_napi.cc) so they use the same model, adapters and mutex.
@@ -225,7 +247,8 @@ class Engine : public Napi::ObjectWrap<Engine> {
   std::shared_ptr<EngineState> st_;
 
   // load(dir: string, spec: ModelSpec (src/hf/config.ts), threads: number (0: all cores),
-  //      weightDtype: 'auto' | 'f32' | 'bf16' (WeightMode, model.h; the default is src/engine/model.ts's)): Promise<void>
+  //      weightDtype: 'auto' | 'f32' | 'bf16' (WeightMode, model.h; the default is src/engine/model.ts's),
+  //      backend: 'cpu' | 'cpu-staged' | 'cuda' (backend.h; cuda after cudaProbe loaded the library)): Promise<void>
   Napi::Value Load(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       std::string dir = str_arg(info[0], "dir");
@@ -235,13 +258,20 @@ class Engine : public Napi::ObjectWrap<Engine> {
       if (wd != "auto" && wd != "f32" && wd != "bf16")
         throw Napi::RangeError::New(info.Env(), "weightDtype must be 'auto', 'f32' or 'bf16', got '" + wd + "'");
       const WeightMode mode = wd == "f32" ? WeightMode::F32 : wd == "bf16" ? WeightMode::BF16 : WeightMode::Auto;
+      const std::string bn = str_arg(info[4], "backend");
+      const Backend* be = bn == "cpu" ? &cpu_backend() : bn == "cpu-staged" ? &cpu_staged_backend() : bn == "cuda" ? cuda_backend_table() : nullptr;
+      if (bn != "cpu" && bn != "cpu-staged" && bn != "cuda")
+        throw Napi::RangeError::New(info.Env(), "backend must be 'cpu', 'cpu-staged' or 'cuda', got '" + bn + "'");
+      if (!be) throw Napi::Error::New(info.Env(), "backend cuda: the CUDA library is not loaded (cudaProbe first)");
       auto st = st_;
-      return run_async(info.Env(), [st, dir, cfg, threads, mode] {
+      return run_async(info.Env(), [st, dir, cfg, threads, mode, be] {
         std::lock_guard<std::mutex> g(st->mu);
         if (st->loaded) FAIL("engine already loaded");
         st->threads = threads;
         st->begin();
         st->model.load(dir, cfg, mode);
+        // Loading and validation run on the host; the finished weights move in one copy per allocation.
+        if (be->memory) st->model.to_backend(*be);
         st->loaded = true;
       });
     });
@@ -272,6 +302,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
             CHECK(st->loaded, "model not loaded");
             (*a)->name = name;
             lora_load(**a, st->model.cfg, dir, r, alpha, rslora, targets.data());
+            if (st->model.be->memory) lora_to_backend(**a, *st->model.be);
           },
           [st, name, a](Napi::Env env) -> Napi::Value {
             LoraAdapter& ad = **a;
@@ -379,13 +410,26 @@ class Engine : public Napi::ObjectWrap<Engine> {
                 if (!mi_rows.empty()) mi_rows[t] = (*mask_idx)[start + t + 1];
               }
               // The two-pass head's logits (up to 64 MiB, zeroed by the resize): not when the fused path takes the call.
-              if (!lm_head_fused_applies(T, C, V, mi_rows.empty() ? nullptr : mi_rows.data()) &&
-                  scratch.size() < lm_head_scratch_floats(V, T))
-                scratch.resize(lm_head_scratch_floats(V, T));
+              const bool two_pass = !lm_head_fused_applies(T, C, V, mi_rows.empty() ? nullptr : mi_rows.data());
+              if (two_pass && scratch.size() < lm_head_scratch_floats(V, T)) scratch.resize(lm_head_scratch_floats(V, T));
               std::vector<float> lp(T), lse(T);
-              m.be->lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk,
-                                    it_rows.empty() ? nullptr : it_rows.data(), mi_rows.empty() ? nullptr : mi_rows.data(),
-                                    mi_rows.empty() ? nullptr : tm->bits.data());
+              const Backend& be = *m.be;
+              if (!be.memory) {
+                be.lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk,
+                                   it_rows.empty() ? nullptr : it_rows.data(), mi_rows.empty() ? nullptr : mi_rows.data(),
+                                   mi_rows.empty() ? nullptr : tm->bits.data());
+              } else {
+                // Elsewhere: the targets, temperatures and masks go there, the log-probabilities come back.
+                ScoreStage& sg = st->score_stage;
+                if (sg.lp.size < (size_t)T) sg.lp.allocate(T, be.memory), sg.lse.allocate(T, be.memory);
+                if (two_pass && sg.scratch.size < scratch.size()) sg.scratch.allocate(scratch.size(), be.memory);
+                be.lm_head_forward(sg.lp.data, sg.lse.data, nullptr, nullptr, st->rs.hf, m.w.lm_head, staged(be, sg.targets, tg.data(), T), T, C,
+                                   V, two_pass ? sg.scratch.data : nullptr, chunk,
+                                   it_rows.empty() ? nullptr : staged(be, sg.inv_temp, it_rows.data(), T),
+                                   mi_rows.empty() ? nullptr : staged(be, sg.mask_idx, mi_rows.data(), T),
+                                   mi_rows.empty() ? nullptr : staged(be, sg.masks, tm->bits.data(), tm->bits.size()));
+                be.download(lp.data(), sg.lp.data, sizeof(float) * T);
+              }
               size_t row = 0;
               for (auto& s : segs) {
                 for (int t = 1; t < s.n; ++t) (*out)[start + row + t] = lp[row + t - 1];
@@ -518,6 +562,14 @@ class Engine : public Napi::ObjectWrap<Engine> {
     });
   }
 
+  // backend(): the name of the Backend table the model runs on ('cpu', 'cpu-staged', 'cuda'; backend.h).
+  Napi::Value BackendName(const Napi::CallbackInfo& info) {
+    return guard(info, [&]() -> Napi::Value {
+      std::lock_guard<std::mutex> g(st_->mu);
+      return Napi::String::New(info.Env(), st_->model.be->name);
+    });
+  }
+
   // kvCacheStats(): { budgetBytes, reservedBytes, bytes, peakBytes, slots, peakSlots } (KvCacheStats in
   // engine_state.h), read without the engine lock.
   Napi::Value KvCacheStatsJs(const Napi::CallbackInfo& info) {
@@ -572,49 +624,39 @@ class Engine : public Napi::ObjectWrap<Engine> {
     return o;
   }
 
-  // sample(slots, temps: Float32Array, topP: Float32Array, topK: Int32Array, topLogprobs: Int32Array,
-  //        maskIdx: Int32Array|null, masks: Uint32Array|null)
+  // sample(slots: Int32Array, sampling: BatchSampling (src/engine/native.ts: one entry per slot))
   //   : Promise<{tokens, logprobs, samplerLogprobs, topWidth, topIds, topLogprobs}> (see sample.h)
   Napi::Value Sample(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       auto ids = to_i32(info[0], "slots");
-      auto temps = to_f32(info[1], "temps");
-      auto top_p = to_f32(info[2], "topP");
-      auto top_k = to_i32(info[3], "topK");
-      auto top_n = to_i32(info[4], "topLogprobs");
-      auto masks = std::make_shared<TokenMasks>(to_masks(info[5], info[6], "sample"));
+      auto sp = std::make_shared<BatchSampling>(sampling_from_js(info[1]));
       auto out = std::make_shared<Sampled>();
       auto st = st_;
       return run_async(
           info.Env(),
-          [st, ids, temps, top_p, top_k, top_n, masks, out] {
+          [st, ids, sp, out] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
             RowwiseGemm rowwise;  // batch-invariant: see gemm.h
-            st->sample(ids, temps, top_p, top_k, top_n, *masks, out->tok, out->lp, out->slp, out->width, out->top_ids,
-                       out->top_lps);
+            st->sample(ids, *sp, out->tok, out->lp, out->slp, out->width, out->top_ids, out->top_lps);
           },
           [out](Napi::Env env) { return sampled(env, *out); });
     });
   }
 
-  // step(slots, tokens, adapters, temps, topP, topK, topLogprobs, maskIdx, masks): the same result as sample()
-  // — append one token to each slot (one shared decode forward), then sample each slot's next token.
+  // step(slots, tokens, adapters, sampling: BatchSampling): the same result as sample() — append one token to each
+  // slot (one shared decode forward), then sample each slot's next token.
   Napi::Value Step(const Napi::CallbackInfo& info) {
     return guard(info, [&]() -> Napi::Value {
       auto ids = to_i32(info[0], "slots");
       auto tokens = to_i32(info[1], "tokens");
       auto names = to_names(info[2], "adapters");
-      auto temps = to_f32(info[3], "temps");
-      auto top_p = to_f32(info[4], "topP");
-      auto top_k = to_i32(info[5], "topK");
-      auto top_n = to_i32(info[6], "topLogprobs");
-      auto masks = std::make_shared<TokenMasks>(to_masks(info[7], info[8], "step"));
+      auto sp = std::make_shared<BatchSampling>(sampling_from_js(info[3]));
       auto out = std::make_shared<Sampled>();
       auto st = st_;
       return run_async(
           info.Env(),
-          [st, ids, tokens, names, temps, top_p, top_k, top_n, masks, out] {
+          [st, ids, tokens, names, sp, out] {
             std::lock_guard<std::mutex> g(st->mu);
             st->begin();
             CHECK(ids.size() == tokens.size() && ids.size() == names.size(), "step arrays differ in length");
@@ -626,8 +668,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
               segs[i].adapter = st->adapter(names[i]);
             }
             st->model.forward(tokens.data(), (int)tokens.size(), segs, st->rs, false, nullptr);
-            st->sample(ids, temps, top_p, top_k, top_n, *masks, out->tok, out->lp, out->slp, out->width, out->top_ids,
-                       out->top_lps);
+            st->sample(ids, *sp, out->tok, out->lp, out->slp, out->width, out->top_ids, out->top_lps);
           },
           [out](Napi::Env env) { return sampled(env, *out); });
     });
@@ -646,6 +687,9 @@ class Engine : public Napi::ObjectWrap<Engine> {
       st_->rs = RunState();
       st_->model = Model();
       st_->logits = std::vector<float>();
+      st_->stage_h = FloatBuffer();
+      st_->stage_logits = FloatBuffer();
+      st_->score_stage = ScoreStage();
       return info.Env().Undefined();
     });
   }

@@ -12,6 +12,7 @@
 #include "../ops/linear.h"
 #include "../ops/rope.h"
 #include "../core/weight.h"
+#include "../train/optim.h"
 
 namespace mcprl {
 
@@ -67,9 +68,20 @@ struct Backend {
   // distinct). `rows` is in the backend's memory.
   void (*gather_rows)(float* dst, const float* src, const int32_t* rows, int M, int C);
   void (*scatter_add_rows)(float* dst, const float* src, const int32_t* rows, int M, int C);
+  // The optimiser (train/optim.h) where the adapter lives: the L2 norm of x (n floats) to the host, accumulated
+  // in double in an order fixed per backend; x *= s; one AdamW step on the flat buffers.
+  double (*norm)(const float* x, size_t n);
+  void (*scale)(float* x, float s, size_t n);
+  void (*adamw)(float* param, const float* grad, float* m, float* v, size_t n, long step, float lr,
+                const AdamWConfig& c);
 };
 
 const Backend& cpu_backend();
+// The CPU backend with its memory declared elsewhere (test only: src/engine/backend-choice.ts's cpu-staged): every
+// buffer from a guarded arena that host code cannot read or write (a fault there names the backend) except inside
+// the table's own entries, each of which checks that the tensors it is handed are in that arena. A run on it is the
+// CPU run bit for bit when every host<->backend move goes through upload/download (native/backend/backend_staged.cc).
+const Backend& cpu_staged_backend();
 
 // `host` (n elements) where the backend's ops can read it: the array itself when the backend's memory is the
 // host's, else a copy in `stage` (grown on demand, reused by the next call with the same stage).

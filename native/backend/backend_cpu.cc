@@ -7,6 +7,7 @@
 #include "../ops/lm_head.h"
 #include "../ops/rmsnorm.h"
 #include "../ops/swiglu.h"
+#include "../train/optim.h"
 
 namespace mcprl {
 
@@ -33,6 +34,10 @@ static void scatter_add_rows(float* dst, const float* src, const int32_t* rows, 
     const float* s = src + (size_t)j * C;
     for (int k = 0; k < C; ++k) d[k] += s[k];
   }
+}
+
+static void scale(float* x, float s, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 const Backend& cpu_backend() {
@@ -65,6 +70,9 @@ const Backend& cpu_backend() {
       add,
       gather_rows,
       scatter_add_rows,
+      grad_norm,
+      scale,
+      adamw_step,
   };
   return be;
 }

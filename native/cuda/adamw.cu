@@ -37,5 +37,40 @@ void adamw_step(float* param, const float* grad, float* m, float* v, size_t n, l
   CUDA_LAUNCHED("adamw_step");
 }
 
+// Sum of squares in double: one block of 1024 threads, each a strided partial sum, then a tree in shared memory,
+// so the order is fixed (the same bits every run, not the CPU's sequential order).
+__global__ void sumsq_kernel(const float* __restrict__ x, size_t n, double* __restrict__ out) {
+  __shared__ double part[1024];
+  double s = 0.0;
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)x[i] * (double)x[i];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = part[0];
+}
+
+double norm(const float* x, size_t n) {
+  if (n == 0) return 0.0;
+  auto* d = static_cast<double*>(workspace(WS_NORM, sizeof(double)));
+  sumsq_kernel<<<1, 1024, 0, stream()>>>(x, n, d);
+  CUDA_LAUNCHED("norm");
+  double s = 0.0;
+  CUDA_CHECK(cudaMemcpy(&s, d, sizeof s, cudaMemcpyDeviceToHost));
+  return std::sqrt(s);
+}
+
+__global__ void scale_kernel(float* __restrict__ x, float s, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] *= s;
+}
+
+void scale(float* x, float s, size_t n) {
+  if (n == 0) return;
+  scale_kernel<<<grid_stride_blocks((long)n), 256, 0, stream()>>>(x, s, n);
+  CUDA_LAUNCHED("scale");
+}
+
 }  // namespace cuda
 }  // namespace mcprl

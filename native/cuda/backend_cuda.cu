@@ -34,6 +34,9 @@ const Backend& cuda_backend() {
       cuda::add,
       cuda::gather_rows,
       cuda::scatter_add_rows,
+      cuda::norm,
+      cuda::scale,
+      cuda::adamw_step,
   };
   return b;
 }

@@ -42,6 +42,7 @@ enum WorkspaceSlot : int {
   WS_ATTN_DELTA,     // attention backward: rowsum(dout * out) (T, H)
   WS_RMSNORM_PART,   // rmsnorm backward: per-row-chunk partial sums of dw
   WS_COPY_META,      // copy_rows: the copies' descriptors
+  WS_NORM,           // norm: the sum of squares brought back to the host
   WS_COUNT
 };
 void* workspace(WorkspaceSlot slot, size_t bytes);

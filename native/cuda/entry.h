@@ -6,7 +6,7 @@
 
 // Bumped whenever this struct or native/backend/backend.h's Backend table changes, so an addon never takes a table
 // from a library built from other sources (the addon compares it with its own).
-#define MCPRL_CUDA_ABI 1
+#define MCPRL_CUDA_ABI 2
 
 extern "C" {
 

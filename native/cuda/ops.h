@@ -76,6 +76,9 @@ void logits_forward(float* z, const float* h, WeightRef W, int N, int C, int V);
 // in double exactly as there).
 void adamw_step(float* param, const float* grad, float* m, float* v, size_t n, long step, float lr,
                 const AdamWConfig& c);
+// Gradient clipping's halves: the L2 norm of x (to the host, in a fixed order), and x *= s.
+double norm(const float* x, size_t n);
+void scale(float* x, float s, size_t n);
 
 // ---- memory (memory.cu): the Backend table's allocator, copies and data movement, and the bytes allocated
 // through it (now, and the most at once since the last reset).

@@ -29,6 +29,13 @@ struct KvCacheStats {
   std::atomic<uint64_t> peak_slots{0};
 };
 
+// Score's arrays in the backend's memory when it is not the host's (grown on demand, reused).
+struct ScoreStage {
+  FloatBuffer lp, lse, scratch, inv_temp;
+  IntBuffer targets, mask_idx;
+  MaskBuffer masks;
+};
+
 // Held by shared_ptr: in-flight workers keep it alive, so close() cannot free it under them.
 struct EngineState {
   std::mutex mu;  // one task at a time; the TS side also serialises calls
@@ -50,6 +57,9 @@ struct EngineState {
   RunState rs;
   PrefixCache prefix_cache;  // KV of earlier prompts' chunks (prefix_cache.h); its budget is set by src/engine/model.ts
   std::vector<float> logits;  // (B, V) sampling scratch
+  // Elsewhere than the host: the slots' last hidden rows go there, their logits come back into `logits`.
+  FloatBuffer stage_h, stage_logits;
+  ScoreStage score_stage;
   // (B)(V) each row's candidate ids while sampling. Kept across calls: allocated afresh per token, these
   // vocabulary-sized rows were made on OpenMP threads and freed on this one, and a serving process's resident
   // memory crept up with the holes they left in glibc's per-thread arenas (issue 12 §3, bench/serve-rss.bench.ts).
@@ -74,11 +84,9 @@ struct EngineState {
   // Brings the counters up to date after slots or prefix blocks changed.
   void note_kv();
   // Logits of each slot's last hidden state, then one sampled token per slot, drawn from its allowed set when
-  // masks gives one; lp and slp are the two log-probabilities of sample.h. top_n[i] alternatives of slot i go to
-  // row i of top_ids / top_lps, (B, W) with W = max(top_n); unused entries are -1 and 0.
-  void sample(const std::vector<int32_t>& ids, const std::vector<float>& temps, const std::vector<float>& top_p,
-              const std::vector<int32_t>& top_k, const std::vector<int32_t>& top_n, const TokenMasks& masks,
-              std::vector<int32_t>& tok, std::vector<float>& lp, std::vector<float>& slp, int& width,
+  // sp.masks gives one; lp and slp are the two log-probabilities of sample.h. sp.top_logprobs[i] alternatives of
+  // slot i go to row i of top_ids / top_lps, (B, W) with W = the largest of them; unused entries are -1 and 0.
+  void sample(const std::vector<int32_t>& ids, const BatchSampling& sp, std::vector<int32_t>& tok, std::vector<float>& lp, std::vector<float>& slp, int& width,
               std::vector<int32_t>& top_ids, std::vector<float>& top_lps);
 };
 

@@ -154,13 +154,17 @@ int PrefixCache::insert(const Model& m, const AdapterKey& key, int parent, const
   blk->parent = parent;
   blk->n = n;
   blk->tokens.assign(tokens, tokens + n);
-  blk->kv.allocate(2 * (size_t)L * n * KD);
+  // The block lives where the slots do (the backend's memory); every layer's keys and values in one copy_rows.
+  blk->kv.allocate(2 * (size_t)L * n * KD, m.be->memory);
+  std::vector<RowCopy> copies;
+  copies.reserve(2 * L);
   for (int l = 0; l < L; ++l) {
-    std::memcpy(blk->kv.data + (size_t)l * n * KD, slot.k.data + ((size_t)l * slot.cap + pos) * KD, sizeof(float) * n * KD);
-    std::memcpy(blk->kv.data + ((size_t)(L + l) * n) * KD, slot.v.data + ((size_t)l * slot.cap + pos) * KD,
-                sizeof(float) * n * KD);
+    copies.push_back({blk->kv.data + (size_t)l * n * KD, slot.k.data + ((size_t)l * slot.cap + pos) * KD, n * KD});
+    copies.push_back({blk->kv.data + ((size_t)(L + l) * n) * KD, slot.v.data + ((size_t)l * slot.cap + pos) * KD, n * KD});
   }
-  blk->last_h.assign(last_h, last_h + C);
+  m.be->copy_rows(copies.data(), (int)copies.size());
+  blk->last_h.resize(C);  // kept on the host, as the slots' own last_h
+  m.be->download(blk->last_h.data(), last_h, sizeof(float) * C);
   blk->bytes = bytes;
   // Ids are reused once they wrap (a server inserting for weeks): skip those still held.
   int id;
@@ -186,11 +190,13 @@ void PrefixCache::restore(const Model& m, int b, KVSlot& slot, int pos) const {
   const int L = m.cfg.layers, n = blk.n;
   const size_t KD = (size_t)m.cfg.kv_heads * m.cfg.head_dim;
   CHECK(pos + n <= slot.cap, "KV cache slot overflow");
+  std::vector<RowCopy> copies;
+  copies.reserve(2 * L);
   for (int l = 0; l < L; ++l) {
-    std::memcpy(slot.k.data + ((size_t)l * slot.cap + pos) * KD, blk.kv.data + (size_t)l * n * KD, sizeof(float) * n * KD);
-    std::memcpy(slot.v.data + ((size_t)l * slot.cap + pos) * KD, blk.kv.data + ((size_t)(L + l) * n) * KD,
-                sizeof(float) * n * KD);
+    copies.push_back({slot.k.data + ((size_t)l * slot.cap + pos) * KD, blk.kv.data + (size_t)l * n * KD, n * KD});
+    copies.push_back({slot.v.data + ((size_t)l * slot.cap + pos) * KD, blk.kv.data + ((size_t)(L + l) * n) * KD, n * KD});
   }
+  m.be->copy_rows(copies.data(), (int)copies.size());
   std::copy(blk.last_h.begin(), blk.last_h.end(), slot.last_h.begin());
   slot.has_h = true;
 }

@@ -76,7 +76,8 @@ class PrefixCache {
   // tokens add up to the return value. Only a prompt's whole rest may match a partial block.
   int match(const AdapterKey& key, const int32_t* tokens, int n, std::vector<int>& out);
   // Keeps the chunk at rows [pos, pos + n) of `slot` (a full chunk, or the prompt's last one) under `parent`
-  // (-1 for the first chunk) with last_h, the final-normed hidden of its last row. Returns the block id, or -1
+  // (-1 for the first chunk) with last_h, the final-normed hidden of its last row (in the backend's memory, as the
+  // block's keys and values are). Returns the block id, or -1
   // when it does not fit the budget.
   int insert(const Model& m, const AdapterKey& key, int parent, const int32_t* tokens, int n, const KVSlot& slot, int pos,
              const float* last_h);

@@ -27,6 +27,14 @@ struct TokenMasks {
   const uint32_t* row(size_t i, int V) const;
 };
 
+// One batch's sampling settings, one entry per slot (the engine's sample and step; src/engine/native.ts
+// BatchSampling): every field from the caller.
+struct BatchSampling {
+  std::vector<float> temperature, top_p;
+  std::vector<int32_t> top_k, top_logprobs;
+  TokenMasks masks;
+};
+
 // True when token v is in the allowed set `allow` (a bitset of ceil(V / 32) words; null allows every token).
 inline bool token_allowed(const uint32_t* allow, int v) { return !allow || ((allow[v >> 5] >> (v & 31)) & 1u); }
 

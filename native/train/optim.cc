@@ -1,5 +1,7 @@
 #include "optim.h"
 
+#include "../backend/backend.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -37,6 +39,13 @@ double clip_grad_norm(float* grad, size_t n, double max_norm) {
     float cf = (float)coef;
     for (size_t i = 0; i < n; ++i) grad[i] *= cf;
   }
+  return norm;
+}
+
+double clip_grad_norm(const Backend& b, float* grad, size_t n, double max_norm) {
+  double norm = b.norm(grad, n);
+  double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) b.scale(grad, (float)coef, n);
   return norm;
 }
 

@@ -25,6 +25,9 @@ double grad_norm(const float* grad, size_t n);
 
 // Scales grad by max_norm / (norm + 1e-6) when that is < 1 (torch.nn.utils.clip_grad_norm_). Returns norm.
 double clip_grad_norm(float* grad, size_t n, double max_norm);
+// The same where the gradient lives in backend b's memory (the norm comes back to the host; the scaling runs there).
+struct Backend;
+double clip_grad_norm(const Backend& b, float* grad, size_t n, double max_norm);
 
 enum ScheduleKind : int { SCHEDULE_CONSTANT = 0, SCHEDULE_WARMUP = 1, SCHEDULE_COSINE = 2 };
 

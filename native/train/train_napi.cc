@@ -85,9 +85,12 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
       auto a = std::make_unique<LoraAdapter>();
       a->name = st_->name;
       lora_allocate(*a, st_->eng->model.cfg, r, alpha, rslora, targets);
-      st_->grad.allocate(a->memory.size);
-      st_->m.allocate(a->memory.size);
-      st_->v.allocate(a->memory.size);
+      // The adapter, its gradient and the optimiser's moments live where the model does.
+      const Backend& be = *st_->eng->model.be;
+      if (be.memory) lora_to_backend(*a, be);
+      st_->grad.allocate(a->memory.size, be.memory);
+      st_->m.allocate(a->memory.size, be.memory);
+      st_->v.allocate(a->memory.size, be.memory);
       st_->adapter = a.get();
       st_->eng->adapters[st_->name] = std::move(a);
     } catch (const Napi::Error&) {
@@ -123,7 +126,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
       const float* p = st_->buffer(str_arg(info[0], "which"));
       size_t n = st_->adapter->memory.size;
       auto out = Napi::Float32Array::New(info.Env(), n);
-      std::copy(p, p + n, out.Data());
+      st_->eng->model.be->download(out.Data(), p, sizeof(float) * n);  // a checkpoint's one copy per buffer
       return out;
     });
   }
@@ -135,7 +138,7 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
       float* p = st_->buffer(str_arg(info[0], "which"));
       CHECK(src.size() == st_->adapter->memory.size, "trainer buffer size mismatch: got " + std::to_string(src.size()) +
                                                         " floats, expected " + std::to_string(st_->adapter->memory.size));
-      std::copy(src.begin(), src.end(), p);
+      st_->eng->model.be->upload(p, src.data(), sizeof(float) * src.size());
       if (p == st_->adapter->memory.data) st_->adapter->version = new_weights_version();
       return info.Env().Undefined();
     });
@@ -228,7 +231,8 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
             LoraAdapter& a = st->live();
             auto t0 = std::chrono::steady_clock::now();
             const size_t n = a.memory.size;
-            std::fill(st->grad.data, st->grad.data + n, 0.0f);
+            const Backend& be = *st->eng->model.be;
+            be.zero(st->grad.data, sizeof(float) * n);
             if (!fold) a.folded.clear();
             else if (a.folded.empty() || a.fold_version != a.version) lora_fold(a, st->eng->model.cfg, st->eng->model.w);
             if (want_lp) out->logp.assign(total_m, 0.0f);
@@ -244,11 +248,11 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
               out->sum.entropy_sum += r.entropy_sum;
             }
             if (step) {
-              out->grad_norm = max_norm > 0 ? clip_grad_norm(st->grad.data, n, max_norm) : grad_norm(st->grad.data, n);
-              adamw_step(a.memory.data, st->grad.data, st->m.data, st->v.data, n, step_no, lr, ac);
+              out->grad_norm = max_norm > 0 ? clip_grad_norm(be, st->grad.data, n, max_norm) : be.norm(st->grad.data, n);
+              be.adamw(a.memory.data, st->grad.data, st->m.data, st->v.data, n, step_no, lr, ac);
               a.version = new_weights_version();
             } else {
-              out->grad_norm = grad_norm(st->grad.data, n);
+              out->grad_norm = be.norm(st->grad.data, n);
             }
             out->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           },

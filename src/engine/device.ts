@@ -3,8 +3,9 @@
  * every command that holds a model and on the library's LocalBackend.
  *
  * The CUDA library (build/cuda/libmcprl_cuda.so, built by `npm install` when nvcc is found: native/cuda/build-lib.cjs)
- * is loaded lazily by the addon, only here, only when `cuda` or `auto` is asked for. `auto` picks cuda where the
- * library, a driver, a device it was built for and memory for the model are all present, else cpu, and says why.
+ * is loaded lazily by the addon, only here, only when `cuda` or `auto` is asked for. `cuda` runs where the library, a
+ * driver, a device it was built for and memory for the model are all present; `auto` picks it there too once a device
+ * run has verified the engine on it (CUDA_ENGINE_READY), else cpu, and says why.
  * `cuda` where it cannot run is an EngineError ENGINE_DEVICE whose message is one line naming what is missing,
  * thrown before any run folder is created or server started (the commands call chooseDevice first).
  */
@@ -51,13 +52,29 @@ export type CudaProbe =
     };
 
 /**
- * Whether the engine's generation and training run on the CUDA backend from Node. Not yet (issue 44 point 3): the
- * model and trainer do (Model::to_backend, native/cuda/model_check.cu, verified on an H200), but the sampler and
- * the prefix cache read host memory and the addon does not move a loaded model. Until then a GPU that probes fine
- * still gives cpu under auto, and cuda fails with the line below.
+ * Whether `auto` may pick CUDA. The engine's generation and training run on the CUDA Backend table from Node (the
+ * same orchestration CI runs on cpu-staged, below), but no device run has verified that path yet (issue 44 points
+ * 5-6): until one does, auto stays on cpu where a usable GPU probes fine, and `--device cuda` given explicitly runs it.
  */
 export const CUDA_ENGINE_READY = false;
-const NOT_READY = "not yet: the engine's generation (the sampler, the prefix cache) and training step do not run on the CUDA backend from Node (issue 44 point 3)";
+const UNVERIFIED = 'the engine on the CUDA backend is not yet verified by a device run (issue 44): --device cuda runs it';
+
+/**
+ * The Backend table the engine runs on (native/backend/backend.h): the device's, or `cpu-staged`, the CPU backend with its
+ * memory declared elsewhere — every buffer in a guarded range host code cannot touch, every host<->backend move an
+ * upload or download (native/backend/backend_staged.cc) — so that a CPU run exercises the orchestration a GPU run needs.
+ * cpu-staged is a test seam, not a user's choice: $MCPRL_ENGINE_BACKEND=cpu-staged, read here only, on a cpu device.
+ */
+export type EngineBackend = 'cpu' | 'cpu-staged' | 'cuda';
+export const ENGINE_BACKEND_ENV = 'MCPRL_ENGINE_BACKEND';
+
+/** The backend for a chosen device ($MCPRL_ENGINE_BACKEND=cpu-staged turns cpu into cpu-staged; anything else set there is refused). */
+export function engineBackend(device: DeviceChoice['device'], env: NodeJS.ProcessEnv = process.env): EngineBackend {
+  const v = env[ENGINE_BACKEND_ENV];
+  if (v === undefined || v === '') return device;
+  if (v !== 'cpu-staged') throw new EngineError('ENGINE_DEVICE', `$${ENGINE_BACKEND_ENV} must be cpu-staged or unset, got '${v}'`);
+  return device === 'cpu' ? 'cpu-staged' : device;
+}
 
 /** The library's file name under build/cuda (native/cuda/build-lib.cjs). */
 export const CUDA_LIBRARY = 'libmcprl_cuda.so';
@@ -87,6 +104,13 @@ export function probeCuda(path = cudaLibraryPath()): CudaProbe {
   // Driver, device and memory may change while the process runs; the library's load does not.
   if (!probe.loaded || probe.status !== 'ok') probed = { path, probe };
   return probe;
+}
+
+/** The GPU's free bytes now (the library loaded and probing ok: after chooseDevice picked cuda). */
+export function cudaFreeBytes(): number {
+  const p = probeCuda();
+  if (!p.loaded || p.status !== 'ok') throw new EngineError('ENGINE_DEVICE', `the CUDA device is gone: ${p.error}`);
+  return p.freeBytes;
 }
 
 const GIB = 2 ** 30;
@@ -135,7 +159,7 @@ export interface ChooseDeviceOptions {
   modelDir?: string;
   /** The probe's answer, for tests that fake a missing piece; default probeCuda(). */
   probe?: CudaProbe;
-  /** Whether the engine runs on CUDA (tests); default CUDA_ENGINE_READY. */
+  /** Whether auto may pick CUDA (tests); default CUDA_ENGINE_READY. */
   engineReady?: boolean;
 }
 
@@ -150,7 +174,7 @@ export function chooseDevice(requested: Device | undefined, o: ChooseDeviceOptio
   const probe = o.probe ?? probeCuda(libraryPath);
   const modelDir = o.modelDir;
   const modelBytes = modelDir !== undefined ? () => modelWeightBytes(modelDir) : undefined;
-  const missing = cudaMissing(probe, { libraryPath, modelBytes }) ?? ((o.engineReady ?? CUDA_ENGINE_READY) ? null : NOT_READY);
+  const missing = cudaMissing(probe, { libraryPath, modelBytes }) ?? (asked === 'cuda' || (o.engineReady ?? CUDA_ENGINE_READY) ? null : UNVERIFIED);
   if (missing === null) {
     const p = probe as Extract<CudaProbe, { loaded: true }>;
     const gpu = `${p.name}, compute capability ${Math.floor(p.computeCapability / 10)}.${p.computeCapability % 10}, ${gib(p.freeBytes)} free`;

@@ -13,48 +13,16 @@
 import { basename, join, resolve } from 'node:path';
 import { ModelConfigError, readModelConfig as readConfigFile, type ModelSpec } from '../hf/config.js';
 import { readAdapterSettings } from '../hf/peft.js';
-import { chooseDevice, type Device, type DeviceChoice } from './device.js';
+import { chooseDevice, cudaFreeBytes, engineBackend, type Device, type DeviceChoice } from './device.js';
 import { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 import { PrefixCacheMibSchema, type PrefixCacheMib, type PrefixCacheStats } from './prefix-cache.js';
 import { availableMemory, kvBudget, mib, type KvCacheMib, type KvCacheStats } from './kv-cache.js';
 import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
+import { alternatives, batchSampling, type SamplingParams, type TokenAlternative, type TokenConstraint } from './sampling.js';
 
 export { EngineError };
+export type { SamplingParams, TokenAlternative, TokenConstraint } from './sampling.js';
 export type { EngineErrorCode } from './native.js';
-
-export interface SamplingParams {
-  maxTokens: number;
-  /** Default 1; 0 = greedy. */
-  temperature?: number;
-  /** Default 1 (off). */
-  topP?: number;
-  /** Default 0 (off). */
-  topK?: number;
-  /** Seeds sample i of the request with (seed, i): the same request with the same seed gives the same tokens. */
-  seed?: number;
-  stopTokenIds?: number[];
-  /**
-   * Alternatives to report per sampled token: the most likely tokens of the distribution `logprobs` is taken
-   * from (temperature 1, whole vocabulary), with their logprobs. Default 0 (none); at most the vocabulary size.
-   */
-  topLogprobs?: number;
-}
-
-/** One of the most likely tokens at a position, with its log π at temperature 1 over the whole vocabulary. */
-export interface TokenAlternative {
-  tokenId: number;
-  logprob: number;
-}
-
-/**
- * Restricts one sample's tokens step by step (constrained decoding). The engine asks `allowed()` before
- * drawing each token and calls `advance()` with the token drawn; the token is always one that was allowed.
- */
-export interface TokenConstraint {
-  /** The tokens allowed next, as a bitset over the vocabulary (ceil(V / 32) words), or null for every token. */
-  allowed(): Uint32Array | null;
-  advance(tokenId: number): void;
-}
 
 export interface GenerateRequest {
   promptIds: number[];
@@ -220,15 +188,16 @@ export class Model {
     const config = await readModelConfig(abs);
     // Before any weight is read: a device that cannot run is refused at once, naming what is missing.
     const device = chooseDevice(opts.device, { modelDir: abs });
-    if (device.device !== 'cpu') throw new EngineError('ENGINE_DEVICE', `--device ${device.requested} chose cuda, but the engine cannot move a model there yet (issue 44 point 3)`);
+    const backend = engineBackend(device.device);
     if (config.mlpBias) throw new EngineError('ENGINE_LOAD', `${join(abs, 'config.json')}: mlp_bias is not supported by the engine`);
     const addon = loadNative();
     const engine = new addon.Engine();
-    const available = availableMemory();
+    // The KV cache lives where the weights do: on cuda its budget is a share of the GPU's free memory.
+    const available = backend === 'cuda' ? cudaFreeBytes() : availableMemory();
     let budget: ReturnType<typeof kvBudget>;
     let tokenBytes: number;
     try {
-      await engine.load(abs, nativeSpec(config), opts.threads ?? 0, weightDtype);
+      await engine.load(abs, nativeSpec(config), opts.threads ?? 0, weightDtype, backend);
       const w = engine.weightBytes();
       tokenBytes = engine.kvSlotBytes(1);
       budget = kvBudget({
@@ -483,36 +452,6 @@ export class Model {
     return count + r.n <= Math.max(MAX_ACTIVE_SAMPLES, r.n) && reserved + r.n * r.slotBytes <= this.kvBudget;
   }
 
-  private params(samples: Sample[]) {
-    const sp = samples.map((x) => x.request.req.sampling);
-    return {
-      temps: Float32Array.from(sp, (s) => s.temperature ?? 1),
-      topP: Float32Array.from(sp, (s) => s.topP ?? 1),
-      topK: Int32Array.from(sp, (s) => s.topK ?? 0),
-      topLogprobs: Int32Array.from(sp, (s) => s.topLogprobs ?? 0),
-      ...this.masks(samples),
-    };
-  }
-
-  // Each constrained sample's allowed set, the same set object sent once.
-  private masks(samples: Sample[]): { maskIdx: Int32Array | null; masks: Uint32Array | null } {
-    if (!samples.some((x) => x.constraint)) return { maskIdx: null, masks: null };
-    const words = Math.ceil(this.config.vocabSize / 32);
-    const seen = new Map<Uint32Array, number>();
-    const maskIdx = Int32Array.from(samples, (x) => {
-      const m = x.constraint?.allowed() ?? null;
-      if (!m) return -1;
-      if (m.length !== words) throw new EngineError('ENGINE_REQUEST', `a token mask has ${m.length} words; the vocabulary needs ${words}`);
-      let k = seen.get(m);
-      if (k === undefined) seen.set(m, (k = seen.size));
-      return k;
-    });
-    if (seen.size === 0) return { maskIdx: null, masks: null };
-    const masks = new Uint32Array(seen.size * words);
-    for (const [m, k] of seen) masks.set(m, k * words);
-    return { maskIdx, masks };
-  }
-
   private async admit(): Promise<void> {
     const batch: Request[] = [];
     let count = this.active.length;
@@ -545,8 +484,7 @@ export class Model {
         await e.prefill(Int32Array.from(batch, (r) => r.samples[0].slot), flat, Int32Array.from(prompts, (p) => p.length), batch.map((r) => r.adapter));
         for (const r of batch) if (r.n > 1) await e.fork(r.samples[0].slot, Int32Array.from(r.samples.slice(1), (x) => x.slot));
         for (const r of batch) fresh.push(...r.samples);
-        const p = this.params(fresh);
-        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), p.temps, p.topP, p.topK, p.topLogprobs, p.maskIdx, p.masks);
+        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), batchSampling(fresh.map((x) => [x.request.req.sampling, x.constraint]), this.config.vocabSize));
         this.active.push(...fresh);
         this.accept(fresh, res);
       });
@@ -559,18 +497,7 @@ export class Model {
     const live = this.active.slice();
     try {
       await this.run(async (e) => {
-        const p = this.params(live);
-        const res = await e.step(
-          Int32Array.from(live, (x) => x.slot),
-          Int32Array.from(live, (x) => x.last),
-          live.map((x) => x.request.adapter),
-          p.temps,
-          p.topP,
-          p.topK,
-          p.topLogprobs,
-          p.maskIdx,
-          p.masks,
-        );
+        const res = await e.step(Int32Array.from(live, (x) => x.slot), Int32Array.from(live, (x) => x.last), live.map((x) => x.request.adapter), batchSampling(live.map((x) => [x.request.req.sampling, x.constraint]), this.config.vocabSize));
         this.accept(live, res);
       });
     } catch (err) {
@@ -643,13 +570,6 @@ export class Model {
 /** A sequence with no tokens yet (with a place for alternatives when the request asks for them). */
 function emptySequence(s: SamplingParams): Omit<GeneratedSequence, 'finishReason'> {
   return { tokenIds: [], logprobs: [], samplerLogprobs: [], ...((s.topLogprobs ?? 0) > 0 ? { topLogprobs: [] } : {}) };
-}
-
-/** Row i's first `n` alternatives from a native sample/step result. */
-function alternatives(res: SampledTokens, i: number, n: number): TokenAlternative[] {
-  const out: TokenAlternative[] = [];
-  for (let k = 0; k < n; k++) out.push({ tokenId: res.topIds[i * res.topWidth + k], logprob: res.topLogprobs[i * res.topWidth + k] });
-  return out;
 }
 
 /** A short name for a model folder (its last path component). */

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../hf/config.js';
-import type { CudaProbe } from './device.js';
+import type { CudaProbe, EngineBackend } from './device.js';
 import type { KvCacheStats } from './kv-cache.js';
 import type { PrefixCacheStats } from './prefix-cache.js';
 import type { WeightDtype } from './weight-dtype.js';
@@ -45,10 +45,27 @@ export interface SampledTokens {
   topLogprobs: Float32Array;
 }
 
+/**
+ * One batch's sampling settings as the engine reads them (BatchSampling in native/engine/sample.h): one entry per slot in
+ * each array, every field required. maskIdx[i] picks slot i's allowed set in `masks` (bitsets of ceil(V / 32) words
+ * over the vocabulary), −1 for none; both null: no masks.
+ */
+export interface BatchSampling {
+  temperature: Float32Array;
+  topP: Float32Array;
+  topK: Int32Array;
+  topLogprobs: Int32Array;
+  maskIdx: Int32Array | null;
+  masks: Uint32Array | null;
+}
+
 /** One loaded model in native memory (class Engine in native/addon/addon.cc). Calls must not overlap. */
 export interface NativeEngine {
-  /** Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts). */
-  load(dir: string, spec: ModelSpec, threads: number, weightDtype: WeightDtype): Promise<void>;
+  /**
+   * Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts),
+   * then moves them to `backend`'s memory (src/engine/device.ts; cuda after cudaProbe loaded the library).
+   */
+  load(dir: string, spec: ModelSpec, threads: number, weightDtype: WeightDtype, backend: EngineBackend): Promise<void>;
   /** Bytes of base weights held in memory per dtype (after load). */
   weightBytes(): { f32: number; bf16: number; f16: number };
   /** Reads adapter_model.safetensors of `dir` for the adapter that `config` (adapter_config.json, read in TypeScript) describes. */
@@ -71,31 +88,10 @@ export interface NativeEngine {
    * the slot is empty (native/engine/prefix_cache.h).
    */
   prefill(slots: Int32Array, tokens: Int32Array, lens: Int32Array, adapters: (string | null)[]): Promise<void>;
-  /**
-   * Samples the next token of each slot from its last hidden state. maskIdx[i] picks slot i's allowed set
-   * in `masks` (bitsets of ceil(V / 32) words over the vocabulary), −1 for none; both null: no masks.
-   */
-  sample(
-    slots: Int32Array,
-    temps: Float32Array,
-    topP: Float32Array,
-    topK: Int32Array,
-    topLogprobs: Int32Array,
-    maskIdx: Int32Array | null,
-    masks: Uint32Array | null,
-  ): Promise<SampledTokens>;
+  /** Samples the next token of each slot from its last hidden state, under `sampling` (one entry per slot). */
+  sample(slots: Int32Array, sampling: BatchSampling): Promise<SampledTokens>;
   /** Appends one token per slot (one shared decode forward), then samples each slot's next token. */
-  step(
-    slots: Int32Array,
-    tokens: Int32Array,
-    adapters: (string | null)[],
-    temps: Float32Array,
-    topP: Float32Array,
-    topK: Int32Array,
-    topLogprobs: Int32Array,
-    maskIdx: Int32Array | null,
-    masks: Uint32Array | null,
-  ): Promise<SampledTokens>;
+  step(slots: Int32Array, tokens: Int32Array, adapters: (string | null)[], sampling: BatchSampling): Promise<SampledTokens>;
   /** The prefix cache's byte budget (0: off; a smaller budget evicts now). */
   prefixCache(capacityBytes: number): void;
   prefixCacheStats(): PrefixCacheStats;
@@ -104,6 +100,8 @@ export interface NativeEngine {
   /** Bytes a slot of `capacity` tokens reserves: its keys and values. */
   kvSlotBytes(capacity: number): number;
   kvCacheStats(): KvCacheStats;
+  /** The Backend table the model runs on (native/backend/backend.h). */
+  backend(): EngineBackend;
   close(): void;
 }
 
