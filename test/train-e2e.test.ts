@@ -91,6 +91,9 @@ describe('mcprl train (tiny model, fixture server)', () => {
     expect(out).toMatchObject({ test_success_before: metrics[0].test_success, test_success_last: metrics[2].test_success, test_success_best: metrics[2].test_success_best, last_step: 2 });
     if (state.bestStep === 0) expect(out.test_success_best).toBe(metrics[0].test_success);
     if (state.bestStep === 2) expect(out.test_success_best).toBe(metrics[2].test_success);
+    // The test set runs once per step it is measured at (the last step's adapter is not measured again as the selected).
+    const testStarts = (await readJsonl(join(dir, 'progress.jsonl'))).filter((e) => e.phase === 'test' && e.done === 0).map((e) => e.step);
+    expect(testStarts).toEqual([0, ...(state.bestStep === 1 ? [1] : []), 2]);
     for (const step of new Set([0, state.bestStep, 2])) expect(await readJsonl(join(dir, 'trajectories', `test-000${step}.jsonl`))).toHaveLength(3);
     expect(await readJsonl(join(dir, 'scenarios', 'test.jsonl'))).toHaveLength(3);
 

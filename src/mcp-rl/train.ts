@@ -357,7 +357,8 @@ async function testAt(t: Trainer, step: number, adapter: string): Promise<number
 async function testLast(t: Trainer, step: number, bestStep: number, row: Record<string, unknown>, clock: StepClock): Promise<void> {
   await clock.phase('test', async () => {
     row.test_success = await testAt(t, step, t.policyModel.inferenceName);
-    row.test_success_best = await selectedOnTest(t, bestStep);
+    // The selected checkpoint is this step's own adapter when the last step is the best: measured once.
+    row.test_success_best = bestStep === step ? row.test_success : await selectedOnTest(t, bestStep);
   });
   row.best_step = bestStep;
 }
