@@ -30,34 +30,46 @@ import { quickstart } from './quickstart.js';
 import { playGame as playTicTacToe } from './tic-tac-toe.js';
 
 const count = z.coerce.number().int().positive();
+const rate = z.coerce.number().positive();
+/** The games' options: docs/library.md's measured settings by default. */
+const GameOptionsSchema = z.object({
+  steps: count.default(10), groups: count.default(8), perGroup: count.default(8), lr: rate.default(3e-3), evalGames: count.default(64), seed: count.default(1),
+}).strict();
 /** Each example's options with their defaults; an option an example does not list is refused for it. */
 const EXAMPLES = {
   quickstart: z.object({ steps: count.default(4) }).strict(),
-  'tic-tac-toe': z.object({ steps: count.default(10), groups: count.default(8), perGroup: count.default(8), lr: z.coerce.number().positive().default(3e-3), evalGames: count.default(64), seed: count.default(1) }).strict(),
-  'higher-lower': z.object({ steps: count.default(10), groups: count.default(8), perGroup: count.default(8), lr: z.coerce.number().positive().default(3e-3), evalGames: count.default(64), seed: count.default(1) }).strict(),
-  langgraph: z.object({ steps: count.default(4), groups: count.default(4), perGroup: count.default(4), lr: z.coerce.number().positive().default(2e-3) }).strict(),
+  'tic-tac-toe': GameOptionsSchema,
+  'higher-lower': GameOptionsSchema,
+  langgraph: z.object({ steps: count.default(4), groups: count.default(4), perGroup: count.default(4), lr: rate.default(2e-3) }).strict(),
 };
 type ExampleName = keyof typeof EXAMPLES;
 
 const OPTION_FLAGS = { steps: 'steps', groups: 'groups', 'per-group': 'perGroup', lr: 'lr', 'eval-games': 'evalGames', seed: 'seed' } as const;
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    model: { type: 'string' },
-    dir: { type: 'string' },
-    steps: { type: 'string' },
-    groups: { type: 'string' },
-    'per-group': { type: 'string' },
-    lr: { type: 'string' },
-    'eval-games': { type: 'string' },
-    seed: { type: 'string' },
-  },
-});
-
 function fail(message: string): never {
   console.error(`example: ${message}`);
   process.exit(2);
 }
+
+function args() {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      options: {
+        model: { type: 'string' },
+        dir: { type: 'string' },
+        steps: { type: 'string' },
+        groups: { type: 'string' },
+        'per-group': { type: 'string' },
+        lr: { type: 'string' },
+        'eval-games': { type: 'string' },
+        seed: { type: 'string' },
+      },
+    });
+  } catch (e) {
+    return fail((e as Error).message);
+  }
+}
+const { values, positionals } = args();
 
 const name = positionals[0];
 if (positionals.length !== 1 || !(name in EXAMPLES)) fail(`name one example: ${Object.keys(EXAMPLES).join(', ')} (got ${positionals.join(' ') || 'none'})`);

@@ -75,5 +75,8 @@ describe('npm run example', () => {
     const option = await example(['quickstart', '--eval-games', '4']);
     expect(option.code).toBe(2);
     expect(option.stderr).toContain('example: --eval-games does not apply to quickstart');
+    const unknownFlag = await example(['quickstart', '--evals', '4']);
+    expect(unknownFlag.code).toBe(2);
+    expect(unknownFlag.stderr).toContain("example: Unknown option '--evals'");
   });
 });
