@@ -1,11 +1,12 @@
 /**
  * An agent written with LangGraph.js, trained through the library (docs/library.md shows this file;
- * test/backend-langgraph.test.ts runs it). The agent is ordinary LangGraph code: a graph whose `guess` node calls
- * a ChatOpenAI model and whose `referee` node applies the rules of higher-lower (examples/higher-lower.ts: find a
- * secret number from 1 to 9 in four guesses, told higher or lower; here a lost game also scores how close its
- * last guess came). The only mcprl parts are where the model
- * lives — ChatOpenAI pointed at the trainable model's base URL — and the recorder's fetch, which keeps each
- * answer's exact token ids and logprobs. The model node streams (`llm.stream`), as LangGraph agents often do.
+ * test/backend-langgraph.test.ts runs it; `npm run example -- langgraph` trains it with progress, examples/run.ts).
+ * The agent is ordinary LangGraph code: a graph whose `guess` node calls a ChatOpenAI model and whose `referee`
+ * node applies the rules of higher-lower (examples/higher-lower.ts: find a secret number from 1 to 9 in four
+ * guesses, told higher or lower; here a lost game also scores how close its last guess came). The only mcprl
+ * parts are where the model lives — ChatOpenAI pointed at the trainable model's base URL — and the recorder's
+ * fetch, which keeps each answer's exact token ids and logprobs. The model node streams (`llm.stream`), as
+ * LangGraph agents often do.
  * (`streaming: true` with `invoke` would also work, but ChatOpenAI then estimates token usage with tiktoken,
  * which downloads its tables from the network.)
  *
@@ -89,8 +90,16 @@ export async function playLangGraph(model: TrainableModel, opts: LangGraphGameOp
   return recorder.trajectory({ reward, metrics: { found: end.found ? 1 : 0, valid_guesses: end.validGuesses }, metadata: { gameSeed: opts.gameSeed, secret } });
 }
 
-/** Trains the LangGraph agent's model for `steps` steps of `games` groups × `perGroup` games each. */
-export async function trainLangGraph(opts: { dir: string; baseModel: string; steps: number; games: number; perGroup: number; lr: number }): Promise<{
+/** Trains the LangGraph agent's model for `steps` steps of `games` groups × `perGroup` games each; `onStep` sees each step's result. */
+export async function trainLangGraph(opts: {
+  dir: string;
+  baseModel: string;
+  steps: number;
+  games: number;
+  perGroup: number;
+  lr: number;
+  onStep?: (result: TrainResult, step: number) => void;
+}): Promise<{
   results: TrainResult[];
   groups: TrajectoryGroup[][];
 }> {
@@ -108,7 +117,9 @@ export async function trainLangGraph(opts: { dir: string; baseModel: string; ste
         { perGroup: opts.perGroup, concurrency: opts.perGroup, maxFailures: 0 },
       );
       groups.push(gathered);
-      results.push(await model.train(gathered, { lr: opts.lr }));
+      const result = await model.train(gathered, { lr: opts.lr });
+      results.push(result);
+      opts.onStep?.(result, step);
     }
   } finally {
     await backend.close();

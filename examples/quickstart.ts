@@ -1,11 +1,12 @@
 /**
- * The library's loop in one file (docs/library.md shows this file; test/backend-docs.test.ts runs it).
+ * The library's loop in one file (docs/library.md shows this file; test/backend-docs.test.ts runs it;
+ * `npm run example -- quickstart` runs it with progress, examples/run.ts).
  * A "say a number" task: the model is asked for a number between 1 and 9; the reward is 1 when its reply
  * starts with one. Any agent code and any reward work the same way.
  */
 import { gatherTrajectoryGroups, LocalBackend, TrainableModel, TrajectoryRecorder, type TrainResult } from '../src/index.js';
 
-export async function quickstart(opts: { dir: string; baseModel: string; steps: number }): Promise<TrainResult[]> {
+export async function quickstart(opts: { dir: string; baseModel: string; steps: number; onStep?: (r: TrainResult) => void }): Promise<TrainResult[]> {
   // 1. A trainable model: a base model plus a LoRA adapter, registered with a backend that serves it.
   const backend = new LocalBackend({ dir: opts.dir });
   const model = new TrainableModel({ project: 'quickstart', name: 'numbers', baseModel: opts.baseModel, lora: { rank: 4, alpha: 8 } });
@@ -30,7 +31,9 @@ export async function quickstart(opts: { dir: string; baseModel: string; steps: 
   try {
     for (let step = 0; step < opts.steps; step++) {
       const groups = await gatherTrajectoryGroups(tasks, rollout, { perGroup: 8, concurrency: 8, maxFailures: 2 });
-      results.push(await model.train(groups, { lr: 5e-3 }));
+      const result = await model.train(groups, { lr: 5e-3 });
+      results.push(result);
+      opts.onStep?.(result); // e.g. print the step's mean reward
     }
     await model.deleteCheckpoints(); // keeps the latest and the best
   } finally {

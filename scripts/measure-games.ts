@@ -19,7 +19,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { playHigherLower } from '../examples/higher-lower.js';
 import { playGame as playTicTacToe } from '../examples/tic-tac-toe.js';
-import { gatherTrajectoryGroups, LocalBackend, RemoteBackend, TrainableModel, type Backend } from '../src/index.js';
+import { trainGame } from '../examples/games.js';
+import { LocalBackend, RemoteBackend, type Backend } from '../src/index.js';
 import { forkServer, type ForkedServer } from './fork-cli.js';
 
 const { values } = parseArgs({
@@ -46,14 +47,6 @@ if (values.backend !== 'local' && values.backend !== 'remote') throw new Error('
 // The first bundled tiny model, the one the games' figures in docs/library.md were measured on (test/backend-helpers.ts).
 const MODEL = join(import.meta.dirname, '..', 'fixtures', 'models', 'tiny-bookshop-v1');
 
-async function evaluate(model: TrainableModel, seed: number): Promise<number> {
-  // Evaluation games use seeds no training game uses (training: 1 … 10^5; evaluation: 10^6 + i).
-  const games = await Promise.all(
-    Array.from({ length: evalGames }, (_, i) => playGame(model, { gameSeed: 1_000_000 + i, samplingSeed: seed * 1_000_000 + i * 10 })),
-  );
-  return games.reduce((a, g) => a + g.result.reward, 0) / games.length;
-}
-
 const rows: { seed: number; before: number; after: number; steps: number }[] = [];
 for (const seed of values.seeds.split(',').map(Number)) {
   const dir = await mkdtemp(join(tmpdir(), 'mcprl-measure-'));
@@ -64,20 +57,10 @@ for (const seed of values.seeds.split(',').map(Number)) {
     backend = new RemoteBackend(server.url);
   } else backend = new LocalBackend({ dir });
   try {
-    const model = new TrainableModel({ project: 'measure', name: `${values.game}-${seed}`, baseModel: MODEL, lora: { rank: 8, alpha: 16, seed } });
-    await model.register(backend);
-    const before = await evaluate(model, seed);
-    for (let s = 0; s < steps; s++) {
-      const items = Array.from({ length: groupsPerStep }, (_, g) => 1 + ((seed * 7919 + s * groupsPerStep + g) % 100_000));
-      const groups = await gatherTrajectoryGroups(
-        items,
-        async (gameSeed, ctx) => (await playGame(model, { gameSeed, samplingSeed: seed * 100_000 + s * 1000 + ctx.item * 10 + ctx.attempt * 100 })).trajectory,
-        { perGroup },
-      );
-      const r = await model.train(groups, { lr });
-      console.error(JSON.stringify({ seed, step: r.step, reward: r.reward, trained: r.trained, loss: r.loss, droppedGroups: r.droppedGroups }));
-    }
-    const after = await evaluate(model, seed);
+    const { before, after } = await trainGame({
+      play: playGame, backend, baseModel: MODEL, name: `${values.game}-${seed}`, seed, steps, groups: groupsPerStep, perGroup, lr, evalGames,
+      onStep: (r) => console.error(JSON.stringify({ seed, step: r.step, reward: r.reward, trained: r.trained, loss: r.loss, droppedGroups: r.droppedGroups })),
+    });
     rows.push({ seed, before, after, steps });
     console.log(JSON.stringify({ game: values.game, backend: values.backend, seed, steps, before, after }));
   } finally {
