@@ -6,7 +6,7 @@ import { RunDir } from '../src/train/run-dir.js';
 import { writeJsonAtomic } from '../src/util/atomic.js';
 import { formatScenarios, type Scenario } from '../src/scenarios/scenario.js';
 import { writeFileAtomic } from '../src/util/atomic.js';
-import { formatKindTable, formatSeedTable, kindTable, seedRow } from './demo-table.js';
+import { formatKindTable, formatSeedTable, kindTable, meanKindTable, seedRow } from './demo-table.js';
 
 let work: string;
 
@@ -71,6 +71,16 @@ describe('the demo per-kind test table', () => {
       '| search_books | 1 | 1 | 0.0% | 100.0% | +100.0 |',
       '| all |  | 4 | 25.0% | 75.0% | +50.0 |',
     ]);
+  });
+
+  it('averages several seeds\' tables kind by kind, over the rates each has', () => {
+    const row = (surface: string, difficulty: number, success: (number | null)[]) => ({ surface, difficulty, scenarios: 2, success });
+    const mean = meanKindTable([
+      { run: 'a', bestStep: 4, rows: [row('get_book', 1, [0, 1]), row('search_books', 1, [0, null])] },
+      { run: 'b', bestStep: 6, rows: [row('get_book', 1, [0.5, 0.5]), row('search_books', 1, [0, 0.5])] },
+    ]);
+    expect(mean).toEqual({ run: 'a, b', bestStep: null, rows: [row('get_book', 1, [0.25, 0.75]), row('search_books', 1, [0, 0.5])] });
+    expect(formatKindTable(mean).split('\n')[0]).toBe('| tool shape | difficulty | test tasks | untrained | selected | gain |');
   });
 
   it('is null for a run without a test set', async () => {

@@ -87,8 +87,10 @@ export function formatSeedTable(rows: SeedRow[], markdown = true): string {
 
 /** Test success per kind of task (tool shape × difficulty): the untrained model and the checkpoint validation selected. */
 export interface KindTable {
+  /** The run folder (a mean over runs: theirs, joined by ", "). */
   run: string;
-  bestStep: number;
+  /** Null for a mean over runs whose selected steps differ. */
+  bestStep: number | null;
   /** success[0]: untrained (step 0), success[1]: the selected checkpoint (best step). */
   rows: KindRow[];
 }
@@ -113,9 +115,36 @@ export async function kindTable(dir: string): Promise<KindTable | null> {
   return { run: dir, bestStep: state.bestStep, rows: kindBreakdown(await readScenarios(testFile), [await outcomes(0), await outcomes(state.bestStep)]) };
 }
 
+/**
+ * The mean of several runs' kind tables on the same test set (the demo's seeds): per kind, the mean of the runs'
+ * success rates that exist. Kinds are matched by tool shape and difficulty.
+ */
+export function meanKindTable(tables: readonly KindTable[]): KindTable {
+  const rows = new Map<string, KindRow & { sums: { total: number; n: number }[] }>();
+  for (const t of tables) {
+    for (const r of t.rows) {
+      const key = `${r.surface} @${r.difficulty}`;
+      if (!rows.has(key)) rows.set(key, { ...r, success: [], sums: r.success.map(() => ({ total: 0, n: 0 })) });
+      r.success.forEach((x, i) => {
+        if (x === null) return;
+        rows.get(key)!.sums[i].total += x;
+        rows.get(key)!.sums[i].n += 1;
+      });
+    }
+  }
+  const steps = new Set(tables.map((t) => t.bestStep));
+  return {
+    run: tables.map((t) => t.run).join(', '),
+    bestStep: steps.size === 1 ? tables[0].bestStep : null,
+    rows: [...rows.values()]
+      .sort((a, b) => a.surface.localeCompare(b.surface) || a.difficulty - b.difficulty)
+      .map(({ surface, difficulty, scenarios, sums }) => ({ surface, difficulty, scenarios, success: sums.map((x) => (x.n > 0 ? x.total / x.n : null)) })),
+  };
+}
+
 /** The kind table as Markdown or aligned plain text, with an overall row (every test attempt). */
 export function formatKindTable(t: KindTable, markdown = true): string {
-  const head = ['tool shape', 'difficulty', 'test tasks', 'untrained', `selected (step ${t.bestStep})`, 'gain'];
+  const head = ['tool shape', 'difficulty', 'test tasks', 'untrained', t.bestStep === null ? 'selected' : `selected (step ${t.bestStep})`, 'gain'];
   const body = t.rows.map((r) => [r.surface, String(r.difficulty), String(r.scenarios), pct(r.success[0]), pct(r.success[1]), pts(r.success[0], r.success[1])]);
   // Overall: weighted by scenarios, as the run's own test success is (one attempt per scenario by default).
   const overall = (i: number) => {

@@ -35,7 +35,7 @@ import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { main } from '../src/cli/main.js';
 import { DeviceSchema } from '../src/engine/device.js';
-import { formatKindTable, formatSeedTable, kindTable, seedRow, type SeedRow } from './demo-table.js';
+import { formatKindTable, formatSeedTable, kindTable, meanKindTable, seedRow, type KindTable, type SeedRow } from './demo-table.js';
 import { DEMO_TARGETS, folderDigest, publishedTarget, writeTargetInputs, type DemoTargetName } from './demo-targets.js';
 import { forkServer } from './fork-cli.js';
 
@@ -126,6 +126,7 @@ if (published && inputs && values.scenarios === undefined) {
   if (process.exitCode) process.exit(process.exitCode);
 }
 const rows: SeedRow[] = [];
+const kindTables: KindTable[] = [];
 for (const seed of seeds) {
   const run = values.run ?? (published ? `demo-${published.name}-seed${seed}-${stamp()}` : `demo-seed${seed}-${stamp()}`);
   if (published) console.error(`mcprl demo: training ${model} on ${published.name} (seed ${seed}, run ${run}, ${maxSteps} steps)`);
@@ -139,6 +140,7 @@ for (const seed of seeds) {
   rows.push(await seedRow(join(values['runs-dir']!, run), wallS));
   const kinds = await kindTable(join(values['runs-dir']!, run));
   if (kinds) console.log(`\nTest success per kind of task (${targetName}, seed ${seed}):\n${formatKindTable(kinds, false)}`);
+  if (kinds) kindTables.push(kinds);
   if (inputs && digest) {
     // The sandboxes were copies: the data they were copied from must be byte for byte what the demo wrote.
     if (!isDeepStrictEqual(await folderDigest(inputs.source), digest)) {
@@ -149,6 +151,7 @@ for (const seed of seeds) {
   }
 }
 if (seeds.length > 1) console.log(`\n${formatSeedTable(rows)}`);
+if (kindTables.length > 1) console.log(`\nTest success per kind of task (${targetName}, mean of seeds ${seeds.join(', ')}):\n${formatKindTable(meanKindTable(kindTables))}`);
 
 /**
  * Runs `f` with the options that send its rollouts to a `mcprl serve` process started here (the demo's model, a
