@@ -7,6 +7,12 @@
  */
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import type { Trajectory } from '../src/agent/trajectory.js';
+import { isSuccess } from '../src/eval/evaluate.js';
+import { readScenarios } from '../src/scenarios/scenario.js';
+import { kindBreakdown, type KindRow, type Outcome } from '../src/train/breakdown.js';
 import { RunDir } from '../src/train/run-dir.js';
 
 export interface SeedRow {
@@ -79,6 +85,79 @@ export function formatSeedTable(rows: SeedRow[], markdown = true): string {
   return [head, ...body].map((cells) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
 }
 
+/** Test success per kind of task (tool shape × difficulty): the untrained model and the checkpoint validation selected. */
+export interface KindTable {
+  /** The run folder (a mean over runs: theirs, joined by ", "). */
+  run: string;
+  /** Null for a mean over runs whose selected steps differ. */
+  bestStep: number | null;
+  /** success[0]: untrained (step 0), success[1]: the selected checkpoint (best step). */
+  rows: KindRow[];
+}
+
+/**
+ * The kind table of a finished run, from its own files: the test set it copied (scenarios/test.jsonl) and the test
+ * trajectories of step 0 and of the selected step. Null when the run has no test set or has not finished.
+ */
+export async function kindTable(dir: string): Promise<KindTable | null> {
+  const run = new RunDir(dir);
+  const state = await run.readState();
+  const testFile = run.path('scenarios', 'test.jsonl');
+  if (!state?.stopped || !existsSync(testFile)) return null;
+  const outcomes = async (step: number): Promise<Outcome[]> => {
+    const file = run.testTrajectories(step);
+    if (!existsSync(file)) return [];
+    return (await readFile(file, 'utf8')).split('\n').filter((l) => l.trim() !== '').map((l) => {
+      const t = JSON.parse(l) as Trajectory;
+      return { scenario_id: t.scenario_id, success: isSuccess(t) };
+    });
+  };
+  return { run: dir, bestStep: state.bestStep, rows: kindBreakdown(await readScenarios(testFile), [await outcomes(0), await outcomes(state.bestStep)]) };
+}
+
+/**
+ * The mean of several runs' kind tables on the same test set (the demo's seeds): per kind, the mean of the runs'
+ * success rates that exist. Kinds are matched by tool shape and difficulty.
+ */
+export function meanKindTable(tables: readonly KindTable[]): KindTable {
+  const rows = new Map<string, KindRow & { sums: { total: number; n: number }[] }>();
+  for (const t of tables) {
+    for (const r of t.rows) {
+      const key = `${r.surface} @${r.difficulty}`;
+      if (!rows.has(key)) rows.set(key, { ...r, success: [], sums: r.success.map(() => ({ total: 0, n: 0 })) });
+      r.success.forEach((x, i) => {
+        if (x === null) return;
+        rows.get(key)!.sums[i].total += x;
+        rows.get(key)!.sums[i].n += 1;
+      });
+    }
+  }
+  const steps = new Set(tables.map((t) => t.bestStep));
+  return {
+    run: tables.map((t) => t.run).join(', '),
+    bestStep: steps.size === 1 ? tables[0].bestStep : null,
+    rows: [...rows.values()]
+      .sort((a, b) => a.surface.localeCompare(b.surface) || a.difficulty - b.difficulty)
+      .map(({ surface, difficulty, scenarios, sums }) => ({ surface, difficulty, scenarios, success: sums.map((x) => (x.n > 0 ? x.total / x.n : null)) })),
+  };
+}
+
+/** The kind table as Markdown or aligned plain text, with an overall row (every test attempt). */
+export function formatKindTable(t: KindTable, markdown = true): string {
+  const head = ['tool shape', 'difficulty', 'test tasks', 'untrained', t.bestStep === null ? 'selected' : `selected (step ${t.bestStep})`, 'gain'];
+  const body = t.rows.map((r) => [r.surface, String(r.difficulty), String(r.scenarios), pct(r.success[0]), pct(r.success[1]), pts(r.success[0], r.success[1])]);
+  // Overall: weighted by scenarios, as the run's own test success is (one attempt per scenario by default).
+  const overall = (i: number) => {
+    const known = t.rows.filter((r) => r.success[i] !== null);
+    const n = known.reduce((a, r) => a + r.scenarios, 0);
+    return n > 0 ? known.reduce((a, r) => a + r.scenarios * r.success[i]!, 0) / n : null;
+  };
+  body.push(['all', '', String(t.rows.reduce((a, r) => a + r.scenarios, 0)), pct(overall(0)), pct(overall(1)), pts(overall(0), overall(1))]);
+  if (markdown) return [head, head.map(() => '---'), ...body].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  return [head, ...body].map((cells) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
+}
+
 // Run as a script (not imported): compared by name too, since a bundle of the demo (scripts/device-e2e.sh) shares
 // this module's import.meta.url with its entry point.
 if (import.meta.url === pathToFileURL(process.argv[1]).href && /demo-table\.[jt]s$/.test(process.argv[1])) {
@@ -89,4 +168,8 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href && /demo-table\.[jt]
   }
   const rows = await Promise.all(positionals.map((d) => seedRow(d)));
   console.log(formatSeedTable(rows, values.markdown));
+  for (const d of positionals) {
+    const kinds = await kindTable(d);
+    if (kinds) console.log(`\nTest success per kind, ${d}:\n${formatKindTable(kinds, values.markdown)}`);
+  }
 }

@@ -10,6 +10,15 @@
  *   npm run demo -- --seeds 1,2,3 -- --lr 1e-3     (options after a second -- go to mcprl train; a later option wins)
  *   npm run demo -- --split [--max-staleness 1]
  *   npm run demo -- --device cpu|cuda|auto    (where the engine runs: mcprl train's and serve's --device)
+ *   npm run demo -- --target memory|filesystem [--seed 1 --max-steps 10 --count 48]
+ *
+ * `--target memory` and `--target filesystem` run the same pipeline on a published server from node_modules that
+ * mcprl did not write (scripts/demo-targets.ts): the demo writes the data the server starts from, `mcprl scenarios
+ * --offline` makes a train/validation/test set from it (the test set is never used to select a checkpoint), and
+ * `mcprl train` trains on it with every rollout on a server of its own in a `{sandbox}` copied from that data
+ * (--isolate --sandbox-from), which must come out unchanged. The bundled model only knows the bookshop, so these
+ * show the pipeline running on another server, not learning. Every target prints its test success per kind of
+ * task (tool shape × difficulty), untrained → the selected checkpoint.
  *
  * With `--split` the rollouts run on `mcprl serve` as a process of its own (the bundled model on a free port of
  * 127.0.0.1), and training drives it with `mcprl train --rollout-url … --adapter-dir …` (a temporary folder both
@@ -18,6 +27,7 @@
  * asynchronous: the server gathers the next step while the trainer trains (docs/serving.md).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
+import { isDeepStrictEqual } from 'node:util';
 import { tmpdir } from 'node:os';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -25,7 +35,8 @@ import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { main } from '../src/cli/main.js';
 import { DeviceSchema } from '../src/engine/device.js';
-import { formatSeedTable, seedRow, type SeedRow } from './demo-table.js';
+import { formatKindTable, formatSeedTable, kindTable, meanKindTable, seedRow, type KindTable, type SeedRow } from './demo-table.js';
+import { DEMO_TARGETS, folderDigest, publishedTarget, writeTargetInputs, type DemoTargetName } from './demo-targets.js';
 import { forkServer } from './fork-cli.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -37,7 +48,10 @@ const { values } = parseArgs({
   options: {
     seed: { type: 'string', default: '1' },
     seeds: { type: 'string' },
-    'max-steps': { type: 'string', default: '30' },
+    // The server trained on: the bookshop fixture, or a published server (scripts/demo-targets.ts).
+    target: { type: 'string', default: 'bookshop' },
+    // Default per target: 30 for the bookshop, PUBLISHED.maxSteps for the others.
+    'max-steps': { type: 'string' },
     run: { type: 'string' },
     split: { type: 'boolean', default: false },
     // Where the engine runs (mcprl train's and serve's --device: src/engine/device.ts); default: theirs (auto).
@@ -46,9 +60,36 @@ const { values } = parseArgs({
     'runs-dir': { type: 'string', default: join(ROOT, 'runs') },
     // A rebuilt tiny model and its scenario sets, to measure them before they replace the bundled ones.
     model: { type: 'string', default: join(ROOT, 'fixtures', 'models', 'tiny-bookshop') },
-    scenarios: { type: 'string', default: join(ROOT, 'fixtures', 'scenarios', 'bookshop') },
+    // Default: the bundled bookshop set; for a published target, a set `mcprl scenarios --offline` makes for it.
+    scenarios: { type: 'string' },
+    // Scenarios asked of `mcprl scenarios` for a published target (default: PUBLISHED's).
+    count: { type: 'string' },
   },
 });
+
+/**
+ * The published targets' settings, smaller than the bookshop's so that a demo (scenarios, 10 steps, validation and
+ * test) stays within minutes on two cores: every rollout there starts a server process of its own (--isolate).
+ */
+const PUBLISHED = {
+  maxSteps: '10',
+  // 48 tasks asked: a quarter for validation, a quarter for test (split by overlap, so the counts vary a little).
+  count: '48',
+  scenarioArgs: ['--seed', '1', '--val-fraction', '1/4', '--test-fraction', '1/4'],
+  trainArgs: ['--groups-per-step', '4', '--rollouts-per-group', '8', '--resample-rounds', '1', '--concurrency', '32'],
+};
+
+if (!(DEMO_TARGETS as readonly string[]).includes(values.target!)) {
+  console.error(`--target ${values.target}: expected one of ${DEMO_TARGETS.join(', ')}`);
+  process.exit(1);
+}
+const targetName = values.target as DemoTargetName;
+const published = targetName === 'bookshop' ? undefined : publishedTarget(targetName);
+const maxSteps = values['max-steps'] ?? (published ? PUBLISHED.maxSteps : '30');
+if (values.count !== undefined && (!published || values.scenarios !== undefined)) {
+  console.error('--count is the number of scenarios the demo generates for a published target (--target memory|filesystem, without --scenarios)');
+  process.exit(1);
+}
 
 const device = values.device !== undefined ? DeviceSchema.safeParse(values.device) : undefined;
 if (device && !device.success) {
@@ -57,7 +98,6 @@ if (device && !device.success) {
 }
 const deviceArgs = device ? ['--device', device.data!] : [];
 const model = values.model!;
-const scenarios = values.scenarios!;
 if (!existsSync(join(model, 'model.safetensors'))) {
   console.error(`the bundled tiny model is missing at ${model}; rebuild it with: node --import tsx scripts/tiny-model/build.ts`);
   process.exit(1);
@@ -74,10 +114,23 @@ if (seeds.length > 1 && values.run) {
   console.error('--run names one run; with --seeds each seed gets its own run name');
   process.exit(1);
 }
+const stamp = () => new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
+// A published target: its data, its mcp.json and (unless --scenarios names one) its scenario set, made once for every seed.
+const inputs = published ? await writeTargetInputs(published, join(values['runs-dir']!, `demo-${published.name}-inputs-${stamp()}`)) : undefined;
+const digest = inputs ? await folderDigest(inputs.source) : undefined;
+let scenarios = values.scenarios ?? join(ROOT, 'fixtures', 'scenarios', 'bookshop');
+if (published && inputs && values.scenarios === undefined) {
+  scenarios = join(inputs.source, '..', 'scenarios');
+  console.error(`mcprl demo: ${published.label}; data in ${inputs.source}, scenarios → ${scenarios}`);
+  await main([process.argv[0], 'mcprl', 'scenarios', '--offline', '--out', scenarios, '--count', values.count ?? PUBLISHED.count, ...PUBLISHED.scenarioArgs, ...targetArgs()]);
+  if (process.exitCode) process.exit(process.exitCode);
+}
 const rows: SeedRow[] = [];
+const kindTables: KindTable[] = [];
 for (const seed of seeds) {
-  const run = values.run ?? `demo-seed${seed}-${new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19)}`;
-  console.error(`mcprl demo: training ${model} on the bookshop fixture server (seed ${seed}, run ${run}); this takes a while on two cores (30 steps, 48 validation and 48 test tasks)`);
+  const run = values.run ?? (published ? `demo-${published.name}-seed${seed}-${stamp()}` : `demo-seed${seed}-${stamp()}`);
+  if (published) console.error(`mcprl demo: training ${model} on ${published.name} (seed ${seed}, run ${run}, ${maxSteps} steps)`);
+  else console.error(`mcprl demo: training ${model} on the bookshop fixture server (seed ${seed}, run ${run}); this takes a while on two cores (30 steps, 48 validation and 48 test tasks)`);
   const t0 = performance.now();
   if (values.split) await split((rollout) => demo(seed, run, rollout));
   else await demo(seed, run, []);
@@ -85,8 +138,20 @@ for (const seed of seeds) {
   const wallS = (performance.now() - t0) / 1000;
   console.error(`mcprl demo: seed ${seed} took ${wallS.toFixed(1)} s${values.split ? ' (serve + train as two processes)' : ''}`);
   rows.push(await seedRow(join(values['runs-dir']!, run), wallS));
+  const kinds = await kindTable(join(values['runs-dir']!, run));
+  if (kinds) console.log(`\nTest success per kind of task (${targetName}, seed ${seed}):\n${formatKindTable(kinds, false)}`);
+  if (kinds) kindTables.push(kinds);
+  if (inputs && digest) {
+    // The sandboxes were copies: the data they were copied from must be byte for byte what the demo wrote.
+    if (!isDeepStrictEqual(await folderDigest(inputs.source), digest)) {
+      console.error(`mcprl demo: ${inputs.source} changed during the run: a sandbox was not a copy`);
+      process.exit(1);
+    }
+    console.error(`mcprl demo: ${inputs.source} unchanged (${Object.keys(digest).length} files, sha256)`);
+  }
 }
 if (seeds.length > 1) console.log(`\n${formatSeedTable(rows)}`);
+if (kindTables.length > 1) console.log(`\nTest success per kind of task (${targetName}, mean of seeds ${seeds.join(', ')}):\n${formatKindTable(meanKindTable(kindTables))}`);
 
 /**
  * Runs `f` with the options that send its rollouts to a `mcprl serve` process started here (the demo's model, a
@@ -107,6 +172,12 @@ async function split(f: (rollout: string[]) => Promise<void>): Promise<void> {
   }
 }
 
+/** The options that name the demo's server: the bookshop fixture after `--`, or a published one, sandboxed. */
+function targetArgs(): string[] {
+  if (!inputs) return ['--', ...server];
+  return ['--isolate', '--sandbox-from', inputs.source, '--config', inputs.config];
+}
+
 async function demo(seed: string, run: string, rollout: string[]): Promise<void> {
   await main([
     process.argv[0], 'mcprl', 'train',
@@ -116,7 +187,7 @@ async function demo(seed: string, run: string, rollout: string[]): Promise<void>
     '--run', run,
     '--runs-dir', values['runs-dir']!,
     '--seed', seed,
-    '--max-steps', values['max-steps']!,
+    '--max-steps', maxSteps,
     // Tuned for the tiny model (seeds 1-3 measured; see docs/benchmarks.md): 8 attempts per scenario give more groups whose
     // rewards differ; sampling above the model's own distribution spreads a group's attempts so that fewer groups
     // score all alike (seed 1: 28 % of groups at temperature 1.2, 38-40 % at 1, 63 % at 0.7 on an earlier model;
@@ -143,9 +214,10 @@ async function demo(seed: string, run: string, rollout: string[]): Promise<void>
     // again (seeds 1-3); with it 22.5 % of groups scored alike, against 30.0 % (docs/benchmarks.md).
     '--curriculum-retire-after', '2',
     '--resample-rounds', '2',
+    ...(published ? PUBLISHED.trainArgs : []),
     ...deviceArgs,
     ...rollout,
     ...trainExtra,
-    '--', ...server,
+    ...targetArgs(),
   ]);
 }

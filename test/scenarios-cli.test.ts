@@ -66,6 +66,30 @@ describe('mcprl scenarios', () => {
     }
   });
 
+  it('--test-fraction holds out a test set apart from train and val; without it the split is as before', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'mcprl-cli-scn-'));
+    const r = await mcprl(['scenarios', '--offline', '--out', dir, '--count', '16', '--seed', '4', '--val-fraction', '1/4', '--test-fraction', '1/4', '--json', ...SERVER]);
+    expect(r.code, r.stderr).toBe(0);
+    const summary = ScenarioSummarySchema.parse(JSON.parse(r.stdout));
+    const set = await loadScenarioSet(dir);
+    expect([set.train.length, set.val.length, set.test.length]).toEqual([summary.train, summary.val, summary.test]);
+    expect(summary.train + summary.val + summary.test).toBe(summary.total);
+    // A quarter each of the whole set (overlapping tasks go whole to one side, so within a group of one).
+    expect(set.test.length).toBeGreaterThanOrEqual(3);
+    expect(set.val.length).toBeGreaterThanOrEqual(3);
+    const ids = [...set.train, ...set.val, ...set.test].map((x) => x.id);
+    expect(new Set(ids).size).toBe(ids.length);
+
+    const none = await mcprl(['scenarios', '--offline', '--out', path.join(dir, 'none'), '--count', '16', '--seed', '4', '--val-fraction', '1/4', ...SERVER]);
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.stdout).not.toContain('test.jsonl');
+    expect((await loadScenarioSet(path.join(dir, 'none'))).test).toEqual([]);
+
+    const bad = await mcprl(['scenarios', '--offline', '--out', path.join(dir, 'bad'), '--val-fraction', '1/2', '--test-fraction', '1/2', ...SERVER]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim()).toBe('mcprl scenarios: SCENARIO_GENERATION: --val-fraction 0.5 and --test-fraction 0.5 leave nothing to train on: their sum must be below 1');
+  });
+
   it('LLM mode talks to --generator-base-url with the key from --generator-api-key-env', async () => {
     // Each task comes with its solution, which is replayed against the server (a get_book of a listed id).
     const tasks = Array.from({ length: 6 }, (_, i) => ({

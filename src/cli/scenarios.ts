@@ -1,5 +1,6 @@
 /**
- * `mcprl scenarios <target> --out DIR`: AutoRL tasks for a server, written as DIR/train.jsonl and DIR/val.jsonl.
+ * `mcprl scenarios <target> --out DIR`: AutoRL tasks for a server, written as DIR/train.jsonl and DIR/val.jsonl (and
+ * DIR/test.jsonl with --test-fraction).
  * With --offline they are verifiable scenarios built from the schemas and read-only tools alone; otherwise an
  * OpenAI-compatible LLM writes them.
  */
@@ -19,7 +20,7 @@ export function formatSummary(s: ScenarioSummary, out: string): string {
   const diff = Object.entries(s.byDifficulty).map(([d, n]) => `${d}:${n}`).join(' ');
   const infeasible = formatInfeasible(s.droppedInfeasible);
   const lines = [
-    `${s.total} scenarios → ${out}/train.jsonl (${s.train}), ${out}/val.jsonl (${s.val})`,
+    `${s.total} scenarios → ${out}/train.jsonl (${s.train}), ${out}/val.jsonl (${s.val})${s.test > 0 ? `, ${out}/test.jsonl (${s.test})` : ''}`,
     `by difficulty  ${diff}`,
     `by source      llm:${s.bySource.llm} schema:${s.bySource.schema}`,
     `dropped        ${s.droppedDuplicates} duplicates, ${s.droppedUnverifiable} unverifiable${infeasible ? ` (infeasible LLM tasks: ${infeasible})` : ''}, ${s.droppedInvalid} invalid`,
@@ -35,6 +36,7 @@ interface ScenariosCliOptions extends TargetCliOptions {
   count: number;
   seed: number;
   valFraction: number;
+  testFraction: number;
   json?: boolean;
   generatorBaseUrl?: string;
   generatorModel?: string;
@@ -57,6 +59,11 @@ export function registerScenarios(program: Command): Command {
         .argParser(numberParser({ min: 0, below: 1, ratios: true }))
         .default(DEFAULT_VAL_FRACTION, formatNumber(DEFAULT_VAL_FRACTION)),
     )
+    .addOption(
+      new Option('--test-fraction <f>', 'share of scenarios held out as a test set (test.jsonl), never used to select a checkpoint; 0: none')
+        .argParser(numberParser({ min: 0, below: 1, ratios: true }))
+        .default(0),
+    )
     .option('--json', 'print the summary as JSON')
     .option('--generator-base-url <url>', 'OpenAI-compatible endpoint (default: OpenAI, or $OPENAI_BASE_URL)')
     .option('--generator-model <model>', 'model that writes the tasks (required unless --offline)')
@@ -77,6 +84,9 @@ Examples:
     let session: McpSession | undefined;
     try {
       const target = targetFromCli(targetArgs, opts);
+      if (opts.valFraction + opts.testFraction >= 1) {
+        throw new ScenarioGenerationError(`--val-fraction ${formatNumber(opts.valFraction)} and --test-fraction ${formatNumber(opts.testFraction)} leave nothing to train on: their sum must be below 1`);
+      }
       let generator: ScenarioSetOptions['generator'];
       if (!opts.offline) {
         if (!opts.generatorModel) throw new ScenarioGenerationError('--generator-model is required unless --offline is given');
@@ -94,10 +104,11 @@ Examples:
       const refused = await refusedWrites(target, isolation, connectOptions, await session.listTools());
       if (refused) process.stderr.write(`mcprl scenarios: ${refused}\n`);
       const isolatedServer = isolatedServerOpener(target, isolation, connectOptions);
-      const { train, val, summary } = await generateScenarioSet(session, {
+      const { train, val, test, summary } = await generateScenarioSet(session, {
         count: opts.count,
         seed: opts.seed,
         valFraction: opts.valFraction,
+        testFraction: opts.testFraction,
         offline: opts.offline,
         generator,
         instructions: opts.instructions,
@@ -105,9 +116,9 @@ Examples:
         ...(isolatedServer ? { isolatedServer } : {}),
       });
       if (summary.total === 0) throw new ScenarioGenerationError('no scenarios could be generated for this server');
-      await writeScenarioSet(opts.out, train, val);
+      await writeScenarioSet(opts.out, train, val, test);
       // Whether the tasks test what they should: read-only calls of an oracle and of a random agent on the server.
-      const quality = await measureQuality(session, [...train, ...val], { seed: opts.seed });
+      const quality = await measureQuality(session, [...train, ...val, ...test], { seed: opts.seed });
       process.stdout.write(opts.json ? `${JSON.stringify({ out: opts.out, ...summary, quality }, null, 2)}\n` : `${[formatSummary(summary, opts.out), ...formatQuality(quality)].join('\n')}\n`);
       if (summary.total < opts.count) {
         process.stderr.write(`mcprl scenarios: only ${summary.total} of ${opts.count} scenarios could be generated for this server\n`);

@@ -1,6 +1,6 @@
 /**
  * A scenario set for a connected server: generated (from the schemas, or by an LLM), then split into train
- * and val, with a summary of what was made and dropped. `mcprl scenarios`, `mcprl train` and the MCP server's
+ * and val (and test, when a share is held out for it), with a summary of what was made and dropped. `mcprl scenarios`, `mcprl train` and the MCP server's
  * generate_scenarios tool all make their sets here.
  */
 import { z } from 'zod';
@@ -19,6 +19,8 @@ export interface ScenarioSetOptions {
   seed?: number;
   /** Share held out for validation. Default 1/3. */
   valFraction?: number;
+  /** Share held out for the test set, which no decision sees (mcprl train measures it at the start and the end). Default 0: no test set. */
+  testFraction?: number;
   /** Schema-driven verifiable scenarios (no LLM). */
   offline?: boolean;
   /** LLM settings (required unless offline). */
@@ -35,6 +37,7 @@ export const ScenarioSummarySchema = z.object({
   total: count,
   train: count,
   val: count,
+  test: count,
   byDifficulty: z.object({ '1': count, '2': count, '3': count, '4': count, '5': count }),
   bySource: z.object({ llm: count, schema: count }),
   /** Candidates dropped as the same as (or a near-paraphrase of) one already kept. */
@@ -54,7 +57,7 @@ export type ScenarioSummary = z.infer<typeof ScenarioSummarySchema>;
 export async function generateScenarioSet(
   session: McpSession,
   opts: ScenarioSetOptions,
-): Promise<{ train: Scenario[]; val: Scenario[]; summary: ScenarioSummary }> {
+): Promise<{ train: Scenario[]; val: Scenario[]; test: Scenario[]; summary: ScenarioSummary }> {
   const count = opts.count ?? 24;
   const seed = opts.seed ?? 1;
   let scenarios: Scenario[];
@@ -87,7 +90,7 @@ export async function generateScenarioSet(
         : { tool: t.name, scenarios: 0, stateChecked: 0, reason: 'not_in_llm_tasks' as const };
     });
   }
-  const { train, val } = splitScenarios(scenarios, { valFraction: opts.valFraction ?? DEFAULT_VAL_FRACTION, seed });
+  const { train, val, test } = splitThreeWays(scenarios, opts.valFraction ?? DEFAULT_VAL_FRACTION, opts.testFraction ?? 0, seed);
   const byDifficulty = { '1': 0, '2': 0, '3': 0, '4': 0, '5': 0 };
   const bySource = { llm: 0, schema: 0 };
   for (const s of scenarios) {
@@ -97,9 +100,23 @@ export async function generateScenarioSet(
   return {
     train,
     val,
+    test,
     summary: {
-      total: scenarios.length, train: train.length, val: val.length, byDifficulty, bySource,
+      total: scenarios.length, train: train.length, val: val.length, test: test.length, byDifficulty, bySource,
       droppedDuplicates, droppedUnverifiable, droppedInfeasible, droppedInvalid, coverage,
     },
   };
+}
+
+/**
+ * Test first, then validation out of the rest, each a share of the whole set and kept apart as splitScenarios keeps
+ * train and val apart. Without a test share the split is splitScenarios's own, so sets made before stay the same.
+ */
+function splitThreeWays(scenarios: readonly Scenario[], valFraction: number, testFraction: number, seed: number): { train: Scenario[]; val: Scenario[]; test: Scenario[] } {
+  if (!(testFraction >= 0 && valFraction + testFraction < 1)) {
+    throw new RangeError(`the validation share (${valFraction}) and the test share (${testFraction}) must leave scenarios to train on (their sum below 1)`);
+  }
+  const { train: rest, val: test } = splitScenarios(scenarios, { valFraction: testFraction, seed });
+  const { train, val } = splitScenarios(rest, { valFraction: valFraction / (1 - testFraction), seed });
+  return { train, val, test };
 }

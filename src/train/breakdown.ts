@@ -10,6 +10,11 @@ export function scenarioSurface(s: Pick<Scenario, 'checks'>): string {
   return tools.length > 0 ? tools.join(' → ') : '(no tool check)';
 }
 
+/** A scenario's kind: its checked tools in order and its difficulty ("get_book → convert_price @2"). */
+export function scenarioKind(s: Pick<Scenario, 'checks' | 'difficulty'>): string {
+  return `${scenarioSurface(s)} @${s.difficulty}`;
+}
+
 /** One attempt's outcome at one scenario. */
 export interface Outcome {
   scenario_id: string;
@@ -47,4 +52,33 @@ export function successBreakdown(scenarios: readonly Scenario[], columns: readon
   add('tool', scenarioSurface, (a, b) => a.localeCompare(b));
   add('difficulty', (s) => String(s.difficulty), (a, b) => Number(a) - Number(b));
   return rows;
+}
+
+export interface KindRow {
+  /** The checked tools in order (scenarioSurface). */
+  surface: string;
+  difficulty: number;
+  /** Scenarios of this kind. */
+  scenarios: number;
+  /** Success rate per column (null: the column has no attempt at these scenarios). */
+  success: (number | null)[];
+}
+
+/** Rows per kind (tool shape × difficulty), by surface then difficulty, each with one success rate per column. */
+export function kindBreakdown(scenarios: readonly Scenario[], columns: readonly (readonly Outcome[])[]): KindRow[] {
+  const groups = new Map<string, { surface: string; difficulty: number; ids: Set<string> }>();
+  for (const s of scenarios) {
+    const k = scenarioKind(s);
+    if (!groups.has(k)) groups.set(k, { surface: scenarioSurface(s), difficulty: s.difficulty, ids: new Set() });
+    groups.get(k)!.ids.add(s.id);
+  }
+  return [...groups.values()]
+    .sort((a, b) => a.surface.localeCompare(b.surface) || a.difficulty - b.difficulty)
+    .map(({ surface, difficulty, ids }) => ({
+      surface, difficulty, scenarios: ids.size,
+      success: columns.map((col) => {
+        const hits = col.filter((o) => ids.has(o.scenario_id));
+        return hits.length > 0 ? hits.filter((o) => o.success).length / hits.length : null;
+      }),
+    }));
 }

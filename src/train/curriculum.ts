@@ -17,7 +17,7 @@
 import { z } from 'zod';
 import type { Scenario } from '../scenarios/scenario.js';
 import type { Rng } from '../util/rng.js';
-import { scenarioSurface } from './breakdown.js';
+import { scenarioKind } from './breakdown.js';
 
 export const ScenarioRecordSchema = z.object({
   /** Decayed number of rollouts of this scenario. */
@@ -58,7 +58,7 @@ export const DEFAULT_CURRICULUM_POWER = 1;
 export const DEFAULT_CURRICULUM_RETIRE_AFTER = 0;
 
 /** The kind a scenario's prior comes from: its checked tools in order, and its difficulty. */
-const kindOf = (s: Scenario) => `${scenarioSurface(s)} @${s.difficulty}`;
+const kindOf = scenarioKind;
 
 export class Curriculum {
   private readonly records: Map<string, ScenarioRecord>;
