@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'build/**', 'node_modules/**', 'runs/**', 'native/**', '.cache/**'] },
+  { ignores: ['dist/**', 'build/**', 'node_modules/**', 'runs/**', 'native/**', '.cache/**', '.device/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
