@@ -12,6 +12,71 @@
 
 namespace mcprl {
 
+namespace {
+
+// Score's arguments against the model: lengths that add up to the token count, one temperature (positive) and one
+// mask index (in range) per token when given.
+void check_score_args(const EngineState& st, const std::vector<int32_t>& tokens, const std::vector<int32_t>& lens,
+                      const std::vector<float>& inv_temp, const TokenMasks& tm) {
+  size_t total = 0;
+  for (int n : lens) { CHECK(n >= 0, "negative sequence length"); total += n; }
+  CHECK(total == tokens.size(), "sequence lengths do not add up to the token count");
+  const size_t words = ((size_t)st.model.cfg.vocab + 31) / 32;
+  CHECK(inv_temp.empty() || inv_temp.size() == tokens.size(), "invTemp must have one entry per token");
+  const std::vector<int32_t>* mask_idx = &tm.idx;
+  CHECK(mask_idx->empty() || mask_idx->size() == tokens.size(), "maskIdx must have one entry per token");
+  for (float it : inv_temp) CHECK(it > 0.0f && std::isfinite(it), "temperatures must be positive");
+  for (int32_t k : *mask_idx) CHECK(k < 0 || ((size_t)k + 1) * words <= tm.bits.size(), "token mask index out of range");
+}
+
+// One forward of the T tokens from `start` (the sequences segs), then each token's log-probability into out.
+void score_rows(EngineState& st, const std::vector<int32_t>& tokens, size_t start, int T, const std::vector<Segment>& segs,
+                const std::vector<float>& inv_temp, const TokenMasks& tm, std::vector<float>& scratch, std::vector<float>& out) {
+  Model& m = st.model;
+  const int C = m.cfg.hidden, V = m.cfg.vocab;
+  const std::vector<int32_t>& mask_idx = tm.idx;
+  const int chunk = lm_head_chunk_rows(V, T);
+  m.forward(tokens.data() + start, T, segs, st.rs, false, nullptr);
+  std::vector<int32_t> tg(T, 0);
+  for (int t = 0; t + 1 < T; ++t) tg[t] = tokens[start + t + 1];
+  // Row t predicts token start + t + 1: it takes that token's temperature and allowed set. The last row
+  // of a segment predicts nothing kept (its target is 0 or the next segment's first token).
+  std::vector<float> it_rows(inv_temp.empty() ? 0 : T, 1.0f);
+  std::vector<int32_t> mi_rows(mask_idx.empty() ? 0 : T, -1);
+  for (int t = 0; t + 1 < T; ++t) {
+    if (!it_rows.empty()) it_rows[t] = inv_temp[start + t + 1];
+    if (!mi_rows.empty()) mi_rows[t] = mask_idx[start + t + 1];
+  }
+  // The two-pass head's logits (up to 64 MiB, zeroed by the resize): not when the fused path takes the call.
+  const bool two_pass = !lm_head_fused_applies(T, C, V, mi_rows.empty() ? nullptr : mi_rows.data());
+  if (two_pass && scratch.size() < lm_head_scratch_floats(V, T)) scratch.resize(lm_head_scratch_floats(V, T));
+  std::vector<float> lp(T), lse(T);
+  const Backend& be = *m.be;
+  if (!be.memory) {
+    be.lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st.rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk,
+                       it_rows.empty() ? nullptr : it_rows.data(), mi_rows.empty() ? nullptr : mi_rows.data(),
+                       mi_rows.empty() ? nullptr : tm.bits.data());
+  } else {
+    // Elsewhere: the targets, temperatures and masks go there, the log-probabilities come back.
+    ScoreStage& sg = st.score_stage;
+    if (sg.lp.size < (size_t)T) sg.lp.allocate(T, be.memory), sg.lse.allocate(T, be.memory);
+    if (two_pass && sg.scratch.size < scratch.size()) sg.scratch.allocate(scratch.size(), be.memory);
+    be.lm_head_forward(sg.lp.data, sg.lse.data, nullptr, nullptr, st.rs.hf, m.w.lm_head, staged(be, sg.targets, tg.data(), T), T, C,
+                       V, two_pass ? sg.scratch.data : nullptr, chunk,
+                       it_rows.empty() ? nullptr : staged(be, sg.inv_temp, it_rows.data(), T),
+                       mi_rows.empty() ? nullptr : staged(be, sg.mask_idx, mi_rows.data(), T),
+                       mi_rows.empty() ? nullptr : staged(be, sg.masks, tm.bits.data(), tm.bits.size()));
+    be.download(lp.data(), sg.lp.data, sizeof(float) * T);
+  }
+  size_t row = 0;
+  for (auto& s : segs) {
+    for (int t = 1; t < s.n; ++t) out[start + row + t] = lp[row + t - 1];
+    row += s.n;
+  }
+}
+
+}  // namespace
+
 // score(tokens: Int32Array, lens: Int32Array, adapter: string|null,
 //       invTemp?: Float32Array|null, maskIdx?: Int32Array|null, masks?: Uint32Array|null): Promise<Float32Array>
 // Output aligned with tokens: out[start] = 0, out[start + t] = log p(tok[t] | tok[<t]). invTemp and maskIdx,
@@ -35,17 +100,7 @@ Napi::Value Engine::Score(const Napi::CallbackInfo& info) {
           st->begin();
           CHECK(st->loaded, "model not loaded");
           const LoraAdapter* ad = st->adapter(adapter);
-          size_t total = 0;
-          for (int n : lens) { CHECK(n >= 0, "negative sequence length"); total += n; }
-          CHECK(total == tokens->size(), "sequence lengths do not add up to the token count");
-          Model& m = st->model;
-          const int C = m.cfg.hidden, V = m.cfg.vocab;
-          const size_t words = ((size_t)V + 31) / 32;
-          CHECK(inv_temp->empty() || inv_temp->size() == tokens->size(), "invTemp must have one entry per token");
-          const std::vector<int32_t>* mask_idx = &tm->idx;
-          CHECK(mask_idx->empty() || mask_idx->size() == tokens->size(), "maskIdx must have one entry per token");
-          for (float it : *inv_temp) CHECK(it > 0.0f && std::isfinite(it), "temperatures must be positive");
-          for (int32_t k : *mask_idx) CHECK(k < 0 || ((size_t)k + 1) * words <= tm->bits.size(), "token mask index out of range");
+          check_score_args(*st, *tokens, lens, *inv_temp, *tm);
           const int budget = 4096;  // tokens per forward: bounds activation memory
           std::vector<float> scratch;  // the LM head's logits, lm_head_chunk_rows of them at a time
           size_t i = 0, off = 0;
@@ -65,44 +120,7 @@ Napi::Value Engine::Score(const Napi::CallbackInfo& info) {
               ++i;
             }
             if (T == 0) continue;
-            const int chunk = lm_head_chunk_rows(V, T);
-            m.forward(tokens->data() + start, T, segs, st->rs, false, nullptr);
-            std::vector<int32_t> tg(T, 0);
-            for (int t = 0; t + 1 < T; ++t) tg[t] = (*tokens)[start + t + 1];
-            // Row t predicts token start + t + 1: it takes that token's temperature and allowed set. The last row
-            // of a segment predicts nothing kept (its target is 0 or the next segment's first token).
-            std::vector<float> it_rows(inv_temp->empty() ? 0 : T, 1.0f);
-            std::vector<int32_t> mi_rows(mask_idx->empty() ? 0 : T, -1);
-            for (int t = 0; t + 1 < T; ++t) {
-              if (!it_rows.empty()) it_rows[t] = (*inv_temp)[start + t + 1];
-              if (!mi_rows.empty()) mi_rows[t] = (*mask_idx)[start + t + 1];
-            }
-            // The two-pass head's logits (up to 64 MiB, zeroed by the resize): not when the fused path takes the call.
-            const bool two_pass = !lm_head_fused_applies(T, C, V, mi_rows.empty() ? nullptr : mi_rows.data());
-            if (two_pass && scratch.size() < lm_head_scratch_floats(V, T)) scratch.resize(lm_head_scratch_floats(V, T));
-            std::vector<float> lp(T), lse(T);
-            const Backend& be = *m.be;
-            if (!be.memory) {
-              be.lm_head_forward(lp.data(), lse.data(), nullptr, nullptr, st->rs.hf, m.w.lm_head, tg.data(), T, C, V, scratch.data(), chunk,
-                                 it_rows.empty() ? nullptr : it_rows.data(), mi_rows.empty() ? nullptr : mi_rows.data(),
-                                 mi_rows.empty() ? nullptr : tm->bits.data());
-            } else {
-              // Elsewhere: the targets, temperatures and masks go there, the log-probabilities come back.
-              ScoreStage& sg = st->score_stage;
-              if (sg.lp.size < (size_t)T) sg.lp.allocate(T, be.memory), sg.lse.allocate(T, be.memory);
-              if (two_pass && sg.scratch.size < scratch.size()) sg.scratch.allocate(scratch.size(), be.memory);
-              be.lm_head_forward(sg.lp.data, sg.lse.data, nullptr, nullptr, st->rs.hf, m.w.lm_head, staged(be, sg.targets, tg.data(), T), T, C,
-                                 V, two_pass ? sg.scratch.data : nullptr, chunk,
-                                 it_rows.empty() ? nullptr : staged(be, sg.inv_temp, it_rows.data(), T),
-                                 mi_rows.empty() ? nullptr : staged(be, sg.mask_idx, mi_rows.data(), T),
-                                 mi_rows.empty() ? nullptr : staged(be, sg.masks, tm->bits.data(), tm->bits.size()));
-              be.download(lp.data(), sg.lp.data, sizeof(float) * T);
-            }
-            size_t row = 0;
-            for (auto& s : segs) {
-              for (int t = 1; t < s.n; ++t) (*out)[start + row + t] = lp[row + t - 1];
-              row += s.n;
-            }
+            score_rows(*st, *tokens, start, T, segs, *inv_temp, *tm, scratch, *out);
           }
         },
         [out](Napi::Env env) -> Napi::Value { return f32_array(env, *out); });
