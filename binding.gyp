@@ -41,6 +41,7 @@
         "native/core/json.cc",
         "native/core/safetensors.cc",
         "native/core/weight.cc",
+        "native/engine/engine_state.cc",
         "native/engine/prefix_cache.cc",
         "native/engine/sample.cc",
         "native/kernels/gemm.cc",
@@ -65,7 +66,14 @@
       # The production addon, build/Release/mcprl_native.node (src/engine/native.ts).
       "target_name": "mcprl_native",
       "dependencies": ["mcprl_engine"],
-      "sources": ["native/addon/addon.cc", "native/train/train_napi.cc"]
+      "sources": [
+        "native/addon/addon.cc",
+        "native/addon/engine_cache.cc",
+        "native/addon/engine_generate.cc",
+        "native/addon/engine_model.cc",
+        "native/addon/engine_score.cc",
+        "native/train/train_napi.cc"
+      ]
     },
     {
       # The test and bench addon, build/Release/mcprl_native_test.node (src/engine/native-testing.ts): the ops

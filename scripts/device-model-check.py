@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The model-level half of the CUDA device check (issue 17), beside native/cuda/model_check.cu.
+"""The model-level half of the CUDA device check (issue 17), beside native/cuda/check/model_*.cu.
 
   prepare DIR          a random Qwen3-shaped HF folder (DIR/model, bf16 safetensors, the real 151,936-token
                        vocabulary), a PEFT LoRA adapter on all seven projections with random A and B
@@ -246,7 +246,7 @@ def peer(bench_jsonl):
         if e:
             emit(f"cuda.train.{shape}.mfu", value=round(e["flops"] / e["seconds"] / rate, 4),
                  torch_mfu=round(e["flops"] / s / rate, 4), matmul_tflops=round(rate / 1e12, 1),
-                 note="the step's FLOPs as model_check.cu's step_flops counts them, over the engine's (torch's) step time, "
+                 note="the step's FLOPs as check/model_bench.cu's step_flops counts them, over the engine's (torch's) step time, "
                       "against torch.matmul bf16 8192^3 measured in this run")
             emit(f"cuda.train.{shape}.vs_torch", value=round(e["tokens_per_s"] / tps, 3), unit="x",
                  engine_tokens_per_s=e["tokens_per_s"], torch_tokens_per_s=round(tps, 1))

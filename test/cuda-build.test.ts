@@ -1,7 +1,8 @@
 /**
  * The CUDA backend (native/cuda, issue 17) on a machine without a GPU: what CI can prove.
- *   - with nvcc on the PATH, scripts/device-check.sh --cpu-only compiles every native/cuda/*.cu for sm_90 and
- *     links the standalone check executable with the CPU ops (native/cuda/build.sh);
+ *   - with nvcc on the PATH, scripts/device-check.sh --cpu-only compiles every native/cuda/*.cu and
+ *     native/cuda/check/*.cu for sm_90 and links the standalone check executables with the CPU ops
+ *     (native/cuda/build.sh);
  *   - that executable, with no CUDA device, says so in one JSON line and exits 2 (it never claims a pass);
  *   - the dry mode meets the PyTorch oracle of the device run (scripts/device-check.py, float64) with the CPU ops
  *     on small dumped cases, tolerance 1e-4 (f32 against f64), and the oracle fails a result that is off;

@@ -1,4 +1,4 @@
-// Helpers of the N-API boundary, shared by the engine bindings (addon.cc) and the trainer bindings
+// Helpers of the N-API boundary, shared by the engine bindings (addon.cc, engine_*.cc) and the trainer bindings
 // (train/train_napi.cc). Every C++ exception is caught here and becomes a rejected promise or a thrown JS
 // Error: the Node process never aborts.
 #pragma once

@@ -1,5 +1,5 @@
 // Builds the CUDA library the addon loads lazily (native/cuda/entry.h): build/cuda/libmcprl_cuda.so from
-// native/cuda/*.cu (not the standalone checks' check.cu / model_check.cu) and the few CPU sources they need.
+// native/cuda/*.cu (not the standalone checks in native/cuda/check/) and the few CPU sources they need.
 // `npm install` runs it after the addon (native/build.cjs) when nvcc is on the PATH. It never fails the install:
 // a missing nvcc or a failed compile prints one line, `mcprl: CUDA library not built: <why>`, exits 0, and the
 // install is the CPU one. Arguments:
@@ -40,7 +40,7 @@ if (!sms.every((a) => /^\d+$/.test(a))) skip(`MCPRL_CUDA_ARCH=${process.env.MCPR
 const gencode = sms.flatMap((a) => ['-gencode', `arch=compute_${a},code=sm_${a}`]);
 
 const cudaDir = path.join(root, 'native', 'cuda');
-const cu = fs.readdirSync(cudaDir).filter((f) => f.endsWith('.cu') && f !== 'check.cu' && f !== 'model_check.cu');
+const cu = fs.readdirSync(cudaDir).filter((f) => f.endsWith('.cu'));
 const cpu = ['native/core/common.cc'];
 const sources = [...cu.map((f) => path.join('native', 'cuda', f)), ...cpu];
 const mtime = (p) => (fs.existsSync(p) ? fs.statSync(p).mtimeMs : 0);

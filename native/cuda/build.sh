@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the CUDA backend's standalone checks (no Node, no N-API):
-#   OUT/mcprl-cuda-check        every native/cuda op against the CPU op it mirrors (check.cu), with the CPU ops
-#                               (native/ops/*.cc and what they need: gemm, 16-bit weights, AdamW);
+#   OUT/mcprl-cuda-check        every native/cuda op against the CPU op it mirrors (check/check_*.cu), with the CPU
+#                               ops (native/ops/*.cc and what they need: gemm, 16-bit weights, AdamW);
 #   OUT/mcprl-cuda-model-check  the engine's model and trainer (native/model, native/train) on the CUDA backend
-#                               (model_check.cu); it reads safetensors, hence needs nlohmann/json.hpp: from
+#                               (check/model_*.cu); it reads safetensors, hence needs nlohmann/json.hpp: from
 #                               MCPRL_JSON_INCLUDE (a folder holding nlohmann/) or the system's; without it this
 #                               one is skipped with a line saying so.
 #   native/cuda/build.sh OUT        (JOBS=n parallel compiles, default: all cores; NVCC, CXX override the tools)
@@ -22,7 +22,9 @@ cpu_src=("$root"/native/ops/*.cc "$root"/native/kernels/gemm.cc "$root"/native/k
   "$root"/native/core/common.cc "$root"/native/train/optim.cc)
 model_src=("$root"/native/model/*.cc "$root"/native/core/safetensors.cc "$root"/native/core/json.cc "$root"/native/backend/backend_cpu.cc
   "$root"/native/train/train.cc "$root"/native/train/loss.cc)
-cu_src=("$root"/native/cuda/*.cu)
+cu_src=("$root"/native/cuda/*.cu)  # the kernels and the backend (the library's sources)
+check_src=("$root"/native/cuda/check/check_*.cu)
+model_check_src=("$root"/native/cuda/check/model_*.cu)
 json_inc=${MCPRL_JSON_INCLUDE:-}
 have_json=0
 if [ -n "$json_inc" ] && [ -f "$json_inc/nlohmann/json.hpp" ]; then
@@ -34,7 +36,7 @@ elif printf '#include <nlohmann/json.hpp>\n' | "$CXX" -std=c++17 -fsyntax-only -
 fi
 if [ $have_json = 0 ]; then  # the model check's sources need the JSON header: leave them out
   model_src=()
-  cu_src=("${cu_src[@]/*model_check.cu/}")
+  model_check_src=()
 fi
 compile() {  # one source -> one object named after its path
   local src=$1 obj
@@ -50,19 +52,20 @@ export nvflags_s="${nvflags[*]}" cxxflags_s="${cxxflags[*]}"
 # xargs runs compile in fresh shells: pass the flag arrays as strings and rebuild them there.
 rm -f "$out"/obj/*.o
 compile_all() { grep . | xargs -P "$JOBS" -I{} bash -c 'nvflags=($nvflags_s); cxxflags=($cxxflags_s); compile "$1"' _ {}; }
-printf '%s\n' "${cu_src[@]}" "${cpu_src[@]}" | grep -v /model_check.cu | compile_all
+printf '%s\n' "${cu_src[@]}" "${check_src[@]}" "${cpu_src[@]}" | compile_all
 # The model check's own sources: a failure there leaves the op check built (and says so below).
-if [ $have_json = 1 ] && ! printf '%s\n' "${model_src[@]}" "$root/native/cuda/model_check.cu" | compile_all; then
+if [ $have_json = 1 ] && ! printf '%s\n' "${model_src[@]}" "${model_check_src[@]}" | compile_all; then
   have_json=0
   echo "mcprl-cuda-model-check: its sources did not compile (above)" >&2
 fi
 objs() { for s in "$@"; do echo "$out/obj/$(echo "${s#"$root"/}" | tr / _).o"; done; }
-mapfile -t common_o < <(objs "${cpu_src[@]}" $(printf '%s\n' "${cu_src[@]}" | grep . | grep -v -e /check.cu -e /model_check.cu))
-"$NVCC" -arch=sm_90 "${common_o[@]}" "$out/obj/native_cuda_check.cu.o" -Xcompiler -fopenmp -lgomp -ldl -o "$out/mcprl-cuda-check"
+mapfile -t common_o < <(objs "${cpu_src[@]}" "${cu_src[@]}")
+mapfile -t check_o < <(objs "${check_src[@]}")
+"$NVCC" -arch=sm_90 "${common_o[@]}" "${check_o[@]}" -Xcompiler -fopenmp -lgomp -ldl -o "$out/mcprl-cuda-check"
 echo "built $out/mcprl-cuda-check"
 if [ $have_json = 1 ]; then
-  mapfile -t model_o < <(objs "${model_src[@]}")
-  "$NVCC" -arch=sm_90 "${common_o[@]}" "${model_o[@]}" "$out/obj/native_cuda_model_check.cu.o" -Xcompiler -fopenmp \
+  mapfile -t model_o < <(objs "${model_src[@]}" "${model_check_src[@]}")
+  "$NVCC" -arch=sm_90 "${common_o[@]}" "${model_o[@]}" -Xcompiler -fopenmp \
     -lgomp -ldl -o "$out/mcprl-cuda-model-check"
   echo "built $out/mcprl-cuda-model-check"
 else

@@ -1,4 +1,4 @@
-// What one loaded model owns on the native side, shared by the engine bindings (addon.cc) and the trainer
+// What one loaded model owns on the native side, shared by the engine bindings (addon/engine_*.cc) and the trainer
 // bindings (train/train_napi.cc): the trainer's adapter is an ordinary entry of `adapters`, so generation and
 // scoring use it under its name with no reload.
 #pragma once

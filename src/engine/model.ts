@@ -64,7 +64,7 @@ export async function readModelConfig(dir: string): Promise<ModelConfig> {
   }
 }
 
-/** The architecture exactly as native/addon/addon.cc's load() reads it: every field, none optional. */
+/** The architecture exactly as native/addon/engine_model.cc's load() reads it: every field, none optional. */
 function nativeSpec(s: ModelSpec): ModelSpec {
   return {
     modelType: s.modelType, vocabSize: s.vocabSize, hiddenSize: s.hiddenSize, intermediateSize: s.intermediateSize,

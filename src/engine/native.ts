@@ -1,6 +1,6 @@
 /**
  * Typed loader of the native addon (build/Release/mcprl_native.node, built by `npm install` from native/).
- * Everything here mirrors native/addon/addon.cc one to one; src/engine/model.ts is the friendly face.
+ * Everything here mirrors native/addon/ (addon.cc, engine_*.cc) one to one; src/engine/model.ts is the friendly face.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -59,7 +59,7 @@ export interface BatchSampling {
   masks: Uint32Array | null;
 }
 
-/** One loaded model in native memory (class Engine in native/addon/addon.cc). Calls must not overlap. */
+/** One loaded model in native memory (class Engine in native/addon/engine.h). Calls must not overlap. */
 export interface NativeEngine {
   /**
    * Reads the weights of `dir` for the architecture `spec` (config.json is read in TypeScript, src/hf/config.ts),

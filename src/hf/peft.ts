@@ -133,7 +133,7 @@ export async function readAdapterConfig(dir: string): Promise<AdapterConfig> {
   return parsed.data;
 }
 
-/** What the engine needs to load an adapter's weights (native/addon/addon.cc loadAdapter), every field resolved. */
+/** What the engine needs to load an adapter's weights (native/addon/engine_model.cc loadAdapter), every field resolved. */
 export interface AdapterSettings {
   r: number;
   alpha: number;
