@@ -37,6 +37,9 @@ export interface TrainSequence {
   tokenMasks?: (Uint32Array | null)[];
 }
 
+/** Token budget per packed micro-batch when a step gives none (the library's TrainStepConfig and the trainer). */
+export const DEFAULT_MICRO_BATCH_TOKENS = 4096;
+
 // The loss and optimiser settings carry every default here, once: the native trainer receives each value
 // explicitly (lossParams, optimizerParams) and has no defaults of its own.
 

@@ -32,6 +32,7 @@ import { Mulberry32 } from '../util/rng.js';
 import { engineOf, nativeAddon, type Model } from './model.js';
 import { packBatch, type NativeMicroBatch } from './train-batch.js';
 import {
+  DEFAULT_MICRO_BATCH_TOKENS,
   LossConfigSchema,
   OptimizerConfigSchema,
   TrainError,
@@ -71,7 +72,7 @@ export interface ResumeTrainerOptions {
 }
 
 export interface StepOptions {
-  /** Token budget per packed micro-batch. Default 4096. A longer sequence gets a micro-batch of its own. */
+  /** Token budget per packed micro-batch. Default DEFAULT_MICRO_BATCH_TOKENS. A longer sequence gets a micro-batch of its own. */
   microBatchTokens?: number;
   /**
    * Per-layer activation recompute: keep only each layer's input during the forward and rebuild the layer's
@@ -216,7 +217,7 @@ export class Trainer {
   async trainStep(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<StepMetrics> {
     const lc = parseLoss(loss);
     this.checkMasks(batch);
-    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? 4096);
+    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? DEFAULT_MICRO_BATCH_TOKENS);
     const o = this.optimizer;
     const s = o.schedule;
     if (s.kind === 'cosine' && !s.totalSteps) throw new TrainError('TRAIN_INVALID_CONFIG', 'cosine schedule needs totalSteps');
@@ -242,7 +243,7 @@ export class Trainer {
   async gradientsWithMetrics(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<{ grads: Map<string, Float32Array>; metrics: StepMetrics; logprobs: Float32Array }> {
     const lc = parseLoss(loss);
     this.checkMasks(batch);
-    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? 4096);
+    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? DEFAULT_MICRO_BATCH_TOKENS);
     const r = await this.run(mbs.microBatches, lc, null, true, opts);
     const flat = await this.nativeRead('grads');
     const grads = new Map<string, Float32Array>();
