@@ -99,8 +99,6 @@ const LOCAL_API_KEY = 'mcprl-local';
 
 /** One TrainResult per step, in the model's folder. */
 const RESULTS_FILE = 'train-results.jsonl';
-/** The schedule of a call that names none (an SFT step): every optimiser step at the call's `lr`. */
-const CONSTANT_LR: LrSchedule = { kind: 'constant', warmupSteps: 0 };
 
 interface BaseModel {
   model: Model;
@@ -404,17 +402,15 @@ export class LocalBackend implements Backend {
   ): Promise<TrainResult> {
     const total = batches.reduce((a, b) => a + b.length, 0);
     if (total === 0 && !config.alwaysStep) return { step: model.step, trained: false, ...summary };
-    // step: one optimiser step per minibatch, each at its learning rate on the schedule (`lr` its peak), counted
-    // in the model's optimiser steps so far
+    // step: one optimiser step per minibatch, each at its rate on the call's schedule (an SFT call's: constant)
     const trainer = model.trainer;
-    const schedule = config.lrSchedule ?? CONSTANT_LR;
     let m: StepMetrics | null = null;
     if (total > 0) {
       progress('train', 0, total);
       const all: StepMetrics[] = [];
       let done = 0;
       for (const b of batches) {
-        const optimizer = { lr: learningRate(schedule, config.lr, trainer.step) };
+        const optimizer = { lr: learningRate(config.lrSchedule, config.lr, trainer.step) };
         all.push(await trainer.trainStep(b, loss, { optimizer, ...(config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {}) }));
         progress('train', (done += b.length), total);
       }

@@ -59,10 +59,11 @@ export type LrSchedule = z.output<typeof LrScheduleSchema>;
  *   constant: lr;  warmup: lr · min(1, (step + 1) / warmupSteps);
  *   cosine: warm-up as above, then lr · ½ (1 + cos(π p)), p = (step − warmupSteps) / max(1, totalSteps − warmupSteps)
  *   clamped to [0, 1]. (Hugging Face's schedules give step 0 a zero learning rate; here the first step learns.)
+ * No schedule (an SFT call names none) is constant.
  */
-export function learningRate(schedule: LrSchedule, lr: number, step: number): number {
+export function learningRate(schedule: LrSchedule | undefined, lr: number, step: number): number {
+  if (schedule === undefined || schedule.kind === 'constant') return lr;
   const { kind, warmupSteps: warmup } = schedule;
-  if (kind === 'constant') return lr;
   if (warmup > 0 && step < warmup) return (lr * (step + 1)) / warmup;
   if (kind === 'warmup') return lr;
   const total = schedule.totalSteps ?? 0;
