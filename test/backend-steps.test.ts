@@ -105,4 +105,11 @@ describe('LocalBackend step options', () => {
     const rows = (await readFile(join(folder, 'train-results.jsonl'), 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as { step: number }).step);
     expect(rows).toEqual(Array.from({ length: latest }, (_, i) => i + 1));
   });
+
+  it('a call trains on its own schedule: an SFT step after a warm-up call takes its lr as given', async () => {
+    const warm = await model.train([withSignal()], { lr: 1e-2, lrSchedule: { kind: 'warmup', warmupSteps: 100 } });
+    expect(warm.lr).toBeLessThan(1e-2);
+    const sft = await model.sft([{ messages: game('2', 1).messages }], { lr: 1e-2 });
+    expect(sft.lr).toBe(1e-2);
+  });
 });

@@ -13,13 +13,17 @@ import { readModelConfig } from '../src/hf/config.js';
 import { Model } from '../src/engine/model.js';
 import { readSafetensors } from '../src/hf/safetensors.js';
 import { Trainer, type OptimizerConfig } from '../src/engine/trainer.js';
+import { learningRate, type LrSchedule } from '../src/train/step-settings.js';
 import { requireOracle } from './helpers/oracles.js';
 import { randomSequences, torchTrainRef } from './train-helpers.js';
 
 const VOCAB = 400;
 const OPTS: RandomModelOptions = { arch: 'qwen3', vocabSize: VOCAB, tokenizer: false, seed: 21 };
 const TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
-const OPTIMIZER: OptimizerConfig = { lr: 5e-3, weightDecay: 0.01, maxGradNorm: 1.0, schedule: { kind: 'cosine', warmupSteps: 2, totalSteps: 6 } };
+const OPTIMIZER: OptimizerConfig = { lr: 5e-3, weightDecay: 0.01, maxGradNorm: 1.0 };
+const SCHEDULE: LrSchedule = { kind: 'cosine', warmupSteps: 2, totalSteps: 6 };
+/** A step's optimiser settings: OPTIMIZER at the schedule's learning rate for the trainer's next step. */
+const at = (t: Trainer) => ({ optimizer: { ...OPTIMIZER, lr: learningRate(SCHEDULE, OPTIMIZER.lr, t.step) } });
 
 let scratch: string;
 let model: Model;
@@ -76,7 +80,7 @@ describe('save', () => {
   const ids = batch.map((s) => s.tokenIds);
   beforeAll(async () => {
     t = await Trainer.create(model, { adapterName: 'saved', rank: 8, alpha: 16, targets: TARGETS, seed: 1, optimizer: OPTIMIZER });
-    for (let i = 0; i < 3; i++) await t.trainStep(batch, { kind: 'grpo' });
+    for (let i = 0; i < 3; i++) await t.trainStep(batch, { kind: 'grpo' }, at(t));
     dir = join(scratch, 'ckpt-saved');
     await t.save(dir);
     engine = await model.score(ids, { adapter: 'saved' });
@@ -123,17 +127,17 @@ describe('resume', () => {
     ];
     const straight = await create('straight');
     const lossesA: number[] = [];
-    for (const b of steps) lossesA.push((await straight.trainStep(b(), { kind: 'dapo', beta: 0.01 })).loss);
+    for (const b of steps) lossesA.push((await straight.trainStep(b(), { kind: 'dapo', beta: 0.01 }, at(straight))).loss);
 
     const first = await create('first-half');
     const lossesB: number[] = [];
-    for (const b of steps.slice(0, 2)) lossesB.push((await first.trainStep(b(), { kind: 'dapo', beta: 0.01 })).loss);
+    for (const b of steps.slice(0, 2)) lossesB.push((await first.trainStep(b(), { kind: 'dapo', beta: 0.01 }, at(first))).loss);
     const dir = join(scratch, 'ckpt-resume');
     await first.save(dir);
     first.close();
     const resumed = await Trainer.resume(model, dir, { adapterName: 'resumed' });
     expect(resumed.step).toBe(2);
-    for (const b of steps.slice(2)) lossesB.push((await resumed.trainStep(b(), { kind: 'dapo', beta: 0.01 })).loss);
+    for (const b of steps.slice(2)) lossesB.push((await resumed.trainStep(b(), { kind: 'dapo', beta: 0.01 }, at(resumed))).loss);
 
     expect(lossesB).toEqual(lossesA);
     // Later steps really moved the weights (so identical losses are not a frozen model).

@@ -7,14 +7,14 @@
  * LoRA tensor (A and B of all seven projections in both layers). Tolerance: |fd − g| ≤ 2e-2 · |g| + 2e-5:
  * the loss is an f32 computation (relative rounding ~1e-6 of a loss of order 1, i.e. ~5e-5 / 2h after
  * differencing) and h² truncation is ~1e-4 relative for these smooth functions.
- * Plus the learning-rate schedules and the loss-weight rules of the batch packer.
+ * Plus the loss-weight rules of the batch packer (the learning-rate schedule is TypeScript: test/step-settings.test.ts).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomAdapter, makeRandomModel, type RandomModelOptions } from '../scripts/random-model.js';
-import { Model, nativeAddon } from '../src/engine/model.js';
+import { Model } from '../src/engine/model.js';
 import { Trainer, packBatch, type LossConfig } from '../src/engine/trainer.js';
 import { perturbedOld, randomSequences } from './train-helpers.js';
 
@@ -138,22 +138,6 @@ describe('folded LoRA (foldLora: W + scale · B A, A and B graded through the de
     const whileFolded = await gen();
     expect(whileFolded.map((g) => g.logprobs)).toEqual(plain.map((g) => g.logprobs));
     t.close();
-  });
-});
-
-describe('schedules', () => {
-  const lr = (kind: string, step: number, warmup = 0, total = 0) => (nativeAddon() as unknown as { scheduleLr: (...a: unknown[]) => number }).scheduleLr(kind, 1e-3, step, warmup, total);
-  it('constant, linear warm-up, warm-up + cosine to zero', () => {
-    expect(lr('constant', 0)).toBe(1e-3);
-    expect(lr('constant', 99)).toBe(1e-3);
-    expect(lr('warmup', 0, 4)).toBeCloseTo(0.25e-3, 12);
-    expect(lr('warmup', 3, 4)).toBeCloseTo(1e-3, 12);
-    expect(lr('warmup', 10, 4)).toBeCloseTo(1e-3, 12);
-    expect(lr('cosine', 1, 2, 12)).toBeCloseTo(1e-3, 12);
-    expect(lr('cosine', 2, 2, 12)).toBeCloseTo(1e-3, 12);
-    expect(lr('cosine', 7, 2, 12)).toBeCloseTo(0.5e-3, 12);
-    expect(lr('cosine', 12, 2, 12)).toBeCloseTo(0, 12);
-    expect(lr('cosine', 20, 2, 12)).toBeCloseTo(0, 12);
   });
 });
 

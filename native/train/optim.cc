@@ -49,13 +49,4 @@ double clip_grad_norm(const Backend& b, float* grad, size_t n, double max_norm) 
   return norm;
 }
 
-double schedule_lr(int kind, double lr, long step, long warmup, long total) {
-  if (kind == SCHEDULE_CONSTANT) return lr;
-  if (warmup > 0 && step < warmup) return lr * (double)(step + 1) / (double)warmup;
-  if (kind == SCHEDULE_WARMUP) return lr;
-  double p = (double)(step - warmup) / (double)std::max(1L, total - warmup);
-  p = std::min(1.0, std::max(0.0, p));
-  return lr * 0.5 * (1.0 + std::cos(M_PI * p));
-}
-
 }  // namespace mcprl

@@ -29,12 +29,4 @@ double clip_grad_norm(float* grad, size_t n, double max_norm);
 struct Backend;
 double clip_grad_norm(const Backend& b, float* grad, size_t n, double max_norm);
 
-enum ScheduleKind : int { SCHEDULE_CONSTANT = 0, SCHEDULE_WARMUP = 1, SCHEDULE_COSINE = 2 };
-
-// Learning rate for the step with 0-based index `step`:
-//   constant: lr;  warmup: lr * min(1, (step + 1) / warmup);
-//   cosine: warmup as above, then lr * 0.5 * (1 + cos(pi * p)), p = (step − warmup) / max(1, total − warmup)
-//   clamped to [0, 1]. (HF's schedules give step 0 a zero learning rate; here the first step already learns.)
-double schedule_lr(int kind, double lr, long step, long warmup, long total);
-
 }  // namespace mcprl

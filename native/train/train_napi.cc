@@ -11,8 +11,8 @@
 //   trainer.run(microBatches, loss, optim | null, wantLogprobs, recompute, foldLora): Promise<RunResult>
 //       zeroes the gradient, runs every micro-batch (forward, loss, backward; gradients accumulate), then
 //       with optim: clips the global grad norm and takes one AdamW step. foldLora (CPU only): the projections
-//       read W + scale · B A, folded once at the start of the run (model.h lora_fold)
-//   scheduleLr(kind, lr, step, warmup, total): number
+//       read W + scale · B A, folded once at the start of the run (model.h lora_fold). optim.lr is the step's
+//       own (the caller's schedule: src/train/step-settings.ts)
 #include "train_napi.h"
 
 #include <algorithm>
@@ -276,22 +276,10 @@ class Trainer : public Napi::ObjectWrap<Trainer> {
   }
 };
 
-Napi::Value ScheduleLr(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    std::string kind = str_arg(info[0], "schedule kind");
-    int k = kind == "constant" ? SCHEDULE_CONSTANT : kind == "warmup" ? SCHEDULE_WARMUP : kind == "cosine" ? SCHEDULE_COSINE : -1;
-    CHECK(k >= 0, "unknown schedule '" + kind + "'");
-    double lr = schedule_lr(k, num_arg(info[1], "lr"), (long)int_arg(info[2], "step", 0, kMaxSafeInt),
-                            (long)int_arg(info[3], "warmupSteps", 0, kMaxSafeInt), (long)int_arg(info[4], "totalSteps", 0, kMaxSafeInt));
-    return Napi::Number::New(info.Env(), lr);
-  });
-}
-
 }  // namespace
 
 void init_train(Napi::Env env, Napi::Object exports) {
   exports.Set("Trainer", Trainer::Init(env));
-  exports.Set("scheduleLr", Napi::Function::New(env, ScheduleLr));
 }
 
 }  // namespace mcprl

@@ -37,6 +37,7 @@ import type { TrainSequence } from '../../src/engine/train-types.js';
 import { mergeAdapter } from '../../src/export/merge.js';
 import { connect } from '../../src/mcp/index.js';
 import { formatScenarios, type Scenario } from '../../src/scenarios/index.js';
+import { learningRate, type LrSchedule } from '../../src/train/step-settings.js';
 import { trajectoryToSequences } from '../../src/train/tokenize.js';
 import { writeJsonAtomic } from '../../src/util/atomic.js';
 import { makeRandomModel, makeRng } from '../random-model.js';
@@ -186,11 +187,13 @@ async function main() {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
     const trainer = await Trainer.create(engine.model as never, {
       adapterName: 'drills', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS],
-      seed, optimizer: { lr: Number(values.lr), maxGradNorm: 1, schedule: { kind: 'warmup', warmupSteps: 10 } },
+      seed,
     });
+    const drillSchedule: LrSchedule = { kind: 'warmup', warmupSteps: 10 };
     for (let step = 0; step < Number(values['drill-steps']); step++) {
       const batch = Array.from({ length: 64 }, () => trajectoryToSequences(engine, { messages: copyDrill(rng), tools: [] })).flat();
-      const m = await trainer.sftStep(batch, { foldLora: true });
+      const optimizer = { lr: learningRate(drillSchedule, Number(values.lr), step), maxGradNorm: 1 };
+      const m = await trainer.sftStep(batch, { foldLora: true, optimizer });
       if (step % 50 === 0) log(`drills step ${step}: loss ${m.loss.toFixed(4)}`);
     }
     const adapterDir = join(work, 'adapter-drills');
@@ -212,14 +215,16 @@ async function main() {
     const sequences: TrainSequence[] = pool.flatMap((t) => trajectoryToSequences(engine, t));
     const trainer = await Trainer.create(engine.model as never, {
       adapterName: 'warmup', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS],
-      seed: seed + cycle, optimizer: { lr: Number(values.lr), weightDecay: 0, maxGradNorm: 1, schedule: { kind: 'cosine', warmupSteps: 5, totalSteps: Number(values['steps-per-cycle']) } },
+      seed: seed + cycle,
     });
+    const schedule: LrSchedule = { kind: 'cosine', warmupSteps: 5, totalSteps: Number(values['steps-per-cycle']) };
     for (let step = 0; step < Number(values['steps-per-cycle']); step++) {
       const batch = Array.from({ length: Number(values['batch-size']) }, () => sequences[Math.floor(sftRng.uniform() * sequences.length)]);
       for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copyDrill(sftRng), tools: [] }));
       // the skill cycles only: a drill always looks up and reports, which would undo the habit cycle's mix
       if (!habitCycle) for (let k = 0; k < Number(values['tool-drills']); k++) batch.push(...trajectoryToSequences(engine, toolDrill(toolRng)));
-      const m = await trainer.sftStep(batch, { foldLora: true });
+      const optimizer = { lr: learningRate(schedule, Number(values.lr), step), weightDecay: 0, maxGradNorm: 1 };
+      const m = await trainer.sftStep(batch, { foldLora: true, optimizer });
       if (step % 10 === 0 || step === Number(values['steps-per-cycle']) - 1) log(`cycle ${cycle} step ${step}: loss ${m.loss.toFixed(4)} grad ${m.gradNorm.toFixed(3)} ${Math.round(m.tokensPerSecond)} tok/s`);
     }
     const adapterDir = join(work, `adapter-${cycle}`);

@@ -35,6 +35,7 @@ import { advantagesFor } from '../train/advantages.js';
 import { meanStepMetrics, minibatches } from '../train/minibatches.js';
 import { applyTruncatedIs } from '../train/off-policy.js';
 import { RunDir } from '../train/run-dir.js';
+import { learningRate, type LrSchedule } from '../train/step-settings.js';
 import { emptyTokenizationReport, trajectoryToSequences } from '../train/tokenize.js';
 import { writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
 import type { ProgressListener } from '../util/progress.js';
@@ -59,7 +60,6 @@ import {
   type TrainableModelSettings,
   type TrainableModelSettingsInput,
   type TrainResult,
-  type TrainStepConfig,
   type TrainStepConfigInput,
   type TrajectoryGroup,
   type TrajectoryGroupInput,
@@ -217,8 +217,8 @@ export class LocalBackend implements Backend {
         trainer = await Trainer.resume(base.model, run.checkpoint(step), { adapterName: trainName });
       } else {
         const l = settings.lora;
-        // The learning rate is set by each step (TrainStepConfig); this one is only the optimiser's placeholder.
-        trainer = await Trainer.create(base.model, { adapterName: trainName, rank: l.rank, alpha: l.alpha, targets: l.targets, seed: l.seed, optimizer: { lr: 0 } });
+        // No optimiser settings here: each step gives its own (optimizerStep).
+        trainer = await Trainer.create(base.model, { adapterName: trainName, rank: l.rank, alpha: l.alpha, targets: l.targets, seed: l.seed });
         wroteStep0 = true;
         await trainer.save(run.checkpoint(0));
       }
@@ -396,27 +396,27 @@ export class LocalBackend implements Backend {
     model: LoadedModel,
     batches: TrainSequence[][],
     loss: LossConfig,
-    config: { lr: number; microBatchTokens?: number; lrSchedule?: TrainStepConfig['lrSchedule']; updates: number; alwaysStep: boolean },
+    config: { lr: number; microBatchTokens?: number; lrSchedule?: LrSchedule; updates: number; alwaysStep: boolean },
     summary: Omit<TrainResult, 'step' | 'trained'>,
     progress: StepProgress,
   ): Promise<TrainResult> {
     const total = batches.reduce((a, b) => a + b.length, 0);
     if (total === 0 && !config.alwaysStep) return { step: model.step, trained: false, ...summary };
-    // step: one optimiser step per minibatch at this call's learning rate (and schedule)
+    // step: one optimiser step per minibatch, each at its rate on the call's schedule (an SFT call's: constant)
     const trainer = model.trainer;
-    trainer.optimizer = { ...trainer.optimizer, lr: config.lr, ...(config.lrSchedule ? { schedule: config.lrSchedule } : {}) };
     let m: StepMetrics | null = null;
     if (total > 0) {
       progress('train', 0, total);
       const all: StepMetrics[] = [];
       let done = 0;
       for (const b of batches) {
-        all.push(await trainer.trainStep(b, loss, config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {}));
+        const optimizer = { lr: learningRate(config.lrSchedule, config.lr, trainer.step) };
+        all.push(await trainer.trainStep(b, loss, { optimizer, ...(config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {}) }));
         progress('train', (done += b.length), total);
       }
       m = meanStepMetrics(all);
     } else {
-      // alwaysStep with nothing to train: the optimiser's count moves on as if it had (see TrainStepConfig).
+      // alwaysStep with nothing to train: the optimiser's count moves on as if it had (see TrainStepConfigSchema).
       trainer.step += config.updates;
     }
     // checkpoint: the adapter and optimiser state, whole or not at all; then its numbers. The model's step is this

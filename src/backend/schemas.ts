@@ -3,18 +3,15 @@
  * and a group of them, one training step's settings and its result, and a checkpoint. The same schemas check
  * what `mcprl backend` receives over HTTP, so a local and a remote backend accept exactly the same things.
  *
- * Defaults that the MCP·RL training job also has (learning rate, LoRA shape, loss, β, seed) are taken from its
- * schema (src/train/config.ts), so each is written down once.
+ * The step's and the adapter's settings, with their defaults, are the library's own (src/train/step-settings.ts);
+ * the MCP·RL training job's settings extend them.
  */
 import { z } from 'zod';
 import { TrajectoryMessageSchema } from '../agent/trajectory.js';
 import { toolSchema } from '../serve/openai-chat.js';
 import { ExportFormatSchema, ExportRequestSchema } from '../export/export-model.js';
-import { OptimizerConfigSchema } from '../engine/train-types.js';
-import { TrainSettingsSchema } from '../train/config.js';
+import { AdapterSettingsSchema, LrScheduleSchema, StepSettingsSchema } from '../train/step-settings.js';
 import { ProgressEventSchema } from '../util/progress.js';
-
-const defaults = TrainSettingsSchema.shape;
 
 /** A name that is safe as a folder name and as an OpenAI `model` field. */
 const NameSchema = z
@@ -23,16 +20,8 @@ const NameSchema = z
   .max(100)
   .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'letters, digits, ".", "_" and "-" only, starting with a letter or digit');
 
-export const LoraSettingsSchema = z.object({
-  /** LoRA rank r. Default: the training job's (16). */
-  rank: defaults.rank,
-  /** LoRA alpha; the adapter's output is scaled by alpha / rank. Default: the training job's (32). */
-  alpha: defaults.alpha,
-  /** Modules that get an adapter. Default: the training job's (all seven projections). */
-  targets: defaults.targets,
-  /** Seed of the adapter's initial weights. Default: the training job's (1). */
-  seed: defaults.seed,
-});
+/** LoRA rank (16), alpha (32), target modules (all seven projections) and the initial weights' seed (1). */
+export const LoraSettingsSchema = AdapterSettingsSchema;
 
 export const TrainableModelSettingsSchema = z.object({
   /** Groups models: the backend keeps a model under `<dir>/<project>/<name>/`. */
@@ -92,27 +81,17 @@ export type TrajectoryGroupInput = z.input<typeof TrajectoryGroupSchema>;
 export type TrajectoryGroup = z.output<typeof TrajectoryGroupSchema>;
 
 /** One training step's settings. */
-export const TrainStepConfigSchema = z.object({
-  /** AdamW learning rate for this step. Default: the training job's (5e-4). */
-  lr: defaults.lr,
-  /** The policy loss. Default: the training job's (grpo). */
-  loss: defaults.loss,
-  /** KL coefficient β against the base model. Default: the training job's (0). */
-  beta: defaults.beta,
+export const TrainStepConfigSchema = StepSettingsSchema.extend({
+  // lr (peak, 5e-4), loss (grpo), beta (0) and updates (1) are StepSettingsSchema's.
   /** Clip ε of the importance ratio, below 1 (and above, unless the loss sets its own). Default: the trainer's (0.2). */
   clipEpsilon: z.number().nonnegative().optional(),
-  /** Token budget per packed micro-batch. Default: the trainer's (4096). */
+  /** Token budget per packed micro-batch. Default: the trainer's (DEFAULT_MICRO_BATCH_TOKENS, 4096). */
   microBatchTokens: z.number().int().positive().optional(),
-  /**
-   * Optimiser steps this call takes: the groups (each kept whole) are dealt round robin into this many
-   * minibatches, one step on each (never more than the groups with signal). Default: the training job's (1).
-   */
-  updates: defaults.updatesPerStep,
   /**
    * How the learning rate moves over the model's optimiser steps, `lr` being its peak: constant, linear warm-up,
    * or warm-up then cosine decay to 0 at `totalSteps`. Default constant.
    */
-  lrSchedule: OptimizerConfigSchema.shape.schedule,
+  lrSchedule: LrScheduleSchema,
   /**
    * For trajectories another engine sampled (e.g. a vLLM server): the ratio's old log π is this model's own on the
    * same tokens (before the step), and each token's term is weighted by min(π_model / π_sampler, tisCap), truncated

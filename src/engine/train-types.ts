@@ -37,6 +37,9 @@ export interface TrainSequence {
   tokenMasks?: (Uint32Array | null)[];
 }
 
+/** Token budget per packed micro-batch when a step gives none (the library's TrainStepConfig and the trainer). */
+export const DEFAULT_MICRO_BATCH_TOKENS = 4096;
+
 // The loss and optimiser settings carry every default here, once: the native trainer receives each value
 // explicitly (lossParams, optimizerParams) and has no defaults of its own.
 
@@ -70,7 +73,7 @@ export function lossParams(l: ResolvedLoss): { kind: ResolvedLoss['kind']; epsLo
 }
 
 export const OptimizerConfigSchema = z.object({
-  /** Peak learning rate (per optimiser step). Required: the training job's schema holds its default. */
+  /** The step's learning rate (a schedule's value: src/train/step-settings.ts). Required: the library's step settings hold its default. */
   lr: z.number().nonnegative(),
   /** AdamW's first-moment decay. Default 0.9. */
   beta1: z.number().min(0).max(1).default(0.9),
@@ -82,14 +85,6 @@ export const OptimizerConfigSchema = z.object({
   weightDecay: z.number().nonnegative().default(0),
   /** Global L2 gradient-norm clip; 0 disables. Default 1.0. */
   maxGradNorm: z.number().nonnegative().default(1.0),
-  /** Learning-rate schedule over optimiser steps. Default constant. */
-  schedule: z.object({
-    kind: z.enum(['constant', 'warmup', 'cosine']),
-    /** Steps of linear warm-up (the first step uses lr / warmupSteps). Default 0. */
-    warmupSteps: z.number().int().nonnegative().default(0),
-    /** Cosine decay reaches 0 at this step. Required for cosine. */
-    totalSteps: z.number().int().positive().optional(),
-  }).default({ kind: 'constant', warmupSteps: 0 }),
 });
 /** Optimiser settings as callers write them (defaults may be left out). */
 export type OptimizerConfig = z.input<typeof OptimizerConfigSchema>;
@@ -97,10 +92,10 @@ export type OptimizerConfig = z.input<typeof OptimizerConfigSchema>;
 export type ResolvedOptimizer = z.output<typeof OptimizerConfigSchema>;
 
 /** One AdamW step's settings exactly as the native trainer reads them (native/train/train_napi.cc): every field. */
-export function optimizerParams(o: ResolvedOptimizer, lr: number, step: number): {
+export function optimizerParams(o: ResolvedOptimizer, step: number): {
   lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; maxGradNorm: number; step: number;
 } {
-  return { lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay, maxGradNorm: o.maxGradNorm, step };
+  return { lr: o.lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay, maxGradNorm: o.maxGradNorm, step };
 }
 
 export interface StepMetrics {

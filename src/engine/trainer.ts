@@ -32,6 +32,7 @@ import { Mulberry32 } from '../util/rng.js';
 import { engineOf, nativeAddon, type Model } from './model.js';
 import { packBatch, type NativeMicroBatch } from './train-batch.js';
 import {
+  DEFAULT_MICRO_BATCH_TOKENS,
   LossConfigSchema,
   OptimizerConfigSchema,
   TrainError,
@@ -58,20 +59,21 @@ export interface CreateTrainerOptions {
   rslora?: boolean;
   /** Seeds the kaiming-uniform initialisation of every A (B starts at zero). */
   seed: number;
-  optimizer: OptimizerConfig;
+  /** The optimiser settings of steps that give none of their own (TrainStepOptions.optimizer). Default none. */
+  optimizer?: OptimizerConfig;
 }
 
 export interface ResumeTrainerOptions {
   /** Name to register the adapter under. Default: the saved trainer state's name, else the folder's name. */
   adapterName?: string;
-  /** Overrides the saved optimiser config (required when the folder holds a bare adapter). */
+  /** The optimiser settings of steps that give none of their own. Default: those the checkpoint was saved with. */
   optimizer?: OptimizerConfig;
   /** Seed recorded for a bare adapter. Default 0. */
   seed?: number;
 }
 
 export interface StepOptions {
-  /** Token budget per packed micro-batch. Default 4096. A longer sequence gets a micro-batch of its own. */
+  /** Token budget per packed micro-batch. Default DEFAULT_MICRO_BATCH_TOKENS. A longer sequence gets a micro-batch of its own. */
   microBatchTokens?: number;
   /**
    * Per-layer activation recompute: keep only each layer's input during the forward and rebuild the layer's
@@ -89,6 +91,14 @@ export interface StepOptions {
   foldLora?: boolean;
 }
 
+export interface TrainStepOptions extends StepOptions {
+  /**
+   * This step's optimiser settings, its learning rate already scheduled by the caller (the library computes it
+   * with learningRate, src/train/step-settings.ts). Default: the trainer's (create/resume's `optimizer`).
+   */
+  optimizer?: OptimizerConfig;
+}
+
 interface LayoutEntry { key: string; offset: number; rows: number; cols: number }
 interface NativeRunResult {
   loss: number; policyLoss: number; klSum: number; ratioSum: number; clipped: number; tokens: number;
@@ -104,11 +114,10 @@ interface NativeTrainer {
 /** The training part of the addon (native/train/train_napi.cc). */
 interface TrainAddon {
   Trainer: new (engine: unknown, name: string, r: number, alpha: number, rslora: boolean, targets: string[]) => NativeTrainer;
-  scheduleLr(kind: string, lr: number, step: number, warmup: number, total: number): number;
 }
 function trainAddon(): TrainAddon {
   const a = nativeAddon() as unknown as Partial<TrainAddon>;
-  if (typeof a.Trainer !== 'function' || typeof a.scheduleLr !== 'function') throw new TrainError('TRAIN_NATIVE', 'the native addon was built without the trainer (rebuild: npm install)');
+  if (typeof a.Trainer !== 'function') throw new TrainError('TRAIN_NATIVE', 'the native addon was built without the trainer (rebuild: npm install)');
   return a as TrainAddon;
 }
 
@@ -117,12 +126,15 @@ export class Trainer {
   step: number;
   readonly adapterName: string;
   private closed = false;
+  /** The settings of the latest optimiser step, recorded with a checkpoint. */
+  private lastOptimizer: ResolvedOptimizer | null = null;
 
   private constructor(
     readonly model: Model,
     private readonly native: NativeTrainer,
     readonly config: { rank: number; alpha: number; rslora: boolean; targets: LoraTarget[]; seed: number },
-    public optimizer: ResolvedOptimizer,
+    /** The optimiser settings of steps that give none of their own (null: every step must). */
+    readonly optimizer: ResolvedOptimizer | null,
     private readonly rng: Mulberry32,
     private readonly layout: LayoutEntry[],
     adapterName: string,
@@ -167,7 +179,7 @@ export class Trainer {
 
   /** A new adapter: every A kaiming-uniform (PEFT's default, bound 1/sqrt(in)) from `seed`, every B zero. */
   static async create(model: Model, opts: CreateTrainerOptions): Promise<Trainer> {
-    const optimizer = parseOptimizer(opts.optimizer);
+    const optimizer = opts.optimizer !== undefined ? parseOptimizer(opts.optimizer) : null;
     const targets = Trainer.checkTargets(opts.targets);
     const rslora = opts.rslora ?? false;
     const rng = new Mulberry32(opts.seed);
@@ -190,9 +202,10 @@ export class Trainer {
     const saved = await readOptimizerState(adapterDir);
     const dims = modelDims(model.config);
     validateAdapter(adapter, dims, adapterDir);
-    const optimizer = parseOptimizer(opts.optimizer ?? (saved?.state.optimizer as OptimizerConfig | undefined) ?? (() => {
-      throw new TrainError('TRAIN_INVALID_CONFIG', `${adapterDir} holds no trainer_state.json: pass opts.optimizer`);
-    })());
+    // A checkpoint saved before any step with optimiser settings records none ({}).
+    const savedOptimizer = saved && Object.keys(saved.state.optimizer).length > 0 ? (saved.state.optimizer as OptimizerConfig) : undefined;
+    const given = opts.optimizer ?? savedOptimizer;
+    const optimizer = given !== undefined ? parseOptimizer(given) : null;
     const targets = targetList(adapter.config, adapterDir);
     const name = opts.adapterName ?? saved?.state.adapterName ?? basename(adapterDir);
     const c = adapter.config;
@@ -213,23 +226,20 @@ export class Trainer {
   }
 
   /** One optimiser step on the batch: forward/backward over packed micro-batches, clip, AdamW. */
-  async trainStep(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<StepMetrics> {
+  async trainStep(batch: TrainSequence[], loss: LossConfig, opts: TrainStepOptions = {}): Promise<StepMetrics> {
     const lc = parseLoss(loss);
+    const o = opts.optimizer !== undefined ? parseOptimizer(opts.optimizer) : this.optimizer;
+    if (!o) throw new TrainError('TRAIN_INVALID_CONFIG', `trainer for adapter ${this.adapterName}: a step needs optimiser settings (opts.optimizer; none were given to create or resume)`);
     this.checkMasks(batch);
-    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? 4096);
-    const o = this.optimizer;
-    const s = o.schedule;
-    if (s.kind === 'cosine' && !s.totalSteps) throw new TrainError('TRAIN_INVALID_CONFIG', 'cosine schedule needs totalSteps');
-    // totalSteps is read by the cosine schedule only (required for it above).
-    const lr = trainAddon().scheduleLr(s.kind, o.lr, this.step, s.warmupSteps, s.totalSteps ?? 0);
-    const optim = optimizerParams(o, lr, this.step + 1);
-    const r = await this.run(mbs.microBatches, lc, optim, false, opts);
+    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? DEFAULT_MICRO_BATCH_TOKENS);
+    const r = await this.run(mbs.microBatches, lc, optimizerParams(o, this.step + 1), false, opts);
     this.step += 1;
-    return { ...metrics(r, mbs.totalTokens), lr, step: this.step };
+    this.lastOptimizer = o;
+    return { ...metrics(r, mbs.totalTokens), lr: o.lr, step: this.step };
   }
 
   /** SFT: cross-entropy on the masked tokens, averaged over all masked tokens of the batch. */
-  async sftStep(batch: TrainSequence[], opts: StepOptions = {}): Promise<StepMetrics> {
+  async sftStep(batch: TrainSequence[], opts: TrainStepOptions = {}): Promise<StepMetrics> {
     return this.trainStep(batch, { kind: 'sft' }, opts);
   }
 
@@ -242,7 +252,7 @@ export class Trainer {
   async gradientsWithMetrics(batch: TrainSequence[], loss: LossConfig, opts: StepOptions = {}): Promise<{ grads: Map<string, Float32Array>; metrics: StepMetrics; logprobs: Float32Array }> {
     const lc = parseLoss(loss);
     this.checkMasks(batch);
-    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? 4096);
+    const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? DEFAULT_MICRO_BATCH_TOKENS);
     const r = await this.run(mbs.microBatches, lc, null, true, opts);
     const flat = await this.nativeRead('grads');
     const grads = new Map<string, Float32Array>();
@@ -275,7 +285,7 @@ export class Trainer {
     const [params, m, v] = await this.model.run(() => [this.native.read('params'), this.native.read('exp_avg'), this.native.read('exp_avg_sq')]);
     const state: TrainerState = {
       format: 'mcprl-trainer-state', version: 1, step: this.step, seed: this.config.seed, rng: this.rng.state,
-      adapterName: this.adapterName, optimizer: this.optimizer as Record<string, unknown>, baseModel: this.model.dir,
+      adapterName: this.adapterName, optimizer: (this.lastOptimizer ?? this.optimizer ?? {}) as Record<string, unknown>, baseModel: this.model.dir,
     };
     await writeDirAtomic(dir, async (tmp) => {
       await writePeftAdapter(tmp, { config: this.peftConfig(), tensors: unpack(this.layout, params) });

@@ -6,47 +6,43 @@
  * else. A field's `.describe()` text is its help text; the default comes from the schema.
  */
 import { z } from 'zod';
-import { LossConfigSchema, TrainError } from '../engine/train-types.js';
+import { TrainError } from '../engine/train-types.js';
 import { DeviceChoiceSchema, DeviceOptionsSchema } from '../engine/device.js';
 import { WeightDtypeSchema } from '../engine/weight-dtype.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { KvCacheMibSchema } from '../engine/kv-cache.js';
-import { LORA_TARGETS } from '../hf/peft.js';
 import { RolloutSettingsSchema, TRAIN_ROLLOUT_DEFAULTS, withDefault } from '../agent/rollout-settings.js';
 import { resolveRewardMode, RewardModeSchema } from '../ruler/blend.js';
 import { DEFAULT_CURRICULUM_POWER, DEFAULT_CURRICULUM_RETIRE_AFTER } from './curriculum.js';
+import { AdapterSettingsSchema, StepSettingsSchema } from './step-settings.js';
 
-/** The policy losses: the trainer's loss kinds but supervised fine-tuning (definitions in native/train/loss.h). */
-export const PolicyLossSchema = LossConfigSchema.shape.kind.exclude(['sft']);
-export type PolicyLoss = z.infer<typeof PolicyLossSchema>;
+export { PolicyLossSchema, type PolicyLoss } from './step-settings.js';
 
-/** The settings a user chooses (every one optional, with the default given here). */
+// The library's fields (src/train/step-settings.ts), with their defaults and help texts, which the job extends.
+const step = StepSettingsSchema.shape;
+const adapter = AdapterSettingsSchema.shape;
+
+/** The settings a user chooses (every one optional, with the default given here or in the library's schemas). */
 export const TrainSettingsSchema = z.object({
   /** Attempts per scenario; they form one group. Default 4. */
   rolloutsPerGroup: z.number().int().min(2).default(4).describe('attempts per scenario (one group)'),
   /** Scenarios (groups) gathered per step. Default 8. */
   groupsPerStep: z.number().int().min(1).default(8).describe('scenarios per step'),
-  /**
-   * Optimiser steps per gathered batch: its groups are split into this many minibatches (PPO-style; the clipped
-   * ratio against the sampling policy keeps the later ones honest). Default 1.
-   */
-  updatesPerStep: z.number().int().min(1).default(1).describe("optimiser steps per step: the step's groups split into this many minibatches"),
-  /** AdamW peak learning rate, per optimiser step. Default 5e-4. */
-  lr: z.number().positive().default(5e-4).describe('AdamW learning rate'),
+  /** Optimiser steps per gathered batch (the library's `updates`). Default 1. */
+  updatesPerStep: step.updates,
+  /** AdamW peak learning rate, per optimiser step (the library's). Default 5e-4. */
+  lr: step.lr,
   /** Learning-rate schedule over the run's optimiser steps: constant, or cosine decay to 0 at maxSteps × updatesPerStep. Default constant. */
   lrSchedule: z.enum(['constant', 'cosine']).default('constant').describe('learning-rate schedule: constant, or cosine decay to 0 at the last step'),
   /** Optimiser steps of linear learning-rate warm-up before the schedule. Default 0. */
   warmupSteps: z.number().int().nonnegative().default(0).describe('optimiser steps of linear learning-rate warm-up'),
-  /** LoRA rank r, at most 65,536 (the trainer's bound). Default 16. */
-  rank: z.number().int().positive().max(65_536).default(16).describe('LoRA rank'),
-  /** LoRA alpha: the adapter's output is scaled by alpha / r. Default 32. */
-  alpha: z.number().positive().default(32).describe('LoRA alpha; the adapter is scaled by alpha/rank'),
-  /** Modules that get a LoRA adapter. Default all seven projections (q, k, v, o, gate, up, down). */
-  targets: z.array(z.string().min(1)).min(1).default([...LORA_TARGETS]).describe('LoRA target modules, comma-separated'),
-  /** The policy loss. Default grpo. */
-  loss: PolicyLossSchema.default('grpo').describe('policy loss'),
-  /** KL coefficient β against the base model (k3 estimator; 0 runs no reference forward). Default 0. */
-  beta: z.number().nonnegative().default(0).describe('KL coefficient against the base model'),
+  /** LoRA rank, alpha and target modules (the library's adapter settings). Defaults 16, 32, all seven projections. */
+  rank: adapter.rank,
+  alpha: adapter.alpha,
+  targets: adapter.targets,
+  /** The policy loss and its KL coefficient β (the library's). Defaults grpo, 0. */
+  loss: step.loss,
+  beta: step.beta,
   /** Training steps at most; 0 checks the scenario set and measures step 0 (validation, test) without training. Default 20. */
   maxSteps: z.number().int().nonnegative().default(20).describe('training steps at most (0: check the set and measure step 0 only)'),
   /** Validate every this many steps (and after the last). Default 2. */
@@ -58,8 +54,8 @@ export const TrainSettingsSchema = z.object({
    * down, so every group unscored; or every rollout errored) before the run stops with an error. Default 3.
    */
   maxUntrainedSteps: z.number().int().positive().default(3).describe('stop with an error after N consecutive steps whose every rollout was lost to infrastructure failures'),
-  /** Seed of the scenario order, sampling and the adapter's initial weights. Default 1. */
-  seed: z.number().int().default(1).describe('seed for scenario order, sampling and the adapter'),
+  /** Seed of the scenario order, sampling and the adapter's initial weights (the library's adapter seed). Default 1. */
+  seed: adapter.seed,
   /**
    * How each step's scenarios are drawn: `shuffle`, a seeded shuffle of the training set per epoch; or
    * `pass_rate`, weighted by recent pass rate towards those the model sometimes solves (src/train/curriculum.ts).

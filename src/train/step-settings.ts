@@ -1,0 +1,72 @@
+/**
+ * The library's settings of a training step and of a trainable model's adapter, each with its one default.
+ *
+ * The library (src/backend/schemas.ts: TrainStepConfigSchema, LoraSettingsSchema) takes these fields as they are;
+ * the MCP·RL job's settings (src/train/config.ts: TrainSettingsSchema) extend them with the job's own (rollouts,
+ * curriculum, validation, …). The general library so never takes a default from the job built on it.
+ */
+import { z } from 'zod';
+import { LossConfigSchema } from '../engine/train-types.js';
+import { LORA_TARGETS } from '../hf/peft.js';
+
+/** The policy losses: the trainer's loss kinds but supervised fine-tuning (definitions in native/train/loss.h). */
+export const PolicyLossSchema = LossConfigSchema.shape.kind.exclude(['sft']);
+export type PolicyLoss = z.infer<typeof PolicyLossSchema>;
+
+/** The optimiser and loss settings of a step. */
+export const StepSettingsSchema = z.object({
+  /** AdamW peak learning rate, per optimiser step. Default 5e-4. */
+  lr: z.number().positive().default(5e-4).describe('AdamW learning rate'),
+  /** The policy loss. Default grpo. */
+  loss: PolicyLossSchema.default('grpo').describe('policy loss'),
+  /** KL coefficient β against the base model (k3 estimator; 0 runs no reference forward). Default 0. */
+  beta: z.number().nonnegative().default(0).describe('KL coefficient against the base model'),
+  /**
+   * Optimiser steps per call: the groups are split into this many minibatches (PPO-style; the clipped ratio
+   * against the sampling policy keeps the later ones honest). Default 1.
+   */
+  updates: z.number().int().min(1).default(1).describe("optimiser steps per step: the step's groups split into this many minibatches"),
+});
+
+/** The LoRA adapter a model trains. */
+export const AdapterSettingsSchema = z.object({
+  /** LoRA rank r, at most 65,536 (the trainer's bound). Default 16. */
+  rank: z.number().int().positive().max(65_536).default(16).describe('LoRA rank'),
+  /** LoRA alpha: the adapter's output is scaled by alpha / r. Default 32. */
+  alpha: z.number().positive().default(32).describe('LoRA alpha; the adapter is scaled by alpha/rank'),
+  /** Modules that get a LoRA adapter. Default all seven projections (q, k, v, o, gate, up, down). */
+  targets: z.array(z.string().min(1)).min(1).default([...LORA_TARGETS]).describe('LoRA target modules, comma-separated'),
+  /** Seed of the adapter's initial weights (the job seeds its scenario order and sampling with it too). Default 1. */
+  seed: z.number().int().default(1).describe('seed for scenario order, sampling and the adapter'),
+});
+
+/**
+ * How the learning rate moves over a model's optimiser steps, the step's `lr` being its peak: constant, linear
+ * warm-up, or warm-up then cosine decay to 0 at `totalSteps`. Default constant.
+ */
+export const LrScheduleSchema = z.object({
+  kind: z.enum(['constant', 'warmup', 'cosine']),
+  /** Steps of linear warm-up (the first step uses lr / warmupSteps). Default 0. */
+  warmupSteps: z.number().int().nonnegative().default(0),
+  /** Cosine decay reaches 0 at this step. Required for cosine. */
+  totalSteps: z.number().int().positive().optional(),
+}).refine((s) => s.kind !== 'cosine' || s.totalSteps !== undefined, { message: 'cosine schedule needs totalSteps', path: ['totalSteps'] })
+  .default({ kind: 'constant', warmupSteps: 0 });
+export type LrSchedule = z.output<typeof LrScheduleSchema>;
+
+/**
+ * The learning rate of the optimiser step with 0-based index `step`:
+ *   constant: lr;  warmup: lr · min(1, (step + 1) / warmupSteps);
+ *   cosine: warm-up as above, then lr · ½ (1 + cos(π p)), p = (step − warmupSteps) / max(1, totalSteps − warmupSteps)
+ *   clamped to [0, 1]. (Hugging Face's schedules give step 0 a zero learning rate; here the first step learns.)
+ * No schedule (an SFT call names none) is constant.
+ */
+export function learningRate(schedule: LrSchedule | undefined, lr: number, step: number): number {
+  if (schedule === undefined || schedule.kind === 'constant') return lr;
+  const { kind, warmupSteps: warmup } = schedule;
+  if (warmup > 0 && step < warmup) return (lr * (step + 1)) / warmup;
+  if (kind === 'warmup') return lr;
+  const total = schedule.totalSteps ?? 0;
+  const p = Math.min(1, Math.max(0, (step - warmup) / Math.max(1, total - warmup)));
+  return lr * 0.5 * (1 + Math.cos(Math.PI * p));
+}
