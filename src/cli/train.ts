@@ -12,7 +12,7 @@ import { DEFAULT_JUDGE_TIMEOUT_MS } from '../ruler/judge.js';
 import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
 import { DEFAULT_GENERATOR_TIMEOUT_MS } from '../scenarios/llm.js';
 import { parseTrainConfig, trainConfigFrom, TrainSettingsSchema, type TrainConfig } from '../train/config.js';
-import { runTrainJob, type TrainJob } from '../mcp-rl/job.js';
+import { runTrainJob, type TrainJob, type TrainJobResult } from '../mcp-rl/job.js';
 import { ProgressLog } from '../train/progress-log.js';
 import { RolloutPoolSettingsSchema, type RolloutPoolSettings } from '../train/rollout-pool.js';
 import { RunDir } from '../train/run-dir.js';
@@ -131,92 +131,99 @@ Example (the bundled tiny model on the fixture server, offline):
   mcprl train --model fixtures/models/tiny-bookshop --scenarios fixtures/scenarios/bookshop --run demo \\
     -- node --import tsx fixtures/server/main.ts
   mcprl train --run demo --resume -- node --import tsx fixtures/server/main.ts`);
-  cmd.action(async (targetArgs: string[], o: TrainCliOptions) => {
-    const run = new RunDir(path.join(o.runsDir, o.run ?? `run-${new Date().toISOString().replace(/[:.]/g, '-')}`));
-    const progress = new ProgressLog(run.dir, o.quiet || o.json ? [] : [terminalBars()]);
-    // A failure is recorded in the run's progress only once the run is this command's (not someone else's run).
-    let owned = false;
-    let lock: DirLock | undefined;
-    let tracing: Awaited<ReturnType<typeof startOtlpTracing>> | undefined;
-    // A folder this command creates is its own to remove when it fails before writing anything worth keeping.
-    const fresh = !existsSync(run.dir);
-    try {
-      const target = targetFromCli(targetArgs, o);
-      if (o.resume && o.run === undefined) throw new InvalidArgumentError('--resume needs --run NAME (the run to continue)');
-      if (o.resume && !run.exists()) throw new InvalidArgumentError(`--resume: no run at ${run.dir}`);
-      // A device that cannot run fails here, naming what is missing, before the run folder exists (a resumed run
-      // checks its model's own fit once its config is read, in the job).
-      // A hub id is resolved (downloaded when missing) first: the device check reads the model's size.
-      const model = !o.resume && o.model !== undefined ? await modelFolder(o.model, 'mcprl train') : undefined;
-      if (model) chooseDevice(o.device, { modelDir: model.dir });
-      lock = await run.lock();
-      if (!o.resume && run.exists()) throw new InvalidArgumentError(`${run.dir} already exists: pass --resume to continue it, or another --run name`);
-      const hasJudge = o.judgeBaseUrl !== undefined || o.judgeModel !== undefined;
-      if (hasJudge && (!o.judgeBaseUrl || !o.judgeModel)) throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
-      owned = true;
-
-      let config: TrainConfig;
-      if (o.resume) {
-        config = parseTrainConfig(await run.readConfig(), run.path('config.json'));
-        checkResumeOptions(o, config, run.dir);
-        if (o.device !== undefined) config = { ...config, device: o.device };
-      } else {
-        if (model === undefined) throw new InvalidArgumentError('--model DIR is required (a Hugging Face model folder, or a hub id such as Qwen/Qwen3-4B); only --resume takes the run\'s own');
-        if (!o.scenarios && !o.offline && !o.generatorModel) throw new InvalidArgumentError('give --scenarios DIR, --offline, or --generator-model (an LLM writes the tasks)');
-        const settings = valuesFromOptions(TrainSettingsSchema, o as unknown as Record<string, unknown>);
-        config = trainConfigFrom(settings, {
-          model: model.dir, target: describeTarget(target),
-          ...(hasJudge ? { judge: { baseURL: o.judgeBaseUrl!, model: o.judgeModel!, timeoutMs: o.judgeTimeout, retryBudgetMs: o.judgeRetryBudget } } : {}),
-        }, 'add --judge-base-url and --judge-model');
-      }
-      const job: TrainJob = {
-        config,
-        scenarios: {
-          dir: o.scenarios, offline: o.offline, count: o.count,
-          ...(o.generatorModel ? { generator: { model: o.generatorModel, baseURL: o.generatorBaseUrl, apiKeyEnv: o.generatorApiKeyEnv, timeoutMs: o.generatorTimeout } } : {}),
-        },
-        judgeApiKeyEnv: o.judgeApiKeyEnv,
-        safety: policyFromCli(o).settings(),
-        isolation: isolationFromCli(o),
-        ...(o.timeout !== undefined ? { connectTimeoutMs: o.timeout } : {}),
-        ...(o.rolloutUrl ? { rollout: rolloutFromCli(o) } : {}),
-      };
-
-      if (o.otlpEndpoint) tracing = await startOtlpTracing({ endpoint: o.otlpEndpoint, serviceName: 'mcprl-train' });
-      const { result, adapter, report, scenarioSummary } = await runTrainJob({ run, job, target, resume: o.resume, progress });
-      const t = result.test;
-      const out = {
-        run: run.dir, val_success_before: result.valBefore, val_success_best: result.valBest, best_step: result.bestStep, stopped: result.state.stopped,
-        ...(t ? { test_success_before: t.before, test_success_best: t.best, test_success_last: t.last, last_step: t.lastStep } : {}),
-        adapter, report, ...(scenarioSummary ? { scenarios: scenarioSummary } : {}),
-      };
-      const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
-      if (o.json) process.stdout.write(JSON.stringify(out, null, 2) + '\n');
-      else {
-        if (scenarioSummary) process.stdout.write(`${formatSummary(scenarioSummary, run.path('scenarios'))}\n`);
-        process.stdout.write(`validation success ${pct(result.valBefore)} → ${pct(result.valBest)} (best step ${result.bestStep}, stopped: ${result.state.stopped})` +
-          (t ? `; test success ${pct(t.before)} → ${pct(t.best)} (best step), ${pct(t.last)} (last step ${t.lastStep})` : '') + '\n');
-        process.stdout.write(`run ${run.dir}\nreport ${report}\n${adapter ? `adapter ${adapter}\n` : 'no adapter beat the untrained model\n'}`);
-      }
-    } catch (err) {
-      const kind = err instanceof McpConnectError ? `${err.code}: ` : '';
-      let line = `${kind}${(err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim()}`;
-      // Failed before step 0 completed: nothing was trained, and a plain rerun must not be blocked by the folder.
-      if (owned && !o.resume && !existsSync(run.path('state.json'))) {
-        if (run.exists()) line += ` (nothing was trained; ${run.dir} keeps this run's config and scenarios: rerun with --run ${run.name} --resume to use them, or delete the folder)`;
-        else if (fresh) {
-          await rm(run.dir, { recursive: true, force: true });
-          owned = false;
-        }
-      }
-      if (owned) progress.failed(line);
-      process.stderr.write(`mcprl train: ${line}\n`);
-      process.exitCode = 1;
-    } finally {
-      // Every span still buffered goes out before the command ends.
-      await tracing?.shutdown().catch((err: unknown) => process.stderr.write(`mcprl train: traces not all exported: ${(err as Error).message}\n`));
-      lock?.release();
-    }
-  });
+  cmd.action((targetArgs: string[], o: TrainCliOptions) => trainCommand(targetArgs, o));
   return cmd;
+}
+
+/** The train command's action: the run folder locked, the job built from the options (or the run's config), run, reported. */
+async function trainCommand(targetArgs: string[], o: TrainCliOptions): Promise<void> {
+  const run = new RunDir(path.join(o.runsDir, o.run ?? `run-${new Date().toISOString().replace(/[:.]/g, '-')}`));
+  const progress = new ProgressLog(run.dir, o.quiet || o.json ? [] : [terminalBars()]);
+  // A failure is recorded in the run's progress only once the run is this command's (not someone else's run).
+  let owned = false;
+  let lock: DirLock | undefined;
+  let tracing: Awaited<ReturnType<typeof startOtlpTracing>> | undefined;
+  // A folder this command creates is its own to remove when it fails before writing anything worth keeping.
+  const fresh = !existsSync(run.dir);
+  try {
+    const target = targetFromCli(targetArgs, o);
+    if (o.resume && o.run === undefined) throw new InvalidArgumentError('--resume needs --run NAME (the run to continue)');
+    if (o.resume && !run.exists()) throw new InvalidArgumentError(`--resume: no run at ${run.dir}`);
+    // A device that cannot run fails here, naming what is missing, before the run folder exists (a resumed run
+    // checks its model's own fit once its config is read, in the job).
+    // A hub id is resolved (downloaded when missing) first: the device check reads the model's size.
+    const model = !o.resume && o.model !== undefined ? await modelFolder(o.model, 'mcprl train') : undefined;
+    if (model) chooseDevice(o.device, { modelDir: model.dir });
+    lock = await run.lock();
+    if (!o.resume && run.exists()) throw new InvalidArgumentError(`${run.dir} already exists: pass --resume to continue it, or another --run name`);
+    const hasJudge = o.judgeBaseUrl !== undefined || o.judgeModel !== undefined;
+    if (hasJudge && (!o.judgeBaseUrl || !o.judgeModel)) throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
+    owned = true;
+
+    let config: TrainConfig;
+    if (o.resume) {
+      config = parseTrainConfig(await run.readConfig(), run.path('config.json'));
+      checkResumeOptions(o, config, run.dir);
+      if (o.device !== undefined) config = { ...config, device: o.device };
+    } else {
+      if (model === undefined) throw new InvalidArgumentError('--model DIR is required (a Hugging Face model folder, or a hub id such as Qwen/Qwen3-4B); only --resume takes the run\'s own');
+      if (!o.scenarios && !o.offline && !o.generatorModel) throw new InvalidArgumentError('give --scenarios DIR, --offline, or --generator-model (an LLM writes the tasks)');
+      const settings = valuesFromOptions(TrainSettingsSchema, o as unknown as Record<string, unknown>);
+      config = trainConfigFrom(settings, {
+        model: model.dir, target: describeTarget(target),
+        ...(hasJudge ? { judge: { baseURL: o.judgeBaseUrl!, model: o.judgeModel!, timeoutMs: o.judgeTimeout, retryBudgetMs: o.judgeRetryBudget } } : {}),
+      }, 'add --judge-base-url and --judge-model');
+    }
+    const job: TrainJob = {
+      config,
+      scenarios: {
+        dir: o.scenarios, offline: o.offline, count: o.count,
+        ...(o.generatorModel ? { generator: { model: o.generatorModel, baseURL: o.generatorBaseUrl, apiKeyEnv: o.generatorApiKeyEnv, timeoutMs: o.generatorTimeout } } : {}),
+      },
+      judgeApiKeyEnv: o.judgeApiKeyEnv,
+      safety: policyFromCli(o).settings(),
+      isolation: isolationFromCli(o),
+      ...(o.timeout !== undefined ? { connectTimeoutMs: o.timeout } : {}),
+      ...(o.rolloutUrl ? { rollout: rolloutFromCli(o) } : {}),
+    };
+
+    if (o.otlpEndpoint) tracing = await startOtlpTracing({ endpoint: o.otlpEndpoint, serviceName: 'mcprl-train' });
+    printTrainResult(o, run, await runTrainJob({ run, job, target, resume: o.resume, progress }));
+  } catch (err) {
+    const kind = err instanceof McpConnectError ? `${err.code}: ` : '';
+    let line = `${kind}${(err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim()}`;
+    // Failed before step 0 completed: nothing was trained, and a plain rerun must not be blocked by the folder.
+    if (owned && !o.resume && !existsSync(run.path('state.json'))) {
+      if (run.exists()) line += ` (nothing was trained; ${run.dir} keeps this run's config and scenarios: rerun with --run ${run.name} --resume to use them, or delete the folder)`;
+      else if (fresh) {
+        await rm(run.dir, { recursive: true, force: true });
+        owned = false;
+      }
+    }
+    if (owned) progress.failed(line);
+    process.stderr.write(`mcprl train: ${line}\n`);
+    process.exitCode = 1;
+  } finally {
+    // Every span still buffered goes out before the command ends.
+    await tracing?.shutdown().catch((err: unknown) => process.stderr.write(`mcprl train: traces not all exported: ${(err as Error).message}\n`));
+    lock?.release();
+  }
+}
+
+/** The finished run's figures: JSON with --json, else the lines a person reads. */
+function printTrainResult(o: TrainCliOptions, run: RunDir, { result, adapter, report, scenarioSummary }: TrainJobResult): void {
+  const t = result.test;
+  const out = {
+    run: run.dir, val_success_before: result.valBefore, val_success_best: result.valBest, best_step: result.bestStep, stopped: result.state.stopped,
+    ...(t ? { test_success_before: t.before, test_success_best: t.best, test_success_last: t.last, last_step: t.lastStep } : {}),
+    adapter, report, ...(scenarioSummary ? { scenarios: scenarioSummary } : {}),
+  };
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  if (o.json) process.stdout.write(JSON.stringify(out, null, 2) + '\n');
+  else {
+    if (scenarioSummary) process.stdout.write(`${formatSummary(scenarioSummary, run.path('scenarios'))}\n`);
+    process.stdout.write(`validation success ${pct(result.valBefore)} → ${pct(result.valBest)} (best step ${result.bestStep}, stopped: ${result.state.stopped})` +
+      (t ? `; test success ${pct(t.before)} → ${pct(t.best)} (best step), ${pct(t.last)} (last step ${t.lastStep})` : '') + '\n');
+    process.stdout.write(`run ${run.dir}\nreport ${report}\n${adapter ? `adapter ${adapter}\n` : 'no adapter beat the untrained model\n'}`);
+  }
 }
