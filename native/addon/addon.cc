@@ -41,20 +41,10 @@ Napi::Function Engine::Init(Napi::Env env) {
 
 namespace {
 
-Napi::Value SetPortableGemm(const Napi::CallbackInfo& info) {
-  gemm_set_portable(bool_arg(info[0], "portable"));
-  return info.Env().Undefined();
-}
-
 Napi::Value Info(const Napi::CallbackInfo& info) {
   auto o = Napi::Object::New(info.Env());
-  o.Set("openblas", gemm_have_blas());
-  o.Set("portableGemm", !gemm_have_blas() || gemm_portable_forced());
-  o.Set("gemmAvx512", gemm_avx512());
+  set_gemm_info(o);
   o.Set("backend", cpu_backend().name);
-  const BlasForkStats bf = blas_fork_stats();
-  o.Set("blasCalls", (double)bf.blas_calls);
-  o.Set("forks", (double)bf.forks);
   o.Set("taskThreads", task_threads());
   const auto& types = supported_model_types();
   auto model_types = Napi::Array::New(info.Env(), types.size());
@@ -100,7 +90,7 @@ Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
   // Per environment (each worker thread loads the addon again), for engine_state_of's type check.
   env.SetInstanceData(new Napi::FunctionReference(Napi::Persistent(engine)));
   exports.Set("Engine", engine);
-  exports.Set("setPortableGemm", Napi::Function::New(env, SetPortableGemm));
+  exports.Set("setPortableGemm", Napi::Function::New(env, set_portable_gemm));
   exports.Set("info", Napi::Function::New(env, Info));
   exports.Set("cudaProbe", Napi::Function::New(env, CudaProbe));
   init_train(env, exports);

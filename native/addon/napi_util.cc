@@ -1,5 +1,7 @@
 #include "napi_util.h"
 
+#include "../kernels/gemm.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -235,6 +237,20 @@ Napi::Int32Array i32_array(Napi::Env env, const std::vector<int32_t>& v) {
   auto a = Napi::Int32Array::New(env, v.size());
   std::copy(v.begin(), v.end(), a.Data());
   return a;
+}
+
+void set_gemm_info(Napi::Object& o) {
+  o.Set("openblas", gemm_have_blas());
+  o.Set("portableGemm", !gemm_have_blas() || gemm_portable_forced());
+  o.Set("gemmAvx512", gemm_avx512());
+  const BlasForkStats bf = blas_fork_stats();
+  o.Set("blasCalls", (double)bf.blas_calls);
+  o.Set("forks", (double)bf.forks);
+}
+
+Napi::Value set_portable_gemm(const Napi::CallbackInfo& info) {
+  gemm_set_portable(bool_arg(info[0], "portable"));
+  return info.Env().Undefined();
 }
 
 }  // namespace mcprl

@@ -19,6 +19,11 @@ Napi::Value run_async(Napi::Env env, std::function<void()> work, std::function<N
 // Threads that have run run_async's work since the addon loaded: 1 once any has run (the compute thread), else 0.
 int task_threads();
 
+// The GEMM of the addon that calls these (each addon links its own copy, native/kernels/gemm.h): what it reports
+// (kernels, the fork guard's counters) set on `o`, and setPortableGemm(on), which switches it to the portable kernels.
+void set_gemm_info(Napi::Object& o);
+Napi::Value set_portable_gemm(const Napi::CallbackInfo& info);
+
 // Wraps a synchronous method body: C++ exceptions become JS exceptions.
 template <typename F>
 Napi::Value guard(const Napi::CallbackInfo& info, F f) {

@@ -182,21 +182,10 @@ Napi::Value Rmsnorm(const Napi::CallbackInfo& info) {
   });
 }
 
-// setPortableGemm(on): this addon's own GEMM setting (the production addon has its own copy).
-Napi::Value SetPortableGemm(const Napi::CallbackInfo& info) {
-  gemm_set_portable(bool_arg(info[0], "portable"));
-  return info.Env().Undefined();
-}
-
 // info(): what this addon's copy of the GEMM reports: the kernels it has and its fork guard's counters.
 Napi::Value Info(const Napi::CallbackInfo& info) {
   auto o = Napi::Object::New(info.Env());
-  o.Set("openblas", gemm_have_blas());
-  o.Set("portableGemm", !gemm_have_blas() || gemm_portable_forced());
-  o.Set("gemmAvx512", gemm_avx512());
-  const BlasForkStats bf = blas_fork_stats();
-  o.Set("blasCalls", (double)bf.blas_calls);
-  o.Set("forks", (double)bf.forks);
+  set_gemm_info(o);
   return o;
 }
 
@@ -207,7 +196,7 @@ Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
   exports.Set("attentionBackward", Napi::Function::New(env, AttentionBackward));
   exports.Set("swiglu", Napi::Function::New(env, Swiglu));
   exports.Set("rmsnorm", Napi::Function::New(env, Rmsnorm));
-  exports.Set("setPortableGemm", Napi::Function::New(env, SetPortableGemm));
+  exports.Set("setPortableGemm", Napi::Function::New(env, set_portable_gemm));
   exports.Set("info", Napi::Function::New(env, Info));
   exports.Set("gemmBench", Napi::Function::New(env, GemmBench));
   exports.Set("attentionBench", Napi::Function::New(env, AttentionBench));

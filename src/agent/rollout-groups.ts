@@ -15,11 +15,14 @@ import {
 } from '../mcp/index.js';
 import { checkScenarioTools, type Scenario } from '../scenarios/scenario.js';
 import type { Policy } from './policy.js';
-import { COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT, rollout } from './rollout.js';
+import { COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT, rollout, type RolloutOptions } from './rollout.js';
 import type { Trajectory } from './trajectory.js';
 import { startSpan, withinSpan, type TraceSpan } from '../util/tracing.js';
 
-export interface RolloutGroupsOptions {
+/** The settings each rollout takes as they are (documented on RolloutOptions); `seed` is the group's base seed here. */
+type PerRollout = Pick<RolloutOptions, 'systemPrompt' | 'maxTurns' | 'callTimeoutMs' | 'rolloutTimeoutMs' | 'temperature' | 'maxTokens'>;
+
+export interface RolloutGroupsOptions extends PerRollout {
   policy: Policy;
   target: Target;
   scenarios: Scenario[];
@@ -42,13 +45,6 @@ export interface RolloutGroupsOptions {
   stateInMemory?: boolean;
   /** Which tools may run. Default: src/mcp's default SafetyPolicy (no destructive tools). */
   policyForSafety?: SafetyPolicy;
-  systemPrompt?: string;
-  /** Default 10 (EVAL_ROLLOUT_DEFAULTS). */
-  maxTurns?: number;
-  callTimeoutMs?: number;
-  rolloutTimeoutMs?: number;
-  temperature?: number;
-  maxTokens?: number;
   /** Base seed; rollout k of a group gets seed + k so that the attempts differ. */
   seed?: number;
   /** Connect/initialize timeout in milliseconds. Default 30000. */
