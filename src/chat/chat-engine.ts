@@ -8,6 +8,7 @@ import { stat } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
 import { ChatTemplate, ChatTemplateError } from './chat-template.js';
 import { EngineError, Model, modelLoadOptions, type ModelLoadOptions, type PrefixCacheStats, type KvCacheStats, type GeneratedSequence, type GenerateRequest, type SamplingParams } from '../engine/model.js';
+import { SAMPLING_DEFAULTS } from '../engine/sampling.js';
 import { HfTokenizer } from './tokenizer.js';
 import { tokenTable, type ToolCallConstrainer, type ToolCallConstraint } from './constrain.js';
 import type { ToolCallOptions } from './tool-call-grammar.js';
@@ -57,7 +58,7 @@ export interface ChatEngineOptions {
    * Default `{}`: the template's own defaults (for Qwen3, the model may think before answering).
    */
   chatTemplateKwargs?: Record<string, unknown>;
-  /** Completion length when a request gives no max_tokens. Default 1024 tokens (never past the context). */
+  /** Completion length when a request gives no max_tokens. Default DEFAULT_MAX_TOKENS (never past the context). */
   defaultMaxTokens?: number;
   /**
    * Decode tool calls constrained to the tools' schemas when a request gives tools (and tool_choice is not
@@ -83,6 +84,9 @@ export function adapterNameFromDir(dir: string): string {
 }
 
 /** Prompts whose ids a ChatEngine remembers: more than a training step renders; at most 8M key characters. */
+/** Completion length of a request that sets no max_tokens (`mcprl serve --max-tokens` changes it). */
+export const DEFAULT_MAX_TOKENS = 1024;
+
 const PROMPT_CACHE = { maxEntries: 4096, maxWeight: 8 << 20, weigh: (key: string, ids: number[]) => key.length + ids.length };
 
 export class ChatEngine {
@@ -461,12 +465,12 @@ export class ChatEngine {
       );
     }
     const room = context !== undefined ? context - promptIds.length : Infinity;
-    const maxTokens = requested ?? Math.min(this.opts.defaultMaxTokens ?? 1024, room);
+    const maxTokens = requested ?? Math.min(this.opts.defaultMaxTokens ?? DEFAULT_MAX_TOKENS, room);
     const stop = (s.stop ?? []).filter((x) => x.length > 0);
     const sampling: SamplingParams = {
       maxTokens,
-      temperature: s.temperature ?? 1,
-      topP: s.topP ?? 1,
+      temperature: s.temperature ?? SAMPLING_DEFAULTS.temperature,
+      topP: s.topP ?? SAMPLING_DEFAULTS.topP,
       topK: s.topK !== undefined && s.topK > 0 ? s.topK : 0,
       stopTokenIds: this.stopTokenIds,
       ...(s.seed !== undefined ? { seed: s.seed } : {}),

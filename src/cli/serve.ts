@@ -3,7 +3,7 @@
  * chat-completions endpoint for a model folder and its LoRA adapters, on mcprl's own engine.
  */
 import { Option, type Command } from 'commander';
-import { ChatEngine } from '../chat/chat-engine.js';
+import { ChatEngine, DEFAULT_MAX_TOKENS } from '../chat/chat-engine.js';
 import { chooseDevice, describeDevice, DeviceOptionsSchema, type Device } from '../engine/device.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
 import { KvCacheMibSchema } from '../engine/kv-cache.js';
@@ -70,7 +70,7 @@ export function registerServe(program: Command): Command {
       'memory for the KV cache in MiB (running requests and the prefix cache together); requests wait for room beyond it (default: half the memory available less the weights)',
       numberParser({ integer: true, above: 0, max: KvCacheMibSchema.maxValue ?? undefined }),
     )
-    .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', numberParser({ integer: true, above: 0 }), 1024)
+    .option('--max-tokens <n>', 'completion length when a request sets no max_tokens', numberParser({ integer: true, above: 0 }), DEFAULT_MAX_TOKENS)
     .option('--chat-template-kwargs <json>', 'chat template variables for every request, e.g. \'{"enable_thinking": false}\'')
     .option('--no-constrain-tool-calls', "decode tool calls freely (by default they are constrained to the tools' schemas; a request may set constrain_tool_calls)")
     .option('--no-lora-updating', "refuse vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter (on by default: adapters can be loaded, replaced and unloaded while serving)")

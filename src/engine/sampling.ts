@@ -38,6 +38,9 @@ export interface TokenConstraint {
   advance(tokenId: number): void;
 }
 
+/** What a sample's settings default to when a request gives none (vLLM's and OpenAI's: the model's own distribution). */
+export const SAMPLING_DEFAULTS = { temperature: 1, topP: 1, topK: 0, topLogprobs: 0 } as const;
+
 /**
  * The batch's sampling settings as the engine reads them, one entry per sample: each sample's settings (their
  * defaults here) and its constraint's allowed set now, each distinct set object sent once.
@@ -45,10 +48,10 @@ export interface TokenConstraint {
 export function batchSampling(samples: readonly (readonly [SamplingParams, TokenConstraint | null])[], vocabSize: number): BatchSampling {
   const sp = samples.map(([s]) => s);
   return {
-    temperature: Float32Array.from(sp, (s) => s.temperature ?? 1),
-    topP: Float32Array.from(sp, (s) => s.topP ?? 1),
-    topK: Int32Array.from(sp, (s) => s.topK ?? 0),
-    topLogprobs: Int32Array.from(sp, (s) => s.topLogprobs ?? 0),
+    temperature: Float32Array.from(sp, (s) => s.temperature ?? SAMPLING_DEFAULTS.temperature),
+    topP: Float32Array.from(sp, (s) => s.topP ?? SAMPLING_DEFAULTS.topP),
+    topK: Int32Array.from(sp, (s) => s.topK ?? SAMPLING_DEFAULTS.topK),
+    topLogprobs: Int32Array.from(sp, (s) => s.topLogprobs ?? SAMPLING_DEFAULTS.topLogprobs),
     ...masks(samples.map(([, c]) => c), vocabSize),
   };
 }
