@@ -1,5 +1,21 @@
+import { McprlError } from './util/errors.js';
+
 export { buildProgram } from './cli/main.js';
-export { McprlError } from './util/errors.js';
+export { McprlError };
+// Error classes no caller branched on became codes on McprlError (docs/library.md, "Errors"). Their old names stay
+// importable as McprlError itself, so `instanceof` on one now matches every McprlError: compare `code` instead.
+/** @deprecated McprlError with code TRAIN_INVALID_BATCH, TRAIN_INVALID_CONFIG, TRAIN_NATIVE or TRAIN_CLOSED. */
+export const TrainError = McprlError;
+/** @deprecated McprlError with code TOKENIZER_NOT_FOUND or TOKENIZER_INVALID. */
+export const TokenizerError = McprlError;
+/** @deprecated McprlError with code TOKENIZE. */
+export const TokenizeError = McprlError;
+/** @deprecated McprlError with code ROLLOUT_POOL_EMPTY or ROLLOUT_POOL_SETTINGS. */
+export const RolloutPoolError = McprlError;
+/** @deprecated McprlError with code TRACING_ALREADY_ON or TRACING_UNAVAILABLE. */
+export const TracingError = McprlError;
+/** @deprecated McprlError with code SCENARIO_OVERLAP. */
+export const OverlappingScenariosError = McprlError;
 export {
   connect,
   McpSession,
@@ -124,11 +140,11 @@ export { AdapterRequestError, loadLoraAdapterRequestSchema, unloadLoraAdapterReq
 export type { AdapterErrorType, LoadLoraAdapterRequest, UnloadLoraAdapterRequest } from './serve/lora-adapters.js';
 export { EnginePolicy } from './agent/engine-policy.js';
 export type { EnginePolicyOptions } from './agent/engine-policy.js';
-export { HfTokenizer, IncrementalDecoder, TokenizerError } from './chat/tokenizer.js';
+export { HfTokenizer, IncrementalDecoder } from './chat/tokenizer.js';
 export { ChatTemplate, ChatTemplateError } from './chat/chat-template.js';
 export { parseToolCalls } from './chat/parse-tool-call.js';
 export type { ParsedAssistantText, ParsedToolCall, InvalidToolCall } from './chat/parse-tool-call.js';
-export { Trainer, TrainError, LossConfigSchema, OptimizerConfigSchema } from './engine/trainer.js';
+export { Trainer, LossConfigSchema, OptimizerConfigSchema } from './engine/trainer.js';
 export type { TrainSequence, LossConfig, OptimizerConfig, StepMetrics, CreateTrainerOptions, ResumeTrainerOptions, StepOptions } from './engine/trainer.js';
 export { readPeftAdapter, writePeftAdapter, readOptimizerState, loraKey, loraScale, AdapterError, LORA_TARGETS } from './hf/peft.js';
 export type { PeftAdapter, AdapterConfig, LoraMatrix, LoraTarget } from './hf/peft.js';
@@ -148,18 +164,18 @@ export { ProgressEventSchema, terminalBars } from './util/progress.js';
 export type { ProgressEvent, ProgressPhase, ProgressListener, OnProgress, BarStream } from './util/progress.js';
 export { RunDir, RunStateSchema } from './train/run-dir.js';
 export type { RunState } from './train/run-dir.js';
-export { trajectoryToSequences, tokenizationReport, emptyTokenizationReport, TokenizeError } from './train/tokenize.js';
+export { trajectoryToSequences, tokenizationReport, emptyTokenizationReport } from './train/tokenize.js';
 export type { TokenizationReport } from './train/tokenize.js';
-export { RolloutPool, RolloutPoolSettingsSchema, RolloutPoolError } from './train/rollout-pool.js';
+export { RolloutPool, RolloutPoolSettingsSchema } from './train/rollout-pool.js';
 export type { RolloutPoolSettings, RolloutPoolEvents, AdapterWriter } from './train/rollout-pool.js';
 export { applyTruncatedIs } from './train/off-policy.js';
 export type { OffPolicyMetrics } from './train/off-policy.js';
-export { startOtlpTracing, startSpan, inSpan, withinSpan, tracingOn, TracingError } from './util/tracing.js';
+export { startOtlpTracing, startSpan, inSpan, withinSpan, tracingOn } from './util/tracing.js';
 export type { TraceSpan, TraceAttributes } from './util/tracing.js';
 export { groupAdvantages, advantagesFor } from './train/advantages.js';
 export { renderReport } from './train/report.js';
 export { writeRunReport, exportBestAdapter } from './train/write-report.js';
-export { assertDisjoint, findOverlaps, entityKey, OverlapIndex, overlapGroups, OverlappingScenariosError } from './scenarios/disjoint.js';
+export { assertDisjoint, findOverlaps, entityKey, OverlapIndex, overlapGroups } from './scenarios/disjoint.js';
 
 export { TrainableModel } from './backend/trainable-model.js';
 export { LocalBackend } from './backend/local-backend.js';

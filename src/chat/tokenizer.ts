@@ -12,9 +12,6 @@ import { OffThreadTokenizer, type OffThreadEncodeOptions, type TokenizerFiles } 
 
 export type TokenizerErrorCode = 'TOKENIZER_NOT_FOUND' | 'TOKENIZER_INVALID';
 
-/** The tokenizer files of a model folder are missing or unreadable. */
-export class TokenizerError extends McprlError<TokenizerErrorCode> {}
-
 /** A token string from tokenizer_config.json: either a plain string or an AddedToken-shaped object. */
 function tokenString(v: unknown): string | null {
   if (typeof v === 'string') return v;
@@ -95,13 +92,13 @@ export class HfTokenizer {
     const read = async (name: string, required: boolean): Promise<Record<string, any> | null> => {
       const path = join(dir, name);
       if (!existsSync(path)) {
-        if (required) throw new TokenizerError('TOKENIZER_NOT_FOUND', `${path} not found`);
+        if (required) throw new McprlError<TokenizerErrorCode>('TOKENIZER_NOT_FOUND', `${path} not found`);
         return null;
       }
       try {
         return JSON.parse(await readFile(path, 'utf8'));
       } catch (err) {
-        throw new TokenizerError('TOKENIZER_INVALID', `${path}: ${(err as Error).message}`, { cause: err });
+        throw new McprlError<TokenizerErrorCode>('TOKENIZER_INVALID', `${path}: ${(err as Error).message}`, { cause: err });
       }
     };
     const tokenizerJson = (await read('tokenizer.json', true))!;
@@ -112,7 +109,7 @@ export class HfTokenizer {
     try {
       return new HfTokenizer(tokenizerJson, configJson ?? {}, template, files);
     } catch (err) {
-      throw new TokenizerError('TOKENIZER_INVALID', `${join(dir, 'tokenizer.json')}: ${(err as Error).message}`, {
+      throw new McprlError<TokenizerErrorCode>('TOKENIZER_INVALID', `${join(dir, 'tokenizer.json')}: ${(err as Error).message}`, {
         cause: err,
       });
     }

@@ -1,7 +1,8 @@
 /**
  * Packing a training batch into micro-batches for the native trainer, with each sequence's loss weight.
  */
-import { TrainError, type LossConfig, type TrainSequence } from './train-types.js';
+import { McprlError } from '../util/errors.js';
+import type { LossConfig, TrainSequence } from './train-types.js';
 
 /** One packed micro-batch in the native trainer's input form (see native/train/train_napi.cc). */
 export interface NativeMicroBatch {
@@ -20,23 +21,23 @@ export interface NativeMicroBatch {
  * whole batch. Exported for tests.
  */
 export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTokens: number): { microBatches: NativeMicroBatch[]; totalTokens: number; lossTokens: number } {
-  if (batch.length === 0) throw new TrainError('TRAIN_INVALID_BATCH', 'empty batch');
+  if (batch.length === 0) throw new McprlError('TRAIN_INVALID_BATCH', 'empty batch');
   const counts = batch.map((s, i) => {
-    if (s.tokenIds.length < 2) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: needs at least 2 tokens`);
-    if (s.mask.length !== s.tokenIds.length) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: mask has ${s.mask.length} entries for ${s.tokenIds.length} tokens`);
-    if (s.mask[0]) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: mask[0] must be 0 (the first token has no prediction)`);
-    if (s.oldLogprobs && s.oldLogprobs.length !== s.tokenIds.length) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: oldLogprobs has ${s.oldLogprobs.length} entries for ${s.tokenIds.length} tokens`);
-    if (s.isWeights && (s.isWeights.length !== s.tokenIds.length || !s.isWeights.every((w) => Number.isFinite(w) && w >= 0))) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: isWeights needs one finite, non-negative weight per token`);
-    if (s.advantage !== undefined && !Number.isFinite(s.advantage)) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: advantage is not finite`);
-    if (s.temperature !== undefined && !(s.temperature > 0 && Number.isFinite(s.temperature))) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: temperature must be positive, got ${s.temperature}`);
-    if (s.tokenMasks && s.tokenMasks.length !== s.tokenIds.length) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: tokenMasks has ${s.tokenMasks.length} entries for ${s.tokenIds.length} tokens`);
+    if (s.tokenIds.length < 2) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${i}: needs at least 2 tokens`);
+    if (s.mask.length !== s.tokenIds.length) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${i}: mask has ${s.mask.length} entries for ${s.tokenIds.length} tokens`);
+    if (s.mask[0]) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${i}: mask[0] must be 0 (the first token has no prediction)`);
+    if (s.oldLogprobs && s.oldLogprobs.length !== s.tokenIds.length) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${i}: oldLogprobs has ${s.oldLogprobs.length} entries for ${s.tokenIds.length} tokens`);
+    if (s.isWeights && (s.isWeights.length !== s.tokenIds.length || !s.isWeights.every((w) => Number.isFinite(w) && w >= 0))) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${i}: isWeights needs one finite, non-negative weight per token`);
+    if (s.advantage !== undefined && !Number.isFinite(s.advantage)) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${i}: advantage is not finite`);
+    if (s.temperature !== undefined && !(s.temperature > 0 && Number.isFinite(s.temperature))) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${i}: temperature must be positive, got ${s.temperature}`);
+    if (s.tokenMasks && s.tokenMasks.length !== s.tokenIds.length) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${i}: tokenMasks has ${s.tokenMasks.length} entries for ${s.tokenIds.length} tokens`);
     let n = 0;
     for (const m of s.mask) if (m) n++;
     return n;
   });
   const G = batch.length;
   const N = counts.reduce((a, b) => a + b, 0);
-  if (N === 0) throw new TrainError('TRAIN_INVALID_BATCH', 'no token in the batch carries loss (every mask is 0)');
+  if (N === 0) throw new McprlError('TRAIN_INVALID_BATCH', 'no token in the batch carries loss (every mask is 0)');
   const Lmax = loss.maxLength ?? Math.max(...counts);
   const weight = (n: number) => {
     switch (loss.kind) {
@@ -50,9 +51,9 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
   const anyTemp = batch.some((s) => s.temperature !== undefined && s.temperature !== 1);
   const anyMask = batch.some((s) => s.tokenMasks?.some((m) => m));
   const words = anyMask ? batch.flatMap((s) => s.tokenMasks ?? []).find((m) => m)!.length : 0;
-  if (anyOld && !batch.every((s) => s.oldLogprobs)) throw new TrainError('TRAIN_INVALID_BATCH', 'oldLogprobs must be given for every sequence of a batch or for none');
+  if (anyOld && !batch.every((s) => s.oldLogprobs)) throw new McprlError('TRAIN_INVALID_BATCH', 'oldLogprobs must be given for every sequence of a batch or for none');
   const anyWeights = batch.some((s) => s.isWeights);
-  if (anyWeights && !batch.every((s) => s.isWeights)) throw new TrainError('TRAIN_INVALID_BATCH', 'isWeights must be given for every sequence of a batch or for none');
+  if (anyWeights && !batch.every((s) => s.isWeights)) throw new McprlError('TRAIN_INVALID_BATCH', 'isWeights must be given for every sequence of a batch or for none');
 
   const microBatches: NativeMicroBatch[] = [];
   let i = 0;
@@ -93,7 +94,7 @@ export function packBatch(batch: TrainSequence[], loss: LossConfig, microBatchTo
           const m = s.tokenMasks?.[t] ?? null;
           let k = -1;
           if (m) {
-            if (m.length !== words) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${g}: token ${t}'s mask has ${m.length} words, others ${words}`);
+            if (m.length !== words) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${g}: token ${t}'s mask has ${m.length} words, others ${words}`);
             k = maskIndex.get(m) ?? maskIndex.size;
             maskIndex.set(m, k);
           }

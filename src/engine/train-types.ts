@@ -2,9 +2,6 @@
  * The training API's data types (shared by the trainer and the batch packer; see trainer.ts).
  */
 import { z } from 'zod';
-import { McprlError } from '../util/errors.js';
-
-export class TrainError extends McprlError<'TRAIN_INVALID_BATCH' | 'TRAIN_INVALID_CONFIG' | 'TRAIN_NATIVE' | 'TRAIN_CLOSED'> {}
 
 export interface TrainSequence {
   tokenIds: number[];

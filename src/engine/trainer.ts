@@ -28,6 +28,7 @@ import {
   type TrainerState,
 } from '../hf/peft.js';
 import { writeDirAtomic } from '../util/atomic.js';
+import { McprlError } from '../util/errors.js';
 import { Mulberry32 } from '../util/rng.js';
 import { engineOf, nativeAddon, type Model } from './model.js';
 import { packBatch, type NativeMicroBatch } from './train-batch.js';
@@ -35,7 +36,6 @@ import {
   DEFAULT_MICRO_BATCH_TOKENS,
   LossConfigSchema,
   OptimizerConfigSchema,
-  TrainError,
   lossParams,
   optimizerParams,
   type LossConfig,
@@ -46,7 +46,7 @@ import {
   type TrainSequence,
 } from './train-types.js';
 
-export { LossConfigSchema, OptimizerConfigSchema, TrainError, packBatch };
+export { LossConfigSchema, OptimizerConfigSchema, packBatch };
 export type { LossConfig, OptimizerConfig, StepMetrics, TrainSequence };
 
 export interface CreateTrainerOptions {
@@ -117,7 +117,7 @@ interface TrainAddon {
 }
 function trainAddon(): TrainAddon {
   const a = nativeAddon() as unknown as Partial<TrainAddon>;
-  if (typeof a.Trainer !== 'function') throw new TrainError('TRAIN_NATIVE', 'the native addon was built without the trainer (rebuild: npm install)');
+  if (typeof a.Trainer !== 'function') throw new McprlError('TRAIN_NATIVE', 'the native addon was built without the trainer (rebuild: npm install)');
   return a as TrainAddon;
 }
 
@@ -147,16 +147,16 @@ export class Trainer {
   /** Creates the native adapter + optimiser buffers and fills them, in the model's queue of native calls. */
   private static async makeNative(model: Model, name: string, rank: number, alpha: number, rslora: boolean, targets: LoraTarget[],
     fill: (n: NativeTrainer, layout: LayoutEntry[]) => void): Promise<{ native: NativeTrainer; layout: LayoutEntry[] }> {
-    if (!Number.isInteger(rank) || rank <= 0) throw new TrainError('TRAIN_INVALID_CONFIG', `rank must be a positive integer, got ${rank}`);
-    if (!(alpha > 0)) throw new TrainError('TRAIN_INVALID_CONFIG', `alpha must be positive, got ${alpha}`);
-    if (targets.length === 0) throw new TrainError('TRAIN_INVALID_CONFIG', 'at least one LoRA target module is needed');
+    if (!Number.isInteger(rank) || rank <= 0) throw new McprlError('TRAIN_INVALID_CONFIG', `rank must be a positive integer, got ${rank}`);
+    if (!(alpha > 0)) throw new McprlError('TRAIN_INVALID_CONFIG', `alpha must be positive, got ${alpha}`);
+    if (targets.length === 0) throw new McprlError('TRAIN_INVALID_CONFIG', 'at least one LoRA target module is needed');
     const addon = trainAddon();
     return model.run(() => {
       let native: NativeTrainer;
       try {
         native = new addon.Trainer(engineOf(model), name, rank, alpha, rslora, targets);
       } catch (e) {
-        throw new TrainError('TRAIN_NATIVE', (e as Error).message, { cause: e });
+        throw new McprlError('TRAIN_NATIVE', (e as Error).message, { cause: e });
       }
       const layout = native.layout();
       try {
@@ -172,7 +172,7 @@ export class Trainer {
 
   private static checkTargets(targets: string[]): LoraTarget[] {
     for (const t of targets) {
-      if (!(LORA_TARGETS as readonly string[]).includes(t)) throw new TrainError('TRAIN_INVALID_CONFIG', `unsupported LoRA target ${JSON.stringify(t)} (supported: ${LORA_TARGETS.join(', ')})`);
+      if (!(LORA_TARGETS as readonly string[]).includes(t)) throw new McprlError('TRAIN_INVALID_CONFIG', `unsupported LoRA target ${JSON.stringify(t)} (supported: ${LORA_TARGETS.join(', ')})`);
     }
     return LORA_TARGETS.filter((t) => targets.includes(t));
   }
@@ -212,7 +212,7 @@ export class Trainer {
     const { native, layout } = await Trainer.makeNative(model, name, c.r, c.lora_alpha, c.use_rslora, targets, (n, layout) => {
       const expected = adapterLayout(dims, c.r, targets);
       if (expected.length !== layout.length || expected.some((e, i) => e.key !== layout[i].key)) {
-        throw new TrainError('TRAIN_NATIVE', 'native adapter layout differs from the PEFT layout (engine and src/hf/peft.ts disagree)');
+        throw new McprlError('TRAIN_NATIVE', 'native adapter layout differs from the PEFT layout (engine and src/hf/peft.ts disagree)');
       }
       n.write('params', pack(layout, adapter.tensors, adapterDir));
       if (saved) {
@@ -229,7 +229,7 @@ export class Trainer {
   async trainStep(batch: TrainSequence[], loss: LossConfig, opts: TrainStepOptions = {}): Promise<StepMetrics> {
     const lc = parseLoss(loss);
     const o = opts.optimizer !== undefined ? parseOptimizer(opts.optimizer) : this.optimizer;
-    if (!o) throw new TrainError('TRAIN_INVALID_CONFIG', `trainer for adapter ${this.adapterName}: a step needs optimiser settings (opts.optimizer; none were given to create or resume)`);
+    if (!o) throw new McprlError('TRAIN_INVALID_CONFIG', `trainer for adapter ${this.adapterName}: a step needs optimiser settings (opts.optimizer; none were given to create or resume)`);
     this.checkMasks(batch);
     const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? DEFAULT_MICRO_BATCH_TOKENS);
     const r = await this.run(mbs.microBatches, lc, optimizerParams(o, this.step + 1), false, opts);
@@ -268,20 +268,20 @@ export class Trainer {
   /** Replaces the adapter's weights (every PEFT key, same shapes); the optimiser state is kept. */
   async setWeights(tensors: Map<string, LoraMatrix>): Promise<void> {
     const flat = pack(this.layout, tensors, `adapter ${this.adapterName}`);
-    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
+    if (this.closed) throw new McprlError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
     await this.model.run(() => this.native.write('params', flat));
   }
 
   /** Writes the PEFT adapter alone into `dir`, atomically: what an inference server loads (see save for a checkpoint). */
   async saveAdapter(dir: string): Promise<void> {
-    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
+    if (this.closed) throw new McprlError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
     const params = await this.model.run(() => this.native.read('params'));
     await writeDirAtomic(dir, (tmp) => writePeftAdapter(tmp, { config: this.peftConfig(), tensors: unpack(this.layout, params) }));
   }
 
   /** Writes the PEFT adapter and the optimiser state into `dir`, atomically (a complete folder or none). */
   async save(dir: string): Promise<void> {
-    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
+    if (this.closed) throw new McprlError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
     const [params, m, v] = await this.model.run(() => [this.native.read('params'), this.native.read('exp_avg'), this.native.read('exp_avg_sq')]);
     const state: TrainerState = {
       format: 'mcprl-trainer-state', version: 1, step: this.step, seed: this.config.seed, rng: this.rng.state,
@@ -328,40 +328,40 @@ export class Trainer {
   private checkMasks(batch: TrainSequence[]): void {
     const words = Math.ceil(this.model.config.vocabSize / 32);
     batch.forEach((s, i) => s.tokenMasks?.forEach((m, t) => {
-      if (m && m.length !== words) throw new TrainError('TRAIN_INVALID_BATCH', `sequence ${i}: token ${t}'s mask has ${m.length} words; the vocabulary of ${this.model.config.vocabSize} needs ${words}`);
+      if (m && m.length !== words) throw new McprlError('TRAIN_INVALID_BATCH', `sequence ${i}: token ${t}'s mask has ${m.length} words; the vocabulary of ${this.model.config.vocabSize} needs ${words}`);
     }));
   }
 
   private async nativeRead(which: 'params' | 'grads' | 'exp_avg' | 'exp_avg_sq'): Promise<Float32Array> {
-    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
+    if (this.closed) throw new McprlError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
     try {
       return await this.model.run(() => this.native.read(which));
     } catch (e) {
-      throw new TrainError('TRAIN_NATIVE', (e as Error).message, { cause: e });
+      throw new McprlError('TRAIN_NATIVE', (e as Error).message, { cause: e });
     }
   }
 
   private async run(mbs: NativeMicroBatch[], lc: ResolvedLoss, optim: ReturnType<typeof optimizerParams> | null, wantLogprobs: boolean, opts: StepOptions): Promise<NativeRunResult> {
-    if (this.closed) throw new TrainError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
+    if (this.closed) throw new McprlError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
     const loss = lossParams(lc);
     try {
       // Queued behind (and ahead of) the model's other native calls: generation never sees half-updated weights.
       return await this.model.run(() => this.native.run(mbs, loss, optim, wantLogprobs, opts.recompute ?? false, opts.foldLora ?? false));
     } catch (e) {
-      throw new TrainError('TRAIN_NATIVE', (e as Error).message, { cause: e });
+      throw new McprlError('TRAIN_NATIVE', (e as Error).message, { cause: e });
     }
   }
 }
 
 function parseOptimizer(o: OptimizerConfig): ResolvedOptimizer {
   const r = OptimizerConfigSchema.safeParse(o);
-  if (!r.success) throw new TrainError('TRAIN_INVALID_CONFIG', `optimizer: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw new McprlError('TRAIN_INVALID_CONFIG', `optimizer: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return r.data;
 }
 
 function parseLoss(l: LossConfig): ResolvedLoss {
   const r = LossConfigSchema.safeParse(l);
-  if (!r.success) throw new TrainError('TRAIN_INVALID_CONFIG', `loss: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw new McprlError('TRAIN_INVALID_CONFIG', `loss: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return r.data;
 }
 
@@ -386,8 +386,8 @@ function pack(layout: LayoutEntry[], tensors: Map<string, LoraMatrix>, what: str
   const out = new Float32Array(last ? last.offset + last.rows * last.cols : 0);
   for (const e of layout) {
     const t = tensors.get(e.key);
-    if (!t) throw new TrainError('TRAIN_INVALID_CONFIG', `${what}: missing tensor ${e.key}`);
-    if (t.shape[0] !== e.rows || t.shape[1] !== e.cols) throw new TrainError('TRAIN_INVALID_CONFIG', `${what}: tensor ${e.key} has shape [${t.shape}], expected [${e.rows},${e.cols}]`);
+    if (!t) throw new McprlError('TRAIN_INVALID_CONFIG', `${what}: missing tensor ${e.key}`);
+    if (t.shape[0] !== e.rows || t.shape[1] !== e.cols) throw new McprlError('TRAIN_INVALID_CONFIG', `${what}: tensor ${e.key} has shape [${t.shape}], expected [${e.rows},${e.cols}]`);
     out.set(t.data, e.offset);
   }
   return out;

@@ -12,7 +12,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { generateScenarioSet, type ScenarioSummary } from '../scenarios/scenario-set.js';
-import { TrainError } from '../engine/train-types.js';
+import { McprlError } from '../util/errors.js';
 import { checkSandboxFrom, connect, isolatedServerOpener, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
 import { OpenAIJudge } from '../ruler/judge.js';
 import { assertDisjoint, overlapCheckUnits, type Overlap } from '../scenarios/disjoint.js';
@@ -96,7 +96,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
 
   // A set of a million lines takes seconds to read, check and write: each is a phase with progress.
   const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety, (done, total) => progress.emit('read_scenarios', 0, done, total));
-  if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new TrainError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
+  if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new McprlError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
   await checkHeldOut(scenarios, config.model, (done, total) => progress.emit('check_scenarios', 0, done, total));
   if (!o.resume) {
     await writeJsonAtomic(run.path('config.json'), { ...config, deviceChoice });
@@ -116,7 +116,7 @@ async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSch
   if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'), onRead);
   const source = job.scenarios;
   if (source.dir) return loadScenarioSet(source.dir, onRead);
-  if (!source.offline && !source.generator) throw new TrainError('TRAIN_INVALID_CONFIG', 'the job names no scenarios: give a scenario set folder, offline generation, or a generator model');
+  if (!source.offline && !source.generator) throw new McprlError('TRAIN_INVALID_CONFIG', 'the job names no scenarios: give a scenario set folder, offline generation, or a generator model');
   const connectOpts = { policy: safety, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}) };
   const session = await connect(o.target, { ...connectOpts, sandboxFrom: job.isolation.sandboxFrom, stateInMemory: job.isolation.stateInMemory });
   const isolatedServer = isolatedServerOpener(o.target, job.isolation, connectOpts);

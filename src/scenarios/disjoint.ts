@@ -15,12 +15,6 @@ import { checkedCalls, type Scenario } from './scenario.js';
 import { McprlError } from '../util/errors.js';
 import type { OnProgress } from '../util/progress.js';
 
-export class OverlappingScenariosError extends McprlError<'SCENARIO_OVERLAP'> {
-  constructor(message: string) {
-    super('SCENARIO_OVERLAP', message);
-  }
-}
-
 /** The arguments of a scenario's first checked call (a tool_called check's, or an answer_value's first `via`), canonically serialised; undefined without one. */
 export function entityKey(s: Pick<Scenario, 'checks'>): string | undefined {
   const first = checkedCalls(s.checks ?? [])[0];
@@ -198,7 +192,7 @@ export function findOverlaps(
 }
 
 /**
- * Throws OverlappingScenariosError saying which sets overlap (and how many scenarios each), the first few
+ * Throws McprlError SCENARIO_OVERLAP saying which sets overlap (and how many scenarios each), the first few
  * overlaps, and `advice(overlaps)`: what to use instead, in the caller's words.
  */
 export function assertDisjoint(
@@ -220,7 +214,8 @@ export function assertDisjoint(
       : `${heldOutName} scenario ${o.heldOut.id} ("${o.heldOut.task}") near-duplicates ${o.otherSet} scenario ${o.other.id} ("${o.other.task}")`,
   );
   const ids = new Set(overlaps.map((o) => o.heldOut.id)).size;
-  throw new OverlappingScenariosError(
+  throw new McprlError(
+    'SCENARIO_OVERLAP',
     `${ids} ${heldOutName} scenario(s) overlap other sets (${bySet.join(', ')}), so a gain on them could be memorisation: ` +
       `${shown.join('; ')}${overlaps.length > 3 ? '; …' : ''}${advice ? `. ${advice(overlaps)}` : ''}`,
   );

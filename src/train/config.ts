@@ -6,7 +6,7 @@
  * else. A field's `.describe()` text is its help text; the default comes from the schema.
  */
 import { z } from 'zod';
-import { TrainError } from '../engine/train-types.js';
+import { McprlError } from '../util/errors.js';
 import { DeviceChoiceSchema, DeviceOptionsSchema } from '../engine/device.js';
 import { WeightDtypeSchema } from '../engine/weight-dtype.js';
 import { PrefixCacheMibSchema } from '../engine/prefix-cache.js';
@@ -183,7 +183,7 @@ export function trainConfigFrom(settings: TrainSettings, identity: TrainJobIdent
   const parsed = TrainConfigSchema.safeParse({ ...settings, ...identity, reward });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new TrainError('TRAIN_INVALID_CONFIG', `training setting ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+    throw new McprlError('TRAIN_INVALID_CONFIG', `training setting ${issue.path.join('.') || '(root)'}: ${issue.message}`);
   }
   return parsed.data;
 }
@@ -193,7 +193,7 @@ export function parseTrainConfig(raw: unknown, where: string): TrainConfig {
   const parsed = TrainConfigSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new TrainError('TRAIN_INVALID_CONFIG', `${where}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+    throw new McprlError('TRAIN_INVALID_CONFIG', `${where}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
   }
   return parsed.data;
 }

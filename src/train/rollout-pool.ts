@@ -12,7 +12,7 @@
  *
  * A server that fails (unreachable, a 5xx, a lost adapter) is retried `attempts` times, then dropped from the
  * pool with a warning, and the request goes to another server. Only when no server is left does a request (and
- * so the step) fail, with RolloutPoolError `ROLLOUT_POOL_EMPTY`. A request the server refuses as a bad request
+ * so the step) fail, with McprlError `ROLLOUT_POOL_EMPTY`. A request the server refuses as a bad request
  * (4xx other than a missing model) is the request's failure, not the server's, and is passed on as it is.
  */
 import { rm } from 'node:fs/promises';
@@ -44,8 +44,6 @@ export const RolloutPoolSettingsSchema = z.object({
   apiKey: z.string().min(1).optional(),
 });
 export type RolloutPoolSettings = z.input<typeof RolloutPoolSettingsSchema>;
-
-export class RolloutPoolError extends McprlError<'ROLLOUT_POOL_EMPTY' | 'ROLLOUT_POOL_SETTINGS'> {}
 
 /** What the pool tells its owner besides warnings: each answer and each adapter operation, per server. */
 export interface RolloutPoolEvents {
@@ -94,7 +92,7 @@ export class RolloutPool implements Policy {
     const parsed = RolloutPoolSettingsSchema.safeParse(settings);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      throw new RolloutPoolError('ROLLOUT_POOL_SETTINGS', `rollout servers: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+      throw new McprlError('ROLLOUT_POOL_SETTINGS', `rollout servers: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
     }
     this.s = { ...parsed.data, adapterDir: path.resolve(parsed.data.adapterDir), urls: parsed.data.urls.map((u) => u.replace(/\/+$/, '')) };
     this.maxTokens = opts.maxTokens;
@@ -176,7 +174,7 @@ export class RolloutPool implements Policy {
 
   /**
    * Writes the trainer's adapter as `policy-step-N`, loads it on every server, switches rollouts to it and
-   * unloads the previous one. A server that cannot load it is dropped; none left is a RolloutPoolError.
+   * unloads the previous one. A server that cannot load it is dropped; none left is McprlError `ROLLOUT_POOL_EMPTY`.
    */
   async publish(step: number, writer: AdapterWriter): Promise<void> {
     const name = `policy-step-${step}`;
@@ -232,9 +230,9 @@ export class RolloutPool implements Policy {
     for (const w of this.waiting.splice(0)) w();
   }
 
-  /** Throws RolloutPoolError ROLLOUT_POOL_EMPTY when no server is left. */
+  /** Throws McprlError ROLLOUT_POOL_EMPTY when no server is left. */
   ensureAlive(what: string): void {
-    if (this.alive.length === 0) throw new RolloutPoolError('ROLLOUT_POOL_EMPTY', `no rollout server left (${what}): every one of ${this.servers.map((x) => x.url).join(', ')} failed`);
+    if (this.alive.length === 0) throw new McprlError('ROLLOUT_POOL_EMPTY', `no rollout server left (${what}): every one of ${this.servers.map((x) => x.url).join(', ')} failed`);
   }
 
   /** The next alive server with a free slot, round robin; waits for one when all are busy. */

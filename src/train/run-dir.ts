@@ -72,7 +72,7 @@ export class RunDir {
   }
 
   /**
-   * Makes this process the run's only writer: creates the folder if needed, takes its lock (DirLockedError when
+   * Makes this process the run's only writer: creates the folder if needed, takes its lock (McprlError DIR_LOCKED when
    * another process trains the run), then removes temporaries that kills left behind, which are nobody's now.
    */
   async lock(): Promise<DirLock> {

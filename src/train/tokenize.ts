@@ -32,12 +32,6 @@ export interface TokenizeOptions {
   report?: TokenizationReport;
 }
 
-export class TokenizeError extends McprlError<'TOKENIZE'> {
-  constructor(message: string) {
-    super('TOKENIZE', message);
-  }
-}
-
 /** Token sequences (with loss masks and, when known, sampling logprobs) for one trajectory. */
 export function trajectoryToSequences(
   engine: ChatEngine,
@@ -104,7 +98,7 @@ export function trajectoryToSequences(
       completion = m.mcprl.token_ids;
       completionLps = m.mcprl.logprobs;
       if (completionLps.length !== completion.length) {
-        throw new TokenizeError(`message ${i}: ${completion.length} sampled token ids but ${completionLps.length} logprobs`);
+        throw new McprlError('TOKENIZE', `message ${i}: ${completion.length} sampled token ids but ${completionLps.length} logprobs`);
       }
       // Sampler logprobs of a constrained turn are of the masked distribution: train over the same masks.
       if (m.mcprl.constrained && m.mcprl.temperature !== undefined) completionMasks = replayMasks(engine.toolCallConstrainer(tools), completion);
@@ -217,7 +211,7 @@ function renderedTurn(
   const before = render(i, true);
   const through = render(i + 1, false);
   if (!through.startsWith(before)) {
-    throw new TokenizeError(`message ${i}: the chat template does not render the conversation as a prefix of itself plus this turn, so the turn's tokens cannot be isolated`);
+    throw new McprlError('TOKENIZE', `message ${i}: the chat template does not render the conversation as a prefix of itself plus this turn, so the turn's tokens cannot be isolated`);
   }
   const ids = engine.tokenizer.encode(through.slice(before.length));
   const end = ids.findIndex((t) => stopIds.has(t));

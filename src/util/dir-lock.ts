@@ -22,12 +22,6 @@ export function liveLockOwner(dir: string): LockOwner | null {
   return owner && ownerAlive(owner) ? owner : null;
 }
 
-export class DirLockedError extends McprlError<'DIR_LOCKED'> {
-  constructor(readonly dir: string, readonly owner: LockOwner, what: string) {
-    super('DIR_LOCKED', `${dir} is in use by another ${what}: ${describeOwner(owner)}; wait for it to end, or stop it`);
-  }
-}
-
 /** A held folder lock; release() (or the process's exit) frees it. */
 export class DirLock {
   private constructor(readonly dir: string, private readonly lock: FileLock) {}
@@ -42,7 +36,7 @@ export class DirLock {
   }
 
   /**
-   * Takes the folder's lock for this process, or throws DirLockedError naming the live owner. `what` names the
+   * Takes the folder's lock for this process, or throws McprlError DIR_LOCKED naming the live owner. `what` names the
    * kind of process that holds such locks, for the message ("training run").
    */
   static acquire(dir: string, what: string): DirLock {
@@ -51,7 +45,7 @@ export class DirLock {
     if (got.claim) {
       throw new McprlError('LOCK_CLAIMED', `another process is taking over the stale lock ${lockFile(dir)} of ${describeOwner(got.holder)}; if none is, delete ${got.claim} and the lock`);
     }
-    throw new DirLockedError(dir, got.holder, what);
+    throw new McprlError('DIR_LOCKED', `${dir} is in use by another ${what}: ${describeOwner(got.holder)}; wait for it to end, or stop it`);
   }
 
   release(): void {

@@ -76,20 +76,18 @@ export async function inSpan<T>(name: string, attributes: TraceAttributes, f: (s
   }
 }
 
-export class TracingError extends McprlError<'TRACING_ALREADY_ON' | 'TRACING_UNAVAILABLE'> {}
-
 /**
  * Starts exporting spans to an OTLP/HTTP collector. `endpoint` is the collector's base URL (as
  * OTEL_EXPORTER_OTLP_ENDPOINT; `/v1/traces` is appended) or its full traces URL. `shutdown()` flushes every span
  * still buffered and turns tracing off again.
  */
 export async function startOtlpTracing(opts: { endpoint: string; serviceName?: string }): Promise<{ url: string; shutdown(): Promise<void> }> {
-  if (backend) throw new TracingError('TRACING_ALREADY_ON', 'OpenTelemetry tracing is already on in this process');
+  if (backend) throw new McprlError('TRACING_ALREADY_ON', 'OpenTelemetry tracing is already on in this process');
   let mods;
   try {
     mods = await Promise.all([import('@opentelemetry/api'), import('@opentelemetry/sdk-trace-base'), import('@opentelemetry/exporter-trace-otlp-http'), import('@opentelemetry/resources')]);
   } catch (err) {
-    throw new TracingError('TRACING_UNAVAILABLE', `the @opentelemetry packages could not be loaded (npm install): ${(err as Error).message}`, { cause: err });
+    throw new McprlError('TRACING_UNAVAILABLE', `the @opentelemetry packages could not be loaded (npm install): ${(err as Error).message}`, { cause: err });
   }
   const [api, sdk, otlp, resources] = mods;
   const url = /\/v1\/traces\/?$/.test(opts.endpoint) ? opts.endpoint : `${opts.endpoint.replace(/\/+$/, '')}/v1/traces`;

@@ -14,7 +14,7 @@ import { SafetyPolicy } from '../../src/mcp/policy.js';
 import { TrainingJobs } from '../../src/mcp-server/training-jobs.js';
 import { Workspace } from '../../src/mcp-server/workspace.js';
 import { loadScenarioSet, writeScenarioSet } from '../../src/scenarios/scenario.js';
-import { DirLock, DirLockedError, lockFile, processStart, readLockOwner, type LockOwner } from '../../src/util/dir-lock.js';
+import { DirLock, lockFile, processStart, readLockOwner, type LockOwner } from '../../src/util/dir-lock.js';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from '../helpers/servers.js';
 import { bookshopScenarios, mcprl } from './cli.js';
 import { fault } from './fault-table.js';
@@ -84,7 +84,7 @@ describe('run-folder lock', () => {
     const b = DirLock.acquire(dir, 'test');
     expect(b.tookOver).toEqual(reused);
     // While b holds it, the lock is live, and nobody takes it over.
-    expect(() => DirLock.acquire(dir, 'test')).toThrow(DirLockedError);
+    expect(() => DirLock.acquire(dir, 'test')).toThrow(expect.objectContaining({ code: 'DIR_LOCKED' }));
     b.release();
     expect(await readdir(dir)).toEqual([]);
     fault('stale lock (dead pid / reused pid)', 'taken over', 'taken over; a live lock is refused');
