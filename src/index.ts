@@ -1,21 +1,9 @@
 import { McprlError } from './util/errors.js';
+import { rulerScoreGroup } from './backend/ruler.js';
+import { TrajectorySchema, type Trajectory } from './backend/schemas.js';
 
 export { buildProgram } from './cli/main.js';
 export { McprlError };
-// Error classes no caller branched on became codes on McprlError (docs/library.md, "Errors"). Their old names stay
-// importable as McprlError itself, so `instanceof` on one now matches every McprlError: compare `code` instead.
-/** @deprecated McprlError with code TRAIN_INVALID_BATCH, TRAIN_INVALID_CONFIG, TRAIN_NATIVE or TRAIN_CLOSED. */
-export const TrainError = McprlError;
-/** @deprecated McprlError with code TOKENIZER_NOT_FOUND or TOKENIZER_INVALID. */
-export const TokenizerError = McprlError;
-/** @deprecated McprlError with code TOKENIZE. */
-export const TokenizeError = McprlError;
-/** @deprecated McprlError with code ROLLOUT_POOL_EMPTY or ROLLOUT_POOL_SETTINGS. */
-export const RolloutPoolError = McprlError;
-/** @deprecated McprlError with code TRACING_ALREADY_ON or TRACING_UNAVAILABLE. */
-export const TracingError = McprlError;
-/** @deprecated McprlError with code SCENARIO_OVERLAP. */
-export const OverlappingScenariosError = McprlError;
 export {
   connect,
   McpSession,
@@ -62,11 +50,12 @@ export { rollout, COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT } from './agent/rollout.j
 export { rolloutGroups } from './agent/rollout-groups.js';
 export type { RolloutOptions } from './agent/rollout.js';
 export type { RolloutGroupsOptions } from './agent/rollout-groups.js';
-export { TrajectorySchema } from './agent/trajectory.js';
-export type { Trajectory } from './agent/trajectory.js';
+// What an MCP rollout records (scenario, tool calls, checks, metrics); the library's Trajectory is below.
+export { TrajectorySchema as McpTrajectorySchema } from './agent/trajectory.js';
+export type { Trajectory as McpTrajectory } from './agent/trajectory.js';
 export { runEval, isSuccess } from './eval/evaluate.js';
 export type { EvalOptions, EvalSummary } from './eval/evaluate.js';
-export { rulerScoreGroup } from './ruler/ruler.js';
+export { rulerScores } from './ruler/ruler.js';
 export type { RulerOptions, RulerResult } from './ruler/ruler.js';
 export { JudgeError, OpenAIJudge } from './ruler/judge.js';
 export type { JudgeClient } from './ruler/judge.js';
@@ -190,13 +179,13 @@ export { BackendError } from './backend/errors.js';
 export type { BackendErrorCode } from './backend/errors.js';
 export { TrajectoryRecorder } from './backend/recorder.js';
 export { gatherTrajectoryGroups, GatherError } from './backend/gather.js';
-export { ruler } from './backend/ruler.js';
+export { rulerScoreGroup } from './backend/ruler.js';
 export type { GatherOptions, RolloutContext, RolloutFailure } from './backend/gather.js';
 export {
   TrainableModelSettingsSchema,
   ModelKeySchema,
   LoraSettingsSchema,
-  TrajectorySchema as LibraryTrajectorySchema,
+  TrajectorySchema,
   TrajectoryGroupSchema,
   TrainStepConfigSchema,
   SftTrajectorySchema,
@@ -211,7 +200,7 @@ export {
 export type {
   TrainableModelSettings,
   TrainableModelSettingsInput,
-  Trajectory as LibraryTrajectory,
+  Trajectory,
   TrajectoryInput,
   TrajectoryGroup,
   TrajectoryGroupInput,
@@ -227,3 +216,26 @@ export type {
   ExportResult,
   StepStreamLine,
 } from './backend/schemas.js';
+
+// Error classes no caller branched on became codes on McprlError (docs/library.md, "Errors"). Their old names stay
+// importable as McprlError itself, so `instanceof` on one now matches every McprlError: compare `code` instead.
+/** @deprecated McprlError with code TRAIN_INVALID_BATCH, TRAIN_INVALID_CONFIG, TRAIN_NATIVE or TRAIN_CLOSED. */
+export const TrainError = McprlError;
+/** @deprecated McprlError with code TOKENIZER_NOT_FOUND or TOKENIZER_INVALID. */
+export const TokenizerError = McprlError;
+/** @deprecated McprlError with code TOKENIZE. */
+export const TokenizeError = McprlError;
+/** @deprecated McprlError with code ROLLOUT_POOL_EMPTY or ROLLOUT_POOL_SETTINGS. */
+export const RolloutPoolError = McprlError;
+/** @deprecated McprlError with code TRACING_ALREADY_ON or TRACING_UNAVAILABLE. */
+export const TracingError = McprlError;
+/** @deprecated McprlError with code SCENARIO_OVERLAP. */
+export const OverlappingScenariosError = McprlError;
+
+// Earlier names of the library's pieces, kept for code that imports them (docs/library.md, "Names").
+/** @deprecated rulerScoreGroup, ART's ruler_score_group. */
+export const ruler = rulerScoreGroup;
+/** @deprecated TrajectorySchema. */
+export const LibraryTrajectorySchema = TrajectorySchema;
+/** @deprecated Trajectory. */
+export type LibraryTrajectory = Trajectory;

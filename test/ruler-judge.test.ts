@@ -10,7 +10,7 @@ import type { ChatMessage } from '../src/agent/policy.js';
 import type { Trajectory } from '../src/agent/trajectory.js';
 import { JudgeError } from '../src/ruler/judge.js';
 import { DEFAULT_RUBRIC, buildRulerPrompt, commonPrefixLength } from '../src/ruler/prompt.js';
-import { parseJudgeAnswer, rulerScoreGroup } from '../src/ruler/ruler.js';
+import { parseJudgeAnswer, rulerScores } from '../src/ruler/ruler.js';
 import { chatReply, httpError, startOpenAIDouble, type OpenAIDouble, type RecordedRequest, type ScriptedReply } from './doubles/openai-double.js';
 import { fault } from './faults/fault-table.js';
 
@@ -112,10 +112,10 @@ describe('parseJudgeAnswer', () => {
   });
 });
 
-describe('rulerScoreGroup against a judge double', () => {
+describe('rulerScores against a judge double', () => {
   it('valid answer: scores in trajectory order, asked with structured output', async () => {
     const d = await judgeDouble(answer({ '2': 0.1, '1': 0.9, '3': 0.4 }));
-    const r = await rulerScoreGroup([good, bad, middling], judgeOpts(d));
+    const r = await rulerScores([good, bad, middling], judgeOpts(d));
     expect(r).toMatchObject({ scores: [0.9, 0.1, 0.4], explanations: ['why 1', 'why 2', 'why 3'], attempts: 1, cached: false });
     const body = posts(d)[0].body;
     expect(body.model).toBe('judge-double');
@@ -125,7 +125,7 @@ describe('rulerScoreGroup against a judge double', () => {
 
   it('wrong count, then valid: retried', async () => {
     const d = await judgeDouble(answer({ '1': 0.9, '2': 0.1 }), answer({ '1': 0.8, '2': 0.2, '3': 0.5 }));
-    const r = await rulerScoreGroup([good, bad, middling], judgeOpts(d));
+    const r = await rulerScores([good, bad, middling], judgeOpts(d));
     expect(r).toMatchObject({ scores: [0.8, 0.2, 0.5], attempts: 2 });
     expect(posts(d)).toHaveLength(2);
     fault('judge answers the wrong number of scores', 'retried, then scored', `scored on attempt ${(r as { attempts: number }).attempts}`);
@@ -134,7 +134,7 @@ describe('rulerScoreGroup against a judge double', () => {
   it('invalid JSON every time: the group is skipped after bounded retries, never thrown', async () => {
     const d = await judgeDouble();
     d.push(...Array.from({ length: 10 }, () => chatReply('I think the first one is best.')));
-    const r = await rulerScoreGroup([good, bad], { ...judgeOpts(d), maxRetries: 2 });
+    const r = await rulerScores([good, bad], { ...judgeOpts(d), maxRetries: 2 });
     expect(r).toMatchObject({ skipped: true, attempts: 3 });
     expect((r as { reason: string }).reason).toMatch(/JUDGE_INVALID_OUTPUT/);
     expect(posts(d)).toHaveLength(3);
@@ -143,18 +143,18 @@ describe('rulerScoreGroup against a judge double', () => {
 
   it('HTTP 500 then valid: retried; 429 then valid: retried', async () => {
     const d = await judgeDouble(httpError(500, 'boom'), httpError(429, 'slow down'), answer({ '1': 1, '2': 0 }));
-    const r = await rulerScoreGroup([good, bad], judgeOpts(d));
+    const r = await rulerScores([good, bad], judgeOpts(d));
     expect(r).toMatchObject({ scores: [1, 0], attempts: 3 });
   });
 
   it('permanent 500: skipped with the reason; 401: skipped at once', async () => {
     const d = await judgeDouble(httpError(500, 'down'), httpError(500, 'down'));
-    const r = await rulerScoreGroup([good, bad], { ...judgeOpts(d), maxRetries: 1 });
+    const r = await rulerScores([good, bad], { ...judgeOpts(d), maxRetries: 1 });
     expect(r).toMatchObject({ skipped: true, attempts: 2 });
     expect((r as { reason: string }).reason).toMatch(/HTTP 500/);
 
     const d2 = await judgeDouble(httpError(401, 'bad key'), answer({ '1': 1, '2': 0 }));
-    const r2 = await rulerScoreGroup([good, bad], judgeOpts(d2));
+    const r2 = await rulerScores([good, bad], judgeOpts(d2));
     expect(r2).toMatchObject({ skipped: true, attempts: 1 });
     expect(posts(d2)).toHaveLength(1);
     fault('judge answers HTTP 500 every time (401 once)', 'group skipped with the reason (401: at once)', 'skipped: HTTP 500 after 2 attempts; 401 after 1');
@@ -162,7 +162,7 @@ describe('rulerScoreGroup against a judge double', () => {
 
   it('an endpoint that rejects json_schema gets the same prompt without it', async () => {
     const d = await judgeDouble(httpError(400, 'response_format json_schema is not supported'), chatReply('```json\n{"scores":[{"trajectory_id":"1","explanation":"","score":0.7},{"trajectory_id":"2","explanation":"","score":0.3}]}\n```'));
-    const r = await rulerScoreGroup([good, bad], judgeOpts(d));
+    const r = await rulerScores([good, bad], judgeOpts(d));
     expect(r).toMatchObject({ scores: [0.7, 0.3], attempts: 1 });
     expect(posts(d)[1].body.response_format).toBeUndefined();
     expect(posts(d)[1].body.messages).toEqual(posts(d)[0].body.messages);
@@ -171,7 +171,7 @@ describe('rulerScoreGroup against a judge double', () => {
   it('identical trajectories are judged once and share the score', async () => {
     const d = await judgeDouble(answer({ '1': 0.6 }));
     const twins = [traj('x', [call('same')]), traj('y', [call('same')]), traj('z', [call('same')])];
-    const r = await rulerScoreGroup(twins, judgeOpts(d));
+    const r = await rulerScores(twins, judgeOpts(d));
     expect(r).toMatchObject({ scores: [0.6, 0.6, 0.6], explanations: ['why 1', 'why 1', 'why 1'] });
     const user = posts(d)[0].body.messages[1].content as string;
     expect(countOf(user, '<trajectory id=')).toBe(1);
@@ -179,7 +179,7 @@ describe('rulerScoreGroup against a judge double', () => {
 
   it('duplicates within a group are judged once each', async () => {
     const d = await judgeDouble(answer({ '1': 0.9, '2': 0.2 }));
-    const r = await rulerScoreGroup([good, bad, traj('g2', good.messages.slice(2))], judgeOpts(d));
+    const r = await rulerScores([good, bad, traj('g2', good.messages.slice(2))], judgeOpts(d));
     expect(r).toMatchObject({ scores: [0.9, 0.2, 0.9] });
     expect(countOf(posts(d)[0].body.messages[1].content, '<trajectory id=')).toBe(2);
   });
@@ -188,14 +188,14 @@ describe('rulerScoreGroup against a judge double', () => {
     const cacheDir = await mkdtemp(path.join(tmpdir(), 'ruler-cache-'));
     try {
       const d = await judgeDouble(answer({ '1': 0.9, '2': 0.1 }));
-      const first = await rulerScoreGroup([good, bad], { ...judgeOpts(d), cacheDir });
-      const again = await rulerScoreGroup([good, bad], { ...judgeOpts(d), cacheDir });
+      const first = await rulerScores([good, bad], { ...judgeOpts(d), cacheDir });
+      const again = await rulerScores([good, bad], { ...judgeOpts(d), cacheDir });
       expect(first).toMatchObject({ scores: [0.9, 0.1], cached: false });
       expect(again).toMatchObject({ scores: [0.9, 0.1], cached: true, attempts: 0 });
       expect(posts(d)).toHaveLength(1);
       expect(await readdir(cacheDir)).toHaveLength(1);
       // A different group is a different request: the cache does not answer it (the double has nothing left: 500s).
-      const other = await rulerScoreGroup([good, middling], { ...judgeOpts(d), cacheDir, maxRetries: 0 });
+      const other = await rulerScores([good, middling], { ...judgeOpts(d), cacheDir, maxRetries: 0 });
       expect(other).toMatchObject({ skipped: true });
     } finally {
       await rm(cacheDir, { recursive: true, force: true });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { JudgeClient } from '../ruler/judge.js';
-import { ruler } from './ruler.js';
+import { rulerScoreGroup } from './ruler.js';
 
 /**
  * A test double for the remote LLM judge (no LLM API can be reached here): it scores each trajectory in the
@@ -30,10 +30,10 @@ const attempt = (answer: string) => ({
   metrics: { turns: 1 },
 });
 
-describe('ruler (library reward helper)', () => {
+describe('rulerScoreGroup (library reward helper)', () => {
   it("sets each trajectory's reward to the judge's score and keeps its explanation", async () => {
     const j = judge();
-    const scored = await ruler({ trajectories: [attempt('5'), attempt('It is 4.'), attempt('5')] }, { judge: j });
+    const scored = await rulerScoreGroup({ trajectories: [attempt('5'), attempt('It is 4.'), attempt('5')] }, { judge: j });
     expect(scored!.trajectories.map((t) => t.reward)).toEqual([0.2, 1, 0.2]);
     expect(scored!.trajectories.map((t) => t.metrics)).toEqual([{ turns: 1, ruler: 0.2 }, { turns: 1, ruler: 1 }, { turns: 1, ruler: 0.2 }]);
     expect(scored!.trajectories[1].metadata.ruler_explanation).toBe('id 2');
@@ -44,7 +44,7 @@ describe('ruler (library reward helper)', () => {
   });
 
   it('resolves with null when the judge fails every attempt', async () => {
-    const scored = await ruler({ trajectories: [attempt('4'), attempt('5')] }, { judge: judge({ fail: true }), maxRetries: 1, backoffMs: 1 });
+    const scored = await rulerScoreGroup({ trajectories: [attempt('4'), attempt('5')] }, { judge: judge({ fail: true }), maxRetries: 1, backoffMs: 1 });
     expect(scored).toBeNull();
   });
 });

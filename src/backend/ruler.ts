@@ -2,7 +2,7 @@
  * RULER as a reward helper for any rollout: an LLM judge ranks the attempts of one group against each other
  * (src/ruler/ruler.ts, ART's prompt and rubric) and its scores become the group's rewards.
  */
-import { rulerScoreGroup, type RulerOptions } from '../ruler/ruler.js';
+import { rulerScores, type RulerOptions } from '../ruler/ruler.js';
 import { parseInput } from './errors.js';
 import { TrajectoryGroupSchema, type TrajectoryGroup, type TrajectoryGroupInput } from './schemas.js';
 
@@ -11,9 +11,9 @@ import { TrajectoryGroupSchema, type TrajectoryGroup, type TrajectoryGroupInput 
  * and the judge's explanation as `metadata.ruler_explanation`. Resolves with null when the judge failed on
  * every attempt (as ART's ruler_score_group gives None), leaving the caller to skip or retry the group.
  */
-export async function ruler(group: TrajectoryGroupInput, opts: RulerOptions): Promise<TrajectoryGroup | null> {
+export async function rulerScoreGroup(group: TrajectoryGroupInput, opts: RulerOptions): Promise<TrajectoryGroup | null> {
   const g = parseInput(TrajectoryGroupSchema, group, 'group');
-  const r = await rulerScoreGroup(g.trajectories, opts);
+  const r = await rulerScores(g.trajectories, opts);
   if ('skipped' in r) return null;
   return {
     ...g,

@@ -6,7 +6,7 @@ import pLimit from 'p-limit';
 import { blendRewards, resolveRewardMode, type RewardMode } from '../ruler/blend.js';
 import { scoreChecks } from '../ruler/checks.js';
 import type { JudgeClient } from '../ruler/judge.js';
-import { rulerScoreGroup } from '../ruler/ruler.js';
+import { rulerScores } from '../ruler/ruler.js';
 import { rolloutGroups, type RolloutGroupsOptions } from '../agent/rollout-groups.js';
 import { TrajectorySchema, type Trajectory } from '../agent/trajectory.js';
 import { writeFileAtomic, WriteError } from '../util/atomic.js';
@@ -111,9 +111,9 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
   const scoreGroup = async (group: Trajectory[], i: number, cut: boolean) => {
     const scenario = opts.scenarios[i];
     const checks = (scenario.checks?.length ?? 0) > 0 ? group.map((t) => scoreChecks(t, scenario)) : undefined;
-    let ruler: Awaited<ReturnType<typeof rulerScoreGroup>> | undefined;
+    let ruler: Awaited<ReturnType<typeof rulerScores>> | undefined;
     if (needsJudge && opts.judge) {
-      ruler = await rulerScoreGroup(group, {
+      ruler = await rulerScores(group, {
         judge: opts.judge,
         rubric: opts.rubric,
         cacheDir: opts.judgeCacheDir,

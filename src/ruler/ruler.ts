@@ -55,7 +55,7 @@ export type RulerResult =
  * judged once and share the score. Bad answers, wrong counts, 429 and 5xx are retried with backoff; if every
  * attempt fails the group is reported as skipped — this never throws for judge failures.
  */
-export async function rulerScoreGroup(group: JudgedTrajectory[], opts: RulerOptions): Promise<RulerResult> {
+export async function rulerScores(group: JudgedTrajectory[], opts: RulerOptions): Promise<RulerResult> {
   if (group.length === 0) return { skipped: true, reason: 'empty group', attempts: 0 };
   const judge: JudgeClient = 'complete' in opts.judge ? opts.judge : new OpenAIJudge(opts.judge);
 

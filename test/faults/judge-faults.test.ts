@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory } from '../../src/agent/trajectory.js';
 import { OpenAIJudge } from '../../src/ruler/judge.js';
-import { rulerScoreGroup } from '../../src/ruler/ruler.js';
+import { rulerScores } from '../../src/ruler/ruler.js';
 import { loadScenarioSet, writeScenarioSet } from '../../src/scenarios/scenario.js';
 import { chatReply, hangReply, startOpenAIDouble, type OpenAIDouble, type Reply } from '../doubles/openai-double.js';
 import { goodStrategy, startPolicyDouble } from '../doubles/policy-double.js';
@@ -48,7 +48,7 @@ const posts = (d: OpenAIDouble) => d.requests.filter((r) => r.method === 'POST')
 describe('judge faults', () => {
   it('a 429 whose Retry-After lies beyond the retry budget is not retried early: the group is skipped, saying why', async () => {
     const d = await judgeDouble([limited(429, '3600'), scores]);
-    const r = await rulerScoreGroup(group, { judge: new OpenAIJudge({ baseURL: d.baseURL, model: 'j' }), backoffMs: 1, retryBudgetMs: 60_000 });
+    const r = await rulerScores(group, { judge: new OpenAIJudge({ baseURL: d.baseURL, model: 'j' }), backoffMs: 1, retryBudgetMs: 60_000 });
     expect(r).toMatchObject({ skipped: true, attempts: 1 });
     expect('reason' in r && r.reason).toMatch(/a retry after 3600 s, as Retry-After asked, would exceed the retry budget of 60 s/);
     expect(posts(d)).toBe(1);
@@ -57,7 +57,7 @@ describe('judge faults', () => {
 
   it('a 503 with Retry-After: 0 is retried and then scored', async () => {
     const d = await judgeDouble([limited(503, '0'), scores]);
-    const r = await rulerScoreGroup(group, { judge: new OpenAIJudge({ baseURL: d.baseURL, model: 'j' }), backoffMs: 60_000 });
+    const r = await rulerScores(group, { judge: new OpenAIJudge({ baseURL: d.baseURL, model: 'j' }), backoffMs: 60_000 });
     // backoffMs alone would have waited a minute (past the test's limit): the endpoint's Retry-After decided.
     expect(r).toMatchObject({ scores: [0.9, 0.1], attempts: 2 });
     fault('judge 503 with Retry-After: 0', 'retried as told, then scored', 'scored on attempt 2');
