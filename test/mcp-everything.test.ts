@@ -35,7 +35,7 @@ function behaves(name: string, makeTarget: () => Promise<Target>) {
       const fns = toOpenAITools(tools);
       expect(fns).toHaveLength(tools.length);
       for (const f of fns) {
-        expect(f.function.parameters.type).toBe('object');
+        expect(f.function.parameters?.type).toBe('object');
         expect(JSON.stringify(f.function.parameters)).not.toMatch(/"\$(ref|defs|schema)"/);
       }
       expect((await s.listResources()).length).toBeGreaterThan(0);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ToolExecution } from '../mcp/index.js';
 import { ChatMessageSchema } from '../chat/message.js';
+import { OpenAIToolSchema } from '../chat/tool.js';
 
 /**
  * A message as a trajectory keeps it: the chat message shape, without reasoning_content (trajectories never carry
@@ -11,15 +12,6 @@ export const TrajectoryMessageSchema = ChatMessageSchema.omit({ reasoning_conten
   m.tool_calls?.forEach((c, i) => {
     if (c.id === undefined) ctx.addIssue({ code: 'custom', path: ['tool_calls', i, 'id'], message: 'Invalid input: expected string, received undefined' });
   });
-});
-
-export const OpenAIToolSchema = z.object({
-  type: z.literal('function'),
-  function: z.object({
-    name: z.string(),
-    description: z.string(),
-    parameters: z.record(z.string(), z.unknown()),
-  }),
 });
 
 export const TrajectoryMetricsSchema = z.object({

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { TrajectoryMessageSchema } from '../agent/trajectory.js';
-import { toolSchema } from '../serve/openai-chat.js';
+import { OpenAIToolSchema } from '../chat/tool.js';
 import { ExportFormatSchema, ExportRequestSchema } from '../export/export-model.js';
 import { AdapterSettingsSchema, LrScheduleSchema, StepSettingsSchema } from '../train/step-settings.js';
 import { ProgressEventSchema } from '../util/progress.js';
@@ -44,9 +44,6 @@ export type ModelKey = z.infer<typeof ModelKeySchema>;
 export type TrainableModelSettingsInput = z.input<typeof TrainableModelSettingsSchema>;
 export type TrainableModelSettings = z.output<typeof TrainableModelSettingsSchema>;
 
-/** A tool offered to the model, in OpenAI's request shape. */
-export const TrajectoryToolSchema = toolSchema;
-
 export const TrajectorySchema = z.object({
   /**
    * The conversation in OpenAI's shape. Assistant turns served by a backend keep the exact sampled token ids
@@ -55,7 +52,7 @@ export const TrajectorySchema = z.object({
    */
   messages: z.array(TrajectoryMessageSchema).min(1),
   /** The tools offered in the conversation. Default none. */
-  tools: z.array(TrajectoryToolSchema).default([]),
+  tools: z.array(OpenAIToolSchema).default([]),
   /** The reward the application assigned; the higher the better. */
   reward: z.number().refine(Number.isFinite, 'must be a finite number'),
   /** Numbers the application wants averaged per step (e.g. `{ win: 1 }`). Default none. */

@@ -2,17 +2,17 @@
  * A prompt as the chat template takes it: each message with only the fields its role has (a message the
  * template cannot render is refused, naming it), whether tools are offered, and what a rendering is remembered by.
  */
-import type { TemplateTool } from './chat-template.js';
 import { ChatError, type ChatPrompt } from './chat-turn.js';
 import type { ChatMessage } from './message.js';
+import type { OpenAITool } from './tool.js';
 
 /** Whether the prompt offers tools (then tool calls are also parsed from the answer). */
-export function toolsEnabled(prompt: ChatPrompt): prompt is ChatPrompt & { tools: TemplateTool[] } {
+export function toolsEnabled(prompt: ChatPrompt): prompt is ChatPrompt & { tools: OpenAITool[] } {
   return !!prompt.tools && prompt.tools.length > 0;
 }
 
 /** What a prompt's ids are remembered by: the chat template's whole input. */
-export function promptKey(input: { messages: ChatMessage[]; tools?: TemplateTool[]; kwargs: Record<string, unknown> }): string {
+export function promptKey(input: { messages: ChatMessage[]; tools?: OpenAITool[]; kwargs: Record<string, unknown> }): string {
   return JSON.stringify([input.messages, input.tools ?? null, input.kwargs]);
 }
 

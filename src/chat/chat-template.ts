@@ -6,17 +6,12 @@
 import { Template } from '@huggingface/jinja';
 import type { HfTokenizer } from './tokenizer.js';
 import type { ChatMessage } from './message.js';
+import type { OpenAITool } from './tool.js';
 import { McprlError } from '../util/errors.js';
-
-/** A tool in OpenAI's `{type: 'function', function: {...}}` shape. */
-export interface TemplateTool {
-  type: 'function';
-  function: { name: string; description?: string; parameters?: Record<string, unknown> };
-}
 
 export interface RenderOptions {
   /** Tools offered to the model; omitted or empty means none (the template then leaves out its tool prompt). */
-  tools?: readonly TemplateTool[];
+  tools?: readonly OpenAITool[];
   /** End with the header of a new assistant turn. Default true. */
   addGenerationPrompt?: boolean;
   /**

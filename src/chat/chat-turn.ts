@@ -3,9 +3,9 @@
  * sampling settings and constraints, the sampled choices, the stream's events, and the refusals (ChatError)
  * that are the caller's to fix.
  */
-import type { TemplateTool } from './chat-template.js';
 import type { ChatMessage } from './message.js';
 import type { InvalidToolCall } from './parse-tool-call.js';
+import type { OpenAITool } from './tool.js';
 import type { TokenAlternative } from '../engine/model.js';
 import { McprlError } from '../util/errors.js';
 
@@ -36,7 +36,7 @@ export interface ChatSampling {
 export interface ChatPrompt {
   messages: ChatMessage[];
   /** Tools offered to the model; when there are any, tool calls are also parsed from its answers. Default none. */
-  tools?: TemplateTool[];
+  tools?: OpenAITool[];
   /** Chat template variables for this request, over the engine's own. Default none. */
   chatTemplateKwargs?: Record<string, unknown>;
 }

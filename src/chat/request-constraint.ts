@@ -3,11 +3,11 @@
  * engine's constrainToolCalls), and the compiled constrainers, kept per tool list or schema because compiling
  * one walks the whole vocabulary.
  */
-import type { TemplateTool } from './chat-template.js';
 import { ChatError, type ChatTurnRequest } from './chat-turn.js';
 import { ToolCallConstrainer, type TokenTable } from './constrain.js';
 import { UnsupportedSchema } from './json-schema-grammar.js';
 import { compileJsonGrammar, type ToolCallOptions } from './tool-call-grammar.js';
+import type { OpenAITool } from './tool.js';
 
 /** A tool as constraints read it: its name and input schema. */
 export type ConstrainedTool = { type?: string; function: { name: string; parameters?: unknown } };
@@ -70,7 +70,7 @@ export function requestConstrainer(req: ChatTurnRequest, c: Constrainers, constr
     return req.responseFormat ? c.responseFormatConstrainer(req.responseFormat) : null;
   }
   const single = req.parallelToolCalls === false;
-  let tools: readonly TemplateTool[] = req.tools;
+  let tools: readonly OpenAITool[] = req.tools;
   if (typeof choice === 'object') {
     tools = tools.filter((t) => t.function.name === choice.name);
     if (tools.length === 0) throw new ChatError('INVALID_REQUEST', `tool_choice: no tool is named ${JSON.stringify(choice.name)}`, { param: 'tool_choice' });

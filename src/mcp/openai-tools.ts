@@ -1,10 +1,7 @@
+import type { OpenAITool } from '../chat/tool.js';
 import type { ToolInfo } from './types.js';
 
-/** A tool in the OpenAI chat-completions `tools` format. */
-export type OpenAITool = {
-  type: 'function';
-  function: { name: string; description: string; parameters: Record<string, unknown> };
-};
+export type { OpenAITool };
 
 /**
  * JSON Schema keywords that function-calling APIs (OpenAI, Gemini, vLLM's guided decoding) reject or ignore

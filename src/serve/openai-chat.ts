@@ -6,8 +6,8 @@
 import { z } from 'zod';
 import { ChatError, type ChatTurnRequest } from '../chat/chat-engine.js';
 import type { ChatMessage } from '../chat/message.js';
-import type { TemplateTool } from '../chat/chat-template.js';
 import type { HfTokenizer } from '../chat/tokenizer.js';
+import { OpenAIToolSchema } from '../chat/tool.js';
 import type { TokenAlternative } from '../engine/model.js';
 import { McprlError } from '../util/errors.js';
 import { safeParseFirst } from '../util/json-limits.js';
@@ -53,21 +53,11 @@ export const chatMessageSchema = z
 /** A request message as sent, before conversion. */
 type WireMessage = z.input<typeof chatMessageSchema>;
 
-export const toolSchema = z.object({
-  type: z.literal('function'),
-  function: z.object({
-    name: z.string().min(1),
-    description: z.string().optional(),
-    parameters: z.record(z.string(), z.unknown()).optional(),
-    strict: z.boolean().nullish(),
-  }),
-});
-
 export const chatRequestSchema = z.object({
   /** Base model or adapter name, as listed by `/v1/models`. */
   model: z.string().min(1),
   messages: z.array(chatMessageSchema).min(1),
-  tools: z.array(toolSchema).nullish(),
+  tools: z.array(OpenAIToolSchema).nullish(),
   /**
    * `auto` (default: the model decides), `none` (the tools are neither shown nor parsed), `required` (the turn
    * opens with a call of one of the tools) or `{type: 'function', function: {name}}` (with a call of that tool).
@@ -214,7 +204,7 @@ export function parseChatRequest(body: unknown): ParsedChatRequest {
 /** A validated request as the chat core takes it. */
 export function toTurnRequest(req: ParsedChatRequest, signal?: AbortSignal): ChatTurnRequest {
   // tool_choice `none`: the tools are neither shown to the model nor parsed from its answer.
-  const tools = req.tools && req.tools.length > 0 && req.tool_choice !== 'none' ? (req.tools as TemplateTool[]) : undefined;
+  const tools = req.tools && req.tools.length > 0 && req.tool_choice !== 'none' ? req.tools : undefined;
   const stop = req.stop === undefined || req.stop === null ? undefined : Array.isArray(req.stop) ? req.stop : [req.stop];
   const maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
   const choice = req.tool_choice;

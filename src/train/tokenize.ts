@@ -20,7 +20,6 @@
 import type { ChatMessage } from '../agent/policy.js';
 import { replayMasks } from '../chat/constrain.js';
 import type { ChatEngine } from '../chat/chat-engine.js';
-import type { TemplateTool } from '../chat/chat-template.js';
 import type { TrainSequence } from '../engine/train-types.js';
 import type { OpenAITool } from '../mcp/index.js';
 import { McprlError } from '../util/errors.js';
@@ -45,7 +44,7 @@ export function trajectoryToSequences(
   const promptFor = (upTo: number): number[] =>
     engine.promptIds({
       messages: messages.slice(0, upTo).map(plainMessage),
-      ...(tools.length > 0 ? { tools: tools as TemplateTool[] } : {}),
+      ...(tools.length > 0 ? { tools } : {}),
       ...(kwargs ? { chatTemplateKwargs: kwargs } : {}),
     });
 
@@ -204,7 +203,7 @@ function renderedTurn(
 ): number[] {
   const render = (upTo: number, addGenerationPrompt: boolean) =>
     engine.template.render(messages.slice(0, upTo).map(plainMessage), {
-      tools: tools.length > 0 ? (tools as TemplateTool[]) : undefined,
+      tools: tools.length > 0 ? tools : undefined,
       addGenerationPrompt,
       ...(kwargs ? { kwargs } : {}),
     });
