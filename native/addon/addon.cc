@@ -46,10 +46,6 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   set_gemm_info(o);
   o.Set("backend", cpu_backend().name);
   o.Set("taskThreads", task_threads());
-  const auto& types = supported_model_types();
-  auto model_types = Napi::Array::New(info.Env(), types.size());
-  for (uint32_t i = 0; i < types.size(); ++i) model_types.Set(i, types[i]);
-  o.Set("modelTypes", model_types);
 #ifdef _OPENMP
   o.Set("maxThreads", omp_get_num_procs());
 #else

@@ -19,20 +19,17 @@ namespace mcprl {
 // The blueprint, read from config.json in TypeScript (src/hf/config.ts resolves every default) and handed over
 // by the N-API boundary with every field present: native code has no defaults of its own.
 struct ModelConfig {
-  std::string model_type;  // one of supported_model_types() (for messages: the flags below decide the architecture)
+  std::string model_type;  // for messages only: the flags below decide the architecture
   int vocab, hidden, layers, heads, kv_heads, head_dim, inter, max_pos;
   float eps, rope_theta;   // rms_norm_eps, rope_theta
   RopeScaling rope;
   bool tie, qkv_bias, o_bias, qk_norm;
 };
 
-// Fails (naming the problem) when the model type is not supported or the sizes are inconsistent or out of what the
-// ops support.
+// Fails (naming the problem) when the sizes are inconsistent or out of what the ops support. Which architectures
+// mcprl runs is decided once, where config.json is read (src/hf/config.ts, SUPPORTED_MODEL_TYPES): the engine runs
+// whatever the flags describe and never branches on model_type.
 void validate_config(const ModelConfig& c);
-
-// The model_type values the engine runs, the one list native code has: the addon's info() reports it, and a test
-// holds src/hf/config.ts's SUPPORTED_MODEL_TYPES (the list TypeScript checks config.json against) equal to it.
-const std::vector<std::string>& supported_model_types();
 
 // Projection modules that can carry LoRA, in PEFT's names.
 enum Module { Q = 0, K, V, O, GATE, UP, DOWN, NUM_MODULES };

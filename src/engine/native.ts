@@ -114,10 +114,9 @@ export interface NativeAddon {
    * which waited for the OpenBLAS products in flight (OpenBLAS's fork handler hangs otherwise: see g_blas_fork in
    * native/kernels/gemm.cc). Both 0 without OpenBLAS. `taskThreads`: OS threads that have run the engine's asynchronous work
    * (1 once any ran: every task of the process runs on one compute thread, so there is one OpenMP team; see
-   * native/addon/napi_util.cc). `modelTypes`: the model_type values the engine runs (native/model/config.cc), equal to
-   * SUPPORTED_MODEL_TYPES of src/hf/config.ts (test/model-types.test.ts).
+   * native/addon/napi_util.cc).
    */
-  info(): { openblas: boolean; portableGemm: boolean; gemmAvx512: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number; modelTypes: string[] };
+  info(): { openblas: boolean; portableGemm: boolean; gemmAvx512: boolean; backend: string; maxThreads: number; blasCalls: number; forks: number; taskThreads: number };
   /** Loads the CUDA library at `path` (native/backend/cuda_loader.cc) and probes the driver and device 0; never throws. */
   cudaProbe(path: string): CudaProbe;
   [key: string]: unknown;

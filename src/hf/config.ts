@@ -11,9 +11,8 @@ import { z } from 'zod';
 import { McprlError } from '../util/errors.js';
 
 /**
- * The architectures mcprl runs, by config.json's model_type: the one list on the TypeScript side (help texts and
- * refusals read it). Native code checks the ModelSpec against its own list, which the addon's info() reports as
- * modelTypes; test/model-types.test.ts holds the two equal.
+ * The architectures mcprl runs, by config.json's model_type: the one list (help texts and
+ * refusals read it). The native engine has none: it runs the architecture the ModelSpec's flags describe.
  */
 export const SUPPORTED_MODEL_TYPES = ['qwen3', 'qwen2', 'llama'] as const;
 export type ModelType = (typeof SUPPORTED_MODEL_TYPES)[number];
