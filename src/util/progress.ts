@@ -48,17 +48,51 @@ const BAR_WIDTH = 24;
 /** Where bars go: process.stderr, or anything that writes and says whether it is a terminal (and how wide). */
 export type BarStream = Pick<NodeJS.WriteStream, 'write'> & { isTTY?: boolean; columns?: number };
 
+/** One update of something in progress, as a person is shown it. */
+export interface ProgressLine {
+  /** What is in progress: `step 3 gather`, `mcprl serve: downloading Qwen/Qwen3-4B/model.safetensors`. */
+  label: string;
+  /** Units done, of total; a bar is drawn when total is known (above 0), and the line ends when done reaches it. */
+  done: number;
+  total: number;
+  /** The figures after the bar: `3/64 rollouts 0.4s`, `1.2 MB of 3.7 MB 32%`. */
+  figures: string;
+  /** The line this update writes into a file or a pipe, when it is a milestone there (a phase ended, a file began). */
+  milestone?: string;
+}
+
 /**
- * Renders events for a person. On a terminal, a bar per phase redrawn in place (as wide as the terminal) that
- * ends its line when done reaches total. Into a file or a pipe, where redraws would be one line each, one line
- * per phase when it ends: `step 3 gather: 64 rollouts in 4.2 s` (the figures of each step are the training
- * loop's own line). A quick phase (reading and checking a scenario set) shows only once it has taken a second,
- * so a set of a few dozen scenarios draws nothing.
+ * The one way progress is drawn for a person. On a terminal, each update redraws its line in place (as wide as the
+ * terminal, a bar where there is room) and the line ends when done reaches total. Into a file or a pipe, where
+ * redraws would be one line each, only milestones are written, a line each.
+ */
+export function progressLines(stream: BarStream = process.stderr): (line: ProgressLine) => void {
+  return ({ label, done, total, figures, milestone }) => {
+    if (!stream.isTTY) {
+      if (milestone !== undefined) stream.write(`${milestone}\n`);
+      return;
+    }
+    // One character short of the terminal's width: a line that fills it wraps on some terminals, and then \r
+    // no longer returns to the line's start.
+    const cols = Math.max(20, (stream.columns ?? 80) - 1);
+    const room = total > 0 ? Math.min(BAR_WIDTH, cols - Math.max(16, label.length) - figures.length - 4) : 0;
+    const filled = room >= 5 ? Math.round(Math.min(1, done / total) * room) : 0;
+    const bar = room >= 5 ? ` [${'#'.repeat(filled)}${'.'.repeat(room - filled)}]` : '';
+    stream.write(`\r${`${label.padEnd(16)}${bar} ${figures}`.slice(0, cols).padEnd(cols)}${total > 0 && done >= total ? '\n' : ''}`);
+  };
+}
+
+/**
+ * Renders a run's events for a person (progressLines): a bar per phase, or in a file or a pipe one line per phase
+ * when it ends: `step 3 gather: 64 rollouts in 4.2 s` (the figures of each step are the training loop's own line).
+ * A quick phase (reading and checking a scenario set) shows only once it has taken a second, so a set of a few
+ * dozen scenarios draws nothing.
  */
 export function terminalBars(stream: BarStream = process.stderr): ProgressListener {
   /** When each phase of each step began, and whether its end was shown; a phase run again for a step (a
    *  regathered round) starts over with its first event below total. */
   const phases = new Map<string, { started: number; ended: boolean }>();
+  const draw = progressLines(stream);
   return (e) => {
     if (e.phase === 'starting' && e.message) stream.write(`${e.message}\n`);
     const unit = UNITS[e.phase];
@@ -73,17 +107,12 @@ export function terminalBars(stream: BarStream = process.stderr): ProgressListen
     if (QUICK.has(e.phase) && secs < 1) return;
     // Scenario phases run before step 0 and are not a step's work.
     const label = QUICK.has(e.phase) ? e.phase : `step ${e.step} ${e.phase}`;
-    if (!stream.isTTY) {
-      if (ended) stream.write(`${label}: ${e.total} ${unit} in ${secs.toFixed(1)} s\n`);
-      return;
-    }
-    // One character short of the terminal's width: a line that fills it wraps on some terminals, and then \r
-    // no longer returns to the bar's start.
-    const cols = Math.max(20, (stream.columns ?? 80) - 1);
-    const tail = `${e.done}/${e.total} ${unit} ${secs.toFixed(1)}s`;
-    const room = Math.min(BAR_WIDTH, cols - Math.max(16, label.length) - tail.length - 4);
-    const filled = Math.round(Math.min(1, e.done / e.total) * room);
-    const bar = room >= 5 ? ` [${'#'.repeat(filled)}${'.'.repeat(room - filled)}]` : '';
-    stream.write(`\r${`${label.padEnd(16)}${bar} ${tail}`.slice(0, cols).padEnd(cols)}${ended ? '\n' : ''}`);
+    draw({
+      label,
+      done: e.done,
+      total: e.total,
+      figures: `${e.done}/${e.total} ${unit} ${secs.toFixed(1)}s`,
+      milestone: ended ? `${label}: ${e.total} ${unit} in ${secs.toFixed(1)} s` : undefined,
+    });
   };
 }
