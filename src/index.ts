@@ -45,6 +45,7 @@ export type {
 export { OpenAIPolicy, PolicyError } from './agent/policy.js';
 export type { Policy, PolicyRequest, PolicyTurn } from './agent/policy.js';
 export { ChatMessageSchema } from './chat/message.js';
+export { OpenAIToolSchema } from './chat/tool.js';
 export type { ChatMessage } from './chat/message.js';
 export { rollout, COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT } from './agent/rollout.js';
 export { rolloutGroups } from './agent/rollout-groups.js';
