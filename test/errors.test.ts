@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { ExportError } from '../src/export/errors.js';
 import { McpConnectError } from '../src/mcp/errors.js';
 import { McprlError } from '../src/util/errors.js';
+import { REPO_ROOT } from './helpers/servers.js';
 
 describe('McprlError', () => {
   it('carries a code and the name of the class thrown, and subclasses are McprlErrors', () => {
@@ -26,9 +27,9 @@ describe('error subclasses', () => {
   };
 
   it('exist only where a caller branches on them or reads their fields', () => {
-    const files = readdirSync('src', { recursive: true, encoding: 'utf8' })
+    const files = readdirSync(join(REPO_ROOT, 'src'), { recursive: true, encoding: 'utf8' })
       .filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'))
-      .map((f) => ({ file: join('src', f), text: readFileSync(join('src', f), 'utf8') }));
+      .map((f) => ({ file: join('src', f), text: readFileSync(join(REPO_ROOT, 'src', f), 'utf8') }));
     const unbranched: string[] = [];
     for (const { file, text } of files) {
       for (const [, name] of text.matchAll(/class (\w+) extends (?:McprlError|\w+Error)\b/g)) {
