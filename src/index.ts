@@ -222,16 +222,28 @@ export type {
 // importable as McprlError itself, so `instanceof` on one now matches every McprlError: compare `code` instead.
 /** @deprecated McprlError with code TRAIN_INVALID_BATCH, TRAIN_INVALID_CONFIG, TRAIN_NATIVE or TRAIN_CLOSED. */
 export const TrainError = McprlError;
+/** @deprecated McprlError. */
+export type TrainError = McprlError;
 /** @deprecated McprlError with code TOKENIZER_NOT_FOUND or TOKENIZER_INVALID. */
 export const TokenizerError = McprlError;
+/** @deprecated McprlError. */
+export type TokenizerError = McprlError;
 /** @deprecated McprlError with code TOKENIZE. */
 export const TokenizeError = McprlError;
+/** @deprecated McprlError. */
+export type TokenizeError = McprlError;
 /** @deprecated McprlError with code ROLLOUT_POOL_EMPTY or ROLLOUT_POOL_SETTINGS. */
 export const RolloutPoolError = McprlError;
+/** @deprecated McprlError. */
+export type RolloutPoolError = McprlError;
 /** @deprecated McprlError with code TRACING_ALREADY_ON or TRACING_UNAVAILABLE. */
 export const TracingError = McprlError;
+/** @deprecated McprlError. */
+export type TracingError = McprlError;
 /** @deprecated McprlError with code SCENARIO_OVERLAP. */
 export const OverlappingScenariosError = McprlError;
+/** @deprecated McprlError. */
+export type OverlappingScenariosError = McprlError;
 
 // Earlier names of the library's pieces, kept for code that imports them (docs/library.md, "Names").
 /** @deprecated rulerScoreGroup, ART's ruler_score_group. */
