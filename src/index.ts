@@ -42,6 +42,8 @@ export type {
   LoginOptions,
   LoginResult,
 } from './mcp/index.js';
+// A policy samples as it is made to (temperature, tokens per turn: OpenAIPolicy's and EnginePolicy's options); a
+// PolicyRequest, rollout, rolloutGroups and runEval carry no sampling of their own.
 export { OpenAIPolicy, PolicyError } from './agent/policy.js';
 export type { Policy, PolicyRequest, PolicyTurn } from './agent/policy.js';
 export { ChatMessageSchema } from './chat/message.js';
@@ -147,6 +149,7 @@ export { pickScenarios } from './mcp-rl/gather.js';
 export type { TrainRunOptions, TrainRunResult } from './mcp-rl/train.js';
 export { TrainSettingsSchema, TrainConfigSchema, PolicyLossSchema, trainConfigFrom, parseTrainConfig } from './train/config.js';
 export type { TrainSettings, TrainConfig, PolicyLoss } from './train/config.js';
+// runTrainJob takes the job's config as trainConfigFrom, parseTrainConfig or TrainJobSchema parsed it, and parses it no more.
 export { runTrainJob, TrainJobSchema } from './mcp-rl/job.js';
 export type { TrainJob, TrainJobOptions, TrainJobResult } from './mcp-rl/job.js';
 export { ProgressLog, readLatestProgress } from './train/progress-log.js';

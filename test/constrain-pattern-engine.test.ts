@@ -69,8 +69,8 @@ describe('constrained decoding enforces string patterns (tiny model, bookshop se
     const { train, val } = await loadScenarioSet(SCENARIOS);
     const scenarios = [...train, ...val].filter((s) => s.checks?.some((c) => c.kind === 'tool_called' && (c.tool === 'get_book' || c.tool === 'get_author')));
     expect(scenarios.length).toBeGreaterThanOrEqual(10);
-    const common = { target: fixtureStdioTarget(), scenarios, reward: 'checks' as const, rolloutsPerGroup: 2, concurrency: 4, maxTurns: 2, temperature: 1, seed: 5 };
-    const opts = { maxTokens: 128, constrainToolCalls: true };
+    const common = { target: fixtureStdioTarget(), scenarios, reward: 'checks' as const, rolloutsPerGroup: 2, concurrency: 4, maxTurns: 2, seed: 5 };
+    const opts = { temperature: 1, maxTokens: 128, constrainToolCalls: true };
     const relaxed = await runEval({ ...common, policy: new EnginePolicy(new PatternBlindEngine(engine.model, engine.tokenizer), opts) });
     const enforced = await runEval({ ...common, policy: new EnginePolicy(engine, opts) });
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRandomModel } from '../scripts/random-model.js';
 import { engineOf, Model } from '../src/engine/model.js';
 import { loadNative } from '../src/engine/native.js';
-import { LossConfigSchema, OptimizerConfigSchema, lossParams, optimizerParams } from '../src/engine/train-types.js';
+import { LossConfigSchema, OptimizerConfigSchema, lossParams } from '../src/engine/train-types.js';
 import { readModelConfig, type ModelSpec } from '../src/hf/config.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcprl-contract-'));
@@ -87,8 +87,8 @@ describe('TypeScript passes every field, with the schemas\' defaults', () => {
   });
 
   it('optimiser: the step\'s lr, β1 0.9, β2 0.99, ε 1e-8, no decay, clip 1', () => {
-    const o = OptimizerConfigSchema.parse({ lr: 2e-4 });
-    expect(optimizerParams(o, 3)).toEqual({ lr: 2e-4, beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, step: 3 });
+    // The trainer sends the resolved settings as they are, with the step's number: every field the native side reads.
+    expect(OptimizerConfigSchema.parse({ lr: 2e-4 })).toEqual({ lr: 2e-4, beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0, maxGradNorm: 1 });
     expect(() => OptimizerConfigSchema.parse({})).toThrow();
   });
 

@@ -24,7 +24,9 @@ let work: string;
 let engines: ChatEngine[];
 let servers: RunningServer[];
 let trainer: Trainer;
-const ask = { messages: [{ role: 'user' as const, content: 'Is bk-001 in stock?' }], tools: [], temperature: 0, maxTokens: 4 };
+const ask = { messages: [{ role: 'user' as const, content: 'Is bk-001 in stock?' }], tools: [] };
+// How the pools' rollouts sample: greedy, short turns.
+const sampling = { temperature: 0, maxTokens: 4 };
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'mcprl-pool-'));
@@ -43,7 +45,7 @@ afterAll(async () => {
 describe('RolloutPool', () => {
   it('publishes each adapter under a new name, answers round robin with the server\'s token ids, and unloads the old one', async () => {
     const answered: string[] = [];
-    const pool = new RolloutPool({ urls: servers.map((s) => s.url), adapterDir: join(work, 'a') }, { events: { onAnswer: (u) => answered.push(u) } });
+    const pool = new RolloutPool({ urls: servers.map((s) => s.url), adapterDir: join(work, 'a') }, { ...sampling, events: { onAnswer: (u) => answered.push(u) } });
     await pool.publish(0, trainer);
     expect(pool.name).toBe('policy-step-0');
     for (const e of engines.slice(0, 2)) expect(e.modelNames().map((m) => m.id)).toContain('policy-step-0');
@@ -92,7 +94,7 @@ describe('RolloutPool', () => {
     });
     await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
     const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/v1`;
-    const pool = new RolloutPool({ urls: [url], adapterDir: join(work, 'limit'), concurrencyPerServer: limit });
+    const pool = new RolloutPool({ urls: [url], adapterDir: join(work, 'limit'), concurrencyPerServer: limit }, sampling);
     try {
       await pool.publish(0, trainer);
       const turns = await Promise.all(Array.from({ length: total }, () => pool.next(ask)));
@@ -108,7 +110,7 @@ describe('RolloutPool', () => {
   it('drops a server that cannot be reached with a warning and carries on with the others', async () => {
     const dead = `http://127.0.0.1:${await freePort()}/v1`;
     const lines: string[] = [];
-    const pool = new RolloutPool({ urls: [dead, servers[0].url], adapterDir: join(work, 'b'), attempts: 2 }, { log: (l) => lines.push(l) });
+    const pool = new RolloutPool({ urls: [dead, servers[0].url], adapterDir: join(work, 'b'), attempts: 2 }, { ...sampling, log: (l) => lines.push(l) });
     await pool.publish(0, trainer);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(new RegExp(`^warning: rollout server ${dead} dropped from the pool: loading adapter policy-step-0 failed 2 times .*; 1 server left$`));
@@ -123,13 +125,13 @@ describe('RolloutPool', () => {
     const res = await fetch(`${servers[0].url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'policy-step-0', lora_path: join(work, 'left-over') }) });
     expect(res.status).toBe(200);
     const lines: string[] = [];
-    const pool = new RolloutPool({ urls: [servers[0].url], adapterDir: join(work, 'c') }, { log: (l) => lines.push(l) });
+    const pool = new RolloutPool({ urls: [servers[0].url], adapterDir: join(work, 'c') }, { ...sampling, log: (l) => lines.push(l) });
     await pool.publish(0, trainer);
     expect(lines).toEqual([]);
     // The name now serves the pool's folder, not the left-over one.
     const model = await (await fetch(`${servers[0].url}/models/policy-step-0`)).json();
     expect(model.root).toBe(join(work, 'c', 'policy-step-0'));
-    const err = await pool.next({ ...ask, temperature: 7 }).catch((e: unknown) => e);
+    const err = await pool.at(pool.name, 7).next(ask).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PolicyError);
     expect((err as PolicyError).status).toBe(400);
     expect(pool.alive).toEqual([servers[0].url]);
@@ -137,7 +139,7 @@ describe('RolloutPool', () => {
   });
 
   it('fails with ROLLOUT_POOL_EMPTY when no server is left', async () => {
-    const pool = new RolloutPool({ urls: [`http://127.0.0.1:${await freePort()}/v1`], adapterDir: join(work, 'd'), attempts: 1 }, { log: () => undefined });
+    const pool = new RolloutPool({ urls: [`http://127.0.0.1:${await freePort()}/v1`], adapterDir: join(work, 'd'), attempts: 1 }, { ...sampling, log: () => undefined });
     const err = await pool.publish(0, trainer).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'ROLLOUT_POOL_EMPTY' });
     await expect(pool.next(ask)).rejects.toMatchObject({ code: 'ROLLOUT_POOL_EMPTY' });

@@ -47,13 +47,13 @@ function visible(t: Trajectory) {
 }
 
 async function bothWays(engine: ChatEngine, model: string, scenarios: Scenario[], maxTurns: number) {
-  const common = { target: fixtureStdioTarget(), scenarios, reward: 'checks' as const, rolloutsPerGroup: 1, concurrency: 4, maxTurns, temperature: 0, seed: 1 };
-  const inProcess = await runEval({ ...common, policy: new EnginePolicy(engine, { model, maxTokens: 48 }) });
+  const common = { target: fixtureStdioTarget(), scenarios, reward: 'checks' as const, rolloutsPerGroup: 1, concurrency: 4, maxTurns, seed: 1 };
+  const inProcess = await runEval({ ...common, policy: new EnginePolicy(engine, { model, temperature: 0, maxTokens: 48 }) });
   let server: RunningServer | undefined;
   try {
     server = await startServer(engine, { port: 0 });
-    const served: Policy = new OpenAIPolicy({ baseURL: server.url, model, maxRetries: 0 });
-    const overHttp = await runEval({ ...common, policy: served, maxTokens: 48 });
+    const served: Policy = new OpenAIPolicy({ baseURL: server.url, model, temperature: 0, maxTokens: 48, maxRetries: 0 });
+    const overHttp = await runEval({ ...common, policy: served });
     return { inProcess, overHttp };
   } finally {
     await server?.close();

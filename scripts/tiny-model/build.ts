@@ -263,8 +263,8 @@ async function main() {
 async function validate(modelDir: string, val: Scenario[], threads: number | undefined, set = 'validation') {
   const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
   const { summary } = await runEval({
-    policy: new EnginePolicy(engine, { maxTokens: 160 }), target: fixtureTarget(), scenarios: val, reward: 'checks',
-    rolloutsPerGroup: 1, concurrency: 8, temperature: 0, maxTurns: 6, seed,
+    policy: new EnginePolicy(engine, { maxTokens: 160, temperature: 0 }), target: fixtureTarget(), scenarios: val, reward: 'checks',
+    rolloutsPerGroup: 1, concurrency: 8, maxTurns: 6, seed,
   });
   (engine.model as { close(): void }).close();
   log(`${modelDir}: ${set} success ${(summary.success_rate * 100).toFixed(1)}% (${summary.successes}/${summary.trajectories}), tool-call validity ${(summary.tool_call_validity_rate * 100).toFixed(1)}%`);

@@ -40,8 +40,8 @@ const file = join(values.scenarios!, `${values.set}.jsonl`);
 const scenarios = parseScenarios(await readFile(file, 'utf8'), file);
 const engine = await ChatEngine.load(values.model!, values.adapter ? { adapters: [{ name: 'rl', dir: values.adapter }] } : {});
 const { groups } = await runEval({
-  policy: new EnginePolicy(engine, { maxTokens: 128, constrainToolCalls: values.constrain, ...(values.adapter ? { model: 'rl' } : {}) }), target: fixtureTarget(), scenarios, reward: 'checks',
-  rolloutsPerGroup: Number(values.attempts), concurrency: 8, temperature: Number(values.temperature), maxTurns: 4, seed: 1,
+  policy: new EnginePolicy(engine, { maxTokens: 128, temperature: Number(values.temperature), constrainToolCalls: values.constrain, ...(values.adapter ? { model: 'rl' } : {}) }), target: fixtureTarget(), scenarios, reward: 'checks',
+  rolloutsPerGroup: Number(values.attempts), concurrency: 8, maxTurns: 4, seed: 1,
 });
 const tally = { guess: 0, forget: 0, full: 0, fullSolved: 0, solved: 0, all: 0 };
 for (const t of groups.flat()) {

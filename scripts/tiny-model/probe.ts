@@ -18,8 +18,8 @@ if (!dir || !scenarioDir) {
 const engine = await ChatEngine.load(dir);
 const sets = await loadScenarioSet(scenarioDir);
 const { groups, summary } = await runEval({
-  policy: new EnginePolicy(engine, { maxTokens: 160, constrainToolCalls: constrained === 'constrained' }), target: fixtureTarget(), scenarios: sets[split as 'val' | 'train' | 'test'].slice(0, Number(n)),
-  reward: 'checks', rolloutsPerGroup: 1, concurrency: 8, temperature: Number(temperature), maxTurns: 4,
+  policy: new EnginePolicy(engine, { maxTokens: 160, temperature: Number(temperature), constrainToolCalls: constrained === 'constrained' }), target: fixtureTarget(), scenarios: sets[split as 'val' | 'train' | 'test'].slice(0, Number(n)),
+  reward: 'checks', rolloutsPerGroup: 1, concurrency: 8, maxTurns: 4,
 });
 for (const t of groups.flat()) {
   console.log(`--- reward ${t.reward.toFixed(2)}: ${t.messages[1].content}`);

@@ -10,13 +10,13 @@ import { ChatError, type ChatEngine } from '../chat/chat-engine.js';
 export interface EnginePolicyOptions {
   /** Base model or adapter name to answer with (see ChatEngine.modelNames()). Default: the base model. */
   model?: string;
-  /** Sampling temperature when the request gives none. Default 1. */
+  /** Sampling temperature of every turn. Default: the engine's (SAMPLING_DEFAULTS, 1). */
   temperature?: number;
   /** Nucleus sampling mass. Default 1 (off). */
   topP?: number;
   /** Top-k sampling. Default off. */
   topK?: number;
-  /** Turn length cap when the request gives none. Default: the engine's (1024 tokens). */
+  /** Cap on tokens per turn. Default: the engine's (1024 tokens). */
   maxTokens?: number;
   /** Chat template variables for every turn, e.g. `{ enable_thinking: false }`. Default none. */
   chatTemplateKwargs?: Record<string, unknown>;
@@ -49,13 +49,13 @@ export class EnginePolicy implements Policy {
     const engine = this.engine;
     const window = engine.model.config.maxPositionEmbeddings ?? Infinity;
     return {
-      room: (messages, tools, maxTokens) => {
+      room: (messages, tools) => {
         const prompt = engine.promptIds({
           messages: messages.map(toWireMessage),
           ...(tools.length > 0 ? { tools } : {}),
           ...(this.opts.chatTemplateKwargs ? { chatTemplateKwargs: this.opts.chatTemplateKwargs } : {}),
         });
-        return window - prompt.length - (maxTokens ?? this.opts.maxTokens ?? 0);
+        return window - prompt.length - (this.opts.maxTokens ?? 0);
       },
       count: (text) => engine.tokenizer.encode(text).length,
       prefix: (text, tokens) => (tokens <= 0 ? '' : engine.tokenizer.decode(engine.tokenizer.encode(text).slice(0, tokens))),
@@ -63,8 +63,7 @@ export class EnginePolicy implements Policy {
   }
 
   async next(req: PolicyRequest): Promise<PolicyTurn> {
-    const temperature = req.temperature ?? this.opts.temperature;
-    const maxTokens = req.maxTokens ?? this.opts.maxTokens;
+    const { temperature, maxTokens } = this.opts;
     let result;
     try {
       result = await this.engine.complete({

@@ -1,6 +1,8 @@
 import type OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { parseCompletion } from './policy.js';
+import { chatReply, startOpenAIDouble } from '../../test/doubles/openai-double.js';
+import { OpenAIPolicy, parseCompletion } from './policy.js';
+import { rollout } from './rollout.js';
 
 /** A chat completion as vLLM writes it (no mcprl extension fields). */
 function vllmCompletion(choice: Record<string, unknown>): OpenAI.Chat.Completions.ChatCompletion {
@@ -37,5 +39,25 @@ describe('parseCompletion on vLLM answers', () => {
     expect(fromNames.tokenIds).toEqual([5, 9]);
     const textTokens = parseCompletion(vllmCompletion({ message: { role: 'assistant', content: 'hi' }, logprobs: { content: [{ token: 'hi', logprob: -0.1, bytes: [], top_logprobs: [] }] } }));
     expect(textTokens.tokenIds).toBeUndefined();
+  });
+});
+
+// The double stands in for a remote OpenAI-compatible endpoint, which cannot run here.
+describe('a policy samples as it was made to', () => {
+  it('sends its own temperature and max_tokens on every turn; the rollout loop sends none', async () => {
+    const llm = await startOpenAIDouble([chatReply('The answer is 4.'), chatReply('Hello.')]);
+    try {
+      const policy = new OpenAIPolicy({ baseURL: llm.baseURL, model: 'm', temperature: 0.3, maxTokens: 12, maxRetries: 0 });
+      const session = { callTool: () => Promise.reject(new Error('no tool is called')) };
+      const t = await rollout({ policy, session, tools: [], scenario: { id: 's', task: 'What is 2 + 2?', difficulty: 1, source: 'llm' }, seed: 3 });
+      expect(t.error).toBeUndefined();
+      expect(llm.requests.map((r) => [r.body.temperature, r.body.max_tokens, r.body.seed])).toEqual([[0.3, 12, 3]]);
+      // Made without them, it leaves both to the endpoint.
+      await new OpenAIPolicy({ baseURL: llm.baseURL, model: 'm', maxRetries: 0 }).next({ messages: [{ role: 'user', content: 'hi' }], tools: [] });
+      expect(llm.requests[1].body).not.toHaveProperty('temperature');
+      expect(llm.requests[1].body).not.toHaveProperty('max_tokens');
+    } finally {
+      await llm.close();
+    }
   });
 });

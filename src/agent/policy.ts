@@ -7,13 +7,13 @@ import { McprlError } from '../util/errors.js';
 
 export type { OpenAITool, ChatMessage };
 
+/**
+ * One turn's request. How the policy samples (temperature, tokens per turn) is not asked per turn: it is fixed when
+ * the policy is made (EnginePolicyOptions, OpenAIPolicyOptions), so a rollout's sampling is set in one place.
+ */
 export interface PolicyRequest {
   messages: ChatMessage[];
   tools: OpenAITool[];
-  /** Sampling temperature. Default: the endpoint's. */
-  temperature?: number;
-  /** Cap on generated tokens for this turn. Default: the endpoint's. */
-  maxTokens?: number;
   seed?: number;
   signal?: AbortSignal;
 }
@@ -45,8 +45,8 @@ export interface PolicyTurn {
  * a huge result degrades one turn instead of failing the rollout.
  */
 export interface PolicyContext {
-  /** Tokens left free when the next turn is asked for with these messages and tools, after reserving `maxTokens` for the reply (negative: over). */
-  room(messages: ChatMessage[], tools: OpenAITool[], maxTokens: number | undefined): number;
+  /** Tokens left free when the next turn is asked for with these messages and tools, after reserving the policy's turn length for the reply (negative: over). */
+  room(messages: ChatMessage[], tools: OpenAITool[]): number;
   /** Tokens `text` takes. */
   count(text: string): number;
   /** The longest prefix of `text` of at most `tokens` tokens. */
@@ -76,6 +76,10 @@ export interface OpenAIPolicyOptions {
   /** Base URL of the OpenAI-compatible API, e.g. `http://localhost:8000/v1`. */
   baseURL: string;
   model: string;
+  /** Sampling temperature of every turn. Default: the endpoint's. */
+  temperature?: number;
+  /** Cap on generated tokens per turn. Default: the endpoint's. */
+  maxTokens?: number;
   /** API key. Default: a placeholder, which local servers accept. */
   apiKey?: string;
   /** Ask the endpoint for per-token logprobs. Default false (some hosted endpoints refuse it with tools). */
@@ -120,8 +124,8 @@ export class OpenAIPolicy implements Policy {
       model: this.opts.model,
       messages: req.messages.map(toWireMessage),
       ...(req.tools.length > 0 ? { tools: req.tools } : {}),
-      ...(req.temperature !== undefined ? { temperature: req.temperature } : {}),
-      ...(req.maxTokens !== undefined ? { max_tokens: req.maxTokens } : {}),
+      ...(this.opts.temperature !== undefined ? { temperature: this.opts.temperature } : {}),
+      ...(this.opts.maxTokens !== undefined ? { max_tokens: this.opts.maxTokens } : {}),
       ...(req.seed !== undefined ? { seed: req.seed } : {}),
       ...(this.opts.logprobs || this.opts.tokenIds ? { logprobs: true } : {}),
       ...(this.opts.tokenIds ? { return_token_ids: true, return_tokens_as_token_ids: true } : {}),

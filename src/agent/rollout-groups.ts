@@ -20,7 +20,7 @@ import type { Trajectory } from './trajectory.js';
 import { startSpan, withinSpan, type TraceSpan } from '../util/tracing.js';
 
 /** The settings each rollout takes as they are (documented on RolloutOptions); `seed` is the group's base seed here. */
-type PerRollout = Pick<RolloutOptions, 'systemPrompt' | 'maxTurns' | 'callTimeoutMs' | 'rolloutTimeoutMs' | 'temperature' | 'maxTokens'>;
+type PerRollout = Pick<RolloutOptions, 'systemPrompt' | 'maxTurns' | 'callTimeoutMs' | 'rolloutTimeoutMs'>;
 
 export interface RolloutGroupsOptions extends PerRollout {
   policy: Policy;
@@ -109,8 +109,6 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
       maxTurns: opts.maxTurns,
       callTimeoutMs: opts.callTimeoutMs,
       rolloutTimeoutMs: opts.rolloutTimeoutMs,
-      temperature: opts.temperature,
-      maxTokens: opts.maxTokens,
       seed: opts.seed !== undefined ? opts.seed + k : undefined,
       id,
       groupId: scenario.id,

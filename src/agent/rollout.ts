@@ -61,9 +61,7 @@ export interface RolloutOptions {
   callTimeoutMs?: number;
   /** Timeout of the whole rollout in milliseconds. Default 600000. */
   rolloutTimeoutMs?: number;
-  temperature?: number;
-  /** Cap on tokens per assistant turn. Default: the policy's. */
-  maxTokens?: number;
+  /** Seed of the policy's sampling (temperature and tokens per turn are the policy's own: see PolicyRequest). */
   seed?: number;
   /** Trajectory id. Default `<scenario id>-<random>`. */
   id?: string;
@@ -176,7 +174,7 @@ export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
       if (unparsed.length > 0) answerUnparsed(run, unparsed);
       // ── results that would overflow the policy's context are cut to fit, so the next turn can still run ──
       if (opts.policy.context && !run.completed && run.metrics.turns < maxTurns) {
-        const cut = fitToContext(opts.policy.context, run.messages, run.messages.indexOf(assistant) + 1, run.modelTools, opts.maxTokens);
+        const cut = fitToContext(opts.policy.context, run.messages, run.messages.indexOf(assistant) + 1, run.modelTools);
         if (cut > 0) run.log(`turn ${run.metrics.turns}: ${cut} tool result(s) cut to fit the model's context`);
       }
       if (signal.aborted) {
@@ -228,8 +226,6 @@ async function askPolicy(run: RolloutRun): Promise<PolicyTurn | undefined> {
       opts.policy.next({
         messages: run.messages.map((m) => ({ ...m })),
         tools: run.modelTools,
-        temperature: opts.temperature,
-        maxTokens: opts.maxTokens,
         seed: opts.seed,
         signal,
       }),
@@ -439,13 +435,13 @@ const MARKER_TOKENS = 40;
  * policy's context, each with a visible marker saying how much was kept, measured in tokens. Returns how many
  * results were cut. Earlier turns are left alone: the model has already read them as they are.
  */
-export function fitToContext(ctx: PolicyContext, messages: ChatMessage[], from: number, tools: OpenAITool[], maxTokens: number | undefined): number {
+export function fitToContext(ctx: PolicyContext, messages: ChatMessage[], from: number, tools: OpenAITool[]): number {
   // Each result is always cut from its original text, so a second pass does not nest markers.
   const results = messages.slice(from).filter((m) => m.role === 'tool' && (m.content ?? '') !== '')
     .map((m) => ({ m, text: m.content!, n: ctx.count(m.content!), kept: -1 }))
     .sort((a, b) => b.n - a.n);
   for (let pass = 0; pass < 4; pass++) {
-    let over = -ctx.room(messages, tools, maxTokens);
+    let over = -ctx.room(messages, tools);
     if (over <= 0) break;
     for (const r of results) {
       if (over <= 0) break;

@@ -186,10 +186,8 @@ async function evalCommand(targetArgs: string[], opts: EvalCliOptions): Promise<
       policyForSafety: policyFromCli(opts),
       systemPrompt: opts.systemPromptFile ? await readFile(opts.systemPromptFile, 'utf8') : undefined,
       maxTurns: opts.maxTurns,
-      maxTokens: opts.maxTokens,
       callTimeoutMs: opts.callTimeout,
       rolloutTimeoutMs: opts.rolloutTimeout,
-      temperature: opts.temperature,
       seed: opts.seed,
       onTrajectory: opts.json
         ? undefined
@@ -269,14 +267,16 @@ async function evalInputs(targetArgs: string[], opts: EvalCliOptions) {
 
 /** The policy: the model in-process (the engine answers the rollout loop directly) or a served model over HTTP. */
 async function evalPolicy(model: Awaited<ReturnType<typeof modelFolder>> | undefined, opts: EvalCliOptions): Promise<{ engine?: ChatEngine; policy: Policy }> {
-  // As `mcprl mcp`'s evaluate runs it.
+  // As `mcprl mcp`'s evaluate runs it. The policy samples as --temperature and --max-tokens say (else the engine's or
+  // the endpoint's own).
+  const sampling = { ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}), ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : {}) };
   const engine = model
     ? await ChatEngine.load(model.dir, { modelName: model.name, ...(opts.adapter !== undefined ? { adapters: [{ name: 'agent', dir: opts.adapter }] } : {}), ...(opts.device !== undefined ? { device: opts.device } : {}) })
     : undefined;
   const policy: Policy = engine
-    ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName, ...(opts.chatTemplateKwargs ? { chatTemplateKwargs: opts.chatTemplateKwargs } : {}) })
+    ? new EnginePolicy(engine, { model: opts.adapter !== undefined ? 'agent' : engine.modelName, ...sampling, ...(opts.chatTemplateKwargs ? { chatTemplateKwargs: opts.chatTemplateKwargs } : {}) })
     : new OpenAIPolicy({
-        baseURL: opts.modelBaseUrl!, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv),
+        baseURL: opts.modelBaseUrl!, model: opts.model, apiKey: apiKey(opts.modelApiKeyEnv), ...sampling,
         ...(opts.chatTemplateKwargs ? { extraBody: { chat_template_kwargs: opts.chatTemplateKwargs } } : {}),
       });
   return { engine, policy };

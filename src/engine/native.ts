@@ -10,6 +10,7 @@ import type { ModelSpec } from '../hf/config.js';
 import type { CudaProbe, EngineBackend } from './device.js';
 import type { KvCacheStats } from './kv-cache.js';
 import type { PrefixCacheStats } from './prefix-cache.js';
+import type { BatchSampling } from './sampling.js';
 import type { WeightDtype } from './weight-dtype.js';
 import { McprlError } from '../util/errors.js';
 
@@ -43,20 +44,6 @@ export interface SampledTokens {
   topIds: Int32Array;
   /** (rows, topWidth): their log-probabilities, computed exactly as `logprobs` is. */
   topLogprobs: Float32Array;
-}
-
-/**
- * One batch's sampling settings as the engine reads them (BatchSampling in native/engine/sample.h): one entry per slot in
- * each array, every field required. maskIdx[i] picks slot i's allowed set in `masks` (bitsets of ceil(V / 32) words
- * over the vocabulary), −1 for none; both null: no masks.
- */
-export interface BatchSampling {
-  temperature: Float32Array;
-  topP: Float32Array;
-  topK: Int32Array;
-  topLogprobs: Int32Array;
-  maskIdx: Int32Array | null;
-  masks: Uint32Array | null;
 }
 
 /** One loaded model in native memory (class Engine in native/addon/engine.h). Calls must not overlap. */

@@ -2,7 +2,7 @@
  * What a request asks of the sampler (SamplingParams, TokenConstraint) and what it reports (TokenAlternative), and
  * the one object per batch those settings cross into native code as (BatchSampling, native/engine/sample.h).
  */
-import { EngineError, type BatchSampling, type SampledTokens } from './native.js';
+import { EngineError, type SampledTokens } from './native.js';
 
 export interface SamplingParams {
   maxTokens: number;
@@ -40,6 +40,20 @@ export interface TokenConstraint {
 
 /** What a sample's settings default to when a request gives none (vLLM's and OpenAI's: the model's own distribution). */
 export const SAMPLING_DEFAULTS = { temperature: 1, topP: 1, topK: 0, topLogprobs: 0 } as const;
+
+/**
+ * One batch's sampling settings as the engine reads them (BatchSampling in native/engine/sample.h): one entry per slot in
+ * each array, every field required. maskIdx[i] picks slot i's allowed set in `masks` (bitsets of ceil(V / 32) words
+ * over the vocabulary), −1 for none; both null: no masks.
+ */
+export interface BatchSampling {
+  temperature: Float32Array;
+  topP: Float32Array;
+  topK: Int32Array;
+  topLogprobs: Int32Array;
+  maskIdx: Int32Array | null;
+  masks: Uint32Array | null;
+}
 
 /**
  * The batch's sampling settings as the engine reads them, one entry per sample: each sample's settings (their

@@ -38,7 +38,7 @@ export interface TrainSequence {
 export const DEFAULT_MICRO_BATCH_TOKENS = 4096;
 
 // The loss and optimiser settings carry every default here, once: the native trainer receives each value
-// explicitly (lossParams, optimizerParams) and has no defaults of its own.
+// explicitly (lossParams; the resolved optimiser settings as they are) and has no defaults of its own.
 
 export const LossConfigSchema = z.object({
   kind: z.enum(['grpo', 'dapo', 'dr_grpo', 'cispo', 'gspo', 'sft']),
@@ -85,15 +85,11 @@ export const OptimizerConfigSchema = z.object({
 });
 /** Optimiser settings as callers write them (defaults may be left out). */
 export type OptimizerConfig = z.input<typeof OptimizerConfigSchema>;
-/** Optimiser settings with their defaults applied. */
+/**
+ * Optimiser settings with their defaults applied: every field the native trainer reads for one AdamW step
+ * (native/train/train_napi.cc), under the same names, with the step's number beside them.
+ */
 export type ResolvedOptimizer = z.output<typeof OptimizerConfigSchema>;
-
-/** One AdamW step's settings exactly as the native trainer reads them (native/train/train_napi.cc): every field. */
-export function optimizerParams(o: ResolvedOptimizer, step: number): {
-  lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; maxGradNorm: number; step: number;
-} {
-  return { lr: o.lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay, maxGradNorm: o.maxGradNorm, step };
-}
 
 export interface StepMetrics {
   /** Total loss (policy + β·KL), as defined for the loss kind. */

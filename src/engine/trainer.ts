@@ -37,7 +37,6 @@ import {
   LossConfigSchema,
   OptimizerConfigSchema,
   lossParams,
-  optimizerParams,
   type LossConfig,
   type OptimizerConfig,
   type ResolvedLoss,
@@ -232,7 +231,7 @@ export class Trainer {
     if (!o) throw new McprlError('TRAIN_INVALID_CONFIG', `trainer for adapter ${this.adapterName}: a step needs optimiser settings (opts.optimizer; none were given to create or resume)`);
     this.checkMasks(batch);
     const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? DEFAULT_MICRO_BATCH_TOKENS);
-    const r = await this.run(mbs.microBatches, lc, optimizerParams(o, this.step + 1), false, opts);
+    const r = await this.run(mbs.microBatches, lc, { ...o, step: this.step + 1 }, false, opts);
     this.step += 1;
     this.lastOptimizer = o;
     return { ...metrics(r, mbs.totalTokens), lr: o.lr, step: this.step };
@@ -341,7 +340,7 @@ export class Trainer {
     }
   }
 
-  private async run(mbs: NativeMicroBatch[], lc: ResolvedLoss, optim: ReturnType<typeof optimizerParams> | null, wantLogprobs: boolean, opts: StepOptions): Promise<NativeRunResult> {
+  private async run(mbs: NativeMicroBatch[], lc: ResolvedLoss, optim: (ResolvedOptimizer & { step: number }) | null, wantLogprobs: boolean, opts: StepOptions): Promise<NativeRunResult> {
     if (this.closed) throw new McprlError('TRAIN_CLOSED', `trainer for adapter ${this.adapterName} is closed`);
     const loss = lossParams(lc);
     try {

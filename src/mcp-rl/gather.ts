@@ -112,7 +112,10 @@ export function recordPolicyStep(t: Trajectory, pool: RolloutPool): void {
   if (steps.length > 0) t.policy_step = Math.min(...steps);
 }
 
-/** One round of the step's groups: K rollouts of each scenario, scored, with the gather and score phases' progress. */
+/**
+ * One round of the step's groups on `policy` (made at the training temperature: see train.ts): K rollouts of each
+ * scenario, scored, with the gather and score phases' progress.
+ */
 async function gatherGroups(o: TrainRunOptions, policy: Policy, scenarios: Scenario[], step: number, round: number, events: ProgressLog, signal?: AbortSignal) {
   const c = o.config;
   const bar = events.phase('gather', step, scenarios.length * c.rolloutsPerGroup);
@@ -121,7 +124,7 @@ async function gatherGroups(o: TrainRunOptions, policy: Policy, scenarios: Scena
   let scored = 0;
   return runEval({
     policy, target: o.target, scenarios, reward: c.reward, judge: o.judge, rolloutsPerGroup: c.rolloutsPerGroup,
-    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, connectTimeoutMs: o.connectTimeoutMs, maxTurns: c.maxTurns, temperature: c.temperature,
+    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, connectTimeoutMs: o.connectTimeoutMs, maxTurns: c.maxTurns,
     seed: c.seed * 100003 + step * 1009 + round * 7919, ...(signal ? { signal } : {}), judgeCacheDir: o.run.path('judge-cache'), judgeRetryBudgetMs: c.judge?.retryBudgetMs,
     onTrajectory: (_t, done, total) => {
       bar.update(done);
@@ -143,7 +146,8 @@ export function lostToInfrastructure(groups: Trajectory[][]): string | null {
 }
 
 /**
- * Validation or test: greedy by default, checks reward, trajectories kept as trajectories/{val,test}-NNNN.jsonl.
+ * Validation or test on `policy` (made at valTemperature, greedy by default: see train.ts), checks reward,
+ * trajectories kept as trajectories/{val,test}-NNNN.jsonl.
  * `lost` says why the figure is not a model result (see lostToInfrastructure), else null.
  */
 export async function heldOut(o: TrainRunOptions, policy: Policy, set: 'val' | 'test', step: number, events: ProgressLog): Promise<EvalSummary & { lost: string | null }> {
@@ -152,7 +156,7 @@ export async function heldOut(o: TrainRunOptions, policy: Policy, set: 'val' | '
   const bar = events.phase(set === 'val' ? 'validate' : 'test', step, scenarios.length * c.valRollouts);
   const { groups, summary } = await runEval({
     policy, target: o.target, scenarios, reward: 'checks', rolloutsPerGroup: c.valRollouts,
-    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, connectTimeoutMs: o.connectTimeoutMs, maxTurns: c.maxTurns, temperature: c.valTemperature,
+    concurrency: c.concurrency, policyForSafety: o.safety, ...o.isolation, connectTimeoutMs: o.connectTimeoutMs, maxTurns: c.maxTurns,
     seed: c.seed, onTrajectory: (_t, done) => bar.update(done),
   });
   await writeJsonlAtomic(set === 'val' ? o.run.valTrajectories(step) : o.run.testTrajectories(step), groups.flat());

@@ -20,15 +20,15 @@ import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type 
 import { writeJsonAtomic } from '../util/atomic.js';
 import type { OnProgress } from '../util/progress.js';
 import { chooseDevice, describeDevice } from '../engine/device.js';
-import { TrainConfigSchema } from '../train/config.js';
+import { TrainConfigSchema, type TrainConfig } from '../train/config.js';
 import { ProgressLog } from '../train/progress-log.js';
 import type { RunDir } from '../train/run-dir.js';
 import { train, type TrainRunResult } from './train.js';
 import { RolloutPoolSettingsSchema } from '../train/rollout-pool.js';
 import { writeRunReport } from '../train/write-report.js';
 
-export const TrainJobSchema = z.object({
-  config: TrainConfigSchema,
+/** A job's parts besides its settings. */
+const TrainJobPartsSchema = z.object({
   /** Where the scenarios come from when the run has none yet: a folder, else generated (offline or by an LLM). */
   scenarios: z.object({
     /** A scenario set folder (train.jsonl + val.jsonl). */
@@ -54,7 +54,16 @@ export const TrainJobSchema = z.object({
   /** Rollout servers (`--rollout-url`; src/train/rollout-pool.ts). Default: rollouts on the in-process engine. */
   rollout: RolloutPoolSettingsSchema.optional(),
 });
-export type TrainJob = z.input<typeof TrainJobSchema>;
+
+/** A job as written to job-config.json: its settings (a run's TrainConfig) and its other parts. */
+export const TrainJobSchema = TrainJobPartsSchema.extend({ config: TrainConfigSchema });
+
+/**
+ * A job as runTrainJob takes it: its config already parsed — by trainConfigFrom, parseTrainConfig or TrainJobSchema,
+ * whichever made it — and so not parsed again; the other parts as written, defaults filled in by runTrainJob.
+ */
+export type TrainJob = z.input<typeof TrainJobPartsSchema> & { config: TrainConfig };
+type ParsedTrainJob = z.output<typeof TrainJobPartsSchema> & { config: TrainConfig };
 
 export interface TrainJobOptions {
   run: RunDir;
@@ -83,7 +92,7 @@ export function jobSafety(job: Pick<TrainJob, 'safety'>): SafetyPolicy {
 
 export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const { run, target } = o;
-  const job = TrainJobSchema.parse(o.job);
+  const job: ParsedTrainJob = { ...TrainJobPartsSchema.parse(o.job), config: o.job.config };
   const config = job.config;
   const progress = o.progress ?? new ProgressLog(run.dir);
   const safety = jobSafety(job);
@@ -111,7 +120,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   return { result, adapter, report, ...(scenarioSummary ? { scenarioSummary } : {}) };
 }
 
-async function scenariosFor(o: TrainJobOptions, job: z.output<typeof TrainJobSchema>, safety: SafetyPolicy, onRead: OnProgress): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
+async function scenariosFor(o: TrainJobOptions, job: ParsedTrainJob, safety: SafetyPolicy, onRead: OnProgress): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
   const { run } = o;
   if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'), onRead);
   const source = job.scenarios;

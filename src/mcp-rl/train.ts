@@ -153,9 +153,9 @@ interface Job {
 interface Trainer extends Job {
   readonly engine: ChatEngine;
   readonly model: Model;
-  /** The in-process engine's policy (validation runs on it unless the servers validate). */
+  /** The in-process engine's policy at the validation temperature (validation runs on it unless the servers validate). */
   readonly local: EnginePolicy;
-  /** Rollouts' policy: the servers (each serving the current adapter under its own name), or `local`. */
+  /** Training rollouts' policy, at the training temperature: the servers (each serving the current adapter under its own name), or the engine. */
   readonly policy: Policy;
   readonly metrics: Record<string, unknown>[];
   readonly curriculum: Curriculum | null;
@@ -184,13 +184,15 @@ async function setUp(job: Job, state: RunState | null): Promise<Trainer> {
     throw new McprlError('RUN_DIR', `${run.path('state.json')} names step ${state?.step ?? 0}, but the newest checkpoint is ${run.checkpoint(policyModel.step)}: restore ${run.checkpoint(state?.step ?? 0)}, or start a new run`);
   }
   const engine = job.backend.chatEngine(policyModel);
-  const local = new EnginePolicy(engine, { model: policyModel.inferenceName, maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
+  // Each policy samples as it is made to: rollouts at the training temperature, validation at its own (greedy).
+  const onEngine = (temperature: number) => new EnginePolicy(engine, { model: policyModel.inferenceName, temperature, maxTokens: c.maxTokens, samplerLogprobs: c.trainAtSamplingTemperature, constrainToolCalls: c.constrainToolCalls });
+  const local = onEngine(c.valTemperature);
   if (o.rollout) {
     // Training at the sampling temperature needs the sampler's own logprobs: mcprl's servers return them on
     // request (mcprl_sampler_logprobs); turns from servers that do not return them train at temperature 1
     // (the metric sampler_logprob_turns counts the turns that had them).
     const extraBody = { constrain_tool_calls: c.constrainToolCalls, ...(c.trainAtSamplingTemperature ? { mcprl_sampler_logprobs: true } : {}) };
-    job.pool = new RolloutPool(o.rollout, { maxTokens: c.maxTokens, extraBody, log, events: o.rolloutEvents });
+    job.pool = new RolloutPool(o.rollout, { temperature: c.temperature, maxTokens: c.maxTokens, extraBody, log, events: o.rolloutEvents });
     await job.pool.publish(policyModel.step, checkpointAdapter(run.checkpoint(policyModel.step)));
   }
   const metrics = await run.readMetrics(state?.step ?? -1);
@@ -212,7 +214,7 @@ async function setUp(job: Job, state: RunState | null): Promise<Trainer> {
   });
   if (refused) log(refused);
   // The job itself becomes the trainer, so that what train closes is what the steps opened.
-  return Object.assign(job, { engine, model: engine.model as Model, local, policy: job.pool ?? local, metrics, curriculum, stepConfig, testSet });
+  return Object.assign(job, { engine, model: engine.model as Model, local, policy: job.pool ?? onEngine(c.temperature), metrics, curriculum, stepConfig, testSet });
 }
 
 /** Step 0: the untrained model's validation (and test) success, the baseline every later step is compared with. */
@@ -343,12 +345,12 @@ async function validate(t: Trainer, state: RunState, step: number, row: Record<s
 
 /** Validation of the adapter now served; on the servers, it names the adapter it started on, whatever later gathers switch to. */
 function validateAt(t: Trainer, step: number) {
-  return heldOut(t.o, t.pool?.validates ? t.pool.at(t.pool.name) : t.local, 'val', step, t.events);
+  return heldOut(t.o, t.pool?.validates ? t.pool.at(t.pool.name, t.c.valTemperature) : t.local, 'val', step, t.events);
 }
 
 /** Test success of an adapter the in-process engine serves, or null when the rollouts measured the infrastructure. */
 async function testAt(t: Trainer, step: number, adapter: string): Promise<number | null> {
-  const r = await heldOut(t.o, new EnginePolicy(t.engine, { model: adapter, maxTokens: t.c.maxTokens, constrainToolCalls: t.c.constrainToolCalls }), 'test', step, t.events);
+  const r = await heldOut(t.o, new EnginePolicy(t.engine, { model: adapter, temperature: t.c.valTemperature, maxTokens: t.c.maxTokens, constrainToolCalls: t.c.constrainToolCalls }), 'test', step, t.events);
   if (r.lost !== null) t.log(`step ${step}: test not counted: ${r.lost}`);
   return r.lost === null ? r.success_rate : null;
 }

@@ -8,7 +8,8 @@
  * read), loaded on every server under that name (`POST /v1/load_lora_adapter`), rollouts switch to it, and the
  * previous adapter is unloaded (`POST /v1/unload_lora_adapter`) and its folder removed. Each turn names the adapter
  * that answered it (PolicyTurn.model, the completion's `model`); `stepOf` maps a published name back to its step,
- * and `at(name)` is a Policy fixed on one adapter (validation of a step, while later gathers may switch).
+ * and `at(name, temperature)` is a Policy fixed on one adapter (validation of a step, while later gathers may switch).
+ * Like any policy, the pool samples as it was made to (`temperature`, `maxTokens`); `at` names its own temperature.
  *
  * A server that fails (unreachable, a 5xx, a lost adapter) is retried `attempts` times, then dropped from the
  * pool with a warning, and the request goes to another server. Only when no server is left does a request (and
@@ -19,7 +20,7 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { copyPeftAdapter } from '../hf/peft.js';
-import { OpenAIPolicy, PolicyError, type Policy, type PolicyRequest, type PolicyTurn } from '../agent/policy.js';
+import { OpenAIPolicy, PolicyError, type OpenAIPolicyOptions, type Policy, type PolicyRequest, type PolicyTurn } from '../agent/policy.js';
 import { writeDirAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
 
@@ -53,11 +54,14 @@ export interface RolloutPoolEvents {
   onDrop?: (url: string, why: string) => void;
 }
 
+/** How a pool's rollouts sample (OpenAIPolicyOptions' fields). */
+type Sampling = Pick<OpenAIPolicyOptions, 'temperature' | 'maxTokens'>;
+
 interface Server {
   url: string;
   inFlight: number;
   alive: boolean;
-  /** An OpenAI client per adapter name in use (dropped when the adapter is unloaded). */
+  /** An OpenAI client per adapter name and temperature in use (dropped when the adapter is unloaded). */
   clients: Map<string, OpenAIPolicy>;
   answers: number;
   retries: number;
@@ -83,19 +87,20 @@ export class RolloutPool implements Policy {
   private current: { name: string; dir: string } | null = null;
   /** The step of every adapter name this pool published. */
   private readonly steps = new Map<string, number>();
-  private readonly maxTokens: number | undefined;
+  private readonly sampling: Sampling;
   private readonly extraBody: Record<string, unknown>;
   private readonly log: (line: string) => void;
   private readonly events: RolloutPoolEvents;
 
-  constructor(settings: RolloutPoolSettings, opts: { maxTokens?: number; extraBody?: Record<string, unknown>; log?: (line: string) => void; events?: RolloutPoolEvents } = {}) {
+  /** `temperature`, `maxTokens`: the sampling of the pool's own rollouts. Default: the servers'. */
+  constructor(settings: RolloutPoolSettings, opts: Sampling & { extraBody?: Record<string, unknown>; log?: (line: string) => void; events?: RolloutPoolEvents } = {}) {
     const parsed = RolloutPoolSettingsSchema.safeParse(settings);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       throw new McprlError('ROLLOUT_POOL_SETTINGS', `rollout servers: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
     }
     this.s = { ...parsed.data, adapterDir: path.resolve(parsed.data.adapterDir), urls: parsed.data.urls.map((u) => u.replace(/\/+$/, '')) };
-    this.maxTokens = opts.maxTokens;
+    this.sampling = { temperature: opts.temperature, maxTokens: opts.maxTokens };
     this.extraBody = opts.extraBody ?? {};
     this.log = opts.log ?? ((l) => process.stderr.write(l + '\n'));
     this.events = opts.events ?? {};
@@ -116,8 +121,9 @@ export class RolloutPool implements Policy {
    * A policy on these servers fixed on the adapter `name` (one this pool published and still serves), whatever
    * later publishes switch the pool's own rollouts to.
    */
-  at(name: string): Policy {
-    return { name, next: (req) => this.request(req, () => name) };
+  at(name: string, temperature: number | undefined): Policy {
+    const sampling = { ...this.sampling, temperature };
+    return { name, next: (req) => this.request(req, () => name, sampling) };
   }
 
   /** Whether validation rollouts run on the servers. */
@@ -142,17 +148,16 @@ export class RolloutPool implements Policy {
 
   next(req: PolicyRequest): Promise<PolicyTurn> {
     // The adapter is looked up at each attempt: one retried after a publish goes to the new adapter.
-    return this.request(req, () => this.name);
+    return this.request(req, () => this.name, this.sampling);
   }
 
-  private async request(req: PolicyRequest, adapter: () => string): Promise<PolicyTurn> {
-    const r = req.maxTokens === undefined && this.maxTokens !== undefined ? { ...req, maxTokens: this.maxTokens } : req;
+  private async request(req: PolicyRequest, adapter: () => string, sampling: Sampling): Promise<PolicyTurn> {
     for (;;) {
       const server = await this.acquire();
       try {
         const turn = await this.attempt(server, () => {
           const name = adapter();
-          return this.client(server, name).next(r).then((t) => (t.model === undefined ? { ...t, model: name } : t), (err: unknown) => {
+          return this.client(server, name, sampling).next(req).then((t) => (t.model === undefined ? { ...t, model: name } : t), (err: unknown) => {
             if (!serverFault(err)) throw new Refused(err);
             throw err;
           });
@@ -186,7 +191,7 @@ export class RolloutPool implements Policy {
     this.current = { name, dir };
     this.steps.set(name, step);
     if (old && old.name !== name) {
-      for (const x of this.servers) x.clients.delete(old.name);
+      for (const x of this.servers) for (const [key, c] of x.clients) if (c.name === old.name) x.clients.delete(key);
       // An old adapter left loaded only costs the server memory: a failed unload is a warning, not a drop.
       await Promise.all(this.servers.filter((x) => x.alive).map((x) =>
         this.post(x.url, 'unload_lora_adapter', { lora_name: old.name }).catch((err: unknown) => this.log(`warning: rollout server ${x.url}: unloading ${old.name} failed: ${(err as Error).message}`))));
@@ -257,11 +262,12 @@ export class RolloutPool implements Policy {
     this.waiting.shift()?.();
   }
 
-  private client(server: Server, model: string): OpenAIPolicy {
-    let c = server.clients.get(model);
+  private client(server: Server, model: string, sampling: Sampling): OpenAIPolicy {
+    const key = `${model}\0${sampling.temperature ?? ''}`;
+    let c = server.clients.get(key);
     if (!c) {
-      c = new OpenAIPolicy({ baseURL: server.url, model, ...(this.s.apiKey ? { apiKey: this.s.apiKey } : {}), tokenIds: true, maxRetries: 0, timeoutMs: this.s.timeoutMs, extraBody: this.extraBody });
-      server.clients.set(model, c);
+      c = new OpenAIPolicy({ baseURL: server.url, model, ...sampling, ...(this.s.apiKey ? { apiKey: this.s.apiKey } : {}), tokenIds: true, maxRetries: 0, timeoutMs: this.s.timeoutMs, extraBody: this.extraBody });
+      server.clients.set(key, c);
     }
     return c;
   }

@@ -30,7 +30,7 @@ afterAll(async () => {
 
 describe('a tool result larger than the context', () => {
   it('is cut to fit with a marker, and the rollout goes on to the next turn without a context error', async () => {
-    const real = new EnginePolicy(engine, { maxTokens: 16 });
+    const real = new EnginePolicy(engine, { temperature: 0, maxTokens: 16 });
     let turns = 0;
     const policy: Policy = {
       name: 'first-turn-scripted',
@@ -40,7 +40,7 @@ describe('a tool result larger than the context', () => {
         : real.next(req)),
     };
     const tools = await session.listTools();
-    const t = await rollout({ policy, session, tools, scenario: { id: 'big', task: 'Call huge.', difficulty: 1, source: 'schema' }, maxTurns: 2, maxTokens: 16, temperature: 0 });
+    const t = await rollout({ policy, session, tools, scenario: { id: 'big', task: 'Call huge.', difficulty: 1, source: 'schema' }, maxTurns: 2 });
     expect(t.error, t.logs.join('\n')).toBeUndefined();
     expect(t.metrics.turns).toBe(2);
     const result = t.messages.find((m) => m.role === 'tool')!;
@@ -52,7 +52,7 @@ describe('a tool result larger than the context', () => {
     expect(kept).toBeGreaterThan(0);
     expect(kept).toBeLessThan(window);
     // What the second turn was asked with fits the window with room for its reply.
-    expect(real.context.room(t.messages.slice(0, 3), t.tools, 16)).toBeGreaterThanOrEqual(0);
+    expect(real.context.room(t.messages.slice(0, 3), t.tools)).toBeGreaterThanOrEqual(0);
     fault('tool output larger than the context', 'cut with a marker; rollout continues', `kept ${kept} of ${total} tokens; turn 2 ran`);
   });
 });

@@ -93,7 +93,7 @@ export function registerEvaluate(server: McpServer, ctx: McprlServerContext): vo
       const { groups, summary } = await ctx.engines.with(agent, { maxTokens, temperature: a.temperature }, (policy) =>
         runEval({
           policy, target: t, scenarios, reward: 'checks', rolloutsPerGroup: a.rollouts, concurrency: a.concurrency,
-          policyForSafety: ctx.safety, ...isolationFor(ws, a.target, t), maxTurns, temperature: a.temperature, seed: 1,
+          policyForSafety: ctx.safety, ...isolationFor(ws, a.target, t), maxTurns, seed: 1,
         }),
       );
       const files = await writeEvalOutput(out, groups, summary);

@@ -48,7 +48,7 @@ export function registerRunAgent(server: McpServer, ctx: McprlServerContext): vo
         return ctx.engines.with(agent, { maxTokens, temperature: a.temperature }, (policy) =>
           rollout({
             policy, session, tools, scenario: { id: 'task', task: a.task, difficulty: 1, source: 'llm' },
-            maxTurns, maxTokens, temperature: a.temperature, seed: 1, signal: extra.signal,
+            maxTurns, seed: 1, signal: extra.signal,
           }),
         );
       }, true);
