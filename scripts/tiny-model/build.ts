@@ -59,8 +59,9 @@ import { docsCorpus, syntheticWarmup } from './synthetic-warmup.js';
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const { values } = parseArgs({
   options: {
-    out: { type: 'string', default: join(ROOT, 'fixtures', 'models', 'tiny-bookshop') },
-    scenarios: { type: 'string', default: join(ROOT, 'fixtures', 'scenarios', 'bookshop') },
+    /** Default: fixtures/models/<the recipe's folder> and fixtures/scenarios/<its scenario folder> (RECIPE_FOLDERS). */
+    out: { type: 'string' },
+    scenarios: { type: 'string' },
     work: { type: 'string', default: join(ROOT, '.cache', 'tiny-model') },
     seed: { type: 'string', default: '1' },
     /** `bookshop` (the bundled model) or `general` (see the module comment); the defaults of each are in RECIPES. */
@@ -104,21 +105,29 @@ const { values } = parseArgs({
 });
 const seed = Number(values.seed);
 
-/** Each recipe's defaults for the options it sets; an option given on the command line wins. */
+/**
+ * Each recipe's defaults for the options it sets; an option given on the command line wins. The general recipe's
+ * steps are sized so that its build, with 24 synthetic servers' transcripts on top, stays well under an hour on a
+ * shared two-core machine (docs/tiny-model.md has the times).
+ */
 const RECIPES = {
   bookshop: {
     vocab: '1024', cycles: '5', 'steps-per-cycle': '300', 'drill-steps': '1500', 'warmup-catalogues': '4', hidden: '128', layers: '4', intermediate: '384',
     'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0',
   },
   general: {
-    vocab: '2048', cycles: '4', 'steps-per-cycle': '250', 'drill-steps': '800', 'warmup-catalogues': '2', hidden: '128', layers: '4', intermediate: '384',
+    vocab: '2048', cycles: '4', 'steps-per-cycle': '160', 'drill-steps': '500', 'warmup-catalogues': '2', hidden: '128', layers: '4', intermediate: '384',
     'synthetic-servers': '24', 'synthetic-per-server': '40', 'docs-chars': '600000',
   },
 } as const;
 type RecipeOption = keyof (typeof RECIPES)['bookshop'];
+/** Where each recipe writes by default: the general model never lands on the bundled one. */
+const RECIPE_FOLDERS = { bookshop: { model: 'tiny-bookshop', scenarios: 'bookshop' }, general: { model: 'tiny-general', scenarios: 'general' } } as const;
 if (!(values.recipe! in RECIPES)) throw new Error(`--recipe ${values.recipe}: expected one of ${Object.keys(RECIPES).join(', ')}`);
 const recipe = RECIPES[values.recipe as keyof typeof RECIPES];
 const opt = (k: RecipeOption) => Number(values[k] ?? recipe[k]);
+const outDir = values.out ?? join(ROOT, 'fixtures', 'models', RECIPE_FOLDERS[values.recipe as keyof typeof RECIPES].model);
+const scenarioDir = values.scenarios ?? join(ROOT, 'fixtures', 'scenarios', RECIPE_FOLDERS[values.recipe as keyof typeof RECIPES].scenarios);
 const work = values.work!;
 const log = (msg: string) => console.error(`[tiny-model ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
@@ -292,7 +301,7 @@ async function main() {
 
   // 7. the bundled folder: the model, its warm-up manifest (one entry per scenario id: a schema task reads the same
   //    on every catalogue), and the RL / validation scenario sets
-  const out = values.out!;
+  const out = outDir;
   await rm(out, { recursive: true, force: true });
   await cp(modelDir, out, { recursive: true });
   await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios([...new Map([...sets.warmup, ...madeUp, ...synthetic.scenarios].map((s) => [s.id, s])).values()]));
@@ -307,10 +316,10 @@ async function main() {
       synthetic_servers: opt('synthetic-servers'), synthetic_per_server: opt('synthetic-per-server'), synthetic_transcripts: synthetic.transcripts.length, synthetic_unsolved: synthetic.unsolved,
     }),
   });
-  await mkdir(values.scenarios!, { recursive: true });
-  await writeFile(join(values.scenarios!, 'train.jsonl'), formatScenarios(sets.train));
-  await writeFile(join(values.scenarios!, 'val.jsonl'), formatScenarios(sets.val));
-  await writeFile(join(values.scenarios!, 'test.jsonl'), formatScenarios(sets.test));
+  await mkdir(scenarioDir, { recursive: true });
+  await writeFile(join(scenarioDir, 'train.jsonl'), formatScenarios(sets.train));
+  await writeFile(join(scenarioDir, 'val.jsonl'), formatScenarios(sets.val));
+  await writeFile(join(scenarioDir, 'test.jsonl'), formatScenarios(sets.test));
   log(`wrote ${out} and ${values.scenarios}`);
 }
 
