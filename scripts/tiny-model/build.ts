@@ -18,6 +18,10 @@
  *
  *   node --import tsx scripts/tiny-model/build.ts [--out fixtures/models/tiny-bookshop] [--seed 1] [--tokenizer FILE]
  *
+ * `--recipe general` warms up on many synthetic MCP servers too (synthetic-servers.ts, worked by general-expert.ts;
+ * never server-memory or server-filesystem, which it is then trained on by GRPO), with a tokenizer also trained on
+ * the markdown docs of node_modules; RECIPES below holds what else it changes (docs/tiny-model.md).
+ *
  * The defaults make the bundled model (built so at commit b526be3, docs/tiny-model.md). `--tokenizer FILE` skips
  * step 3 and uses that tokenizer.json (fixtures/models/tiny-bookshop-v1's was trained on a README draft that no
  * longer exists, so its own tokenizer, copied out of the folder first, is how that model is rebuilt).
@@ -48,18 +52,32 @@ import { toolDrill } from './tool-drills.js';
 import { ExpertPolicy, type Habit } from './expert.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
 import { fixtureTarget } from './fixture-target.js';
-import { drawWarmup, makeScenarioSets } from './scenario-sets.js';
+import { DEFAULT_SET_SIZES, drawWarmup, makeScenarioSets } from './scenario-sets.js';
+import { GeneralExpertPolicy } from './general-expert.js';
+import { docsCorpus, syntheticWarmup } from './synthetic-warmup.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const { values } = parseArgs({
   options: {
-    out: { type: 'string', default: join(ROOT, 'fixtures', 'models', 'tiny-bookshop') },
-    scenarios: { type: 'string', default: join(ROOT, 'fixtures', 'scenarios', 'bookshop') },
+    /** Default: fixtures/models/<the recipe's folder> and fixtures/scenarios/<its scenario folder> (RECIPE_FOLDERS). */
+    out: { type: 'string' },
+    scenarios: { type: 'string' },
     work: { type: 'string', default: join(ROOT, '.cache', 'tiny-model') },
     seed: { type: 'string', default: '1' },
-    vocab: { type: 'string', default: '1024' },
-    cycles: { type: 'string', default: '5' },
-    'steps-per-cycle': { type: 'string', default: '300' },
+    /** `bookshop` (the bundled model) or `general` (see the module comment); the defaults of each are in RECIPES. */
+    recipe: { type: 'string', default: 'bookshop' },
+    vocab: { type: 'string' },
+    cycles: { type: 'string' },
+    'steps-per-cycle': { type: 'string' },
+    /** The model's width, layers and MLP width. */
+    hidden: { type: 'string' },
+    layers: { type: 'string' },
+    intermediate: { type: 'string' },
+    /** general: the synthetic servers warmed up on, and the scenarios asked of each. */
+    'synthetic-servers': { type: 'string' },
+    'synthetic-per-server': { type: 'string' },
+    /** general: characters of node_modules' markdown docs the tokenizer also learns from. */
+    'docs-chars': { type: 'string' },
     /** The last N cycles train on the habit-mixed transcripts; the ones before on the expert's alone (skills first). */
     'habit-cycles': { type: 'string', default: '1' },
     /** A model folder that already went through the drill phase of this same build (skips it; same result). */
@@ -75,17 +93,41 @@ const { values } = parseArgs({
     /** Habit mix of the warm-up transcripts: the share that look things up, and of those the share that report. */
     'lookup-rate': { type: 'string', default: '0.45' },
     'report-rate': { type: 'string', default: '0.5' },
-    'drill-steps': { type: 'string', default: '1500' },
+    'drill-steps': { type: 'string' },
     /** Use this tokenizer.json instead of training one (e.g. the bundled model's, to rebuild it exactly). */
     tokenizer: { type: 'string' },
     /** How the tokenizer splits digits: `single` one by one (as Qwen's does), `grouped` in runs of up to three. */
     digits: { type: 'string', default: 'single' },
     /** Also warm up on N made-up catalogues of the same server (fixtures/server/bookshop.ts madeUpCatalogue). */
-    'warmup-catalogues': { type: 'string', default: '4' },
+    'warmup-catalogues': { type: 'string' },
     'warmup-per-catalogue': { type: 'string', default: '150' },
   },
 });
 const seed = Number(values.seed);
+
+/**
+ * Each recipe's defaults for the options it sets; an option given on the command line wins. The general recipe's
+ * steps are sized so that its build, with 24 synthetic servers' transcripts on top, stays well under an hour on a
+ * shared two-core machine (docs/tiny-model.md has the times).
+ */
+const RECIPES = {
+  bookshop: {
+    vocab: '1024', cycles: '5', 'steps-per-cycle': '300', 'drill-steps': '1500', 'warmup-catalogues': '4', hidden: '128', layers: '4', intermediate: '384',
+    'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0',
+  },
+  general: {
+    vocab: '2048', cycles: '4', 'steps-per-cycle': '160', 'drill-steps': '500', 'warmup-catalogues': '2', hidden: '128', layers: '4', intermediate: '384',
+    'synthetic-servers': '24', 'synthetic-per-server': '40', 'docs-chars': '600000',
+  },
+} as const;
+type RecipeOption = keyof (typeof RECIPES)['bookshop'];
+/** Where each recipe writes by default: the general model never lands on the bundled one. */
+const RECIPE_FOLDERS = { bookshop: { model: 'tiny-bookshop', scenarios: 'bookshop' }, general: { model: 'tiny-general', scenarios: 'general' } } as const;
+if (!(values.recipe! in RECIPES)) throw new Error(`--recipe ${values.recipe}: expected one of ${Object.keys(RECIPES).join(', ')}`);
+const recipe = RECIPES[values.recipe as keyof typeof RECIPES];
+const opt = (k: RecipeOption) => Number(values[k] ?? recipe[k]);
+const outDir = values.out ?? join(ROOT, 'fixtures', 'models', RECIPE_FOLDERS[values.recipe as keyof typeof RECIPES].model);
+const scenarioDir = values.scenarios ?? join(ROOT, 'fixtures', 'scenarios', RECIPE_FOLDERS[values.recipe as keyof typeof RECIPES].scenarios);
 const work = values.work!;
 const log = (msg: string) => console.error(`[tiny-model ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
@@ -107,47 +149,63 @@ async function main() {
   // 1. scenario sets
   const session = await connect(fixtureTarget());
   const tools = await session.listTools();
-  const sets = await makeScenarioSets(session, seed);
+  // the general recipe keeps the bookshop's questions too (checked by the value asked, not by a named call)
+  const general = values.recipe === 'general';
+  const callsFrom = general ? 'via' : 'checked';
+  const sets = await makeScenarioSets(session, seed, DEFAULT_SET_SIZES, callsFrom);
   log(`scenarios: warm-up ${sets.warmup.length}, train ${sets.train.length}, val ${sets.val.length}, test ${sets.test.length}`);
 
   // 2. warm-up transcripts: the expert's for every scenario (it must solve each), and one with a habit drawn
   //    from the mix
   const habitRng = makeRng(seed + 1000);
   const habits: Record<Habit, number> = { expert: 0, guess: 0, forget: 0 };
+  const drawHabit = (): Habit => (habitRng.uniform() >= Number(values['lookup-rate']) ? 'guess' : habitRng.uniform() < Number(values['report-rate']) ? 'expert' : 'forget');
   const transcripts: Trajectory[] = [];
   const mixed: Trajectory[] = [];
+  // the bookshop's expert knows its lookups and must solve every scenario; the general one reads any scenario's
+  // checks, and a scenario it cannot solve is left out
+  const Expert = general ? GeneralExpertPolicy : ExpertPolicy;
+  let unsolved = 0;
   const run = async (scenario: Scenario, habit: Habit, on = session) => {
-    const t = await rollout({ policy: new ExpertPolicy(scenario, habit), session: on, tools, scenario, id: `warmup-${scenario.id}` });
+    const t = await rollout({ policy: new Expert(scenario, habit), session: on, tools, scenario, id: `warmup-${scenario.id}` });
     if (!t.metrics.completed || t.error) throw new Error(`the ${habit} policy did not finish warm-up scenario ${scenario.id}: ${t.error ?? 'not completed'}`);
-    if (habit === 'expert' && scoreChecks(t, scenario).fraction < 1) throw new Error(`the expert failed warm-up scenario ${scenario.id}`);
+    if (habit === 'expert' && scoreChecks(t, scenario).fraction < 1) {
+      if (general) return undefined;
+      throw new Error(`the expert failed warm-up scenario ${scenario.id}`);
+    }
     return t;
   };
-  for (const scenario of sets.warmup) {
-    const habit: Habit = habitRng.uniform() >= Number(values['lookup-rate']) ? 'guess' : habitRng.uniform() < Number(values['report-rate']) ? 'expert' : 'forget';
+  const warm = async (scenario: Scenario, on = session) => {
+    const t = await run(scenario, 'expert', on);
+    if (!t) return void unsolved++;
+    const habit = drawHabit();
     habits[habit]++;
-    transcripts.push(await run(scenario, 'expert'));
-    mixed.push(await run(scenario, habit));
-  }
+    transcripts.push(t);
+    mixed.push((await run(scenario, habit, on))!);
+  };
+  for (const scenario of sets.warmup) await warm(scenario);
   // the same warm-up on made-up catalogues: other ids, titles and names, so the model must read what tools return
   const madeUp: Scenario[] = [];
-  for (let k = 1; k <= Number(values['warmup-catalogues']); k++) {
+  for (let k = 1; k <= opt('warmup-catalogues'); k++) {
     const other = await connect(fixtureTarget(k));
-    for (const scenario of await drawWarmup(other, seed + 100 * k, Number(values['warmup-per-catalogue']))) {
+    for (const scenario of await drawWarmup(other, seed + 100 * k, Number(values['warmup-per-catalogue']), callsFrom)) {
       madeUp.push(scenario);
-      const habit: Habit = habitRng.uniform() >= Number(values['lookup-rate']) ? 'guess' : habitRng.uniform() < Number(values['report-rate']) ? 'expert' : 'forget';
-      habits[habit]++;
-      transcripts.push(await run(scenario, 'expert', other));
-      mixed.push(await run(scenario, habit, other));
+      await warm(scenario, other);
     }
     await other.close();
   }
   await session.close();
-  log(`warm-up transcripts: ${transcripts.length} expert; habit mix ${habits.expert} expert, ${habits.guess} guess, ${habits.forget} forget`);
+  // the general recipe: the same on synthetic servers of many shapes and domains (never the held-out published ones)
+  const synthetic = await syntheticWarmup({ servers: opt('synthetic-servers'), perServer: opt('synthetic-per-server'), seed: seed + 5000, habitFor: drawHabit, log });
+  for (const [h, n] of Object.entries(synthetic.habits)) habits[h as Habit] += n;
+  transcripts.push(...synthetic.transcripts);
+  mixed.push(...synthetic.mixed);
+  log(`warm-up transcripts: ${transcripts.length} expert (${synthetic.transcripts.length} on synthetic servers; left out unsolved: ${unsolved} bookshop, ${synthetic.unsolved} synthetic); habit mix ${habits.expert} expert, ${habits.guess} guess, ${habits.forget} forget`);
 
   // 3. tokenizer
   const template = await readFile(join(import.meta.dirname, 'chat_template.jinja'), 'utf8');
   const renderer = new ChatTemplate(template);
-  const vocabSize = Number(values.vocab);
+  const vocabSize = opt('vocab');
   let tokenizerJson;
   if (values.tokenizer) {
     tokenizerJson = JSON.parse(await readFile(values.tokenizer, 'utf8'));
@@ -156,6 +214,7 @@ async function main() {
   } else {
     const texts = transcripts.map((t) => renderer.render(t.messages, { tools: t.tools, addGenerationPrompt: false }));
     texts.push(await readFile(join(import.meta.dirname, 'tokenizer-corpus.md'), 'utf8'), JSON.stringify({ books: BOOKS, authors: AUTHORS }, null, 2));
+    if (opt('docs-chars') > 0) texts.push(...(await docsCorpus(ROOT, opt('docs-chars'))));
     const splitRegex = { single: QWEN_SPLIT_REGEX, grouped: GROUPED_DIGITS_SPLIT_REGEX }[values.digits!];
     if (!splitRegex) throw new Error(`--digits ${values.digits}: expected single or grouped`);
     tokenizerJson = trainByteLevelBpe(texts, { vocabSize, addedTokens: SPECIAL, splitRegex, minFrequency: 1 });
@@ -165,7 +224,7 @@ async function main() {
   // 4. random model
   let modelDir = join(work, 'cycle-0');
   await makeRandomModel(modelDir, {
-    arch: 'qwen3', seed, hiddenSize: 128, numLayers: 4, numHeads: 4, numKvHeads: 2, headDim: 32, intermediateSize: 384,
+    arch: 'qwen3', seed, hiddenSize: opt('hidden'), numLayers: opt('layers'), numHeads: opt('hidden') / 32, numKvHeads: opt('hidden') / 64, headDim: 32, intermediateSize: opt('intermediate'),
     vocabSize, std: 0.02, embedStd: 0.1, finalNormMean: 2, tokenizer: false,
     bosTokenId: idOf('<|endoftext|>'), eosTokenId: idOf('<|im_end|>'), maxPositionEmbeddings: 2048,
   });
@@ -183,14 +242,14 @@ async function main() {
   const rng = makeRng(seed);
   if (values.drilled) {
     modelDir = values.drilled;
-  } else if (Number(values['drill-steps']) > 0) {
+  } else if (opt('drill-steps') > 0) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
     const trainer = await Trainer.create(engine.model as never, {
       adapterName: 'drills', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS],
       seed,
     });
     const drillSchedule: LrSchedule = { kind: 'warmup', warmupSteps: 10 };
-    for (let step = 0; step < Number(values['drill-steps']); step++) {
+    for (let step = 0; step < opt('drill-steps'); step++) {
       const batch = Array.from({ length: 64 }, () => trajectoryToSequences(engine, { messages: copyDrill(rng), tools: [] })).flat();
       const optimizer = { lr: learningRate(drillSchedule, Number(values.lr), step), maxGradNorm: 1 };
       const m = await trainer.sftStep(batch, { foldLora: true, optimizer });
@@ -207,7 +266,7 @@ async function main() {
   const sftRng = makeRng(seed + 2000);
   // a stream of its own, so that `--tool-drills 0` draws exactly the batches the builds before tool drills drew
   const toolRng = makeRng(seed + 3000);
-  const cycles = Number(values.cycles);
+  const cycles = opt('cycles');
   for (let cycle = 0; cycle < cycles; cycle++) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
     const habitCycle = cycle >= cycles - Number(values['habit-cycles']);
@@ -217,15 +276,15 @@ async function main() {
       adapterName: 'warmup', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS],
       seed: seed + cycle,
     });
-    const schedule: LrSchedule = { kind: 'cosine', warmupSteps: 5, totalSteps: Number(values['steps-per-cycle']) };
-    for (let step = 0; step < Number(values['steps-per-cycle']); step++) {
+    const schedule: LrSchedule = { kind: 'cosine', warmupSteps: 5, totalSteps: opt('steps-per-cycle') };
+    for (let step = 0; step < opt('steps-per-cycle'); step++) {
       const batch = Array.from({ length: Number(values['batch-size']) }, () => sequences[Math.floor(sftRng.uniform() * sequences.length)]);
       for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copyDrill(sftRng), tools: [] }));
       // the skill cycles only: a drill always looks up and reports, which would undo the habit cycle's mix
       if (!habitCycle) for (let k = 0; k < Number(values['tool-drills']); k++) batch.push(...trajectoryToSequences(engine, toolDrill(toolRng)));
       const optimizer = { lr: learningRate(schedule, Number(values.lr), step), weightDecay: 0, maxGradNorm: 1 };
       const m = await trainer.sftStep(batch, { foldLora: true, optimizer });
-      if (step % 10 === 0 || step === Number(values['steps-per-cycle']) - 1) log(`cycle ${cycle} step ${step}: loss ${m.loss.toFixed(4)} grad ${m.gradNorm.toFixed(3)} ${Math.round(m.tokensPerSecond)} tok/s`);
+      if (step % 10 === 0 || step === opt('steps-per-cycle') - 1) log(`cycle ${cycle} step ${step}: loss ${m.loss.toFixed(4)} grad ${m.gradNorm.toFixed(3)} ${Math.round(m.tokensPerSecond)} tok/s`);
     }
     const adapterDir = join(work, `adapter-${cycle}`);
     await trainer.save(adapterDir);
@@ -242,21 +301,25 @@ async function main() {
 
   // 7. the bundled folder: the model, its warm-up manifest (one entry per scenario id: a schema task reads the same
   //    on every catalogue), and the RL / validation scenario sets
-  const out = values.out!;
+  const out = outDir;
   await rm(out, { recursive: true, force: true });
   await cp(modelDir, out, { recursive: true });
-  await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios([...new Map([...sets.warmup, ...madeUp].map((s) => [s.id, s])).values()]));
+  await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios([...new Map([...sets.warmup, ...madeUp, ...synthetic.scenarios].map((s) => [s.id, s])).values()]));
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
     seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, warmup_habits: habits,
-    digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: Number(values['warmup-catalogues']), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: Number(values['drill-steps']), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
-    cycles, habit_cycles: Number(values['habit-cycles']), steps_per_cycle: Number(values['steps-per-cycle']),
+    digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: opt('warmup-catalogues'), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: opt('drill-steps'), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
+    cycles, habit_cycles: Number(values['habit-cycles']), steps_per_cycle: opt('steps-per-cycle'),
     batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank),
     val_success: summary.success_rate, test_success: testSummary.success_rate,
+    ...(values.recipe === 'bookshop' ? {} : {
+      recipe: values.recipe, hidden_size: opt('hidden'), layers: opt('layers'), intermediate_size: opt('intermediate'), docs_chars: opt('docs-chars'),
+      synthetic_servers: opt('synthetic-servers'), synthetic_per_server: opt('synthetic-per-server'), synthetic_transcripts: synthetic.transcripts.length, synthetic_unsolved: synthetic.unsolved,
+    }),
   });
-  await mkdir(values.scenarios!, { recursive: true });
-  await writeFile(join(values.scenarios!, 'train.jsonl'), formatScenarios(sets.train));
-  await writeFile(join(values.scenarios!, 'val.jsonl'), formatScenarios(sets.val));
-  await writeFile(join(values.scenarios!, 'test.jsonl'), formatScenarios(sets.test));
+  await mkdir(scenarioDir, { recursive: true });
+  await writeFile(join(scenarioDir, 'train.jsonl'), formatScenarios(sets.train));
+  await writeFile(join(scenarioDir, 'val.jsonl'), formatScenarios(sets.val));
+  await writeFile(join(scenarioDir, 'test.jsonl'), formatScenarios(sets.test));
   log(`wrote ${out} and ${values.scenarios}`);
 }
 

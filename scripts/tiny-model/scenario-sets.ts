@@ -28,21 +28,32 @@ export const DEFAULT_SET_SIZES = { warmup: 600, train: 96, val: 48, test: 48 };
 
 const VERBS = new Set(['get', 'list', 'search', 'check', 'convert', 'find']);
 
-function toolCalls(s: Scenario) {
-  return (s.checks ?? []).flatMap((c) => (c.kind === 'tool_called' ? [c] : []));
+/**
+ * How a scenario's calls are read. `checked`: its `tool_called` checks only (the bookshop recipe, as the bundled
+ * sets were drawn). `via`: a task checked by the value it asks for (`answer_value`, which the generator writes
+ * instead of a checked call for a question) counts the call that value was read from, so questions are kept too
+ * (the general recipe).
+ */
+export type CallsFrom = 'checked' | 'via';
+
+function toolCalls(s: Scenario, from: CallsFrom = 'checked'): { tool: string; args: Record<string, unknown> }[] {
+  const checked = (s.checks ?? []).flatMap((c) => (c.kind === 'tool_called' ? [c] : []));
+  if (checked.length > 0 || from === 'checked') return checked;
+  const via = (s.checks ?? []).flatMap((c) => (c.kind === 'answer_value' && c.via?.length ? [c.via[0]] : []));
+  return [...new Map(via.map((c) => [`${c.tool} ${JSON.stringify(c.args)}`, c])).values()];
 }
 
 /** The stratum of a scenario: its checked tools in order and its difficulty ("get_book+convert_price d4"). */
-export function stratum(s: Scenario): string {
-  return `${toolCalls(s).map((c) => c.tool).join('+')} d${s.difficulty}`;
+export function stratum(s: Scenario, from: CallsFrom = 'checked'): string {
+  return `${toolCalls(s, from).map((c) => c.tool).join('+')} d${s.difficulty}`;
 }
 
 /** A string argument that is an id (`bk-013`, `au-09`): a chain may find it by a lookup instead of the task stating it. */
 const ID_VALUE = /^[a-z]{2}-\d+$/;
 
 /** See the module comment: the task tells which tools are meant, and states or names everything they need. */
-export function fairScenario(s: Scenario): boolean {
-  const calls = toolCalls(s);
+export function fairScenario(s: Scenario, from: CallsFrom = 'checked'): boolean {
+  const calls = toolCalls(s, from);
   if (calls.length === 0 || calls.length > 2) return false;
   const task = s.task.toLowerCase();
   const named = calls.every((c) => c.tool.split('_').filter((w) => !VERBS.has(w)).every((w) => task.includes(w.replace(/s$/, ''))));
@@ -61,19 +72,19 @@ export function fairScenario(s: Scenario): boolean {
   );
 }
 
-function capPerStratum(xs: Scenario[], cap: number): Scenario[] {
+function capPerStratum(xs: Scenario[], cap: number, from: CallsFrom): Scenario[] {
   const seen = new Map<string, number>();
   return xs.filter((s) => {
-    const n = (seen.get(stratum(s)) ?? 0) + 1;
-    seen.set(stratum(s), n);
+    const n = (seen.get(stratum(s, from)) ?? 0) + 1;
+    seen.set(stratum(s, from), n);
     return n <= cap;
   });
 }
 
 /** `count` scenarios taken round-robin over the strata (sorted by name), each stratum in generation order. */
-export function roundRobin(xs: Scenario[], count: number): Scenario[] {
+export function roundRobin(xs: Scenario[], count: number, from: CallsFrom = 'checked'): Scenario[] {
   const by = new Map<string, Scenario[]>();
-  for (const s of xs) by.set(stratum(s), [...(by.get(stratum(s)) ?? []), s]);
+  for (const s of xs) by.set(stratum(s, from), [...(by.get(stratum(s, from)) ?? []), s]);
   const queues = [...by.keys()].sort().map((k) => by.get(k)!);
   const out: Scenario[] = [];
   for (let round = 0; out.length < count && queues.some((q) => q.length > round); round++) {
@@ -83,19 +94,19 @@ export function roundRobin(xs: Scenario[], count: number): Scenario[] {
 }
 
 /** Warm-up scenarios of another server (a made-up catalogue): the warm-up partition's templates, capped per stratum. */
-export async function drawWarmup(server: ScenarioServer, seed: number, count: number): Promise<Scenario[]> {
+export async function drawWarmup(server: ScenarioServer, seed: number, count: number, from: CallsFrom = 'checked'): Promise<Scenario[]> {
   const r = await generateOfflineScenarios(server, { count: Math.max(400, count * 4), seed, partition: { index: 0, of: 4 } });
-  return capPerStratum(r.scenarios.filter(fairScenario), Math.ceil(count / 4)).slice(0, count);
+  return capPerStratum(r.scenarios.filter((s) => fairScenario(s, from)), Math.ceil(count / 4), from).slice(0, count);
 }
 
-export async function makeScenarioSets(server: ScenarioServer, seed: number, sizes = DEFAULT_SET_SIZES): Promise<ScenarioSets> {
+export async function makeScenarioSets(server: ScenarioServer, seed: number, sizes = DEFAULT_SET_SIZES, from: CallsFrom = 'checked'): Promise<ScenarioSets> {
   const draw = async (index: number, count: number) => {
     const r = await generateOfflineScenarios(server, { count: Math.max(400, count * 4), seed: seed + index, partition: { index, of: 4 } });
-    return r.scenarios.filter(fairScenario);
+    return r.scenarios.filter((s) => fairScenario(s, from));
   };
-  const warmup = capPerStratum(await draw(0, sizes.warmup), Math.ceil(sizes.warmup / 4)).slice(0, sizes.warmup);
-  const train = roundRobin(await draw(1, sizes.train), sizes.train);
-  const val = roundRobin(await draw(2, sizes.val), sizes.val);
-  const test = roundRobin(await draw(3, sizes.test), sizes.test);
+  const warmup = capPerStratum(await draw(0, sizes.warmup), Math.ceil(sizes.warmup / 4), from).slice(0, sizes.warmup);
+  const train = roundRobin(await draw(1, sizes.train), sizes.train, from);
+  const val = roundRobin(await draw(2, sizes.val), sizes.val, from);
+  const test = roundRobin(await draw(3, sizes.test), sizes.test, from);
   return { warmup, train, val, test };
 }
