@@ -19,8 +19,8 @@ export interface PublishedTarget {
   label: string;
   /** The server as an mcpServers entry (mcp.json): `{sandbox}` is where it keeps its state. */
   server: { command: string; args: string[]; env?: Record<string, string> };
-  /** The files every sandbox starts from, by path relative to the sandbox. */
-  files: Record<string, string>;
+  /** The files every sandbox starts from, by path relative to the sandbox (text, or bytes for an image). */
+  files: Record<string, string | Uint8Array>;
 }
 
 const entity = (name: string, entityType: string, observations: string[]) => JSON.stringify({ type: 'entity', name, entityType, observations });
@@ -41,14 +41,21 @@ const MEMORY_GRAPH = [
   relation('Priya Raman', 'works at', 'Lisbon office'),
 ].join('\n') + '\n';
 
-/** A folder of notes as a person keeps one: markdown, plain text and JSON, one subfolder. */
-const NOTES: Record<string, string> = {
+/** A 4×4 PNG (a harbour-blue square): the folder's one image, so that server-filesystem's media reader has one. */
+const HARBOUR_PNG = Buffer.from(
+  '89504e470d0a1a0a0000000d4948445200000004000000040802000000269309290000001049444154789c63908b5a00470cc47100bf23118125cd8ffb0000000049454e44ae426082',
+  'hex',
+);
+
+/** A folder of notes as a person keeps one: markdown, plain text, JSON and a photo, two subfolders. */
+const NOTES: Record<string, string | Uint8Array> = {
   'README.md': '# Household notes\n\nBills, trips and recipes. The budget is in budget.json; trips are in trips/.\n',
   'todo.txt': 'renew the car insurance before 14 January\nbook the boiler service\nreturn the library books\n',
   'budget.json': JSON.stringify({ currency: 'EUR', month: '2026-12', rent: 1150, groceries: 420, transport: 95, savings: 300 }, null, 2) + '\n',
   'recipes.md': '# Recipes\n\n## Lentil soup\nRed lentils, carrots, cumin; simmer 25 minutes.\n\n## Pancakes\nFlour, milk, two eggs, a pinch of salt.\n',
   'trips/porto.md': '# Porto, May 2026\n\nTrain from Lisbon at 09:05. Hotel near Ribeira, 3 nights.\n',
   'trips/packing.txt': 'passport\nphone charger\nrain jacket\n',
+  'trips/photos/harbour.png': HARBOUR_PNG,
 };
 
 /** The published targets by name; `node` is the interpreter that runs them (the demo's own). */
@@ -61,7 +68,7 @@ export function publishedTarget(name: PublishedTarget['name'], node = process.ex
     };
   }
   return {
-    name, label: `the published server-filesystem serving {sandbox}, a copy of a folder of ${Object.keys(NOTES).length} notes`,
+    name, label: `the published server-filesystem serving {sandbox}, a copy of a folder of ${Object.keys(NOTES).length} notes and photos`,
     server: { command: node, args: [join(PUBLISHED, 'server-filesystem', 'dist', 'index.js'), '{sandbox}'] },
     files: NOTES,
   };

@@ -70,7 +70,7 @@ describe.each(['memory', 'filesystem'] as const)('npm run demo -- --target %s', 
     const source = join(runs, inputs[0], 'source');
     const files = publishedTarget(name).files;
     expect((await readdir(source, { recursive: true, withFileTypes: true })).filter((e) => e.isFile()).length).toBe(Object.keys(files).length);
-    for (const [file, text] of Object.entries(files)) expect(await readFile(join(source, file), 'utf8'), file).toBe(text);
+    for (const [file, data] of Object.entries(files)) expect(await readFile(join(source, file)), file).toEqual(Buffer.from(data));
     expect(r.stderr).toContain(`${source} unchanged (${Object.keys(files).length} files, sha256)`);
     expect((await readdir(tmp)).filter((f) => f.startsWith('mcprl-sandbox-'))).toEqual([]);
   }, 600_000);

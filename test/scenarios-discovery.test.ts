@@ -59,7 +59,8 @@ describe('server-filesystem on a folder with a few files', () => {
   afterAll(async () => session?.close());
 
   it('finds the files from the root folder and uses only paths that exist', () => {
-    expect(r.scenarios.length).toBe(20);
+    // A read with nothing to ask about makes no task, so a few of the 20 asked for may be missing.
+    expect(r.scenarios.length).toBeGreaterThanOrEqual(16);
     const paths = r.scenarios.flatMap((s) => calledArgs(s).flatMap((c) => [c.args.path, ...((c.args.paths as unknown[]) ?? [])])).filter((p) => p !== undefined);
     expect(paths.length).toBeGreaterThan(10);
     for (const p of paths) expect(existsSync(String(p)), String(p)).toBe(true);
@@ -103,9 +104,11 @@ describe('server-memory', () => {
     try {
       const r = await generateOfflineScenarios(session, { count: 10, seed: 1, maxAttempts: 60 });
       expect(r.scenarios).toEqual([]);
-      for (const tool of ['read_graph', 'search_nodes', 'open_nodes']) {
+      for (const tool of ['read_graph', 'open_nodes']) {
         expect(r.coverage.find((c) => c.tool === tool)).toMatchObject({ scenarios: 0, reason: 'calls_failed' });
       }
+      // Nothing on the server to search for, and stand-in text is no query of its own.
+      expect(r.coverage.find((c) => c.tool === 'search_nodes')).toMatchObject({ scenarios: 0, reason: 'no_discoverable_arguments' });
     } finally {
       await session.close();
     }

@@ -57,8 +57,8 @@ describe('tools that had no scenario', () => {
     expect(of('search_files').length).toBeGreaterThan(0);
     for (const s of of('search_files')) {
       expect(s.checks!.some((c) => (c.kind === 'answer_contains' || c.kind === 'answer_value') && /^\{sandbox\}\/\w+\.\w+$/.test(c.value))).toBe(true);
-      // Worded as other lookups are: the paths found, not "the exact response".
-      expect(s.task).toMatch(/matching paths/);
+      // Worded as other lookups are: the paths of the files found, not "the exact response".
+      expect(s.task).toMatch(/paths of the files named /);
       expect(s.task).not.toMatch(/exact response/);
     }
     const checked = [...of('edit_file'), ...of('create_directory'), ...of('search_files')];
@@ -72,7 +72,7 @@ describe('find → act chains on the published servers', () => {
     const seed = mkdtempSync(path.join(tmpdir(), 'mcprl-memory-seed-'));
     writeFileSync(path.join(seed, 'memory.jsonl'), SEEDED_MEMORY);
     const setup: Setup = { target: memoryTarget('{sandbox}/memory.jsonl'), sandboxFrom: seed, safety: new SafetyPolicy() };
-    const chains = (await generate(setup, 40, 1)).filter((s) => /whose observations include "/.test(s.task));
+    const chains = (await generate(setup, 40, 1)).filter((s) => / noted as "/.test(s.task));
     expect(chains.length).toBeGreaterThan(1);
     expect(chains.some((s) => calledTool(s) === 'add_observations' && hasState(s))).toBe(true);
     for (const s of chains) {

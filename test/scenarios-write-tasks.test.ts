@@ -10,9 +10,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OpenAIPolicy } from '../src/agent/policy.js';
 import { rolloutGroups } from '../src/agent/rollout-groups.js';
-import { connect, type McpSession } from '../src/mcp/index.js';
+import { connect, type McpSession, type ToolInfo } from '../src/mcp/index.js';
 import { scoreChecks } from '../src/ruler/checks.js';
-import { generateOfflineScenarios, plainArgs } from '../src/scenarios/offline/index.js';
+import { toolNaming } from '../src/ruler/quality.js';
+import { generateOfflineScenarios } from '../src/scenarios/offline/index.js';
+import { stringLeaves } from '../src/scenarios/offline/values.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
 import type { OpenAIDouble } from './doubles/openai-double.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble } from './doubles/policy-double.js';
@@ -23,6 +25,7 @@ const doubles: OpenAIDouble[] = [];
 let seed: string;
 let session: McpSession;
 let writes: Scenario[];
+let tools: ToolInfo[];
 
 beforeAll(async () => {
   seed = mkdtempSync(path.join(tmpdir(), 'mcprl-memory-seed-'));
@@ -32,6 +35,7 @@ beforeAll(async () => {
     count: 8, seed: 5, maxAttempts: 40, isolatedServer: () => connect(target, { sandboxFrom: seed, isolated: true }),
   });
   writes = r.scenarios.filter((s) => s.checks?.some((c) => c.kind === 'state_contains'));
+  tools = await session.listTools();
 }, 240_000);
 
 afterAll(async () => {
@@ -54,9 +58,11 @@ describe('write tasks on server-memory', () => {
       expect(['create_entities', 'add_observations', 'create_relations']).toContain(call.kind === 'tool_called' && call.tool);
       expect(state).toMatchObject({ kind: 'state_contains' });
       expect(['open_nodes', 'search_nodes', 'read_graph']).toContain(state.kind === 'state_contains' && state.tool);
-      // The task names the values in words, not as JSON with field names.
+      // The task states every value written, in words: no JSON, no tool name, no argument key.
       expect(s.task).not.toMatch(/[{}[\]]|entityName|entityType/);
-      if (call.kind === 'tool_called') expect(s.task.toLowerCase()).toContain(plainArgs(call.args).toLowerCase());
+      expect(toolNaming(s.task, tools), s.task).toBeUndefined();
+      // (A find → act task names its entity by a clue instead: 'the person noted as "…"'.)
+      if (call.kind === 'tool_called' && !/ noted as "/.test(s.task)) for (const v of stringLeaves(call.args)) expect(s.task, v).toContain(v);
     }
     // Generation wrote only into sandboxes.
     expect(readFileSync(path.join(seed, 'memory.jsonl'), 'utf8')).toBe(SEEDED_MEMORY);

@@ -330,7 +330,8 @@ function isMultiple(v: number, step: number): boolean {
 
 const FIRST_NAMES = ['Alex', 'Maria', 'Sam', 'Priya', 'Jonas', 'Chen', 'Fatima', 'Luca', 'Nora', 'Diego'];
 const LAST_NAMES = ['Morgan', 'Silva', 'Okafor', 'Lindqvist', 'Tanaka', 'Haddad', 'Rossi', 'Novak', 'Byrne', 'Kaur'];
-const WORDS = [
+/** Stand-in text for a string with nothing else to go on (exported so that offline writes can refuse it). */
+export const FILLER_WORDS = [
   'hello world', 'quarterly report', 'blue notebook', 'weekend trip', 'team meeting', 'garden plan',
   'research notes', 'birthday gift', 'project alpha', 'morning run', 'recipe ideas', 'reading list',
 ];
@@ -393,7 +394,7 @@ function genString(schema: JsonSchema, rng: Rng, name: string | undefined): stri
   else if (/city|location/.test(n)) s = rng.pick(['Paris', 'Tokyo', 'Lagos', 'Lima', 'Oslo']);
   else if (/date/.test(n)) s = `20${rng.int(20, 25)}-${pad2(rng.int(1, 12))}-${pad2(rng.int(1, 28))}`;
   else if (/(^|_)id$|^id/.test(n)) s = `${n.replace(/_?id$/, '') || 'item'}-${rng.int(1, 99)}`;
-  else s = rng.pick(WORDS);
+  else s = rng.pick(FILLER_WORDS);
   return fit(s);
 }
 

@@ -1,10 +1,12 @@
 /** What a task asks about: a value chosen from a tool's real output that the agent can only know by calling it. */
 import type { ToolCallOutcome, ToolInfo } from '../../mcp/index.js';
 import type { Rng } from '../../util/rng.js';
-import { LABEL_KEYS, leaves, outcomeData, resultText } from './output.js';
+import { entityKey, pathKind } from './arguments.js';
+import { LABEL_KEYS, leaves, listingLines, outcomeData, resultText } from './output.js';
+import { fieldWords } from './phrasing.js';
 import type { Scalar } from './types.js';
 import { isPlainObject, isScalar, scalarArgValues } from './values.js';
-import { label, singular, toolNoun, words } from './wording.js';
+import { singular, toolNoun, words } from './wording.js';
 
 export const SECRET_KEYS = /key|token|secret|password|passwd|auth|credential|cookie|session/i;
 
@@ -14,10 +16,11 @@ export const UNSTABLE_KEYS = /(^|_|\b)(accessed|modified|created|mtime|atime|cti
 /** Field names that are bare prepositions ("to", "from" of a relation) say nothing as a question. */
 export const VAGUE_FIELDS = /^(to|from|of|in|at|by|on|for|type)$/i;
 
+/** `field` in words as a question asks it ("type", "id of the branch"); `noun`: what the record is, when known. */
 export type Answer =
-  | { kind: 'field'; field: string; values: string[] }
+  | { kind: 'field'; field: string; values: string[]; noun?: string }
   | { kind: 'list'; field: string; noun: string; values: string[] }
-  | { kind: 'values'; field: string; values: string[] };
+  | { kind: 'values'; field: string; values: string[]; noun?: string };
 
 /** Chooses what to ask about from a tool's real output; undefined when nothing checkable is there. */
 export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: ToolInfo, rng: Rng): Answer | undefined {
@@ -27,28 +30,32 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
     // Secrets must not land in scenario files; ALL_CAPS keys are environment variables, which differ per machine.
     if (typeof v === 'boolean' || SECRET_KEYS.test(key) || UNSTABLE_KEYS.test(key) || VAGUE_FIELDS.test(key) || /^[A-Z][A-Z0-9_]*$/.test(key)) return false;
     const s = String(v).trim();
-    // "true"/"false" as text is as unspecific an answer as a boolean.
-    return s.length >= 2 && s.length <= 60 && !argValues.has(s.toLowerCase()) && !/\n/.test(s) && !/^(true|false)$/i.test(s);
+    // "true"/"false" as text is as unspecific an answer as a boolean. A number is checked as a number, so one digit
+    // is an answer too (copies of a book: 2).
+    return (s.length >= 2 || typeof v === 'number') && s.length <= 60 && !argValues.has(s.toLowerCase()) && !/\n/.test(s) && !/^(true|false)$/i.test(s);
   };
   // An image or audio result: its MIME type is what it says for sure (the model reads "[image: image/png, 70 bytes]").
   const media = o.media?.[0];
-  if (media) return { kind: 'field', field: `MIME type of the ${media.type}`, values: [media.mimeType] };
+  if (media) return { kind: 'field', field: 'MIME type', noun: media.type, values: [media.mimeType] };
   const options: Answer[] = [];
   if (data !== undefined) {
+    const own = toolNoun(tool.name);
     for (const leaf of leaves(data)) {
       const key = leaf.path[leaf.path.length - 1];
-      if (usable(key, leaf.value)) options.push({ kind: 'field', field: label(leaf.path.join(' ')), values: [String(leaf.value)] });
+      if (usable(key, leaf.value)) options.push({ kind: 'field', field: fieldWords(leaf.path.join('_'), own), values: [String(leaf.value)] });
     }
-    const arrays: [string, unknown[]][] = Array.isArray(data) ? [[toolNoun(tool.name), data]] : isPlainObject(data) ? Object.entries(data).filter((e): e is [string, unknown[]] => Array.isArray(e[1])) : [];
+    // The entries of a folder's listing or tree are its entries, whatever the tool is called.
+    const listNoun = pathKind(tool) === 'folder' ? 'entry' : own;
+    const arrays: [string, unknown[]][] = Array.isArray(data) ? [[listNoun, data]] : isPlainObject(data) ? Object.entries(data).filter((e): e is [string, unknown[]] => Array.isArray(e[1])) : [];
     for (const [key, arr] of arrays) {
       if (arr.length < 1 || arr.length > 4) continue;
-      const noun = Array.isArray(data) || /^(results?|items?|data|matches)$/i.test(key) ? toolNoun(tool.name) : singular(words(key).pop() ?? key);
+      const noun = Array.isArray(data) ? listNoun : /^(results?|items?|data|matches)$/i.test(key) ? own : singular(words(key).pop() ?? key);
       // A lookup that found exactly one record: its fields, and its short lists, are what to ask about.
       if (arr.length === 1 && isPlainObject(arr[0])) {
         for (const [k, v] of Object.entries(arr[0])) {
-          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: label(k), values: [String(v)] });
+          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: fieldWords(k, noun), noun, values: [String(v)] });
           if (Array.isArray(v) && v.length >= 1 && v.length <= 4 && v.every((x) => isScalar(x) && usable(k, x))) {
-            options.push({ kind: 'values', field: label(k), values: v.map(String) });
+            options.push({ kind: 'values', field: fieldWords(k, noun), noun, values: v.map(String) });
           }
         }
       }
@@ -56,16 +63,28 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
         const lk = LABEL_KEYS.find((k) => arr.every((x) => typeof (x as Record<string, unknown>)[k] === 'string'));
         if (lk) {
           const values = arr.map((x) => String((x as Record<string, unknown>)[lk]));
-          if (values.every((v) => usable(lk, v))) options.push({ kind: 'list', field: label(lk), noun, values });
+          if (values.every((v) => usable(lk, v))) options.push({ kind: 'list', field: fieldWords(lk, noun), noun, values });
         }
       } else if (arr.every(isScalar) && arr.every((v) => usable(key, v as Scalar))) {
-        options.push({ kind: 'values', field: label(key), values: arr.map(String) });
+        options.push({ kind: 'values', field: fieldWords(key), values: arr.map(String) });
       }
     }
     return options.length ? rng.pick(options) : undefined;
   }
   // Plain text: a number the call produced (not one we passed in), else the whole short reply.
   const text = resultText(o);
+  // A file's content: its first or last line is what a person asks about (a number inside a line is no answer).
+  const pathArgs = Object.entries(args).filter(([k]) => entityKey(k) === 'path').flatMap(([, v]) => (Array.isArray(v) ? v : [v]));
+  if (pathArgs.length && pathKind(tool) !== 'folder' && !listingLines(text)) {
+    // Several files in one reply, each headed by its path: their first lines, in order.
+    if (pathArgs.length > 1) return firstLines(text, pathArgs.map(String), usable);
+    const lines = text.split('\n').map((l) => l.trim()).filter((l) => l && l !== `${String(pathArgs[0])}:` && !/^-{3,}$/.test(l));
+    const ends: Answer[] = [];
+    if (lines.length >= 2 && usable('line', lines[0]) && text.split(lines[0]).length === 2) ends.push({ kind: 'field', field: 'first line', values: [lines[0]] });
+    const last = lines[lines.length - 1];
+    if (lines.length >= 2 && usable('line', last) && text.split(last).length === 2) ends.push({ kind: 'field', field: 'last line', values: [last] });
+    return ends.length ? rng.pick(ends) : undefined;
+  }
   // Lines that are each a path (what a file search returns) are asked for as the paths found, like any listing.
   // Resources (or links to them) the call made or lists: one's MIME type or URI, or the URIs of a few, as the
   // reply's summary lines state them ("[resource link: demo://resource/session/x.gz (x.gz), application/gzip]").
@@ -73,8 +92,8 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
   if (resources.length === 1) {
     const [, uri, mime] = resources[0];
     const options: Answer[] = [];
-    if (mime) options.push({ kind: 'field', field: 'MIME type of the resource', values: [mime] });
-    if (!argValues.has(uri.toLowerCase())) options.push({ kind: 'field', field: 'URI of the resource', values: [uri] });
+    if (mime) options.push({ kind: 'field', field: 'MIME type', noun: 'resource', values: [mime] });
+    if (!argValues.has(uri.toLowerCase())) options.push({ kind: 'field', field: 'URI', noun: 'resource', values: [uri] });
     if (options.length) return rng.pick(options);
   }
   const uris = resources.map((m) => m[1]).filter((u) => !argValues.has(u.toLowerCase()));
@@ -89,11 +108,23 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
   const heading = all.length >= 2 && /^[A-Za-z][A-Za-z ]{2,40}:$/.test(all[0]) ? all[0].slice(0, -1).toLowerCase() : undefined;
   const lines = heading ? all.slice(1) : all;
   if (lines.length <= 4 && lines.every((l) => l.length <= 200 && /^(\{sandbox\}|\/)\S*$/.test(l) && !argValues.has(l.toLowerCase()))) {
-    return { kind: 'values', field: heading ?? 'matching paths', values: lines };
+    return { kind: 'values', field: heading ?? 'paths', values: lines };
   }
   // Only an unambiguous number counts: exactly one distinct number in the reply that we did not pass in.
   const nums = [...new Set((text.match(/-?\d+(?:\.\d+)?/g) ?? []).filter((n) => !argValues.has(n)))];
   if (nums.length === 1) return { kind: 'field', field: 'result', values: nums };
   if (text.length >= 2 && text.length <= 80 && !text.includes('\n') && !text.startsWith('[')) return { kind: 'field', field: 'exact response', values: [text] };
   return undefined;
+}
+
+/** The first line of each file in a reply that gives several, each headed by "PATH:"; undefined unless all are there. */
+function firstLines(text: string, paths: readonly string[], usable: (key: string, v: Scalar) => boolean): Answer | undefined {
+  const lines = text.split('\n').map((l) => l.trim());
+  const values = paths.map((p) => {
+    const at = lines.indexOf(`${p}:`);
+    // The first line that says something: a JSON file's "{" is no line a person reads.
+    return at < 0 ? undefined : lines.slice(at + 1).find((l) => /[A-Za-z]/.test(l) && !/^-{3,}$/.test(l));
+  });
+  if (values.some((v) => v === undefined || !usable('line', v) || text.split(v).length !== 2)) return undefined;
+  return { kind: 'values', field: 'first lines', values: values as string[] };
 }

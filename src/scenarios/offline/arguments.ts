@@ -19,6 +19,8 @@ export const REF_NAMES = /^(source|src|from_?path|old_?path)$/i;
 export const GLOB_NAMES = /^(pattern|glob|glob_?pattern|file_?pattern|include)$/i;
 /** Parameters that take text to be replaced (an edit's `oldText`): a line of the content discovered for the path. */
 export const OLD_TEXT_NAMES = /^(old|original|search|find|from|match)_?(text|string|str|content|line|value)$/i;
+/** Parameters that take the text that replaces another (an edit's `newText`). */
+export const NEW_TEXT_NAMES = /^(new|replacement)_?(text|string|str|content|line|value)$/i;
 /** Parameters that name a new thing (where a file is moved or written to). */
 export const NEW_PATH_NAMES = /^(destination|dest|target|to_?path|new_?path)$/i;
 /** Keys whose values name an entity, so that they are worth feeding back as arguments of other tools. */

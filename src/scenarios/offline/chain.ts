@@ -9,6 +9,7 @@ import { requiredNames } from './arguments.js';
 import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
 import type { Drawn } from './types.js';
+import { questionFill } from './phrasing.js';
 import { idStem, label, toolNoun } from './wording.js';
 
 /** Tools whose only required argument is an id of `noun`. */
@@ -63,7 +64,8 @@ export async function chain(g: Generation, known: Discovery): Promise<Drawn> {
     g.note(start.tool.name, 'nothing_to_ask');
     return undefined;
   }
-  const task = g.render('field', { field: answer.field, subject: start.subject });
+  const { family, fill } = questionFill(answer, start.subject);
+  const task = g.render(family, fill);
   return {
     task,
     difficulty: 2 + start.hops,

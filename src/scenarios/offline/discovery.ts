@@ -13,6 +13,9 @@ import type { DiscoveredEntity, EntityRecord, Scalar } from './types.js';
 import { isPlainObject, walkObjects } from './values.js';
 import { idStem, isIdName, toolNoun, words } from './wording.js';
 
+/** Parameters that take free text to pass on (an echo's message). */
+const FREE_TEXT_NAMES = /^(message|msg|text|content|input|prompt|note|body)$/i;
+
 /** Discovery rounds after the first (each feeds what the last one found back in), and calls per tool in each. */
 const DISCOVERY_ROUNDS = 3;
 const DISCOVERY_CALLS_PER_TOOL = 3;
@@ -186,13 +189,18 @@ export class Discovery {
       const ws = this.recs.flatMap((r) => (recordLabel(r)?.value.split(/\s+/) ?? []).filter((w) => w.length >= 4));
       return ws.length ? ws : undefined;
     }
+    // Free text to pass on (an echo's message): something the server itself said, never stand-in text.
+    if (FREE_TEXT_NAMES.test(name) && (ctx.schema.type === 'string' || ctx.schema.type === undefined)) {
+      const said = [...this.keyValues.values()].flat().filter((v): v is string => typeof v === 'string' && /^[A-Za-z][\w ,.'-]{2,59}$/.test(v) && !this.isIdLike(v));
+      return said.length ? [...new Set(said)] : undefined;
+    }
     return undefined;
   };
 
   /**
    * The discovered paths a tool's path argument may take: folders for a tool about folders (list_directory,
-   * directory_tree, search_files' starting folder), files for one about files, media files first for one that reads
-   * media; all of them when the tool says neither (or when none of the kind is known).
+   * directory_tree, search_files' starting folder), files for one about files, media files only for one that reads
+   * media; all of them when the tool says neither (or when no folder is known).
    */
   private pathsFor(tool: ToolInfo, paths: readonly Scalar[]): Scalar[] {
     const kind = pathKind(tool);
@@ -204,9 +212,22 @@ export class Discovery {
     if (kind !== 'file') return [...paths];
     const files = paths.filter((p) => !isFolder(p));
     const media = files.filter((p) => MEDIA_FILE.test(String(p)));
-    if (/\b(media|image|audio)\b/.test(words(tool.name).join(' '))) return media.length ? media : files;
+    // A tool that reads media is given media only: a text file is no image, and its error no task.
+    if (readsMedia(tool)) return media;
     const text = files.filter((p) => !MEDIA_FILE.test(String(p)));
     return text.length ? text : files;
+  }
+
+  /** Why no argument of `tool` can be found, when discovery knows: a media reader and no image or audio file seen. */
+  missingReason(tool: ToolInfo): string | undefined {
+    if (!readsMedia(tool) || pathKind(tool) !== 'file') return undefined;
+    const paths = this.keyValues.get('path') ?? [];
+    return paths.some((p) => MEDIA_FILE.test(String(p))) ? undefined : 'no image or audio file found';
+  }
+
+  /** Whether a value is an id or a code ("bk-001", "image/png") rather than words. */
+  private isIdLike(v: string): boolean {
+    return /\d/.test(v) && !/\s/.test(v);
   }
 
   /** Whether discovery saw the value. */
@@ -234,6 +255,11 @@ export class Discovery {
   owners(x: string): number {
     return this.recs.filter((r) => Object.values(r.fields).includes(x) || Object.values(r.lists ?? {}).some((xs) => xs.includes(x))).length;
   }
+}
+
+/** Whether a tool reads media (read_media_file, get_image): it is given image and audio files only. */
+function readsMedia(tool: ToolInfo): boolean {
+  return /\b(media|image|audio)\b/.test(words(tool.name).join(' '));
 }
 
 function push(m: Map<string, Scalar[]>, k: string, v: Scalar): void {

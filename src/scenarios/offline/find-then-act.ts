@@ -7,7 +7,6 @@ import type { Generation } from './generation.js';
 import { lookup } from './lookup.js';
 import type { Drawn } from './types.js';
 import { stringLeaves } from './values.js';
-import { label } from './wording.js';
 import { write } from './write.js';
 
 /** A read-only search tool called with `text` as its one required argument, when the server has one. */
@@ -21,7 +20,7 @@ function searchFor(g: Generation, text: string): { tool: string; args: Record<st
 }
 
 interface Clue {
-  /** The words that name the value in a task ("the entity whose observations include "born in London""). */
+  /** The words that name the value in a task ('the person noted as "backend engineer"'). */
   text: string;
   /** The read-only call a solver makes to go from the clue to the value, and what its result must show. */
   find: { tool: string; args: Record<string, unknown> };
@@ -36,11 +35,14 @@ function cluesFor(g: Generation, known: Discovery, v: string): Clue[] {
   const out: Clue[] = [];
   for (const rec of known.recs) {
     if (!Object.values(rec.fields).includes(v)) continue;
-    for (const [k, xs] of Object.entries(rec.lists ?? {})) {
+    // What kind of thing it is, in the record's own words when it says ("person"), else its noun.
+    const typed = Object.entries(rec.fields).find(([k, t]) => /type$/i.test(k) && typeof t === 'string' && /^[a-z][a-z ]{1,20}$/i.test(t));
+    const kind = typed ? String(typed[1]) : rec.noun;
+    for (const xs of Object.values(rec.lists ?? {})) {
       for (const x of xs) {
         if (x.length < 4 || x.length > 60 || answerContains(x, v) || known.owners(x) !== 1) continue;
         const find = searchFor(g, x);
-        if (find) out.push({ text: `the ${rec.noun} whose ${label(k)} include "${x}"`, find, shows: v });
+        if (find) out.push({ text: `the ${kind} noted as "${x}"`, find, shows: v });
       }
     }
   }
@@ -66,13 +68,15 @@ export async function findThenAct(g: Generation, known: Discovery): Promise<Draw
   if (!base || base === 'unverifiable') return base;
   const first = base.checks.find((k) => k.kind === 'tool_called');
   if (first?.kind !== 'tool_called') return undefined;
-  const named = [...new Set(stringLeaves(first.args))].filter((v) => known.isKnown(v) && base.task.includes(`"${v}"`));
+  // The values the task states, each with the words that say it: a clue stands in for those words.
+  const mentions = base.mentions ?? {};
+  const named = [...new Set(stringLeaves(first.args))].filter((v) => known.isKnown(v) && mentions[v] !== undefined && base.task.includes(mentions[v]));
   const options = named.flatMap((v) => cluesFor(g, known, v).map((c) => ({ v, ...c })));
   if (!options.length) return undefined;
   const pick = g.rng.pick(options);
-  const task = base.task.split(`["${pick.v}"]`).join(`of ${pick.text}`).split(`"${pick.v}"`).join(`of ${pick.text}`);
-  // Named another way too (a path's base name): no finding needed. Inside a JSON list the clue reads badly.
-  if (answerContains(task.split(pick.text).join(''), pick.v) || /[[,]of the /.test(task)) return undefined;
+  const task = base.task.split(mentions[pick.v]).join(pick.text);
+  // Named another way too (a path's base name): no finding needed.
+  if (answerContains(task.split(pick.text).join(''), pick.v)) return undefined;
   // The solver's find step, replayed: the clue leads to the value.
   const out = await g.call(pick.find.tool, pick.find.args, true);
   if (out.isError || !answerContains(out.text, pick.shows)) return 'unverifiable';

@@ -8,7 +8,8 @@ import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
 import { leaves, outcomeData } from './output.js';
 import type { Drawn } from './types.js';
-import { actionPhrase, argsPhrase, label, words } from './wording.js';
+import { aboutWords, questionFill, subjectOf } from './phrasing.js';
+import { label, words } from './wording.js';
 
 /** A flow: a number from one output becomes another tool's argument. */
 export async function flow(g: Generation, known: Discovery): Promise<Drawn> {
@@ -51,14 +52,15 @@ export async function flow(g: Generation, known: Discovery): Promise<Drawn> {
     g.note(pick.tool.name, 'nothing_to_ask');
     return undefined;
   }
-  const task = g.render('flow', {
-    first: label(pick.key),
-    subject: start.subject,
-    action: actionPhrase(pick.tool),
-    param: label(pick.param),
-    rest: Object.keys(rest).length ? ` and ${argsPhrase(rest)}` : '',
-    field: answer.field,
-  });
+  // What the found value feeds, said as what it is of: "the price in USD of the book "X"", then the rest ("in EUR").
+  const inner = `the ${label(pick.key)} of ${start.subject}`;
+  const about = aboutWords(pick.tool);
+  const restText = Object.keys(rest).length ? subjectOf(pick.tool, rest, { isFolder: (p) => known.folders.has(p) })?.subject : '';
+  if (restText === undefined) return undefined;
+  const tail = restText.startsWith(`the ${about} `) ? restText.slice(`the ${about} `.length) : restText.startsWith('the ') ? '' : restText;
+  if (restText && !tail) return undefined;
+  const { fill } = questionFill(answer, `${inner}${tail ? ` ${tail}` : ''}`);
+  const task = g.render('flow', { ...fill, inner });
   return {
     task,
     difficulty: Math.min(5, 3 + start.hops),

@@ -31,7 +31,10 @@ export interface Generation {
   readonly failedArgs: Set<string>;
   /** Calls a read-only tool (cached unless `fresh`); an error in disguise comes back as an error. */
   call(name: string, args: Record<string, unknown>, fresh?: boolean): Promise<ToolCallOutcome>;
-  /** Notes how far a candidate of `tool` got: a tool with no scenario is reported with the furthest stage. */
+  /**
+   * Notes how far a candidate of `tool` got: a tool with no scenario is reported with the furthest stage, and with
+   * the detail given (the last error of failed calls, what no argument could be found for).
+   */
   note(tool: string, reason: NoScenarioReason, detail?: string): void;
   /** Per tool of the server: scenarios made, and for a tool with none, why. */
   coverage(scenarios: Scenario[]): ToolCoverage[];
@@ -62,7 +65,7 @@ export async function startGeneration(userServer: ScenarioServer, opts: OfflineO
   // Tools left out from the start, and for the others the furthest stage a candidate of theirs reached.
   const excluded = new Map<string, { reason: NoScenarioReason; detail?: string }>();
   const furthest = new Map<string, number>();
-  /** The last error of each tool whose calls failed: the report's detail when that is why it has no scenario. */
+  /** The last detail of each tool's furthest stage (an error, a missing kind of value): the report's detail. */
   const lastError = new Map<string, string>();
   const { tools, writeTools } = sortTools(server, allTools, opts, excluded);
   const byName = new Map(tools.map((t) => [t.name, t]));
@@ -85,7 +88,7 @@ export async function startGeneration(userServer: ScenarioServer, opts: OfflineO
     note(tool, reason, detail) {
       const i = STAGES.indexOf(reason);
       if (i > (furthest.get(tool) ?? -1)) furthest.set(tool, i);
-      if (reason === 'calls_failed' && detail) lastError.set(tool, oneLine(detail).slice(0, 200));
+      if ((reason === 'calls_failed' || reason === 'no_discoverable_arguments') && detail && i >= (furthest.get(tool) ?? -1)) lastError.set(tool, oneLine(detail).slice(0, 200));
     },
     coverage: (scenarios) => coverageOf(allTools, scenarios, excluded, furthest, lastError),
     usableTools: () => tools.filter((t) => !disabled.has(t.name)),
@@ -160,7 +163,7 @@ function coverageOf(
     if (n > 0) return { tool: t.name, scenarios: n, stateChecked: stateChecked.get(t.name) ?? 0 };
     const stage = furthest.get(t.name);
     const reason = stage === undefined ? 'not_tried' : STAGES[stage];
-    const detail = reason === 'calls_failed' ? lastError.get(t.name) : undefined;
+    const detail = reason === 'calls_failed' || reason === 'no_discoverable_arguments' ? lastError.get(t.name) : undefined;
     return { tool: t.name, scenarios: 0, stateChecked: 0, ...(excluded.get(t.name) ?? { reason, ...(detail ? { detail } : {}) }) };
   });
 }

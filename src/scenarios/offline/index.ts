@@ -32,7 +32,7 @@ export { disguisedError } from './output.js';
 export { withPlaceholder } from './placeholder.js';
 export { replayOnIsolated, type IsolatedReplay } from './replay.js';
 export { stateCheckOf, stateReaders, writeEvidence, type StateReader, type WriteEvidence } from './state-checks.js';
-export { label, plainArgs } from './wording.js';
+export { label } from './wording.js';
 
 /** Generates verifiable scenarios from a server's read-only tools. Never calls any other tool. */
 export async function generateOfflineScenarios(userServer: ScenarioServer, opts: OfflineOptions = {}): Promise<OfflineResult> {

@@ -1,29 +1,47 @@
-/** Task shape lookup (difficulty 1–2): one call, its arguments stated in the task. */
+/** Task shape lookup (difficulty 1–2): one call, what it is about stated in the task in plain words. */
 import type { ToolCallOutcome, ToolInfo } from '../../mcp/index.js';
-import { synthesizeArgs } from '../json-schema-args.js';
+import { synthesizeArgs, validates, type JsonSchema } from '../json-schema-args.js';
 import type { Check } from '../scenario.js';
 import { chooseAnswer, type Answer } from './answer.js';
-import { canonical, withFixed } from './arguments.js';
+import { canonical, entityKey, GLOB_NAMES, MEDIA_FILE, pathKind, requiredNames, SEARCH_NAMES, withFixed } from './arguments.js';
 import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
+import { questionFill, subjectOf, writeSentence } from './phrasing.js';
 import type { Candidate, Drawn } from './types.js';
-import { actionPhrase, argsPhrase, idStem, isIdName, toolNoun } from './wording.js';
+import { isFiller, stringLeaves } from './values.js';
 
 /** Argument draws for one lookup: arguments that failed are drawn again, up to this many times. */
 const ARG_DRAWS = 4;
 
-/** A lookup: one call with stated arguments (`forced`: of this tool). Arguments that fail are drawn again. */
+/** Optional arguments that only change how a result is laid out: a question never needs them. */
+const LAYOUT_NAMES = /sort|order|format|mode|page|offset|cursor|limit|max|include|exclude|head|tail|verbose/i;
+
+/**
+ * A lookup: one call with stated arguments (`forced`: of this tool). Arguments that fail are drawn again. Optional
+ * arguments are left out (the server's default), but for a filter now and then (a genre, a country, a branch).
+ */
 export async function lookup(g: Generation, known: Discovery, forced?: ToolInfo): Promise<Drawn> {
   const pool = g.usableTools();
   if (!pool.length) return undefined;
   const tool = forced ?? g.leastTried(pool);
+  const missing = known.missingReason(tool);
+  if (missing) {
+    g.note(tool.name, 'no_discoverable_arguments', missing);
+    return undefined;
+  }
   let args: Record<string, unknown> = {};
   let out: ToolCallOutcome | undefined;
   for (let draw = 0; draw < ARG_DRAWS && !g.disabled.has(tool.name); draw++) {
     try {
-      args = withFixed(tool.inputSchema, synthesizeArgs(tool.inputSchema, { rng: g.rng, optionalRate: 0.3, candidates: known.candidates(tool) }));
+      args = withFixed(tool.inputSchema, withFilter(g, known, tool, synthesizeArgs(tool.inputSchema, { rng: g.rng, optionalRate: 0, candidates: known.candidates(tool) })));
+      args = twoFiles(g, known, tool, args);
     } catch {
       g.note(tool.name, 'no_discoverable_arguments');
+      return undefined;
+    }
+    // Stand-in text ("hello world") is no value of this server's: a person would not ask about it.
+    if (stringLeaves(args).some(isFiller)) {
+      g.note(tool.name, 'no_discoverable_arguments', "no value from the server's own data for a text it takes");
       return undefined;
     }
     const key = `${tool.name} ${canonical(args)}`;
@@ -36,32 +54,64 @@ export async function lookup(g: Generation, known: Discovery, forced?: ToolInfo)
     g.note(tool.name, 'calls_failed', out?.text);
     return 'unverifiable';
   }
+  // A read whose result holds nothing to ask about makes no task: "run it" has no outcome to judge.
   const answer = chooseAnswer(out, args, tool, g.rng);
-  const keys = Object.keys(args);
-  const argText = keys.length ? argsPhrase(args) : 'no arguments';
-  const check: Check = { kind: 'tool_called', tool: tool.name, args };
   if (!answer) {
-    if (!keys.length) {
-      g.note(tool.name, 'nothing_to_ask');
-      return undefined; // "do X with no arguments" and nothing to check in the answer: too vague.
-    }
-    return { task: g.render('actionOnly', { action: actionPhrase(tool), args: argText }), difficulty: 1, checks: [check] };
+    g.note(tool.name, 'nothing_to_ask');
+    return undefined;
   }
-  return asked(g, tool, args, answer);
+  return asked(g, known, tool, args, answer);
 }
 
-/** The task that asks for `answer` from a call of `tool` with `args`, and its checks. */
-export function asked(g: Generation, tool: ToolInfo, args: Record<string, unknown>, answer: Answer): Candidate {
-  const keys = Object.keys(args);
-  const argText = keys.length ? argsPhrase(args) : 'no arguments';
+/**
+ * A list of paths given one file gets a second (another text file discovery read): asked about one file, a tool
+ * that reads several is the same question as any file reader's; about two, it is its own.
+ */
+function twoFiles(g: Generation, known: Discovery, tool: ToolInfo, args: Record<string, unknown>): Record<string, unknown> {
+  const entry = Object.entries(args).find(([k, v]) => entityKey(k) === 'path' && Array.isArray(v) && v.length === 1);
+  if (!entry) return args;
+  const others = [...known.contentOf.keys()].filter((p) => p !== (entry[1] as unknown[])[0] && !known.folders.has(p) && !MEDIA_FILE.test(p));
+  if (!others.length) return args;
+  const out = { ...args, [entry[0]]: [...(entry[1] as unknown[]), g.rng.pick(others)] };
+  return validates(tool.inputSchema, out) ? out : args;
+}
+
+/** `args` with, now and then, one optional filter the tool takes (an enum value, or a discovered value of its key). */
+function withFilter(g: Generation, known: Discovery, tool: ToolInfo, args: Record<string, unknown>): Record<string, unknown> {
+  const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+  const required = new Set(requiredNames(tool));
+  const filters = Object.entries(props).filter(([k, s]) => {
+    if (required.has(k) || k in args || LAYOUT_NAMES.test(k) || SEARCH_NAMES.test(k) || GLOB_NAMES.test(k) || entityKey(k) === 'path') return false;
+    return (Array.isArray(s.enum) && s.enum.every((x) => typeof x === 'string')) || (s.type === 'string' && (known.keyValues.get(k)?.length ?? 0) > 0);
+  });
+  if (!filters.length || !g.rng.chance(0.3)) return args;
+  const [k, s] = g.rng.pick(filters);
+  const v = g.rng.pick((Array.isArray(s.enum) ? s.enum : known.keyValues.get(k)!) as unknown[]);
+  const out = { ...args, [k]: v };
+  return validates(tool.inputSchema, out) ? out : args;
+}
+
+/**
+ * The task that asks for `answer` from a call of `tool` with `args`, and its checks; undefined when the arguments
+ * do not read as plain words. A tool that writes (`change`) is asked to make the change first.
+ */
+export function asked(g: Generation, known: Discovery, tool: ToolInfo, args: Record<string, unknown>, answer: Answer): Candidate | undefined {
+  const isFolder = (p: string) => known.folders.has(p) || pathKind(tool) === 'folder';
   const check: Check = { kind: 'tool_called', tool: tool.name, args };
-  const single = keys.length === 1 && isIdName(keys[0]) && typeof args[keys[0]] === 'string';
-  let task: string;
-  if (answer.kind === 'list') task = g.render('actionList', { action: actionPhrase(tool), args: argText, field: answer.field, noun: answer.noun });
-  else if (answer.kind === 'values') task = keys.length ? g.render('actionValues', { action: actionPhrase(tool), args: argText, field: answer.field }) : g.render('noArgsValues', { action: actionPhrase(tool), field: answer.field });
-  else if (single) task = g.render('field', { field: answer.field, subject: `the ${idStem(keys[0]) ?? toolNoun(tool.name)} ${args[keys[0]] as string}` });
-  else if (keys.length) task = g.render('actionField', { action: actionPhrase(tool), args: argText, field: answer.field });
-  else task = g.render('noArgsField', { action: actionPhrase(tool), field: answer.field });
-  const difficulty = answer.kind !== 'field' || keys.length >= 2 ? 2 : 1;
-  return { task, difficulty, checks: [check, ...answer.values.map((value) => ({ kind: 'answer_contains' as const, value }))] };
+  const checks = [check, ...answer.values.map((value) => ({ kind: 'answer_contains' as const, value }))];
+  if (tool.annotations.readOnlyHint !== true) {
+    const change = writeSentence(tool, args, isFolder);
+    if (!change) return undefined;
+    return { task: g.render('writeThenAnswer', { change: change.subject, field: answer.field }), difficulty: 2, checks, mentions: change.mentions };
+  }
+  const phrased = subjectOf(tool, args, { noun: answer.noun, many: answer.kind === 'list', isFolder });
+  if (!phrased) {
+    g.note(tool.name, 'nothing_to_ask');
+    return undefined;
+  }
+  const { family, fill } = questionFill(answer, phrased.subject, phrased.bare);
+  const bare = answer.kind === 'values' && !Object.keys(args).length;
+  const task = g.render(bare ? 'noSubjectValues' : family, fill);
+  const difficulty = answer.kind !== 'field' || Object.keys(args).length >= 2 ? 2 : 1;
+  return { task, difficulty, checks, mentions: phrased.mentions };
 }

@@ -4,9 +4,9 @@ import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
 import { replayOnIsolated } from './replay.js';
 import { stateCheckOf, stateReaders, writeEvidence } from './state-checks.js';
+import { writeSentence } from './phrasing.js';
 import type { Drawn } from './types.js';
 import { stringLeaves } from './values.js';
-import { actionPhrase, plainArgs } from './wording.js';
 import { madeBy, writeArgs } from './write.js';
 
 /**
@@ -17,13 +17,17 @@ import { madeBy, writeArgs } from './write.js';
  */
 export async function makeThenUse(g: Generation, known: Discovery, forced: ToolInfo, maker: ToolInfo): Promise<Drawn> {
   const open = g.opts.isolatedServer;
-  if (!open) return undefined;
+  // A media reader shows nothing a write makes here: it reads images and audio, and discovery saw none.
+  if (!open || known.missingReason(forced)) return undefined;
   const makeArgs = writeArgs(g, known, maker);
   if (!makeArgs) return undefined;
   const made = madeBy(known, makeArgs);
   const madeValues = [...made.values()].flat();
   if (!madeValues.length) return undefined;
-  const first = g.render('write', { action: actionPhrase(maker), args: plainArgs(makeArgs) });
+  const isFolder = (p: string) => known.folders.has(p);
+  const making = writeSentence(maker, makeArgs, isFolder);
+  if (!making) return undefined;
+  const first = g.render('write', { change: making.subject });
   const makeCall = { kind: 'tool_called' as const, tool: maker.name, args: makeArgs };
   if (forced.annotations.readOnlyHint === true) {
     // The reader is asked for what was made: it must show it after the write, and an untouched server must not.
@@ -38,9 +42,10 @@ export async function makeThenUse(g: Generation, known: Discovery, forced: ToolI
       g.note(forced.name, 'replay_failed');
       return 'unverifiable';
     }
-    const callText = Object.keys(reader.args).length ? `${actionPhrase(forced)} with ${plainArgs(reader.args)}` : actionPhrase(forced);
+    // The reader is named by what it is asked about ("Nora Lindqvist"), or as "it" when it takes nothing.
+    const shown = stringLeaves(reader.args)[0];
     return {
-      task: `${first} ${g.render('thenRead', { call: callText })}`,
+      task: `${first} ${g.render('thenRead', { what: shown ? `"${shown}"` : 'it' })}`,
       difficulty: 3,
       checks: [makeCall, { kind: 'tool_called', tool: forced.name, args: reader.args }, state],
       verified: true,
@@ -63,8 +68,10 @@ export async function makeThenUse(g: Generation, known: Discovery, forced: ToolI
     g.note(forced.name, 'replay_failed');
     return 'unverifiable';
   }
+  const using = writeSentence(forced, useArgs, isFolder);
+  if (!using) return undefined;
   return {
-    task: `${first} ${g.render('thenWrite', { action: actionPhrase(forced), args: plainArgs(useArgs) })}`,
+    task: `${first} ${g.render('thenWrite', { change: using.subject })}`,
     difficulty: 3,
     checks: [makeCall, { kind: 'tool_called', tool: forced.name, args: useArgs }, state],
     verified: true,

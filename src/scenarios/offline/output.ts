@@ -57,7 +57,8 @@ export function keyValueLines(text: string): Record<string, string> | undefined 
 
 /** Lines such as "[FILE] notes.txt" / "[DIR] src" (a directory listing) as {type, name} entries. */
 export function listingLines(text: string): { type: string; name: string }[] | undefined {
-  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  // A listing with sizes ends with its totals ("Total: 2 files, 0 directories", "Combined size: 112 B").
+  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l && !/^(total|combined size):/i.test(l));
   const entries = lines.map((l) => /^\[([A-Za-z]+)\]\s+(.+?)(?:\s{2,}.*)?$/.exec(l));
   if (!lines.length || entries.some((m) => !m)) return undefined;
   return entries.map((m) => ({ type: m![1].toLowerCase(), name: m![2] }));
@@ -70,7 +71,7 @@ export function outcomeData(o: ToolCallOutcome): unknown {
     try {
       return JSON.parse(t);
     } catch {
-      return undefined;
+      // Not JSON: a listing starts with "[FILE] …" too.
     }
   }
   return listingLines(t) ?? keyValueLines(t);

@@ -84,6 +84,8 @@ function stateChange(reader: { tool: string; args: Record<string, unknown> }, be
   const given = scalarArgValues(reader.args);
   const options: StateCheck[] = [];
   for (const v of fresh) if (!given.has(v.toLowerCase())) options.push({ kind: 'state_contains', ...reader, value: v });
+  // A value seen elsewhere that this reader comes to show (a note another entity has, added to this one).
+  for (const v of strings) if (v.length >= 3 && !fresh.includes(v) && !given.has(v.toLowerCase())) options.push({ kind: 'state_contains', ...reader, value: v });
   for (const v of strings) if (v.length >= 3 && !given.has(v.toLowerCase())) options.push({ kind: 'state_absent', ...reader, value: v });
   for (const { path, value } of numericLeaves(parseJson(after))) {
     if (UNSTABLE_KEYS.test(path[path.length - 1] ?? '') || numberAt(before, path) === undefined) continue;

@@ -82,6 +82,8 @@ export interface Candidate {
   checks: Check[];
   /** Already replayed on isolated servers (write tasks): the read-only replay is not for it. */
   verified?: boolean;
+  /** Each value the task states → the words that say it (what find → act may replace by a clue). */
+  mentions?: Record<string, string>;
 }
 
 /** What a task shape draws: a candidate, a draw whose calls failed (counted as unverifiable), or nothing. */

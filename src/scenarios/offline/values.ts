@@ -1,5 +1,12 @@
 /** Walking JSON values: scalars, plain objects, and the leaves of either, however deep (bounded). */
+import { FILLER_WORDS } from '../json-schema-args.js';
 import type { Scalar } from './types.js';
+
+/** Whether a string holds the synthesizer's stand-in text ("hello world"): nothing of the server's own. */
+export function isFiller(v: string): boolean {
+  const s = v.toLowerCase();
+  return FILLER_WORDS.some((w) => s.includes(w));
+}
 
 export function isScalar(v: unknown): v is Scalar {
   return typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean';

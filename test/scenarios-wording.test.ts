@@ -1,0 +1,111 @@
+/**
+ * Tasks a person would write (issue 45 §1), on the published server-memory and server-filesystem with the demo's data
+ * and on the 7-tool library server: no task names a tool or an argument key, in words or as written; every read-only
+ * task asks a question its checks can judge; written values come from the server's own data (never stand-in text);
+ * a media reader gets media only; and server-memory's find-then-act tasks are phrased as one request. The quality
+ * table's oracle passes, and a do-nothing agent fails, every read-only task.
+ */
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { publishedTarget, writeTargetInputs } from '../scripts/demo-targets.js';
+import { connect, SafetyPolicy, type Target, type ToolInfo } from '../src/mcp/index.js';
+import { measureQuality, toolNaming } from '../src/ruler/quality.js';
+import { FILLER_WORDS } from '../src/scenarios/json-schema-args.js';
+import { generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline/index.js';
+import { checkedCalls, isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
+import { filesystemTarget, folderWithFiles, tsStdioTarget, REPO_ROOT } from './helpers/servers.js';
+
+interface Made {
+  result: OfflineResult;
+  tools: ToolInfo[];
+  quality: Awaited<ReturnType<typeof measureQuality>>;
+}
+
+/** Offline scenarios for a target (write tasks replayed on isolated servers), with its tools and quality table. */
+async function make(target: Target, count: number, seed: number, sandboxFrom?: string): Promise<Made> {
+  const opts = { sandboxFrom, policy: new SafetyPolicy({}) };
+  const session = await connect(target, opts);
+  try {
+    const result = await generateOfflineScenarios(session, { count, seed, isolatedServer: sandboxFrom ? () => connect(target, { ...opts, isolated: true }) : undefined });
+    return { result, tools: await session.listTools(), quality: await measureQuality(session, result.scenarios) };
+  } finally {
+    await session.close();
+  }
+}
+
+async function demoTarget(name: 'memory' | 'filesystem'): Promise<{ target: Target; source: string }> {
+  const t = publishedTarget(name);
+  const { source } = await writeTargetInputs(t, await mkdtemp(path.join(tmpdir(), `mcprl-wording-${name}-`)));
+  return { target: { kind: 'stdio', command: t.server.command, args: t.server.args, env: t.server.env, cwd: REPO_ROOT }, source };
+}
+
+const isFiller = (v: string) => FILLER_WORDS.some((w) => v.toLowerCase().includes(w));
+const strings = (v: unknown): string[] => (typeof v === 'string' ? [v] : Array.isArray(v) ? v.flatMap(strings) : v && typeof v === 'object' ? Object.values(v).flatMap(strings) : []);
+
+/** What every generated set must hold, whatever the server. */
+function expectPersonWritten(m: Made): void {
+  const { scenarios } = m.result;
+  expect(scenarios.length).toBeGreaterThan(8);
+  for (const s of scenarios) {
+    expect(toolNaming(s.task, m.tools), s.task).toBeUndefined();
+    // Every value a checked call is given is the server's own or made from it, never stand-in text.
+    for (const c of checkedCalls(s.checks ?? [])) expect(strings(c.args).filter(isFiller), s.task).toEqual([]);
+    // A read-only task is a question with an answer to judge: never "run this" checked by the call alone.
+    if (!s.checks?.some(isStateCheck)) expect(s.checks?.some((c) => c.kind === 'answer_value' || c.kind === 'answer_contains'), s.task).toBe(true);
+    expect(s.task).not.toMatch(/entitys|the name of the trees|when you directory tree/);
+  }
+  expect(m.quality).toMatchObject({ namingTool: 0 });
+  expect(m.quality.oraclePassIdleFail).toBe(m.quality.measured);
+}
+
+const calls = (ss: Scenario[], tool: string) => ss.flatMap((s) => checkedCalls(s.checks ?? []).filter((c) => c.tool === tool));
+
+describe('offline tasks in a person\'s words', () => {
+  it('server-memory (the demo\'s graph): plain requests with values from the graph, and find-then-act chains', async () => {
+    const { target, source } = await demoTarget('memory');
+    const m = await make(target, 20, 1, source);
+    expectPersonWritten(m);
+    const ss = m.result.scenarios;
+    // New entities take a type in use and notes that things of that type have; relations join existing entities by a
+    // relation type in use.
+    const graph = publishedTarget('memory').files['memory.jsonl'] as string;
+    for (const c of calls(ss, 'create_entities')) for (const e of (c.args.entities as { entityType: string }[])) expect(['person', 'project', 'place']).toContain(e.entityType);
+    for (const c of calls(ss, 'create_relations')) {
+      for (const r of c.args.relations as { from: string; to: string; relationType: string }[]) {
+        expect(graph).toContain(`"name":"${r.from}"`);
+        expect(graph).toContain(`"name":"${r.to}"`);
+        expect(['manages', 'owns', 'works on', 'works at']).toContain(r.relationType);
+      }
+    }
+    // A chain names its entity by what is noted about it, in one request.
+    const chains = ss.filter((s) => s.difficulty >= 2 && / noted as "/.test(s.task));
+    expect(chains.length, ss.map((s) => s.task).join('\n')).toBeGreaterThan(0);
+  }, 300_000);
+
+  it('server-filesystem (the demo\'s notes): questions about files and folders, media for the media reader', async () => {
+    const { target, source } = await demoTarget('filesystem');
+    const m = await make(target, 20, 1, source);
+    expectPersonWritten(m);
+    const ss = m.result.scenarios;
+    for (const c of calls(ss, 'read_media_file')) expect(c.args.path).toMatch(/\.png$/);
+    // A file is asked about by what it says, with no optional argument it does not need (no "tail 77").
+    for (const c of [...calls(ss, 'read_text_file'), ...calls(ss, 'read_file')]) expect(Object.keys(c.args)).toEqual(['path']);
+    // A folder made is named from what the folder's files say, never stand-in text.
+    for (const c of calls(ss, 'create_directory')) expect(c.args.path).toMatch(/^\{sandbox\}(\/trips)?\/[a-z]{5,12}$/);
+  }, 300_000);
+
+  it('server-filesystem with no image: no media task, and the coverage line says why', async () => {
+    const m = await make(filesystemTarget('{sandbox}'), 12, 1, folderWithFiles());
+    expectPersonWritten(m);
+    expect(calls(m.result.scenarios, 'read_media_file')).toEqual([]);
+    expect(m.result.coverage.find((c) => c.tool === 'read_media_file')).toMatchObject({ scenarios: 0, reason: 'no_discoverable_arguments', detail: 'no image or audio file found' });
+  }, 300_000);
+
+  it('the library server: questions about books, members and branches, chains by title', async () => {
+    const m = await make(tsStdioTarget(path.join(REPO_ROOT, 'test', 'helpers', 'library-server.ts')), 20, 1);
+    expectPersonWritten(m);
+    expect(m.quality.chains).toBeGreaterThan(0);
+  }, 300_000);
+});
