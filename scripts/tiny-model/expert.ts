@@ -17,21 +17,28 @@ import type { Scenario } from '../../src/scenarios/index.js';
 
 export type Habit = 'expert' | 'guess' | 'forget';
 
+/**
+ * One turn of a scripted policy with a habit: its next call while the solution has one (`next`, not asked of a
+ * guesser), then complete_task reporting `values` (or "Done." when it forgets them or has none).
+ */
+export function scriptedTurn(req: PolicyRequest, habit: Habit, next: () => { name: string; args: Record<string, unknown> } | undefined, values: string[]): PolicyTurn {
+  const turn = req.messages.filter((m) => m.role === 'tool').length;
+  const call = (name: string, args: Record<string, unknown>): PolicyTurn => ({
+    content: null, toolCalls: [{ id: `call_${turn}`, name, arguments: JSON.stringify(args) }], finishReason: 'tool_calls',
+  });
+  if (habit === 'guess') return call('complete_task', { summary: "I don't know." });
+  const n = next();
+  if (n) return call(n.name, n.args);
+  return call('complete_task', { summary: habit === 'forget' || values.length === 0 ? 'Done.' : values.join(', ') });
+}
+
 export class ExpertPolicy implements Policy {
   readonly name = 'scripted-expert';
   constructor(private readonly scenario: Scenario, private readonly habit: Habit = 'expert') {}
 
   async next(req: PolicyRequest): Promise<PolicyTurn> {
-    const turn = req.messages.filter((m) => m.role === 'tool').length;
-    const call = (name: string, args: Record<string, unknown>): PolicyTurn => ({
-      content: null, toolCalls: [{ id: `call_${turn}`, name, arguments: JSON.stringify(args) }], finishReason: 'tool_calls',
-    });
-    if (this.habit === 'guess') return call('complete_task', { summary: "I don't know." });
-    const next = this.nextCall(req);
-    if (next) return call(next.name, next.args);
     const values = (this.scenario.checks ?? []).flatMap((c) => (c.kind === 'answer_contains' ? [c.value] : []));
-    const summary = this.habit === 'forget' || values.length === 0 ? 'Done.' : values.join(', ');
-    return call('complete_task', { summary });
+    return scriptedTurn(req, this.habit, () => this.nextCall(req), values);
   }
 
   /** The next call of the solution, given the tool results so far; undefined when every checked call is done. */

@@ -12,7 +12,7 @@
  */
 import type { Policy, PolicyRequest, PolicyTurn } from '../../src/agent/policy.js';
 import type { Scenario } from '../../src/scenarios/index.js';
-import type { Habit } from './expert.js';
+import { scriptedTurn, type Habit } from './expert.js';
 
 type Call = { name: string; args: Record<string, unknown> };
 
@@ -48,16 +48,8 @@ export class GeneralExpertPolicy implements Policy {
   }
 
   async next(req: PolicyRequest): Promise<PolicyTurn> {
-    const turn = req.messages.filter((m) => m.role === 'tool').length;
-    const call = (name: string, args: Record<string, unknown>): PolicyTurn => ({
-      content: null, toolCalls: [{ id: `call_${turn}`, name, arguments: JSON.stringify(args) }], finishReason: 'tool_calls',
-    });
-    if (this.habit === 'guess') return call('complete_task', { summary: "I don't know." });
-    const next = this.nextCall(req);
-    if (next) return call(next.name, next.args);
     const values = (this.scenario.checks ?? []).flatMap((c) => (c.kind === 'answer_value' || c.kind === 'answer_contains' ? [c.value] : []));
-    const summary = this.habit === 'forget' || values.length === 0 ? 'Done.' : [...new Set(values)].join(', ');
-    return call('complete_task', { summary });
+    return scriptedTurn(req, this.habit, () => this.nextCall(req), [...new Set(values)]);
   }
 
   private nextCall(req: PolicyRequest): Call | undefined {

@@ -17,13 +17,14 @@
  * same data as the generator saw.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { makeRng } from '../random-model.js';
+import { jsonRpcError, readJson } from '../../fixtures/server/http.js';
 
 type Rng = ReturnType<typeof makeRng>;
 
@@ -415,18 +416,6 @@ function folderServer(spec: SyntheticSpec): McpServer {
 /** A fresh synthetic server for `spec`, with its starting data. */
 export function createSyntheticServer(spec: SyntheticSpec): McpServer {
   return spec.shape === 'folder' ? folderServer(spec) : recordsServer(spec);
-}
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  const body = Buffer.concat(chunks).toString('utf8');
-  return body ? JSON.parse(body) : undefined;
-}
-
-function jsonRpcError(res: ServerResponse, status: number, message: string): void {
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
 }
 
 export interface SyntheticHost {
