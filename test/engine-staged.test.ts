@@ -99,8 +99,11 @@ describe('cpu-staged against cpu through the CLI', () => {
     const traj = files(join(cpu, 'trajectories'));
     expect(files(join(staged, 'trajectories'))).toEqual(traj);
     for (const f of traj) expect(comparable(join(staged, 'trajectories', f)), f).toEqual(comparable(join(cpu, 'trajectories', f)));
-    const evalCpu = comparable(join(work, 'eval', 'cpu', 'trajectories.jsonl'));
+    // An eval appends each group as it is scored (so an interrupted eval keeps it): the file's order is the order
+    // groups finished in, which concurrency leaves open; compared by trajectory id.
+    const byId = (ts: unknown[]) => [...ts].sort((a, b) => String((a as { id: string }).id).localeCompare(String((b as { id: string }).id)));
+    const evalCpu = byId(comparable(join(work, 'eval', 'cpu', 'trajectories.jsonl')));
     expect(evalCpu.length).toBe(6);
-    expect(comparable(join(work, 'eval', 'cpu-staged', 'trajectories.jsonl'))).toEqual(evalCpu);
+    expect(byId(comparable(join(work, 'eval', 'cpu-staged', 'trajectories.jsonl')))).toEqual(evalCpu);
   });
 });

@@ -132,6 +132,8 @@ export class FileLock {
         }
         const owner = readLockFileOwner(file);
         if (owner === null) {
+          // Released between our link and this read (the holder unlinked it): try the link again.
+          if (!existsSync(file)) continue;
           throw new McprlError('LOCK_UNREADABLE', `${file} is not a lock mcprl can read; if no mcprl process uses it, delete it`);
         }
         if (!ownerStale(owner, staleAgeMs)) return { holder: owner };
