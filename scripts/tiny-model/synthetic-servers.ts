@@ -16,15 +16,14 @@
  * session (`serveSynthetic` gives every HTTP session a fresh one), so that a write task's rollout starts from the
  * same data as the generator saw.
  */
-import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { isInitializeRequest, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { makeRng } from '../random-model.js';
-import { jsonRpcError, readJson } from '../../fixtures/server/http.js';
+import { handleMcpRequest, jsonRpcError } from '../../fixtures/server/http.js';
 
 type Rng = ReturnType<typeof makeRng>;
 
@@ -436,20 +435,7 @@ export async function serveSynthetic(): Promise<SyntheticHost> {
         const url = new URL(req.url ?? '/', 'http://127.0.0.1');
         const m = /^\/(\d+)\/mcp$/.exec(url.pathname);
         if (!m) return jsonRpcError(res, 404, 'Not found: the endpoints are /<index>/mcp');
-        const sessionId = req.headers['mcp-session-id'];
-        const body = req.method === 'POST' ? await readJson(req) : undefined;
-        if (typeof sessionId === 'string') {
-          const transport = sessions.get(sessionId);
-          if (!transport) return jsonRpcError(res, 404, 'Session not found');
-          return await transport.handleRequest(req, res, body);
-        }
-        if (req.method !== 'POST' || !isInitializeRequest(body)) return jsonRpcError(res, 400, 'Bad Request: no session id and not an initialize request');
-        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => void sessions.set(id, transport) });
-        transport.onclose = () => {
-          if (transport.sessionId) sessions.delete(transport.sessionId);
-        };
-        await createSyntheticServer(syntheticSpec(Number(m[1]))).connect(transport);
-        await transport.handleRequest(req, res, body);
+        await handleMcpRequest(req, res, sessions, () => createSyntheticServer(syntheticSpec(Number(m[1]))));
       } catch (err) {
         if (!res.headersSent) jsonRpcError(res, 500, `Internal error: ${(err as Error).message}`);
         else res.end();
