@@ -18,7 +18,7 @@ import { WeightDtypeSchema, type WeightDtype } from './weight-dtype.js';
 import { PrefixCacheMibSchema, type PrefixCacheMib, type PrefixCacheStats } from './prefix-cache.js';
 import { availableMemory, kvBudget, mib, type KvCacheMib, type KvCacheStats } from './kv-cache.js';
 import { EngineError, loadNative, type NativeAddon, type NativeEngine, type SampledTokens } from './native.js';
-import { alternatives, batchSampling, type SamplingParams, type TokenAlternative, type TokenConstraint } from './sampling.js';
+import { alternatives, packMasks, SAMPLING_DEFAULTS, type BatchSampling, type SamplingParams, type TokenAlternative, type TokenConstraint } from './sampling.js';
 
 export { EngineError };
 export type { SamplingParams, TokenAlternative, TokenConstraint } from './sampling.js';
@@ -329,24 +329,16 @@ export class Model {
     if (!tokenMasks || !tokenMasks.some((m) => m?.some((x) => x))) return null;
     if (tokenMasks.length !== seqs.length) throw new EngineError('ENGINE_REQUEST', `score: tokenMasks must have one entry per sequence (${seqs.length})`);
     const words = Math.ceil(this.config.vocabSize / 32);
-    const index = new Map<Uint32Array, number>();
-    const idx = new Int32Array(seqs.reduce((a, s) => a + s.length, 0)).fill(-1);
-    let o = 0;
-    seqs.forEach((s, i) => {
+    const perToken = seqs.flatMap((s, i) => {
       const ms = tokenMasks[i];
       if (ms && ms.length !== s.length) throw new EngineError('ENGINE_REQUEST', `score: sequence ${i} has ${s.length} tokens but ${ms.length} token masks`);
-      ms?.forEach((m, t) => {
-        if (!m) return;
-        if (m.length !== words) throw new EngineError('ENGINE_REQUEST', `score: sequence ${i}, token ${t}: a mask has ${m.length} words, the vocabulary needs ${words}`);
-        let k = index.get(m);
-        if (k === undefined) index.set(m, (k = index.size));
-        idx[o + t] = k;
+      return s.map((_, t) => {
+        const m = ms?.[t] ?? null;
+        if (m && m.length !== words) throw new EngineError('ENGINE_REQUEST', `score: sequence ${i}, token ${t}: a mask has ${m.length} words, the vocabulary needs ${words}`);
+        return m;
       });
-      o += s.length;
     });
-    const bits = new Uint32Array(index.size * words);
-    for (const [m, k] of index) bits.set(m, k * words);
-    return { idx, bits };
+    return packMasks(perToken, words);
   }
 
   /** Samples n continuations of the prompt; joins the decode steps of any other running generation. */
@@ -484,7 +476,7 @@ export class Model {
         await e.prefill(Int32Array.from(batch, (r) => r.samples[0].slot), flat, Int32Array.from(prompts, (p) => p.length), batch.map((r) => r.adapter));
         for (const r of batch) if (r.n > 1) await e.fork(r.samples[0].slot, Int32Array.from(r.samples.slice(1), (x) => x.slot));
         for (const r of batch) fresh.push(...r.samples);
-        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), batchSampling(fresh.map((x) => [x.request.req.sampling, x.constraint]), this.config.vocabSize));
+        const res = await e.sample(Int32Array.from(fresh, (x) => x.slot), this.batchSampling(fresh));
         this.active.push(...fresh);
         this.accept(fresh, res);
       });
@@ -497,13 +489,36 @@ export class Model {
     const live = this.active.slice();
     try {
       await this.run(async (e) => {
-        const res = await e.step(Int32Array.from(live, (x) => x.slot), Int32Array.from(live, (x) => x.last), live.map((x) => x.request.adapter), batchSampling(live.map((x) => [x.request.req.sampling, x.constraint]), this.config.vocabSize));
+        const res = await e.step(Int32Array.from(live, (x) => x.slot), Int32Array.from(live, (x) => x.last), live.map((x) => x.request.adapter), this.batchSampling(live));
         this.accept(live, res);
       });
     } catch (err) {
       const reqs = new Set(live.map((x) => x.request));
       for (const r of reqs) this.fail(r, nativeError(err));
     }
+  }
+
+  /**
+   * The batch's sampling settings as the engine reads them, one entry per sample: each request's settings (their
+   * defaults filled in) and its sample's allowed set now. Made here, with the rest of the batch's call.
+   */
+  private batchSampling(samples: readonly Sample[]): BatchSampling {
+    const sp = samples.map((x) => x.request.req.sampling);
+    const words = Math.ceil(this.config.vocabSize / 32);
+    const allowed = samples.map((x) => {
+      const m = x.constraint?.allowed() ?? null;
+      if (m && m.length !== words) throw new EngineError('ENGINE_REQUEST', `a token mask has ${m.length} words; the vocabulary needs ${words}`);
+      return m;
+    });
+    const masks = packMasks(allowed, words);
+    return {
+      temperature: Float32Array.from(sp, (s) => s.temperature ?? SAMPLING_DEFAULTS.temperature),
+      topP: Float32Array.from(sp, (s) => s.topP ?? SAMPLING_DEFAULTS.topP),
+      topK: Int32Array.from(sp, (s) => s.topK ?? SAMPLING_DEFAULTS.topK),
+      topLogprobs: Int32Array.from(sp, (s) => s.topLogprobs ?? SAMPLING_DEFAULTS.topLogprobs),
+      maskIdx: masks?.idx ?? null,
+      masks: masks?.bits ?? null,
+    };
   }
 
   // Records each sample's new token, calls onToken, and finishes samples on a stop token or length.

@@ -1,8 +1,9 @@
 /**
  * What a request asks of the sampler (SamplingParams, TokenConstraint) and what it reports (TokenAlternative), and
- * the one object per batch those settings cross into native code as (BatchSampling, native/engine/sample.h).
+ * the shape of the one object per batch those settings cross into native code as (BatchSampling,
+ * native/engine/sample.h), which the scheduler fills (src/engine/model.ts).
  */
-import { EngineError, type SampledTokens } from './native.js';
+import type { SampledTokens } from './native.js';
 
 export interface SamplingParams {
   maxTokens: number;
@@ -56,36 +57,22 @@ export interface BatchSampling {
 }
 
 /**
- * The batch's sampling settings as the engine reads them, one entry per sample: each sample's settings (their
- * defaults here) and its constraint's allowed set now, each distinct set object sent once.
+ * Token masks as native code reads them: entry k of `masks` becomes an index into `bits` (−1 for none), each
+ * distinct set object stored once, `words` (ceil(V / 32)) words each. Null when no entry has a set. The caller
+ * checks each set's length, naming where it came from.
  */
-export function batchSampling(samples: readonly (readonly [SamplingParams, TokenConstraint | null])[], vocabSize: number): BatchSampling {
-  const sp = samples.map(([s]) => s);
-  return {
-    temperature: Float32Array.from(sp, (s) => s.temperature ?? SAMPLING_DEFAULTS.temperature),
-    topP: Float32Array.from(sp, (s) => s.topP ?? SAMPLING_DEFAULTS.topP),
-    topK: Int32Array.from(sp, (s) => s.topK ?? SAMPLING_DEFAULTS.topK),
-    topLogprobs: Int32Array.from(sp, (s) => s.topLogprobs ?? SAMPLING_DEFAULTS.topLogprobs),
-    ...masks(samples.map(([, c]) => c), vocabSize),
-  };
-}
-
-function masks(constraints: (TokenConstraint | null)[], vocabSize: number): Pick<BatchSampling, 'maskIdx' | 'masks'> {
-  if (!constraints.some((c) => c)) return { maskIdx: null, masks: null };
-  const words = Math.ceil(vocabSize / 32);
+export function packMasks(masks: readonly (Uint32Array | null)[], words: number): { idx: Int32Array; bits: Uint32Array } | null {
   const seen = new Map<Uint32Array, number>();
-  const maskIdx = Int32Array.from(constraints, (c) => {
-    const m = c?.allowed() ?? null;
+  const idx = Int32Array.from(masks, (m) => {
     if (!m) return -1;
-    if (m.length !== words) throw new EngineError('ENGINE_REQUEST', `a token mask has ${m.length} words; the vocabulary needs ${words}`);
     let k = seen.get(m);
     if (k === undefined) seen.set(m, (k = seen.size));
     return k;
   });
-  if (seen.size === 0) return { maskIdx: null, masks: null };
+  if (seen.size === 0) return null;
   const bits = new Uint32Array(seen.size * words);
   for (const [m, k] of seen) bits.set(m, k * words);
-  return { maskIdx, masks: bits };
+  return { idx, bits };
 }
 
 /** Row i's first `n` alternatives from a native sample/step result. */
