@@ -35,7 +35,7 @@ import { advantagesFor } from '../train/advantages.js';
 import { meanStepMetrics, minibatches } from '../train/minibatches.js';
 import { applyTruncatedIs } from '../train/off-policy.js';
 import { RunDir } from '../train/run-dir.js';
-import { learningRate, type LrSchedule } from '../train/step-settings.js';
+import type { LrSchedule } from '../train/step-settings.js';
 import { emptyTokenizationReport, trajectoryToSequences } from '../train/tokenize.js';
 import { writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
 import type { ProgressListener } from '../util/progress.js';
@@ -402,7 +402,7 @@ export class LocalBackend implements Backend {
   ): Promise<TrainResult> {
     const total = batches.reduce((a, b) => a + b.length, 0);
     if (total === 0 && !config.alwaysStep) return { step: model.step, trained: false, ...summary };
-    // step: one optimiser step per minibatch, each at its rate on the call's schedule (an SFT call's: constant)
+    // step: one optimiser step per minibatch, the trainer taking each one's rate from the call's schedule (an SFT call's: constant)
     const trainer = model.trainer;
     let m: StepMetrics | null = null;
     if (total > 0) {
@@ -410,8 +410,8 @@ export class LocalBackend implements Backend {
       const all: StepMetrics[] = [];
       let done = 0;
       for (const b of batches) {
-        const optimizer = { lr: learningRate(config.lrSchedule, config.lr, trainer.step) };
-        all.push(await trainer.trainStep(b, loss, { optimizer, ...(config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {}) }));
+        const micro = config.microBatchTokens !== undefined ? { microBatchTokens: config.microBatchTokens } : {};
+        all.push(await trainer.trainStep(b, loss, { optimizer: { lr: config.lr }, schedule: config.lrSchedule, ...micro }));
         progress('train', (done += b.length), total);
       }
       m = meanStepMetrics(all);

@@ -70,7 +70,7 @@ export function lossParams(l: ResolvedLoss): { kind: ResolvedLoss['kind']; epsLo
 }
 
 export const OptimizerConfigSchema = z.object({
-  /** The step's learning rate (a schedule's value: src/train/step-settings.ts). Required: the library's step settings hold its default. */
+  /** The step's learning rate, or a schedule's peak (TrainStepOptions.schedule). Required: the library's step settings hold its default. */
   lr: z.number().nonnegative(),
   /** AdamW's first-moment decay. Default 0.9. */
   beta1: z.number().min(0).max(1).default(0.9),
@@ -90,6 +90,20 @@ export type OptimizerConfig = z.input<typeof OptimizerConfigSchema>;
  * (native/train/train_napi.cc), under the same names, with the step's number beside them.
  */
 export type ResolvedOptimizer = z.output<typeof OptimizerConfigSchema>;
+
+/**
+ * How the learning rate moves over a trainer's optimiser steps, the step's `lr` being its peak: constant, linear
+ * warm-up, or warm-up then cosine decay to 0 at `totalSteps` (learningRate in src/engine/trainer.ts). Default constant.
+ */
+export const LrScheduleSchema = z.object({
+  kind: z.enum(['constant', 'warmup', 'cosine']),
+  /** Steps of linear warm-up (the first step uses lr / warmupSteps). Default 0. */
+  warmupSteps: z.number().int().nonnegative().default(0),
+  /** Cosine decay reaches 0 at this step. Required for cosine. */
+  totalSteps: z.number().int().positive().optional(),
+}).refine((s) => s.kind !== 'cosine' || s.totalSteps !== undefined, { message: 'cosine schedule needs totalSteps', path: ['totalSteps'] })
+  .default({ kind: 'constant', warmupSteps: 0 });
+export type LrSchedule = z.output<typeof LrScheduleSchema>;
 
 export interface StepMetrics {
   /** Total loss (policy + β·KL), as defined for the loss kind. */

@@ -38,6 +38,7 @@ import {
   OptimizerConfigSchema,
   lossParams,
   type LossConfig,
+  type LrSchedule,
   type OptimizerConfig,
   type ResolvedLoss,
   type ResolvedOptimizer,
@@ -91,11 +92,30 @@ export interface StepOptions {
 }
 
 export interface TrainStepOptions extends StepOptions {
-  /**
-   * This step's optimiser settings, its learning rate already scheduled by the caller (the library computes it
-   * with learningRate, src/train/step-settings.ts). Default: the trainer's (create/resume's `optimizer`).
-   */
+  /** This step's optimiser settings. Default: the trainer's (create/resume's `optimizer`). */
   optimizer?: OptimizerConfig;
+  /**
+   * The learning rate's schedule over this trainer's optimiser steps, the optimiser's `lr` its peak: the step's
+   * rate is learningRate(schedule, lr, step), step counting the optimiser steps taken before it. Default constant.
+   */
+  schedule?: LrSchedule;
+}
+
+/**
+ * The learning rate of the optimiser step with 0-based index `step`:
+ *   constant: lr;  warmup: lr · min(1, (step + 1) / warmupSteps);
+ *   cosine: warm-up as above, then lr · ½ (1 + cos(π p)), p = (step − warmupSteps) / max(1, totalSteps − warmupSteps)
+ *   clamped to [0, 1]. (Hugging Face's schedules give step 0 a zero learning rate; here the first step learns.)
+ * No schedule is constant.
+ */
+export function learningRate(schedule: LrSchedule | undefined, lr: number, step: number): number {
+  if (schedule === undefined || schedule.kind === 'constant') return lr;
+  const { kind, warmupSteps: warmup } = schedule;
+  if (warmup > 0 && step < warmup) return (lr * (step + 1)) / warmup;
+  if (kind === 'warmup') return lr;
+  const total = schedule.totalSteps ?? 0;
+  const p = Math.min(1, Math.max(0, (step - warmup) / Math.max(1, total - warmup)));
+  return lr * 0.5 * (1 + Math.cos(Math.PI * p));
 }
 
 interface LayoutEntry { key: string; offset: number; rows: number; cols: number }
@@ -227,8 +247,10 @@ export class Trainer {
   /** One optimiser step on the batch: forward/backward over packed micro-batches, clip, AdamW. */
   async trainStep(batch: TrainSequence[], loss: LossConfig, opts: TrainStepOptions = {}): Promise<StepMetrics> {
     const lc = parseLoss(loss);
-    const o = opts.optimizer !== undefined ? parseOptimizer(opts.optimizer) : this.optimizer;
-    if (!o) throw new McprlError('TRAIN_INVALID_CONFIG', `trainer for adapter ${this.adapterName}: a step needs optimiser settings (opts.optimizer; none were given to create or resume)`);
+    const given = opts.optimizer !== undefined ? parseOptimizer(opts.optimizer) : this.optimizer;
+    if (!given) throw new McprlError('TRAIN_INVALID_CONFIG', `trainer for adapter ${this.adapterName}: a step needs optimiser settings (opts.optimizer; none were given to create or resume)`);
+    // The step's own settings: its rate on the schedule, from the optimiser steps taken before it.
+    const o = { ...given, lr: learningRate(opts.schedule, given.lr, this.step) };
     this.checkMasks(batch);
     const mbs = packBatch(await this.withOldLogprobs(batch, lc), lc, opts.microBatchTokens ?? DEFAULT_MICRO_BATCH_TOKENS);
     const r = await this.run(mbs.microBatches, lc, { ...o, step: this.step + 1 }, false, opts);

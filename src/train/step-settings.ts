@@ -40,33 +40,6 @@ export const AdapterSettingsSchema = z.object({
   seed: z.number().int().default(1).describe('seed for scenario order, sampling and the adapter'),
 });
 
-/**
- * How the learning rate moves over a model's optimiser steps, the step's `lr` being its peak: constant, linear
- * warm-up, or warm-up then cosine decay to 0 at `totalSteps`. Default constant.
- */
-export const LrScheduleSchema = z.object({
-  kind: z.enum(['constant', 'warmup', 'cosine']),
-  /** Steps of linear warm-up (the first step uses lr / warmupSteps). Default 0. */
-  warmupSteps: z.number().int().nonnegative().default(0),
-  /** Cosine decay reaches 0 at this step. Required for cosine. */
-  totalSteps: z.number().int().positive().optional(),
-}).refine((s) => s.kind !== 'cosine' || s.totalSteps !== undefined, { message: 'cosine schedule needs totalSteps', path: ['totalSteps'] })
-  .default({ kind: 'constant', warmupSteps: 0 });
-export type LrSchedule = z.output<typeof LrScheduleSchema>;
-
-/**
- * The learning rate of the optimiser step with 0-based index `step`:
- *   constant: lr;  warmup: lr · min(1, (step + 1) / warmupSteps);
- *   cosine: warm-up as above, then lr · ½ (1 + cos(π p)), p = (step − warmupSteps) / max(1, totalSteps − warmupSteps)
- *   clamped to [0, 1]. (Hugging Face's schedules give step 0 a zero learning rate; here the first step learns.)
- * No schedule (an SFT call names none) is constant.
- */
-export function learningRate(schedule: LrSchedule | undefined, lr: number, step: number): number {
-  if (schedule === undefined || schedule.kind === 'constant') return lr;
-  const { kind, warmupSteps: warmup } = schedule;
-  if (warmup > 0 && step < warmup) return (lr * (step + 1)) / warmup;
-  if (kind === 'warmup') return lr;
-  const total = schedule.totalSteps ?? 0;
-  const p = Math.min(1, Math.max(0, (step - warmup) / Math.max(1, total - warmup)));
-  return lr * 0.5 * (1 + Math.cos(Math.PI * p));
-}
+// The schedule's schema is the trainer's, which computes each optimiser step's rate from it (learningRate).
+export { LrScheduleSchema, type LrSchedule } from '../engine/train-types.js';
+export { learningRate } from '../engine/trainer.js';
