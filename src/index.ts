@@ -144,14 +144,14 @@ export { resolveModel, HubError } from './hf/hub.js';
 export type { ResolveModelOptions, DownloadProgress, HubErrorCode } from './hf/hub.js';
 export { hubCacheDir, isHubId } from './hf/hub-cache.js';
 
-export { train } from './mcp-rl/train.js';
+// runTrainJob takes the job's config as trainConfigFrom, parseTrainConfig or TrainJobSchema parsed it, and parses it no more.
+export { train, runTrainJob } from './mcp-rl/train.js';
 export { pickScenarios } from './mcp-rl/gather.js';
-export type { TrainRunOptions, TrainRunResult } from './mcp-rl/train.js';
+export type { TrainRunOptions, TrainRunResult, TrainJobOptions, TrainJobResult } from './mcp-rl/train.js';
 export { TrainSettingsSchema, TrainConfigSchema, PolicyLossSchema, trainConfigFrom, parseTrainConfig } from './train/config.js';
 export type { TrainSettings, TrainConfig, PolicyLoss } from './train/config.js';
-// runTrainJob takes the job's config as trainConfigFrom, parseTrainConfig or TrainJobSchema parsed it, and parses it no more.
-export { runTrainJob, TrainJobSchema } from './mcp-rl/job.js';
-export type { TrainJob, TrainJobOptions, TrainJobResult } from './mcp-rl/job.js';
+export { TrainJobSchema } from './mcp-rl/job.js';
+export type { TrainJob } from './mcp-rl/job.js';
 export { ProgressLog, readLatestProgress } from './train/progress-log.js';
 export { ProgressEventSchema, terminalBars } from './util/progress.js';
 export type { ProgressEvent, ProgressPhase, ProgressListener, OnProgress, BarStream } from './util/progress.js';

@@ -1,7 +1,8 @@
 /**
- * A training job from start to end, the same whoever starts it — `mcprl train`, or the worker process that
- * start_training spawns (src/mcp-server/train-worker.ts): the scenarios (the run's own on resume, a folder, or
- * generated), the held-out check, config.json, `train()`, the report and the best adapter.
+ * A training job's parts besides its settings, and what it needs before it trains: the scenarios (the run's own on
+ * resume, a folder, or generated) and the held-out check. runTrainJob (src/mcp-rl/train.ts) runs a job from start
+ * to end, the same whoever starts it — `mcprl train`, or the worker process that start_training spawns
+ * (src/mcp-server/train-worker.ts); the job's settings go from it to the loop and never through here.
  *
  * A job is data (TrainJobSchema): start_training writes it to `<run>/job-config.json` for its worker. It holds no
  * secret: API keys stay in environment variables named here, and the target (whose headers and environment may
@@ -13,22 +14,17 @@ import path from 'node:path';
 import { z } from 'zod';
 import { generateScenarioSet, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { McprlError } from '../util/errors.js';
-import { checkSandboxFrom, connect, isolatedServerOpener, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
-import { OpenAIJudge } from '../ruler/judge.js';
+import { connect, isolatedServerOpener, IsolationSchema, SafetyPolicy, SafetyPolicySchema, type Target } from '../mcp/index.js';
 import { assertDisjoint, overlapCheckUnits, type Overlap } from '../scenarios/disjoint.js';
-import { loadScenarioSet, parseScenarios, writeScenarioSet, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
-import { writeJsonAtomic } from '../util/atomic.js';
+import { loadScenarioSet, parseScenarios, type Scenario, type ScenarioSet } from '../scenarios/scenario.js';
 import type { OnProgress } from '../util/progress.js';
-import { chooseDevice, describeDevice } from '../engine/device.js';
 import { TrainConfigSchema, type TrainConfig } from '../train/config.js';
-import { ProgressLog } from '../train/progress-log.js';
+import type { ProgressLog } from '../train/progress-log.js';
 import type { RunDir } from '../train/run-dir.js';
-import { train, type TrainRunResult } from './train.js';
 import { RolloutPoolSettingsSchema } from '../train/rollout-pool.js';
-import { writeRunReport } from '../train/write-report.js';
 
 /** A job's parts besides its settings. */
-const TrainJobPartsSchema = z.object({
+export const TrainJobPartsSchema = z.object({
   /** Where the scenarios come from when the run has none yet: a folder, else generated (offline or by an LLM). */
   scenarios: z.object({
     /** A scenario set folder (train.jsonl + val.jsonl). */
@@ -63,76 +59,49 @@ export const TrainJobSchema = TrainJobPartsSchema.extend({ config: TrainConfigSc
  * whichever made it — and so not parsed again; the other parts as written, defaults filled in by runTrainJob.
  */
 export type TrainJob = z.input<typeof TrainJobPartsSchema> & { config: TrainConfig };
-type ParsedTrainJob = z.output<typeof TrainJobPartsSchema> & { config: TrainConfig };
-
-export interface TrainJobOptions {
-  run: RunDir;
-  job: TrainJob;
-  target: Target;
-  /** Continue the run from its newest complete step (its config and scenarios are the run's own). */
-  resume?: boolean;
-  /** Where progress goes. Default: the run's progress.jsonl alone. */
-  progress?: ProgressLog;
-  log?: (line: string) => void;
-}
-
-export interface TrainJobResult {
-  result: TrainRunResult;
-  /** The exported best adapter (null when no step beat the untrained model). */
-  adapter: string | null;
-  report: string;
-  /** What generation made, per tool (only when this job generated its scenarios). */
-  scenarioSummary?: ScenarioSummary;
-}
+/** A job's parts, defaults filled in. */
+export type TrainJobParts = z.output<typeof TrainJobPartsSchema>;
 
 /** The job's SafetyPolicy. */
 export function jobSafety(job: Pick<TrainJob, 'safety'>): SafetyPolicy {
   return new SafetyPolicy(job.safety);
 }
 
-export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
-  const { run, target } = o;
-  const job: ParsedTrainJob = { ...TrainJobPartsSchema.parse(o.job), config: o.job.config };
-  const config = job.config;
-  const progress = o.progress ?? new ProgressLog(run.dir);
-  const safety = jobSafety(job);
-  // A sandbox source with no {sandbox} to copy it into fails the job before anything is loaded or written.
-  checkSandboxFrom(target, job.isolation.sandboxFrom);
-  // Where the engine runs, and why: the first progress line and config.json say so. A device that cannot run
-  // fails here, before the scenarios are read (the CLI has checked it before creating the run folder).
-  const deviceChoice = chooseDevice(config.device, { modelDir: config.model });
-  progress.emit('starting', 0, 0, 0, describeDevice(deviceChoice));
-
-  // A set of a million lines takes seconds to read, check and write: each is a phase with progress.
-  const { summary: scenarioSummary, ...scenarios } = await scenariosFor(o, job, safety, (done, total) => progress.emit('read_scenarios', 0, done, total));
-  if (scenarios.train.length === 0 || scenarios.val.length === 0) throw new McprlError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
-  await checkHeldOut(scenarios, config.model, (done, total) => progress.emit('check_scenarios', 0, done, total));
-  if (!o.resume) {
-    await writeJsonAtomic(run.path('config.json'), { ...config, deviceChoice });
-    await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test, (done, total) => progress.emit('write_scenarios', 0, done, total));
-  }
-  const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[job.judgeApiKeyEnv] }) : undefined;
-
-  const result = await train({ run, config, target, scenarios, judge, safety, isolation: job.isolation, connectTimeoutMs: job.connectTimeoutMs, ...(job.rollout ? { rollout: job.rollout } : {}), resume: o.resume, progress, log: o.log });
-  progress.emit('report', result.state.step);
-  const { adapter, report } = await writeRunReport(run, { exportBest: true });
-  progress.emit('done', result.state.step);
-  return { result, adapter, report, ...(scenarioSummary ? { scenarioSummary } : {}) };
+/** Where a job runs: its run folder, its target under the job's safety policy, and whether it continues the run. */
+export interface JobPlace {
+  run: RunDir;
+  target: Target;
+  safety: SafetyPolicy;
+  resume?: boolean;
 }
 
-async function scenariosFor(o: TrainJobOptions, job: ParsedTrainJob, safety: SafetyPolicy, onRead: OnProgress): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
-  const { run } = o;
-  if (o.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'), onRead);
+/**
+ * The job's scenarios, checked: the run's own on resume, else the folder's, else generated (seeded by `seed`), with
+ * at least one train and one val scenario, held out from each other and from the warm-up of the model in `modelDir`.
+ * Each step is a phase of `progress` (a set of a million lines takes seconds to read and check).
+ */
+export async function jobScenarios(
+  place: JobPlace, job: TrainJobParts, model: { seed: number; modelDir: string }, progress: ProgressLog,
+): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
+  const set = await scenariosFor(place, job, model.seed, (done, total) => progress.emit('read_scenarios', 0, done, total));
+  if (set.train.length === 0 || set.val.length === 0) throw new McprlError('TRAIN_INVALID_CONFIG', 'training needs at least one train and one val scenario');
+  await checkHeldOut(set, model.modelDir, (done, total) => progress.emit('check_scenarios', 0, done, total));
+  return set;
+}
+
+async function scenariosFor(place: JobPlace, job: TrainJobParts, seed: number, onRead: OnProgress): Promise<ScenarioSet & { summary?: ScenarioSummary }> {
+  const { run } = place;
+  if (place.resume && existsSync(run.path('scenarios', 'train.jsonl'))) return loadScenarioSet(run.path('scenarios'), onRead);
   const source = job.scenarios;
   if (source.dir) return loadScenarioSet(source.dir, onRead);
   if (!source.offline && !source.generator) throw new McprlError('TRAIN_INVALID_CONFIG', 'the job names no scenarios: give a scenario set folder, offline generation, or a generator model');
-  const connectOpts = { policy: safety, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}) };
-  const session = await connect(o.target, { ...connectOpts, sandboxFrom: job.isolation.sandboxFrom, stateInMemory: job.isolation.stateInMemory });
-  const isolatedServer = isolatedServerOpener(o.target, job.isolation, connectOpts);
+  const connectOpts = { policy: place.safety, ...(job.connectTimeoutMs !== undefined ? { timeoutMs: job.connectTimeoutMs } : {}) };
+  const session = await connect(place.target, { ...connectOpts, sandboxFrom: job.isolation.sandboxFrom, stateInMemory: job.isolation.stateInMemory });
+  const isolatedServer = isolatedServerOpener(place.target, job.isolation, connectOpts);
   try {
     const g = source.generator;
     const set = await generateScenarioSet(session, {
-      count: source.count, seed: job.config.seed, offline: source.offline,
+      count: source.count, seed, offline: source.offline,
       // Write tasks only where each replay's state is its own (a {sandbox}, or a target declared in-memory).
       ...(isolatedServer ? { isolatedServer } : {}),
       ...(g ? { generator: { model: g.model, baseURL: g.baseURL, apiKey: process.env[g.apiKeyEnv], timeoutMs: g.timeoutMs } } : {}),

@@ -1,5 +1,7 @@
 /**
- * `mcprl train`: GRPO on a LoRA adapter until validation success stops improving.
+ * `mcprl train`: GRPO on a LoRA adapter until validation success stops improving. runTrainJob runs a job from start
+ * to end, the same whoever starts it — `mcprl train`, or start_training's worker (src/mcp-server/train-worker.ts):
+ * the scenarios (src/mcp-rl/job.ts), config.json, `train()`, the report and the best adapter.
  *
  * The policy is the library's TrainableModel on a LocalBackend kept in the run folder, so this loop is the library's
  * client as an application's would be, and the run's checkpoints are the model's. state.json, written last, is the
@@ -18,10 +20,12 @@ import { LocalBackend } from '../backend/local-backend.js';
 import type { TrainResult, TrainStepConfigInput, TrajectoryGroupInput } from '../backend/schemas.js';
 import { TrainableModel } from '../backend/trainable-model.js';
 import type { Model } from '../engine/model.js';
-import { refusedWrites, SandboxError, type IsolationOptions, type SafetyPolicy, type Target } from '../mcp/index.js';
-import type { JudgeClient } from '../ruler/judge.js';
-import type { Scenario } from '../scenarios/scenario.js';
-import { writeJsonlAtomic } from '../util/atomic.js';
+import { checkSandboxFrom, refusedWrites, SandboxError, type IsolationOptions, type SafetyPolicy, type Target } from '../mcp/index.js';
+import { OpenAIJudge, type JudgeClient } from '../ruler/judge.js';
+import type { ScenarioSummary } from '../scenarios/scenario-set.js';
+import { writeScenarioSet, type Scenario } from '../scenarios/scenario.js';
+import { chooseDevice, describeDevice } from '../engine/device.js';
+import { writeJsonAtomic, writeJsonlAtomic } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
 import { inSpan, startSpan, withinSpan, type TraceSpan } from '../util/tracing.js';
 import type { TrainConfig } from '../train/config.js';
@@ -30,8 +34,57 @@ import { ProgressLog } from '../train/progress-log.js';
 import type { RunDir, RunState } from '../train/run-dir.js';
 import { checkpointAdapter, RolloutPool, type RolloutPoolEvents, type RolloutPoolSettings } from '../train/rollout-pool.js';
 import { GatherAhead } from '../train/gather-ahead.js';
+import { writeRunReport } from '../train/write-report.js';
+import { jobSafety, jobScenarios, TrainJobPartsSchema, type TrainJob } from './job.js';
 import { gatherStep, heldOut, recordPolicyStep, regatherStale, scoredAlike, trainable, trainableOne, type GatheredStep } from './gather.js';
 import { constrainMetrics, kvCacheMetrics, rewardStd, rolloutServerMetrics, stalenessMetrics, withAdvantages } from './step-metrics.js';
+
+export interface TrainJobOptions {
+  run: RunDir;
+  job: TrainJob;
+  target: Target;
+  /** Continue the run from its newest complete step (its config and scenarios are the run's own). */
+  resume?: boolean;
+  /** Where progress goes. Default: the run's progress.jsonl alone. */
+  progress?: ProgressLog;
+  log?: (line: string) => void;
+}
+
+export interface TrainJobResult {
+  result: TrainRunResult;
+  /** The exported best adapter (null when no step beat the untrained model). */
+  adapter: string | null;
+  report: string;
+  /** What generation made, per tool (only when this job generated its scenarios). */
+  scenarioSummary?: ScenarioSummary;
+}
+
+/** A training job from start to end: its scenarios, config.json, the run, the report and the best adapter. */
+export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
+  const { run, target, resume } = o;
+  const config = o.job.config;
+  const job = TrainJobPartsSchema.parse(o.job);
+  const progress = o.progress ?? new ProgressLog(run.dir);
+  const safety = jobSafety(job);
+  // A sandbox source with no {sandbox} to copy it into fails the job before anything is loaded or written.
+  checkSandboxFrom(target, job.isolation.sandboxFrom);
+  // Where the engine runs, and why: the first progress line and config.json say so. A device that cannot run
+  // fails here, before the scenarios are read (the CLI has checked it before creating the run folder).
+  const deviceChoice = chooseDevice(config.device, { modelDir: config.model });
+  progress.emit('starting', 0, 0, 0, describeDevice(deviceChoice));
+  const { summary: scenarioSummary, ...scenarios } = await jobScenarios({ run, target, safety, resume }, job, { seed: config.seed, modelDir: config.model }, progress);
+  if (!resume) {
+    await writeJsonAtomic(run.path('config.json'), { ...config, deviceChoice });
+    await writeScenarioSet(run.path('scenarios'), scenarios.train, scenarios.val, scenarios.test, (done, total) => progress.emit('write_scenarios', 0, done, total));
+  }
+  const judge = config.judge ? new OpenAIJudge({ ...config.judge, apiKey: process.env[job.judgeApiKeyEnv] }) : undefined;
+
+  const result = await train({ run, config, target, scenarios, judge, safety, isolation: job.isolation, connectTimeoutMs: job.connectTimeoutMs, ...(job.rollout ? { rollout: job.rollout } : {}), resume, progress, log: o.log });
+  progress.emit('report', result.state.step);
+  const { adapter, report } = await writeRunReport(run, { exportBest: true });
+  progress.emit('done', result.state.step);
+  return { result, adapter, report, ...(scenarioSummary ? { scenarioSummary } : {}) };
+}
 
 export interface TrainRunOptions {
   run: RunDir;

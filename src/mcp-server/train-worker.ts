@@ -12,7 +12,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { targetFromConfig } from '../mcp/config.js';
-import { runTrainJob, TrainJobSchema } from '../mcp-rl/job.js';
+import { TrainJobSchema } from '../mcp-rl/job.js';
+import { runTrainJob } from '../mcp-rl/train.js';
 import { ProgressLog } from '../train/progress-log.js';
 import { RunDir } from '../train/run-dir.js';
 import type { DirLock } from '../util/dir-lock.js';
