@@ -216,6 +216,16 @@ describe('mcprl train (tiny model, fixture server)', () => {
     expect(noRun.stderr).toMatch(/mcprl train: --resume needs --run NAME/);
   }, 120_000);
 
+  it('refuses a bad setting naming its flag and the value given, before a run folder exists', async () => {
+    const cases: [string, string, RegExp][] = [['--lr', '0', /mcprl train: --lr 0: Too small: expected number to be >0/], ['--temperature', 'hot', /mcprl train: --temperature "hot": expected a number/]];
+    for (const [flag, value, message] of cases) {
+      const r = await start(trainArgs(`bad${flag}`, 1, [flag, value])).done;
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(message);
+      expect(existsSync(join(work, 'runs', `bad${flag}`))).toBe(false);
+    }
+  }, 120_000);
+
   it('draws by pass rate, retires scenarios scored alike, replaces groups without signal, trains at the sampling temperature with constrained calls, decays the lr', async () => {
     const r = await start(trainArgs('curriculum', 2, [
       '--curriculum', 'pass_rate', '--curriculum-retire-after', '1', '--resample-rounds', '2', '--temperature', '0.7', '--train-at-sampling-temperature',

@@ -3,6 +3,7 @@
  * `--count 24` and `--port 0` are read, bounded and refused the same way, with a message that says what was expected.
  */
 import { InvalidArgumentError } from 'commander';
+import { DECIMAL } from '../util/decimal.js';
 
 export interface NumberBounds {
   /** Whole numbers only. */
@@ -20,9 +21,6 @@ export interface NumberBounds {
   /** Also accept a ratio `a/b` (e.g. 1/3). */
   ratios?: boolean;
 }
-
-// Decimal notation only: Number() would also take '', ' ', '0x10' and 'Infinity'.
-const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
 
 /** What a value within `b` is, in words: "a positive integer", "a number from 0 to 1", "an integer >= 2". */
 export function describeBounds(b: NumberBounds): string {

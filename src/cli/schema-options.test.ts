@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { TrainSettingsSchema, trainConfigFrom } from '../train/config.js';
+import { givenTrainSettings, TrainSettingsSchema, trainConfigFromOptions } from '../train/config.js';
 import { addSchemaOptions, kebabCase, optionsFromSchema, valuesFromOptions } from './schema-options.js';
 
 /** Parses `args` with only the training settings' derived options; returns the settings commander read. */
@@ -28,14 +28,11 @@ describe('options derived from TrainSettingsSchema', () => {
     expect(options.find((o) => o.long === '--lr')!.description).toContain('(default: 0.0005)');
   });
 
-  it('parses values with the schema bounds, and enums as choices', () => {
+  it('leaves numbers as the text given, checks enums as choices, and reads lists and JSON objects', () => {
     expect(parse(['--lr', '1e-3', '--rollouts-per-group', '8', '--loss', 'dr_grpo', '--targets', 'q_proj, v_proj'])).toEqual({
-      lr: 1e-3, rolloutsPerGroup: 8, loss: 'dr_grpo', targets: ['q_proj', 'v_proj'],
+      lr: '1e-3', rolloutsPerGroup: '8', loss: 'dr_grpo', targets: ['q_proj', 'v_proj'],
     });
     expect(parse([])).toEqual({});
-    expect(() => parse(['--rollouts-per-group', '1'])).toThrow(/expected an integer >= 2/);
-    expect(() => parse(['--lr', '0'])).toThrow(/expected a positive number/);
-    expect(() => parse(['--max-steps', '2.5'])).toThrow(/expected an integer >= 0/);
     expect(() => parse(['--loss', 'ppo'])).toThrow(/Allowed choices are grpo, dapo, dr_grpo, cispo, gspo/);
     expect(() => parse(['--reward', 'vibes'])).toThrow(/Allowed choices are ruler, checks, blend/);
     expect(parse(['--chat-template-kwargs', '{"enable_thinking": false}'])).toEqual({ chatTemplateKwargs: { enable_thinking: false } });
@@ -43,10 +40,28 @@ describe('options derived from TrainSettingsSchema', () => {
     expect(() => parse(['--chat-template-kwargs', '{enable_thinking'])).toThrow(/expected a JSON object/);
   });
 
-  it('carries --lr through the one schema into the run config', () => {
-    const config = trainConfigFrom(parse(['--lr', '2e-4']), { model: '/m', target: 'node server.js' });
-    expect(config.lr).toBe(2e-4);
-    expect(config.rank).toBe(16);
-    expect(config.reward).toBe('checks');
+  const identity = { model: '/m', target: 'node server.js' };
+  const flag = (key: string) => `--${kebabCase(key)}`;
+  const config = (args: string[]) => trainConfigFromOptions(parse(args), identity, 'add a judge', flag);
+
+  it('carries --lr and --temperature through the one schema into the run config, read from their text', () => {
+    const c = config(['--lr', '2e-4', '--temperature', '0.7', '--max-steps', '3']);
+    expect(c).toMatchObject({ lr: 2e-4, temperature: 0.7, maxSteps: 3, rank: 16, reward: 'checks' });
+    // The command line's other options are not settings: the schema drops them.
+    expect(trainConfigFromOptions({ ...parse(['--lr', '2e-4']), json: true, runsDir: 'runs' }, identity, 'add a judge', flag)).not.toHaveProperty('json');
+  });
+
+  it("refuses a bad number naming its flag and the value given, with the schema's bounds", () => {
+    expect(() => config(['--rollouts-per-group', '1'])).toThrow('--rollouts-per-group 1: Too small: expected number to be >=2');
+    expect(() => config(['--lr', '0'])).toThrow('--lr 0: Too small: expected number to be >0');
+    expect(() => config(['--max-steps', '2.5'])).toThrow(/^--max-steps 2\.5: .*int/);
+    // Decimal notation only: Number() would read these as 16, 0 and Infinity.
+    for (const text of ['0x10', '', 'Infinity']) expect(() => config(['--lr', text])).toThrow(`--lr ${JSON.stringify(text)}: expected a number`);
+    expect(() => config(['--warmup-steps', ' '])).toThrow('--warmup-steps " ": expected a number');
+  });
+
+  it('reads the settings given again to a resumed run, filling in none', () => {
+    expect(givenTrainSettings(parse(['--lr', '1e-3', '--loss', 'cispo']), flag)).toEqual({ lr: 1e-3, loss: 'cispo' });
+    expect(() => givenTrainSettings(parse(['--temperature', '-1']), flag)).toThrow(/^--temperature -1: /);
   });
 });

@@ -1,25 +1,22 @@
 /**
  * Command-line options derived from a zod object schema, so that a setting's name, help text, default, bounds and
  * choices are written once, on the schema. One option per field: `rolloutsPerGroup` → `--rollouts-per-group <n>`,
- * its help is the field's description plus the schema's default, numbers go through the one number parser with
- * the field's bounds, enums become choices, arrays of strings are comma-separated lists, records are JSON objects.
+ * its help is the field's description plus the schema's default, enums become choices, arrays of strings are
+ * comma-separated lists, records are JSON objects. Numbers are left as the text given: the command hands its
+ * options to the schema, whose parse reads, bounds and defaults them in one place (`mcprl train`:
+ * trainConfigFromOptions in src/train/config.ts), so a schema with numeric fields needs that parse.
  *
  * The options carry no commander defaults: a value the user did not give stays undefined, and the schema fills in
  * its default when it parses the settings (so `--resume` can tell a given value from a default one).
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { z } from 'zod';
-import { numberParser, type NumberBounds } from './parse-number.js';
 
 interface JsonSchemaField {
   type?: string;
   description?: string;
   default?: unknown;
   enum?: unknown[];
-  minimum?: number;
-  maximum?: number;
-  exclusiveMinimum?: number;
-  exclusiveMaximum?: number;
   minItems?: number;
   items?: JsonSchemaField;
 }
@@ -27,19 +24,6 @@ interface JsonSchemaField {
 export const kebabCase = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 export const snakeCase = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 const camelFromKebab = (flag: string): string => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-
-/** zod writes its safe-integer range as the bounds of every int(); they say nothing to a user. */
-const bound = (n: number | undefined): number | undefined => (n === undefined || Math.abs(n) >= Number.MAX_SAFE_INTEGER ? undefined : n);
-
-function boundsOf(f: JsonSchemaField): NumberBounds {
-  return {
-    integer: f.type === 'integer',
-    min: bound(f.minimum),
-    above: bound(f.exclusiveMinimum),
-    max: bound(f.maximum),
-    below: bound(f.exclusiveMaximum),
-  };
-}
 
 const showDefault = (v: unknown): string => (Array.isArray(v) ? v.join(',') : String(v));
 
@@ -68,9 +52,7 @@ export function optionsFromSchema(schema: z.ZodObject): Option[] {
     if (camelFromKebab(flag) !== key) throw new Error(`schema field ${key} does not survive commander's --${flag} → camelCase`);
     const help = [f.description ?? key, f.default !== undefined ? `(default: ${showDefault(f.default)})` : ''].filter(Boolean).join(' ');
     if (f.type === 'boolean') return new Option(`--${flag}`, help);
-    if (f.type === 'integer' || f.type === 'number') {
-      return new Option(`--${flag} <${f.type === 'integer' ? 'n' : 'x'}>`, help).argParser(numberParser(boundsOf(f)));
-    }
+    if (f.type === 'integer' || f.type === 'number') return new Option(`--${flag} <${f.type === 'integer' ? 'n' : 'x'}>`, help);
     if (f.type === 'string' && f.enum) return new Option(`--${flag} <${flag}>`, help).choices(f.enum.map(String));
     if (f.type === 'string') return new Option(`--${flag} <value>`, help);
     if (f.type === 'array' && f.items?.type === 'string') {

@@ -11,7 +11,7 @@ import { describeTarget, McpConnectError } from '../mcp/index.js';
 import { DEFAULT_JUDGE_TIMEOUT_MS } from '../ruler/judge.js';
 import { DEFAULT_JUDGE_RETRY_BUDGET_MS } from '../ruler/ruler.js';
 import { DEFAULT_GENERATOR_TIMEOUT_MS } from '../scenarios/llm.js';
-import { parseTrainConfig, trainConfigFrom, TrainSettingsSchema, type TrainConfig } from '../train/config.js';
+import { givenTrainSettings, parseTrainConfig, trainConfigFromOptions, TrainSettingsSchema, type TrainConfig } from '../train/config.js';
 import type { TrainJob } from '../mcp-rl/job.js';
 import { runTrainJob, type TrainJobResult } from '../mcp-rl/train.js';
 import { ProgressLog } from '../train/progress-log.js';
@@ -27,7 +27,7 @@ import { addTargetOptions, isolationFromCli, policyFromCli, targetFromCli, type 
 import { isSnapshotOf } from '../hf/hub-cache.js';
 import { modelFolder, MODEL_OPTION_HELP } from './model-option.js';
 
-/** The options besides the training settings (those are TrainSettingsSchema's fields, see schema-options.ts). */
+/** The options besides the training settings (those are TrainSettingsSchema's fields, see schema-options.ts, as text). */
 interface TrainCliOptions extends TargetCliOptions {
   model?: string;
   device?: Device;
@@ -56,6 +56,9 @@ interface TrainCliOptions extends TargetCliOptions {
   otlpEndpoint?: string;
 }
 
+/** The flag of a training setting, which names it in errors: `rolloutsPerGroup` → `--rollouts-per-group`. */
+const flagOf = (key: string): string => `--${kebabCase(key)}`;
+
 /**
  * A resumed run keeps the settings of its config.json. Options given again with the same value are fine (a
  * repeated command line); a different value is refused rather than silently ignored.
@@ -63,11 +66,11 @@ interface TrainCliOptions extends TargetCliOptions {
 function checkResumeOptions(o: TrainCliOptions, config: TrainConfig, runDir: string): void {
   const show = (v: unknown) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? JSON.stringify(v) : String(v));
   const differs: string[] = [];
-  for (const [key, value] of Object.entries(valuesFromOptions(TrainSettingsSchema, o as unknown as Record<string, unknown>))) {
+  for (const [key, value] of Object.entries(givenTrainSettings(valuesFromOptions(TrainSettingsSchema, o as unknown as Record<string, unknown>), flagOf))) {
     // Where the engine runs is this machine's, not the run's: a resumed run may move to a GPU and back.
     if (key === 'device') continue;
     const stored = config[key as keyof TrainConfig];
-    if (!isDeepStrictEqual(value, stored)) differs.push(`--${kebabCase(key)} ${show(value)} (the run has ${show(stored)})`);
+    if (!isDeepStrictEqual(value, stored)) differs.push(`${flagOf(key)} ${show(value)} (the run has ${show(stored)})`);
   }
   if (o.model !== undefined && path.resolve(o.model) !== config.model && !isSnapshotOf(o.model, config.model)) differs.push(`--model ${o.model} (the run has ${config.model})`);
   if (o.judgeBaseUrl !== undefined && o.judgeBaseUrl !== config.judge?.baseURL) differs.push(`--judge-base-url ${o.judgeBaseUrl}`);
@@ -136,6 +139,26 @@ Example (the bundled tiny model on the fixture server, offline):
   return cmd;
 }
 
+/**
+ * A new run's config from the command line: the training settings as commander read them (trainConfigFromOptions
+ * reads their text), the model as given until its folder is resolved, the target and the judge.
+ */
+function newRunConfig(o: TrainCliOptions, target: string, hasJudge: boolean): TrainConfig {
+  if (o.model === undefined) throw new InvalidArgumentError('--model DIR is required (a Hugging Face model folder, or a hub id such as Qwen/Qwen3-4B); only --resume takes the run\'s own');
+  if (!o.scenarios && !o.offline && !o.generatorModel) throw new InvalidArgumentError('give --scenarios DIR, --offline, or --generator-model (an LLM writes the tasks)');
+  return trainConfigFromOptions(o as unknown as Record<string, unknown>, {
+    model: o.model, target,
+    ...(hasJudge ? { judge: { baseURL: o.judgeBaseUrl!, model: o.judgeModel!, timeoutMs: o.judgeTimeout, retryBudgetMs: o.judgeRetryBudget } } : {}),
+  }, 'add --judge-base-url and --judge-model', flagOf);
+}
+
+/** A resumed run's config.json, with the options given again checked against it and the device of this machine. */
+async function resumedConfig(o: TrainCliOptions, run: RunDir): Promise<TrainConfig> {
+  const config = parseTrainConfig(await run.readConfig(), run.path('config.json'));
+  checkResumeOptions(o, config, run.dir);
+  return o.device !== undefined ? { ...config, device: o.device } : config;
+}
+
 /** The train command's action: the run folder locked, the job built from the options (or the run's config), run, reported. */
 async function trainCommand(targetArgs: string[], o: TrainCliOptions): Promise<void> {
   const run = new RunDir(path.join(o.runsDir, o.run ?? `run-${new Date().toISOString().replace(/[:.]/g, '-')}`));
@@ -150,31 +173,21 @@ async function trainCommand(targetArgs: string[], o: TrainCliOptions): Promise<v
     const target = targetFromCli(targetArgs, o);
     if (o.resume && o.run === undefined) throw new InvalidArgumentError('--resume needs --run NAME (the run to continue)');
     if (o.resume && !run.exists()) throw new InvalidArgumentError(`--resume: no run at ${run.dir}`);
+    const hasJudge = o.judgeBaseUrl !== undefined || o.judgeModel !== undefined;
+    if (hasJudge && (!o.judgeBaseUrl || !o.judgeModel)) throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
+    // A new run's settings are read and checked first, the options handed to the schema as commander read them: a
+    // bad value is refused naming its flag before anything is downloaded or a run folder exists.
+    const settings = o.resume ? undefined : newRunConfig(o, describeTarget(target), hasJudge);
     // A device that cannot run fails here, naming what is missing, before the run folder exists (a resumed run
     // checks its model's own fit once its config is read, in the job).
     // A hub id is resolved (downloaded when missing) first: the device check reads the model's size.
-    const model = !o.resume && o.model !== undefined ? await modelFolder(o.model, 'mcprl train') : undefined;
+    const model = settings ? await modelFolder(settings.model, 'mcprl train') : undefined;
     if (model) chooseDevice(o.device, { modelDir: model.dir });
     lock = await run.lock();
     if (!o.resume && run.exists()) throw new InvalidArgumentError(`${run.dir} already exists: pass --resume to continue it, or another --run name`);
-    const hasJudge = o.judgeBaseUrl !== undefined || o.judgeModel !== undefined;
-    if (hasJudge && (!o.judgeBaseUrl || !o.judgeModel)) throw new InvalidArgumentError('give both --judge-base-url and --judge-model');
     owned = true;
 
-    let config: TrainConfig;
-    if (o.resume) {
-      config = parseTrainConfig(await run.readConfig(), run.path('config.json'));
-      checkResumeOptions(o, config, run.dir);
-      if (o.device !== undefined) config = { ...config, device: o.device };
-    } else {
-      if (model === undefined) throw new InvalidArgumentError('--model DIR is required (a Hugging Face model folder, or a hub id such as Qwen/Qwen3-4B); only --resume takes the run\'s own');
-      if (!o.scenarios && !o.offline && !o.generatorModel) throw new InvalidArgumentError('give --scenarios DIR, --offline, or --generator-model (an LLM writes the tasks)');
-      const settings = valuesFromOptions(TrainSettingsSchema, o as unknown as Record<string, unknown>);
-      config = trainConfigFrom(settings, {
-        model: model.dir, target: describeTarget(target),
-        ...(hasJudge ? { judge: { baseURL: o.judgeBaseUrl!, model: o.judgeModel!, timeoutMs: o.judgeTimeout, retryBudgetMs: o.judgeRetryBudget } } : {}),
-      }, 'add --judge-base-url and --judge-model');
-    }
+    const config = settings && model ? { ...settings, model: model.dir } : await resumedConfig(o, run);
     const job: TrainJob = {
       config,
       scenarios: {

@@ -3,9 +3,12 @@
  *
  * The `mcprl train` options (src/cli/schema-options.ts) and the start_training tool's input (src/mcp-server) are
  * derived from TrainSettingsSchema; a run's config.json is TrainConfigSchema's output, and `train()` reads nothing
- * else. A field's `.describe()` text is its help text; the default comes from the schema.
+ * else. A field's `.describe()` text is its help text; the default comes from the schema. The command line's
+ * options come here as commander read them (numbers as text: trainConfigFromOptions), so that a value is read,
+ * bounded and defaulted in one place, this schema's parse.
  */
 import { z } from 'zod';
+import { DECIMAL } from '../util/decimal.js';
 import { McprlError } from '../util/errors.js';
 import { DeviceChoiceSchema, DeviceOptionsSchema } from '../engine/device.js';
 import { WeightDtypeSchema } from '../engine/weight-dtype.js';
@@ -179,14 +182,67 @@ export interface TrainJobIdentity {
  * finishes the message when a judge is missing, in the caller's words). Every way of starting a run comes here.
  */
 export function trainConfigFrom(settings: TrainSettings, identity: TrainJobIdentity, howToAddJudge?: string): TrainConfig {
-  const reward = resolveRewardMode(settings.reward, identity.judge !== undefined, howToAddJudge);
-  const parsed = TrainConfigSchema.safeParse({ ...settings, ...identity, reward });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new McprlError('TRAIN_INVALID_CONFIG', `training setting ${issue.path.join('.') || '(root)'}: ${issue.message}`);
-  }
-  return parsed.data;
+  return configFrom(TrainConfigSchema, settings, identity, howToAddJudge);
 }
+
+/**
+ * trainConfigFrom for a command line's options as commander read them: every settings field (keys other than
+ * settings are dropped), its numbers as decimal text. A bad value is refused naming it as `nameOf` does (a flag).
+ */
+export function trainConfigFromOptions(options: Readonly<Record<string, unknown>>, identity: TrainJobIdentity, howToAddJudge: string, nameOf: (key: string) => string): TrainConfig {
+  return configFrom(TrainConfigTextSchema, options, identity, howToAddJudge, nameOf);
+}
+
+/**
+ * The settings a command line gives (numbers as text), each read and checked by its field, none filled in: what a
+ * resumed run compares with its own. A bad value is refused naming it as `nameOf` does.
+ */
+export function givenTrainSettings(options: Readonly<Record<string, unknown>>, nameOf: (key: string) => string): Partial<TrainConfig> {
+  const given: Record<string, unknown> = {};
+  for (const key of Object.keys(TrainSettingsSchema.shape).filter((k) => options[k] !== undefined)) {
+    const parsed = TrainConfigTextSchema.shape[key].safeParse(options[key], { reportInput: true });
+    if (!parsed.success) throw settingError({ ...parsed.error.issues[0], path: [key, ...parsed.error.issues[0].path] }, nameOf);
+    given[key] = parsed.data;
+  }
+  return given as Partial<TrainConfig>;
+}
+
+function configFrom(schema: z.ZodObject, settings: Readonly<Record<string, unknown>>, identity: TrainJobIdentity, howToAddJudge?: string, nameOf?: (key: string) => string): TrainConfig {
+  const reward = resolveRewardMode(settings.reward as TrainSettings['reward'], identity.judge !== undefined, howToAddJudge);
+  const parsed = schema.safeParse({ ...settings, ...identity, reward }, { reportInput: true });
+  if (!parsed.success) throw settingError(parsed.error.issues[0], nameOf);
+  return parsed.data as TrainConfig;
+}
+
+/** The error of a setting's first issue: named as `nameOf` names it (with the value given) or by its path. */
+function settingError(issue: z.core.$ZodIssue, nameOf?: (key: string) => string): McprlError {
+  const key = String(issue.path[0] ?? '');
+  if (!nameOf || !(key in TrainSettingsSchema.shape)) return new McprlError('TRAIN_INVALID_CONFIG', `training setting ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  const given = typeof issue.input === 'string' ? ` ${JSON.stringify(issue.input)}` : typeof issue.input === 'number' ? ` ${issue.input}` : '';
+  return new McprlError('TRAIN_INVALID_CONFIG', `${nameOf(key)}${given}: ${issue.message}`);
+}
+
+/**
+ * A numeric setting given as text (a command line's): decimal notation only, read into the number the field then
+ * checks; anything else is refused here, since Number() would take '' or '0x10'.
+ */
+function fromText(field: z.ZodType): z.ZodType {
+  return z.preprocess((value, ctx) => {
+    if (typeof value !== 'string') return value;
+    if (DECIMAL.test(value.trim())) return Number(value);
+    ctx.addIssue({ code: 'custom', message: 'expected a number', input: value });
+    return z.NEVER;
+  }, field);
+}
+
+const numericKeys = Object.entries((z.toJSONSchema(TrainSettingsSchema, { io: 'input' }) as { properties: Record<string, { type?: string }> }).properties)
+  .filter(([, f]) => f.type === 'number' || f.type === 'integer')
+  .map(([k]) => k);
+
+/** TrainConfigSchema reading its numeric settings from decimal text too (trainConfigFromOptions). */
+const TrainConfigTextSchema: z.ZodObject = TrainConfigSchema.extend(
+  Object.fromEntries(numericKeys.map((k) => [k, fromText(TrainConfigSchema.shape[k as keyof typeof TrainConfigSchema.shape])])),
+);
 
 /** A run's config.json, read back (an old or hand-edited file is checked like a new one). */
 export function parseTrainConfig(raw: unknown, where: string): TrainConfig {
