@@ -1,7 +1,8 @@
 /**
  * Trainer checkpoints: a new adapter's initialisation, the PEFT files written by save(), the adapter read back
  * by the PyTorch reference strictly by its PEFT key names (same per-token logprobs as the engine, ≤ 1e-4), and
- * bit-for-bit resume (save → Trainer.resume → steps gives exactly the losses and weights of an uninterrupted run).
+ * bit-for-bit resume (save → Trainer.resume → steps gives exactly the losses and weights of an uninterrupted run),
+ * and a step's learning rate taken from the schedule passed with it.
  */
 import { readFile, mkdtemp, rm, readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -146,5 +147,30 @@ describe('resume', () => {
     for (const [k, t] of wa) expect(Buffer.from(wb.get(k)!.data.buffer).equals(Buffer.from(t.data.buffer)), k).toBe(true);
     straight.close();
     resumed.close();
+  });
+});
+
+describe('schedule', () => {
+  it("takes each step's rate from the schedule passed with the step, counting its own optimiser steps, across a resume", async () => {
+    const byRate = await Trainer.create(model, { adapterName: 'by-rate', rank: 4, alpha: 8, targets: TARGETS, seed: 5 });
+    const bySchedule = await Trainer.create(model, { adapterName: 'by-schedule', rank: 4, alpha: 8, targets: TARGETS, seed: 5 });
+    const rates: number[] = [];
+    const stepped: (number | undefined)[] = [];
+    for (let i = 0; i < 3; i++) {
+      await byRate.trainStep(batch, { kind: 'grpo' }, at(byRate));
+      stepped.push((await bySchedule.trainStep(batch, { kind: 'grpo' }, { optimizer: OPTIMIZER, schedule: SCHEDULE })).lr);
+      rates.push(learningRate(SCHEDULE, OPTIMIZER.lr, i));
+    }
+    expect(rates[0]).toBeLessThan(rates[1]);
+    expect(stepped).toEqual(rates);
+    // The same updates as the rates given one by one: the same weights.
+    const [a, b] = [await byRate.weights(), await bySchedule.weights()];
+    for (const [k, m] of a) expect(Array.from(b.get(k)!.data), k).toEqual(Array.from(m.data));
+    // A resumed trainer goes on from its saved step count.
+    const dir = join(scratch, 'by-schedule');
+    await bySchedule.save(dir);
+    const resumed = await Trainer.resume(model, dir, { adapterName: 'by-schedule-resumed' });
+    expect((await resumed.trainStep(batch, { kind: 'grpo' }, { optimizer: OPTIMIZER, schedule: SCHEDULE })).lr).toBe(learningRate(SCHEDULE, OPTIMIZER.lr, 3));
+    for (const t of [byRate, bySchedule, resumed]) t.close();
   });
 });
