@@ -54,8 +54,8 @@ export { rolloutGroups } from './agent/rollout-groups.js';
 export type { RolloutOptions } from './agent/rollout.js';
 export type { RolloutGroupsOptions } from './agent/rollout-groups.js';
 // What an MCP rollout records (scenario, tool calls, checks, metrics); the library's Trajectory is below.
-export { TrajectorySchema as McpTrajectorySchema } from './agent/trajectory.js';
-export type { Trajectory as McpTrajectory } from './agent/trajectory.js';
+export { McpTrajectorySchema } from './agent/trajectory.js';
+export type { McpTrajectory } from './agent/trajectory.js';
 export { runEval, isSuccess } from './eval/evaluate.js';
 export type { EvalOptions, EvalSummary } from './eval/evaluate.js';
 export { rulerScores } from './ruler/ruler.js';

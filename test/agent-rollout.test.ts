@@ -7,7 +7,7 @@ import { BOOKS, RATES } from '../fixtures/server/bookshop.js';
 import { OpenAIPolicy, type Policy, type PolicyTurn } from '../src/agent/policy.js';
 import { rollout } from '../src/agent/rollout.js';
 import { rolloutGroups } from '../src/agent/rollout-groups.js';
-import { TrajectorySchema, type Trajectory } from '../src/agent/trajectory.js';
+import { McpTrajectorySchema, type McpTrajectory } from '../src/agent/trajectory.js';
 import { connect, SafetyPolicy, type McpSession, type ToolInfo } from '../src/mcp/index.js';
 import { scoreChecks } from '../src/ruler/checks.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
@@ -40,7 +40,7 @@ async function policyFor(strategy: Strategy): Promise<{ policy: OpenAIPolicy; do
 }
 
 /** Every tool call of every assistant turn is answered by exactly one tool message, right after it, in order. */
-function expectEveryCallAnswered(t: Trajectory): void {
+function expectEveryCallAnswered(t: McpTrajectory): void {
   t.messages.forEach((m, i) => {
     if (m.role !== 'assistant' || !m.tool_calls?.length) return;
     const answers = t.messages.slice(i + 1, i + 1 + m.tool_calls.length);
@@ -63,7 +63,7 @@ describe('rollout against the fixture server', () => {
   it('plays a good strategy to completion, one call per turn, and satisfies every check', async () => {
     const { policy, double } = await policyFor(goodStrategy([priceScenario]));
     const t = await rollout({ policy, session, tools, scenario: priceScenario });
-    expect(TrajectorySchema.parse(t)).toBeTruthy();
+    expect(McpTrajectorySchema.parse(t)).toBeTruthy();
     expect(t.error).toBeUndefined();
     expect(t.metrics).toMatchObject({ turns: 3, tool_calls: 3, tool_errors: 0, invalid_calls: 0, completed: true, ran_out_of_turns: false });
     expect(t.final_answer).toContain(String(eur));
@@ -118,7 +118,7 @@ describe('rollout against the fixture server', () => {
       ),
     );
     const t = await rollout({ policy, session, tools, scenario: priceScenario });
-    expect(TrajectorySchema.parse(t)).toBeTruthy();
+    expect(McpTrajectorySchema.parse(t)).toBeTruthy();
     expect(t.error).toBeUndefined();
     expect(t.metrics).toMatchObject({ turns: 2, invalid_calls: 7, tool_errors: 0, completed: true });
     expect(t.metrics.tool_calls).toBe(9); // 8 in the first turn (one nameless) + complete_task
@@ -196,7 +196,7 @@ describe('rollout against the fixture server', () => {
     const t = await rollout({ policy, session, tools, scenario: priceScenario });
     expect(t.error).toMatch(/HTTP 500/);
     expect(t.metrics).toMatchObject({ turns: 0, completed: false, ran_out_of_turns: false });
-    expect(TrajectorySchema.parse(t)).toBeTruthy();
+    expect(McpTrajectorySchema.parse(t)).toBeTruthy();
   });
 
   it('a policy that never answers hits the rollout timeout', async () => {
@@ -244,7 +244,7 @@ describe('rolloutGroups', () => {
     { toolCalls: [{ name: 'restock', arguments: { book_id: 'bk-001', quantity: 50 } }] },
     { toolCalls: [{ name: 'check_stock', arguments: { book_id: 'bk-001' } }] },
   ]);
-  const stockSeen = (t: Trajectory) => JSON.parse(t.messages.filter((m) => m.role === 'tool')[1].content!).stock as number;
+  const stockSeen = (t: McpTrajectory) => JSON.parse(t.messages.filter((m) => m.role === 'tool')[1].content!).stock as number;
 
   it('--isolate gives every rollout a fresh server: a mutation in one is invisible to the others', async () => {
     const { policy } = await policyFor(restockThenCheck);
@@ -284,7 +284,7 @@ describe('rolloutGroups', () => {
     const groups = await rolloutGroups({ policy, target: { kind: 'http', url: 'http://127.0.0.1:9/mcp' }, scenarios: [stockScenario], rolloutsPerGroup: 2, concurrency: 2, connectTimeoutMs: 5000 });
     expect(groups[0]).toHaveLength(2);
     for (const t of groups[0]) {
-      expect(TrajectorySchema.parse(t).error).toBeTruthy();
+      expect(McpTrajectorySchema.parse(t).error).toBeTruthy();
       expect(t.metrics).toMatchObject({ turns: 0, completed: false });
     }
   });

@@ -11,7 +11,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runEval } from '../src/eval/evaluate.js';
-import type { Trajectory } from '../src/agent/trajectory.js';
+import type { McpTrajectory } from '../src/agent/trajectory.js';
 import { ChatEngine } from '../src/chat/chat-engine.js';
 import { EnginePolicy } from '../src/agent/engine-policy.js';
 import type { Model } from '../src/engine/model.js';
@@ -38,7 +38,7 @@ class PatternBlindEngine extends ChatEngine {
 }
 
 /** Every string argument of the tools' calls that the server's pattern for it rejects. */
-function brokenPatterns(trajectories: Trajectory[], patterns: Map<string, Map<string, RegExp>>): string[] {
+function brokenPatterns(trajectories: McpTrajectory[], patterns: Map<string, Map<string, RegExp>>): string[] {
   const out: string[] = [];
   for (const t of trajectories) {
     for (const m of t.messages) {

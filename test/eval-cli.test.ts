@@ -9,7 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUTHORS, BOOKS, RATES } from '../fixtures/server/bookshop.js';
-import { TrajectorySchema, type Trajectory } from '../src/agent/trajectory.js';
+import { McpTrajectorySchema, type McpTrajectory } from '../src/agent/trajectory.js';
 import { writeScenarioSet, type Scenario } from '../src/scenarios/scenario.js';
 import { chatReply, httpError, startOpenAIDouble, type OpenAIDouble } from './doubles/openai-double.js';
 import { badStrategy, goodStrategy, startPolicyDouble } from './doubles/policy-double.js';
@@ -98,9 +98,9 @@ async function evalCli(args: string[]): Promise<{ stdout: string; stderr: string
   }
 }
 
-async function readTrajectories(out: string): Promise<Trajectory[]> {
+async function readTrajectories(out: string): Promise<McpTrajectory[]> {
   const text = await readFile(path.join(out, 'trajectories.jsonl'), 'utf8');
-  return text.trim().split('\n').map((l) => TrajectorySchema.parse(JSON.parse(l)));
+  return text.trim().split('\n').map((l) => McpTrajectorySchema.parse(JSON.parse(l)));
 }
 
 beforeAll(async () => {

@@ -3,7 +3,7 @@ import * as lib from '../src/index.js';
 import type { LibraryTrajectory, McpTrajectory, Trajectory } from '../src/index.js';
 import { rulerScoreGroup } from '../src/backend/ruler.js';
 import { TrajectorySchema } from '../src/backend/schemas.js';
-import { TrajectorySchema as RolloutTrajectorySchema, type Trajectory as RolloutTrajectory } from '../src/agent/trajectory.js';
+import { McpTrajectorySchema as RolloutTrajectorySchema, type McpTrajectory as RolloutTrajectory } from '../src/agent/trajectory.js';
 import { rulerScores } from '../src/ruler/ruler.js';
 
 // One name per idea in the library's index, ART's where ART has one (docs/library.md, "Names").

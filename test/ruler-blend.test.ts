@@ -1,7 +1,7 @@
 /** Verifiable checks scoring and reward blending (pure functions; no servers or doubles needed). */
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../src/agent/policy.js';
-import { INVALID_CALL_PREFIX, type Trajectory } from '../src/agent/trajectory.js';
+import { INVALID_CALL_PREFIX, type McpTrajectory } from '../src/agent/trajectory.js';
 import { blendRewards } from '../src/ruler/blend.js';
 import { scoreChecks, type ChecksScore } from '../src/ruler/checks.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
@@ -18,7 +18,7 @@ const scenario: Scenario = {
   ],
 };
 
-function traj(messages: ChatMessage[], finalAnswer: string | null): Trajectory {
+function traj(messages: ChatMessage[], finalAnswer: string | null): McpTrajectory {
   return {
     id: 't',
     scenario_id: 's',

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../src/agent/policy.js';
-import type { Trajectory } from '../src/agent/trajectory.js';
+import type { McpTrajectory } from '../src/agent/trajectory.js';
 import { JudgeError } from '../src/ruler/judge.js';
 import { DEFAULT_RUBRIC, buildRulerPrompt, commonPrefixLength } from '../src/ruler/prompt.js';
 import { parseJudgeAnswer, rulerScores } from '../src/ruler/ruler.js';
@@ -16,11 +16,11 @@ import { fault } from './faults/fault-table.js';
 
 const TASK = 'Find the price of "The Silent Garden" in euros.';
 const SYSTEM = 'You are an agent. Call complete_task(summary) when done.';
-const TOOLS: Trajectory['tools'] = [
+const TOOLS: McpTrajectory['tools'] = [
   { type: 'function', function: { name: 'search_books', description: 'Search the catalogue.', parameters: { type: 'object', properties: { query: { type: 'string' } } } } },
 ];
 
-function traj(id: string, remainder: ChatMessage[]): Trajectory {
+function traj(id: string, remainder: ChatMessage[]): McpTrajectory {
   return {
     id,
     scenario_id: 's1',

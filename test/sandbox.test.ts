@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { OpenAIPolicy } from '../src/agent/policy.js';
 import { rolloutGroups } from '../src/agent/rollout-groups.js';
-import type { Trajectory } from '../src/agent/trajectory.js';
+import type { McpTrajectory } from '../src/agent/trajectory.js';
 import { SafetyPolicy, unisolatedWriteRefusal } from '../src/mcp/index.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
 import type { OpenAIDouble } from './doubles/openai-double.js';
@@ -28,7 +28,7 @@ async function policyFor(strategy: Strategy): Promise<OpenAIPolicy> {
 }
 
 const scenario: Scenario = { id: 'remember', task: 'Remember Grace Hopper and a new fact about Ada Lovelace.', difficulty: 2, source: 'llm' };
-const toolMessages = (t: Trajectory) => t.messages.filter((m) => m.role === 'tool').map((m) => m.content ?? '');
+const toolMessages = (t: McpTrajectory) => t.messages.filter((m) => m.role === 'tool').map((m) => m.content ?? '');
 
 describe('server-memory with MEMORY_FILE_PATH={sandbox}/memory.jsonl', () => {
   const writeThenRead = scriptedStrategy([

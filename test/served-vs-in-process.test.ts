@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { qwen3TokenizerDir } from '../scripts/random-model.js';
 import { runEval } from '../src/eval/evaluate.js';
 import { OpenAIPolicy, type ChatMessage, type Policy } from '../src/agent/policy.js';
-import type { Trajectory } from '../src/agent/trajectory.js';
+import type { McpTrajectory } from '../src/agent/trajectory.js';
 import { ChatEngine } from '../src/chat/chat-engine.js';
 import { EnginePolicy } from '../src/agent/engine-policy.js';
 import type { Model } from '../src/engine/model.js';
@@ -29,7 +29,7 @@ const TINY_MODEL = process.env.MCPRL_TEST_TINY_MODEL ?? join(REPO_ROOT, 'fixture
 const TINY_SCENARIOS = join(REPO_ROOT, 'fixtures', 'scenarios', 'bookshop');
 
 /** What a rollout did, without what legitimately differs per request (tool call ids, timings). */
-function visible(t: Trajectory) {
+function visible(t: McpTrajectory) {
   return {
     scenario: t.scenario_id,
     reward: t.reward,

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isSuccess } from '../src/eval/evaluate.js';
-import { TrajectorySchema, type Trajectory } from '../src/agent/trajectory.js';
+import { McpTrajectorySchema, type McpTrajectory } from '../src/agent/trajectory.js';
 import { loadScenarioSet, writeScenarioSet } from '../src/scenarios/scenario.js';
 import { RunStateSchema } from '../src/train/run-dir.js';
 import { FIXTURE_SERVER_MAIN, REPO_ROOT } from './helpers/servers.js';
@@ -74,7 +74,7 @@ describe('mcprl train (tiny model, fixture server)', () => {
     expect(metrics.map((m) => m.step)).toEqual([0, 1, 2]);
     // Each step's validation success is the share of that step's validation trajectories that succeeded.
     for (const m of metrics) {
-      const val: Trajectory[] = await readJsonl(join(dir, 'trajectories', `val-000${m.step}.jsonl`));
+      const val: McpTrajectory[] = await readJsonl(join(dir, 'trajectories', `val-000${m.step}.jsonl`));
       expect(val).toHaveLength(3);
       expect(m.val_success, `step ${m.step}`).toBe(val.filter(isSuccess).length / val.length);
     }
@@ -107,7 +107,7 @@ describe('mcprl train (tiny model, fixture server)', () => {
         for (const t of group) expect(t.advantage).toBeCloseTo(t.reward - mean, 9);
       }
       for (const t of trajectories) {
-        TrajectorySchema.parse(t);
+        McpTrajectorySchema.parse(t);
         expect('advantage' in t).toBe(true);
         // Assistant turns of the local engine keep their exact sampled ids and logprobs.
         for (const m of t.messages.filter((x: { role: string }) => x.role === 'assistant')) expect(m.mcprl.token_ids.length).toBe(m.mcprl.logprobs.length);

@@ -16,7 +16,7 @@ import {
 import { checkScenarioTools, type Scenario } from '../scenarios/scenario.js';
 import type { Policy } from './policy.js';
 import { COMPLETE_TASK, DEFAULT_SYSTEM_PROMPT, rollout, type RolloutOptions } from './rollout.js';
-import type { Trajectory } from './trajectory.js';
+import type { McpTrajectory } from './trajectory.js';
 import { startSpan, withinSpan, type TraceSpan } from '../util/tracing.js';
 
 /** The settings each rollout takes as they are (documented on RolloutOptions); `seed` is the group's base seed here. */
@@ -52,13 +52,13 @@ export interface RolloutGroupsOptions extends PerRollout {
   /** Output cap of one tool result in characters. Default: src/mcp's. */
   maxOutputChars?: number;
   /** Called as each rollout finishes (for progress output). */
-  onTrajectory?: (t: Trajectory, done: number, total: number) => void;
+  onTrajectory?: (t: McpTrajectory, done: number, total: number) => void;
   /**
    * Called once a group's rollouts are all in, with the group's index in `scenarios` and each rollout's trace
    * span (src/util/tracing.ts): the callee
    * ends them (after adding the rewards, say). Without onGroup the spans end with their rollouts.
    */
-  onGroup?: (group: Trajectory[], index: number, spans: TraceSpan[]) => void;
+  onGroup?: (group: McpTrajectory[], index: number, spans: TraceSpan[]) => void;
   signal?: AbortSignal;
 }
 
@@ -68,7 +68,7 @@ export interface RolloutGroupsOptions extends PerRollout {
  * opened comes back as a trajectory with `error`; a shared connection that cannot be opened throws
  * (McpConnectError), since then nothing can run.
  */
-export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Trajectory[][]> {
+export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<McpTrajectory[][]> {
   const connectOpts = {
     timeoutMs: opts.connectTimeoutMs,
     policy: opts.policyForSafety,
@@ -99,7 +99,7 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
   const total = opts.scenarios.length * opts.rolloutsPerGroup;
   let done = 0;
 
-  const one = async (scenario: Scenario, k: number, span: TraceSpan): Promise<Trajectory> => {
+  const one = async (scenario: Scenario, k: number, span: TraceSpan): Promise<McpTrajectory> => {
     const id = `${scenario.id}/${k}`;
     const base = {
       span,
@@ -114,7 +114,7 @@ export async function rolloutGroups(opts: RolloutGroupsOptions): Promise<Traject
       groupId: scenario.id,
       signal: opts.signal,
     };
-    let t: Trajectory;
+    let t: McpTrajectory;
     if (shared) {
       t = await rollout({ ...base, session: shared.session, tools: shared.tools });
     } else {
@@ -175,7 +175,7 @@ export async function checkTargetTools(target: Target, scenarios: Scenario[], co
 }
 
 /** A trajectory for a rollout that never started (its connection failed). */
-function failedTrajectory(id: string, scenario: Scenario, systemPrompt: string | undefined, err: unknown): Trajectory {
+function failedTrajectory(id: string, scenario: Scenario, systemPrompt: string | undefined, err: unknown): McpTrajectory {
   const message = err instanceof Error ? err.message : String(err);
   return {
     id,

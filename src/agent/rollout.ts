@@ -10,7 +10,7 @@ import {
 import { isStateCheck, scenarioInSandbox, type Scenario } from '../scenarios/scenario.js';
 import type { ChatMessage, OpenAITool, Policy, PolicyContext, PolicyTurn } from './policy.js';
 import { EVAL_ROLLOUT_DEFAULTS } from './rollout-settings.js';
-import { INVALID_CALL_PREFIX, NOT_EXECUTED_PREFIX, type Trajectory } from './trajectory.js';
+import { INVALID_CALL_PREFIX, NOT_EXECUTED_PREFIX, type McpTrajectory } from './trajectory.js';
 import { ArgsValidator } from './validate-args.js';
 import { McprlError } from '../util/errors.js';
 import { startSpan, withinSpan, type TraceSpan } from '../util/tracing.js';
@@ -146,7 +146,7 @@ type UnparsedCall = NonNullable<PolicyTurn['invalidToolCalls']>[number];
  * outputs can make this throw; infrastructure failures (policy unreachable, timeout) end the rollout early
  * and are recorded in `error`.
  */
-export async function rollout(opts: RolloutOptions): Promise<Trajectory> {
+export async function rollout(opts: RolloutOptions): Promise<McpTrajectory> {
   // The task and checks as they read on this rollout's server: `{sandbox}` becomes its own sandbox directory.
   const scenario = scenarioInSandbox(opts.scenario, opts.session.sandboxDir);
   const started = performance.now();
@@ -370,8 +370,8 @@ function answerUnparsed(run: RolloutRun, unparsed: UnparsedCall[]): void {
 }
 
 /** What the scenario's state checks' read-only tools show at the end of the rollout, on its own server. */
-async function readState(run: RolloutRun, scenario: Scenario): Promise<NonNullable<Trajectory['state']>> {
-  const state: NonNullable<Trajectory['state']> = [];
+async function readState(run: RolloutRun, scenario: Scenario): Promise<NonNullable<McpTrajectory['state']>> {
+  const state: NonNullable<McpTrajectory['state']> = [];
   for (const c of (scenario.checks ?? []).filter(isStateCheck)) {
     try {
       const out = await run.opts.session.callTool(c.tool, c.args, { timeoutMs: run.callTimeoutMs });
@@ -384,11 +384,11 @@ async function readState(run: RolloutRun, scenario: Scenario): Promise<NonNullab
 }
 
 /** The rollout's trajectory (reward 0 until it is scored), its figures also set on the rollout's span. */
-function finishRollout(run: RolloutRun, state: NonNullable<Trajectory['state']>, maxTurns: number, started: number): Trajectory {
+function finishRollout(run: RolloutRun, state: NonNullable<McpTrajectory['state']>, maxTurns: number, started: number): McpTrajectory {
   const { opts, metrics, completed, error } = run;
   const ranOut = !completed && error === undefined && metrics.turns >= maxTurns;
   if (ranOut) run.log(`ran out of turns (${maxTurns})`);
-  const trajectory: Trajectory = {
+  const trajectory: McpTrajectory = {
     id: opts.id ?? `${opts.scenario.id}-${randomUUID().slice(0, 8)}`,
     scenario_id: opts.scenario.id,
     ...(opts.groupId !== undefined ? { group_id: opts.groupId } : {}),

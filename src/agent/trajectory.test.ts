@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TrajectorySchema, wasExecuted } from './trajectory.js';
+import { McpTrajectorySchema, wasExecuted } from './trajectory.js';
 
 describe('wasExecuted', () => {
   it('follows a tool answer\'s execution when it has one', () => {
@@ -46,16 +46,16 @@ describe('TrajectorySchema', () => {
   };
 
   it('reads a saved trajectory back exactly as it was written', () => {
-    expect(JSON.stringify(TrajectorySchema.parse(JSON.parse(JSON.stringify(saved))))).toBe(JSON.stringify(saved));
+    expect(JSON.stringify(McpTrajectorySchema.parse(JSON.parse(JSON.stringify(saved))))).toBe(JSON.stringify(saved));
   });
 
   it('still requires an id on every tool call and keeps no reasoning_content', () => {
     const call = { type: 'function', function: { name: 'get_book', arguments: '{}' } };
     const noId = { ...saved, messages: [{ role: 'assistant', content: null, tool_calls: [call] }] };
-    const r = TrajectorySchema.safeParse(noId);
+    const r = McpTrajectorySchema.safeParse(noId);
     expect(r.success).toBe(false);
     expect(r.error?.issues[0].path).toEqual(['messages', 0, 'tool_calls', 0, 'id']);
     const reasoning = { ...saved, messages: [{ role: 'assistant', content: 'Dune.', reasoning_content: 'thought' }] };
-    expect(TrajectorySchema.parse(reasoning).messages[0]).toStrictEqual({ role: 'assistant', content: 'Dune.' });
+    expect(McpTrajectorySchema.parse(reasoning).messages[0]).toStrictEqual({ role: 'assistant', content: 'Dune.' });
   });
 });

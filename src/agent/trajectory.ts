@@ -37,7 +37,7 @@ export const TrajectoryMetricsSchema = z.object({
   checks_total: z.number().int().nonnegative().optional(),
 });
 
-export const TrajectorySchema = z.object({
+export const McpTrajectorySchema = z.object({
   id: z.string(),
   scenario_id: z.string(),
   /** Trajectories of one group share a goal and are judged together. */
@@ -75,8 +75,15 @@ export const TrajectorySchema = z.object({
   unscored: z.string().optional(),
 });
 
-export type Trajectory = z.infer<typeof TrajectorySchema>;
+export type McpTrajectory = z.infer<typeof McpTrajectorySchema>;
 export type TrajectoryMetrics = z.infer<typeof TrajectoryMetricsSchema>;
+
+// The names before the rename, for files of other areas still being changed (scripts/tiny-model, scripts/demo-table.ts,
+// test/scenarios-llm-grounded.test.ts): to go once those use the new names.
+/** @deprecated McpTrajectorySchema. */
+export const TrajectorySchema = McpTrajectorySchema;
+/** @deprecated McpTrajectory. */
+export type Trajectory = McpTrajectory;
 
 /** Tool answers starting with these mark calls the loop did not execute (see wasExecuted). */
 export const INVALID_CALL_PREFIX = 'Error: invalid tool call.';

@@ -8,7 +8,7 @@ import { scoreChecks } from '../ruler/checks.js';
 import type { JudgeClient } from '../ruler/judge.js';
 import { rulerScores } from '../ruler/ruler.js';
 import { rolloutGroups, type RolloutGroupsOptions } from '../agent/rollout-groups.js';
-import { TrajectorySchema, type Trajectory } from '../agent/trajectory.js';
+import { McpTrajectorySchema, type McpTrajectory } from '../agent/trajectory.js';
 import { writeFileAtomic, WriteError } from '../util/atomic.js';
 import { McprlError } from '../util/errors.js';
 import type { TraceSpan } from '../util/tracing.js';
@@ -35,7 +35,7 @@ export interface EvalOptions extends RolloutGroupsOptions {
    * awaited before runEval returns: `mcprl eval` appends it to its output here. Not called for groups cut short
    * by `signal`.
    */
-  onGroupDone?: (group: Trajectory[], index: number) => Promise<void> | void;
+  onGroupDone?: (group: McpTrajectory[], index: number) => Promise<void> | void;
 }
 
 /** What `mcprl eval` reports, and writes as summary.json. */
@@ -78,7 +78,7 @@ export interface EvalSummary {
 }
 
 /** A trajectory counts as a success when it completed, had no error, and passed every check it has. */
-export function isSuccess(t: Trajectory): boolean {
+export function isSuccess(t: McpTrajectory): boolean {
   const checksOk = (t.metrics.checks_total ?? 0) === 0 || t.metrics.checks_passed === t.metrics.checks_total;
   return t.metrics.completed && t.error === undefined && checksOk;
 }
@@ -89,7 +89,7 @@ const mean = (xs: number[]): number | null => (xs.length ? xs.reduce((a, b) => a
  * Rolls out every scenario K times, scores each group (checks, RULER, blend) and summarises. The group-level
  * judge calls run concurrently too, under the same concurrency bound.
  */
-export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[][]; summary: EvalSummary }> {
+export async function runEval(opts: EvalOptions): Promise<{ groups: McpTrajectory[][]; summary: EvalSummary }> {
   const started = performance.now();
   const needsJudge = resolveRewardMode(opts.reward, opts.judge !== undefined) !== 'checks';
 
@@ -97,7 +97,7 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
   let scoredGroups = 0;
   const limit = pLimit(Math.max(1, opts.concurrency));
   const scoring: Promise<void>[] = [];
-  const score = async (group: Trajectory[], i: number, cut: boolean, spans: TraceSpan[]) => {
+  const score = async (group: McpTrajectory[], i: number, cut: boolean, spans: TraceSpan[]) => {
     try {
       await scoreGroup(group, i, cut);
     } finally {
@@ -108,7 +108,7 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
       });
     }
   };
-  const scoreGroup = async (group: Trajectory[], i: number, cut: boolean) => {
+  const scoreGroup = async (group: McpTrajectory[], i: number, cut: boolean) => {
     const scenario = opts.scenarios[i];
     const checks = (scenario.checks?.length ?? 0) > 0 ? group.map((t) => scoreChecks(t, scenario)) : undefined;
     let ruler: Awaited<ReturnType<typeof rulerScores>> | undefined;
@@ -148,7 +148,7 @@ export async function runEval(opts: EvalOptions): Promise<{ groups: Trajectory[]
  * asked for every group, so a group without a RULER component is one the judge failed on.
  */
 export function summarizeEval(
-  groups: Trajectory[][],
+  groups: McpTrajectory[][],
   scenarioIds: string[],
   meta: { model: string; reward: RewardMode; judged: boolean; rolloutsPerGroup: number; durationMs?: number },
 ): EvalSummary {
@@ -188,7 +188,7 @@ export function summarizeEval(
 }
 
 /** Writes `trajectories.jsonl` (one trajectory per line, groups in scenario order) and `summary.json`. */
-export async function writeEvalOutput(dir: string, groups: Trajectory[][], summary: EvalSummary): Promise<{ trajectories: string; summary: string }> {
+export async function writeEvalOutput(dir: string, groups: McpTrajectory[][], summary: EvalSummary): Promise<{ trajectories: string; summary: string }> {
   await mkdir(dir, { recursive: true });
   const trajectories = path.join(dir, 'trajectories.jsonl');
   const summaryFile = path.join(dir, 'summary.json');
@@ -218,9 +218,9 @@ export class EvalOutputDir {
    * overwrite), or with `resume` for the rest of one: returns the finished groups by scenario id. A line cut
    * short by a kill, and groups missing rollouts, are dropped from the file.
    */
-  static async open(dir: string, o: { resume: boolean; rolloutsPerGroup: number }): Promise<{ out: EvalOutputDir; finished: Map<string, Trajectory[]> }> {
+  static async open(dir: string, o: { resume: boolean; rolloutsPerGroup: number }): Promise<{ out: EvalOutputDir; finished: Map<string, McpTrajectory[]> }> {
     const out = new EvalOutputDir(dir);
-    const finished = new Map<string, Trajectory[]>();
+    const finished = new Map<string, McpTrajectory[]>();
     await mkdir(dir, { recursive: true });
     const text = existsSync(out.trajectories) ? await readFile(out.trajectories, 'utf8') : '';
     if (!o.resume) {
@@ -228,17 +228,17 @@ export class EvalOutputDir {
       await writeFileAtomic(out.trajectories, '');
       return { out, finished };
     }
-    const byScenario = new Map<string, Trajectory[]>();
+    const byScenario = new Map<string, McpTrajectory[]>();
     for (const line of text.split('\n')) {
       if (line.trim() === '') continue;
       let parsed;
       try {
-        parsed = TrajectorySchema.safeParse(JSON.parse(line));
+        parsed = McpTrajectorySchema.safeParse(JSON.parse(line));
       } catch {
         continue;
       }
       if (!parsed.success) continue;
-      const t = parsed.data as Trajectory;
+      const t = parsed.data as McpTrajectory;
       byScenario.set(t.scenario_id, [...(byScenario.get(t.scenario_id) ?? []), t]);
     }
     for (const [id, g] of byScenario) if (g.length === o.rolloutsPerGroup) finished.set(id, g);
@@ -247,7 +247,7 @@ export class EvalOutputDir {
   }
 
   /** Appends a scored group (its lines in one write, after the appends before it). */
-  append(group: Trajectory[]): Promise<void> {
+  append(group: McpTrajectory[]): Promise<void> {
     const text = group.map((t) => JSON.stringify(t) + '\n').join('');
     this.appends = this.appends.then(() => appendFile(this.trajectories, text).catch((e: unknown) => {
       throw new WriteError(this.trajectories, e);

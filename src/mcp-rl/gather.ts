@@ -5,7 +5,7 @@
  */
 import { runEval, summarizeEval, type EvalSummary } from '../eval/evaluate.js';
 import type { Policy } from '../agent/policy.js';
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 import type { Scenario } from '../scenarios/scenario.js';
 import { writeJsonlAtomic } from '../util/atomic.js';
 import { createRng } from '../util/rng.js';
@@ -28,7 +28,7 @@ export function pickScenarios(all: Scenario[], n: number, seed: number, step: nu
 
 /** What one step gathered: every group (replaced ones included), their summary, and the dynamic-sampling counts. */
 export interface GatheredStep {
-  groups: Trajectory[][];
+  groups: McpTrajectory[][];
   summary: Pick<EvalSummary, 'mean_reward' | 'success_rate' | 'tool_call_validity_rate' | 'unscored_trajectories' | 'judge_failures'>;
   /** Groups gathered to replace groups without signal. */
   replaced: number;
@@ -39,15 +39,15 @@ export interface GatheredStep {
 }
 
 /** A trajectory that counts for training: scored and without an infrastructure error. */
-export const trainableOne = (t: Trajectory) => !t.unscored && !t.error;
-export const trainable = (g: Trajectory[]) => g.filter(trainableOne);
+export const trainableOne = (t: McpTrajectory) => !t.unscored && !t.error;
+export const trainable = (g: McpTrajectory[]) => g.filter(trainableOne);
 /** Whether a group's scored attempts carry GRPO signal (their rewards differ), so that the step keeps it. */
-const hasSignal = (loss: PolicyLoss, g: Trajectory[]) => advantagesFor(loss, [trainable(g).map((t) => t.reward)]).kept.length > 0;
+const hasSignal = (loss: PolicyLoss, g: McpTrajectory[]) => advantagesFor(loss, [trainable(g).map((t) => t.reward)]).kept.length > 0;
 /**
  * Whether a group's scored attempts all scored alike: the groups counted in groups_dropped_zero_variance, and those
  * that retire a scenario from the curriculum. A group with no scored attempt (all lost to infrastructure) is neither.
  */
-export const scoredAlike = (loss: PolicyLoss, g: Trajectory[]) => advantagesFor(loss, [trainable(g).map((t) => t.reward)]).droppedZeroVariance > 0;
+export const scoredAlike = (loss: PolicyLoss, g: McpTrajectory[]) => advantagesFor(loss, [trainable(g).map((t) => t.reward)]).droppedZeroVariance > 0;
 
 /**
  * Gathers the step's groups; with resampleRounds, groups without signal are replaced by groups of scenarios not
@@ -107,7 +107,7 @@ export async function regatherStale(o: TrainRunOptions, policy: RolloutPool, g: 
 }
 
 /** Sets the trajectory's policy_step: the step of the oldest adapter among those that answered its turns. */
-export function recordPolicyStep(t: Trajectory, pool: RolloutPool): void {
+export function recordPolicyStep(t: McpTrajectory, pool: RolloutPool): void {
   const steps = (t.sampled_by ?? []).map((name) => pool.stepOf(name)).filter((x): x is number => x !== undefined);
   if (steps.length > 0) t.policy_step = Math.min(...steps);
 }
@@ -138,7 +138,7 @@ async function gatherGroups(o: TrainRunOptions, policy: Policy, scenarios: Scena
  * Why a held-out figure measures the infrastructure rather than the model — more than half its rollouts ended in
  * an infrastructure error — or null when it is a model result.
  */
-export function lostToInfrastructure(groups: Trajectory[][]): string | null {
+export function lostToInfrastructure(groups: McpTrajectory[][]): string | null {
   const all = groups.flat();
   const errors = all.filter((t) => t.error !== undefined);
   if (errors.length * 2 <= all.length) return null;

@@ -1,5 +1,5 @@
 /** The figures of a training step's metrics row that take more than a field: rewards, servers, constraints, caches. */
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 import type { TrainResult } from '../backend/schemas.js';
 import type { ChatEngine } from '../chat/chat-engine.js';
 import type { KvCacheStats } from '../engine/model.js';
@@ -7,8 +7,8 @@ import type { RolloutPool } from '../train/rollout-pool.js';
 import { hasSampledIds } from '../train/tokenize.js';
 
 /** The step's rollouts, each with the advantage it was trained with (null: not trained on). */
-export function withAdvantages(rollouts: Trajectory[], trainGroups: Trajectory[][], advantages: TrainResult['advantages']) {
-  const of = new Map<Trajectory, number>();
+export function withAdvantages(rollouts: McpTrajectory[], trainGroups: McpTrajectory[][], advantages: TrainResult['advantages']) {
+  const of = new Map<McpTrajectory, number>();
   trainGroups.forEach((g, k) => advantages[k]?.forEach((a, i) => of.set(g[i], a)));
   return rollouts.map((t) => ({ ...t, advantage: of.get(t) ?? null }));
 }
@@ -18,7 +18,7 @@ export function withAdvantages(rollouts: Trajectory[], trainGroups: Trajectory[]
  * (re-tokenised) or with the sampler's own logprobs, over every rollout; the turns whose ids the trainer's
  * tokenisation would not give, over the rollouts trained (measured while tokenising them); the off-policy mismatch.
  */
-export function rolloutServerMetrics(pool: RolloutPool, rollouts: Trajectory[], tokenIdsDiffer: number, off: TrainResult['offPolicy']): Record<string, number> {
+export function rolloutServerMetrics(pool: RolloutPool, rollouts: McpTrajectory[], tokenIdsDiffer: number, off: TrainResult['offPolicy']): Record<string, number> {
   const turns = rollouts.flatMap((t) => t.messages.filter((m) => m.role === 'assistant'));
   return {
     ...pool.takeStats(), rollout_turns: turns.length, retokenized_turns: turns.filter((m) => !hasSampledIds(m)).length,
@@ -32,7 +32,7 @@ export function rolloutServerMetrics(pool: RolloutPool, rollouts: Trajectory[], 
  * held to be a JSON object) and samples that met a state allowing no token (decoded on unconstrained). Logged
  * in full once.
  */
-export function constrainMetrics(engine: ChatEngine, groups: Trajectory[][], log: ((line: string) => void) | null): Record<string, number> {
+export function constrainMetrics(engine: ChatEngine, groups: McpTrajectory[][], log: ((line: string) => void) | null): Record<string, number> {
   const tools = groups.flat()[0]?.tools;
   if (!tools) return {};
   const r = engine.toolCallConstrainer(tools).report;
@@ -48,13 +48,13 @@ export function constrainMetrics(engine: ChatEngine, groups: Trajectory[][], log
  * A step's staleness figures: over its rollouts with a recorded policy step, how many adapters older than `trained`
  * their oldest turn's was (mean, max); the groups discarded as too stale.
  */
-export function stalenessMetrics(rollouts: Trajectory[], trained: number, tooStale: number | undefined): Record<string, number> {
+export function stalenessMetrics(rollouts: McpTrajectory[], trained: number, tooStale: number | undefined): Record<string, number> {
   const st = rollouts.filter((t) => t.policy_step !== undefined).map((t) => trained - t.policy_step!);
   return { staleness_mean: st.length ? st.reduce((a, b) => a + b, 0) / st.length : 0, staleness_max: st.length ? Math.max(...st) : 0, groups_too_stale: tooStale ?? 0 };
 }
 
 /** The mean over groups of their rewards' standard deviation (groups of one attempt aside). */
-export function rewardStd(groups: Trajectory[][]): number {
+export function rewardStd(groups: McpTrajectory[][]): number {
   const stds = groups.filter((g) => g.length > 1).map((g) => {
     const mean = g.reduce((a, t) => a + t.reward, 0) / g.length;
     return Math.sqrt(g.reduce((a, t) => a + (t.reward - mean) ** 2, 0) / g.length);

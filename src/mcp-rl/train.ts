@@ -12,7 +12,7 @@
 import { performance } from 'node:perf_hooks';
 import { isSuccess } from '../eval/evaluate.js';
 import type { Policy } from '../agent/policy.js';
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 import type { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
 import { checkTargetTools } from '../agent/rollout-groups.js';
@@ -310,9 +310,9 @@ function stepClock(step: number): StepClock {
 /** A step's groups as gathered, those trained on (their trainable attempts), every rollout, and the lost ones. */
 interface StepGroups {
   gathered: GatheredStep;
-  groups: Trajectory[][];
-  rollouts: Trajectory[];
-  lost: Trajectory[];
+  groups: McpTrajectory[][];
+  rollouts: McpTrajectory[];
+  lost: McpTrajectory[];
   /** The in-process engine's prefix cache counters before and after the gather. */
   cache: { before: ReturnType<Model['prefixCacheStats']>; after: ReturnType<Model['prefixCacheStats']> };
 }
@@ -452,7 +452,7 @@ function stepLine(t: Trainer, step: number, g: StepGroups, r: TrainResult, row: 
 }
 
 /** A group of the step as the library takes it: each attempt's conversation, its tools and its reward. */
-function libraryGroup(g: Trajectory[]): TrajectoryGroupInput {
+function libraryGroup(g: McpTrajectory[]): TrajectoryGroupInput {
   return { trajectories: g.map((t) => ({ messages: t.messages, tools: t.tools, reward: t.reward })), metadata: { scenario_id: g[0].scenario_id } };
 }
 

@@ -3,7 +3,7 @@
  * into the engine once and kept while calls keep asking for the same pair.
  */
 import { existsSync } from 'node:fs';
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 import { ChatEngine } from '../chat/chat-engine.js';
 import { EnginePolicy } from '../agent/engine-policy.js';
 import type { Device } from '../engine/device.js';
@@ -150,7 +150,7 @@ export interface TraceEntry {
 const clip = (s: string, n: number) => (s.length <= n ? s : `${s.slice(0, n - 1)}…`);
 
 /** A compact, readable trace of a trajectory: the assistant's words, each call and each result, clipped. */
-export function compactTrace(t: Trajectory, maxChars = 400): TraceEntry[] {
+export function compactTrace(t: McpTrajectory, maxChars = 400): TraceEntry[] {
   const out: TraceEntry[] = [];
   const names = new Map<string, string>();
   for (const m of t.messages) {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 import type { ChecksScore } from './checks.js';
 import { JudgeError } from './judge.js';
 import type { RulerResult } from './ruler.js';
@@ -43,7 +43,7 @@ export interface BlendOutcome {
  * components are missing (judge failed, scenario without checks), the group is marked unscored rather than
  * silently given zeros.
  */
-export function blendRewards(group: Trajectory[], opts: BlendOptions): BlendOutcome {
+export function blendRewards(group: McpTrajectory[], opts: BlendOptions): BlendOutcome {
   const w = opts.rulerWeight ?? 0.5;
   if (!(w >= 0 && w <= 1)) throw new RangeError(`rulerWeight must be in [0, 1], got ${w}`);
   if (opts.checks && opts.checks.length !== group.length) {
@@ -59,7 +59,7 @@ export function blendRewards(group: Trajectory[], opts: BlendOptions): BlendOutc
   if (opts.mode === 'blend' && !rulerOk && !hasChecks) reason = `${rulerMissing(opts.ruler)} and the scenario has no checks`;
 
   group.forEach((t, i) => {
-    const components: Trajectory['reward_components'] = {};
+    const components: McpTrajectory['reward_components'] = {};
     if (rulerScores) components.ruler = rulerScores[i];
     if (hasChecks) {
       const c = opts.checks![i];

@@ -1,5 +1,5 @@
 import { COMPLETE_TASK } from '../agent/rollout.js';
-import { wasExecuted, type Trajectory } from '../agent/trajectory.js';
+import { wasExecuted, type McpTrajectory } from '../agent/trajectory.js';
 import { answerContains, argsMatch, isStateCheck, scenarioInSandbox, stateShows, type Check, type Scenario } from '../scenarios/scenario.js';
 
 export interface ChecksScore {
@@ -12,7 +12,7 @@ export interface ChecksScore {
 }
 
 /** The calls a trajectory really made: name and parsed arguments, leaving out calls the loop rejected. */
-export function executedCalls(traj: Trajectory): { name: string; args: Record<string, unknown> }[] {
+export function executedCalls(traj: McpTrajectory): { name: string; args: Record<string, unknown> }[] {
   const answered = new Map<string, boolean>();
   for (const m of traj.messages) {
     if (m.role === 'tool' && m.tool_call_id !== undefined) answered.set(m.tool_call_id, wasExecuted(m));
@@ -37,7 +37,7 @@ export function executedCalls(traj: Trajectory): { name: string; args: Record<st
  * The texts of the tool results a trajectory's server executed, complete_task's answer left out (it only echoes the
  * agent's summary).
  */
-export function executedResults(traj: Trajectory): string[] {
+export function executedResults(traj: McpTrajectory): string[] {
   const names = new Map<string, string>();
   for (const m of traj.messages) for (const c of m.role === 'assistant' ? (m.tool_calls ?? []) : []) if (c.id !== undefined) names.set(c.id, c.function.name);
   return traj.messages.flatMap((m) => {
@@ -47,7 +47,7 @@ export function executedResults(traj: Trajectory): string[] {
   });
 }
 
-function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj: Trajectory, results: () => string[]): boolean {
+function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj: McpTrajectory, results: () => string[]): boolean {
   if (check.kind === 'tool_called') return calls.some((c) => c.name === check.tool && argsMatch(check.args, c.args));
   if (isStateCheck(check)) {
     return (traj.state ?? []).some((s) => s.tool === check.tool && argsMatch(check.args, s.args) && argsMatch(s.args, check.args) && stateShows(check, s));
@@ -70,7 +70,7 @@ function checkPasses(check: Check, calls: ReturnType<typeof executedCalls>, traj
  * state_absent, state_number) when what the rollout read from its server afterwards (`trajectory.state`) shows the
  * expected state (see stateShows). `{sandbox}` in the checks stands for the rollout's own sandbox directory.
  */
-export function scoreChecks(traj: Trajectory, scenario: Scenario): ChecksScore {
+export function scoreChecks(traj: McpTrajectory, scenario: Scenario): ChecksScore {
   const checks = scenarioInSandbox(scenario, traj.sandbox).checks ?? [];
   const calls = executedCalls(traj);
   let texts: string[] | undefined;

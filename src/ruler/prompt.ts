@@ -1,5 +1,5 @@
 import type { ChatMessage } from '../agent/policy.js';
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 
 /** ART's default RULER rubric, in its words: outcome first, then efficiency, proportional gaps, partial credit. */
 export const DEFAULT_RUBRIC = [
@@ -53,7 +53,7 @@ export function renderMessages(messages: ChatMessage[]): string {
  * library's trajectories (src/backend) both have these.
  */
 export interface JudgedTrajectory {
-  messages: Trajectory['messages'];
+  messages: McpTrajectory['messages'];
   tools: readonly { function: { name: string; description?: string; parameters?: unknown } }[];
 }
 

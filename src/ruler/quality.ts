@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { ChatMessage } from '../agent/policy.js';
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 import type { ToolInfo } from '../mcp/index.js';
 import { synthesizeArgs } from '../scenarios/json-schema-args.js';
 import type { ScenarioServer } from '../scenarios/offline/index.js';
@@ -107,7 +107,7 @@ export function isChain(s: Scenario): boolean {
   return checkedCalls(s.checks ?? []).some((c) => scalars(c.args).some((x) => x.trim().length >= 2 && !task.includes(x.trim().toLowerCase())));
 }
 
-function trajectory(s: Scenario, calls: { tool: string; args: Record<string, unknown>; text: string }[], answer: string, sandbox?: string): Trajectory {
+function trajectory(s: Scenario, calls: { tool: string; args: Record<string, unknown>; text: string }[], answer: string, sandbox?: string): McpTrajectory {
   const messages: ChatMessage[] = calls.flatMap((c, i): ChatMessage[] => [
     { role: 'assistant', content: null, tool_calls: [{ id: `c${i}`, type: 'function', function: { name: c.tool, arguments: JSON.stringify(c.args) } }] },
     { role: 'tool', tool_call_id: `c${i}`, name: c.tool, content: c.text, execution: 'executed' },
@@ -123,10 +123,10 @@ function trajectory(s: Scenario, calls: { tool: string; args: Record<string, unk
     metrics: { turns: calls.length + 1, tool_calls: calls.length, tool_errors: 0, invalid_calls: 0, completed: true, ran_out_of_turns: false, latency_ms: 0 },
     logs: [],
     ...(sandbox !== undefined ? { sandbox } : {}),
-  } as Trajectory;
+  } as McpTrajectory;
 }
 
-const passesAll = (t: Trajectory, s: Scenario) => {
+const passesAll = (t: McpTrajectory, s: Scenario) => {
   const r = scoreChecks(t, s);
   return r.total > 0 && r.passed === r.total;
 };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 import { GatherAhead, staleOf } from './gather-ahead.js';
 
 /** A gather the test finishes by hand: which steps started, and a way to end each one. */
@@ -68,7 +68,7 @@ describe('GatherAhead', () => {
 });
 
 describe('staleOf', () => {
-  const t = (policy_step?: number) => ({ ...(policy_step !== undefined ? { policy_step } : {}) }) as Trajectory;
+  const t = (policy_step?: number) => ({ ...(policy_step !== undefined ? { policy_step } : {}) }) as McpTrajectory;
   it('is the oldest sampling adapter\'s distance from the trained one; 0 without a recorded step', () => {
     expect(staleOf([t(3), t(1), t(2)], 3)).toBe(2);
     expect(staleOf([t(), t(4)], 4)).toBe(0);

@@ -8,7 +8,7 @@
  * (staleOf) and regathers one past N, which only a server answering with an older adapter than it was asked for,
  * or `ahead` set beyond N (tests), can produce.
  */
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 
 export class GatherAhead<T> {
   private readonly results = new Map<number, Promise<T>>();
@@ -78,6 +78,6 @@ export class GatherAhead<T> {
  * How many steps older than `trained` the oldest adapter that sampled the group was (0 for a group without a
  * recorded policy step: an in-process or failed rollout).
  */
-export function staleOf(group: Trajectory[], trained: number): number {
+export function staleOf(group: McpTrajectory[], trained: number): number {
   return Math.max(0, ...group.map((t) => (t.policy_step === undefined ? 0 : trained - t.policy_step)));
 }

@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { isSuccess } from '../eval/evaluate.js';
 import { copyPeftAdapter } from '../hf/peft.js';
-import type { Trajectory } from '../agent/trajectory.js';
+import type { McpTrajectory } from '../agent/trajectory.js';
 import { readScenarios, type Scenario } from '../scenarios/scenario.js';
 import { writeFileAtomic } from '../util/atomic.js';
 import { successBreakdown } from './breakdown.js';
@@ -18,7 +18,7 @@ async function readTrajectories(file: string): Promise<(ReportTrajectory & { suc
   return (await readFile(file, 'utf8'))
     .split('\n')
     .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as Trajectory)
+    .map((l) => JSON.parse(l) as McpTrajectory)
     .map((t) => ({ scenario_id: t.scenario_id, task: t.messages.find((m) => m.role === 'user')?.content ?? undefined, reward: t.reward, messages: t.messages, success: isSuccess(t) }));
 }
 

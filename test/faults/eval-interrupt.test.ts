@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TrajectorySchema } from '../../src/agent/trajectory.js';
+import { McpTrajectorySchema } from '../../src/agent/trajectory.js';
 import { loadScenarioSet, writeScenarioSet, type Scenario } from '../../src/scenarios/scenario.js';
 import { hangReply, startOpenAIDouble, type OpenAIDouble } from '../doubles/openai-double.js';
 import { goodStrategy, taskOf, turnReply } from '../doubles/policy-double.js';
@@ -67,7 +67,7 @@ describe('an interrupted `mcprl eval`', () => {
     const r = await first.exited;
     expect(r.code).toBe(130);
     expect(r.stderr).toMatch(/interrupted by SIGINT; 3 of 4 scenarios finished/);
-    const written = lines(path.join(out, 'trajectories.jsonl')).map((l) => TrajectorySchema.parse(JSON.parse(l)));
+    const written = lines(path.join(out, 'trajectories.jsonl')).map((l) => McpTrajectorySchema.parse(JSON.parse(l)));
     expect(written.map((t) => t.scenario_id).sort()).toEqual(scenarios.slice(0, 3).map((s) => s.id).sort());
     const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
     expect(summary).toMatchObject({ interrupted: 'SIGINT', scenarios: 3, scenarios_requested: 4, trajectories: 3, successes: 3 });
@@ -85,7 +85,7 @@ describe('an interrupted `mcprl eval`', () => {
     // Only the unfinished scenario was run again.
     const tasks = new Set(answering.requests.filter((q) => q.method === 'POST').map((q) => taskOf(q.body)));
     expect([...tasks]).toEqual([stuck.task]);
-    const all = lines(path.join(out, 'trajectories.jsonl')).map((l) => TrajectorySchema.parse(JSON.parse(l)));
+    const all = lines(path.join(out, 'trajectories.jsonl')).map((l) => McpTrajectorySchema.parse(JSON.parse(l)));
     expect(all.map((t) => t.scenario_id).sort()).toEqual(scenarios.map((s) => s.id).sort());
     const final = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
     expect(final).toMatchObject({ scenarios: 4, trajectories: 4, successes: 4 });
@@ -108,6 +108,6 @@ describe('an interrupted `mcprl eval`', () => {
     expect(resumed.code, resumed.stderr).toBe(0);
     const rerun = new Set(answering.requests.slice(before).filter((q) => q.method === 'POST').map((q) => taskOf(q.body)));
     expect(rerun.size).toBe(1);
-    expect(lines(path.join(out, 'trajectories.jsonl')).map((l) => TrajectorySchema.parse(JSON.parse(l))).length).toBe(4);
+    expect(lines(path.join(out, 'trajectories.jsonl')).map((l) => McpTrajectorySchema.parse(JSON.parse(l))).length).toBe(4);
   });
 });

@@ -8,7 +8,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Trajectory } from '../../src/agent/trajectory.js';
+import type { McpTrajectory } from '../../src/agent/trajectory.js';
 import { OpenAIJudge } from '../../src/ruler/judge.js';
 import { rulerScores } from '../../src/ruler/ruler.js';
 import { loadScenarioSet, writeScenarioSet } from '../../src/scenarios/scenario.js';
@@ -29,7 +29,7 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-const traj = (id: string, answer: string): Trajectory => ({
+const traj = (id: string, answer: string): McpTrajectory => ({
   id, scenario_id: 's1', group_id: 's1', tools: [], final_answer: answer, reward: 0, reward_components: {}, logs: [],
   messages: [{ role: 'user', content: 'What does bk-003 cost?' }, { role: 'assistant', content: answer }],
   metrics: { turns: 1, tool_calls: 0, tool_errors: 0, invalid_calls: 0, completed: true, ran_out_of_turns: false, latency_ms: 1 },

@@ -13,7 +13,7 @@
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { OpenAIPolicy } from '../../src/agent/policy.js';
-import type { Trajectory } from '../../src/agent/trajectory.js';
+import type { McpTrajectory } from '../../src/agent/trajectory.js';
 import { runEval } from '../../src/eval/evaluate.js';
 import type { Target } from '../../src/mcp/types.js';
 import type { Scenario } from '../../src/scenarios/scenario.js';
@@ -37,7 +37,7 @@ async function evalScripted(target: Target, scenario: Scenario, turns: ScriptedT
 }
 
 /** The `execution` recorded on the answer to each call of `tool`. */
-const executionOf = (t: Trajectory, tool: string) => t.messages.filter((m) => m.role === 'tool' && m.name === tool).map((m) => m.execution);
+const executionOf = (t: McpTrajectory, tool: string) => t.messages.filter((m) => m.role === 'tool' && m.name === tool).map((m) => m.execution);
 
 const calledCheck = (tool: string, args: Record<string, unknown> = {}): Scenario => ({
   id: `calls-${tool}`, task: `Use ${tool}.`, difficulty: 1, source: 'schema', checks: [{ kind: 'tool_called', tool, args }],
