@@ -42,7 +42,7 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
     const own = toolNoun(tool.name);
     for (const leaf of leaves(data)) {
       const key = leaf.path[leaf.path.length - 1];
-      if (usable(key, leaf.value)) options.push({ kind: 'field', field: fieldWords(leaf.path.join('_'), own), values: [String(leaf.value)] });
+      if (usable(key, leaf.value)) options.push({ kind: 'field', field: asCount(fieldWords(leaf.path.join('_'), own), leaf.value), values: [String(leaf.value)] });
     }
     // The entries of a folder's listing or tree are its entries, whatever the tool is called.
     const listNoun = pathKind(tool) === 'folder' ? 'entry' : own;
@@ -53,7 +53,7 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
       // A lookup that found exactly one record: its fields, and its short lists, are what to ask about.
       if (arr.length === 1 && isPlainObject(arr[0])) {
         for (const [k, v] of Object.entries(arr[0])) {
-          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: fieldWords(k, noun), noun, values: [String(v)] });
+          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: asCount(fieldWords(k, noun), v), noun, values: [String(v)] });
           if (Array.isArray(v) && v.length >= 1 && v.length <= 4 && v.every((x) => isScalar(x) && usable(k, x))) {
             options.push({ kind: 'values', field: fieldWords(k, noun), noun, values: v.map(String) });
           }
@@ -97,11 +97,12 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
     if (options.length) return rng.pick(options);
   }
   const uris = resources.map((m) => m[1]).filter((u) => !argValues.has(u.toLowerCase()));
-  if (uris.length >= 2 && uris.length <= 4) return { kind: 'values', field: 'resource URIs', values: uris };
+  // Asked of what the tool is about ("the URIs of the resource links"): "the resource URIs" alone says not whose.
+  if (uris.length >= 2 && uris.length <= 4) return { kind: 'values', field: 'URIs', noun: 'resource', values: uris };
   // A switch says what it did first ("Started simulated logging…", "Stopped …"): that word is the answer.
   const switched = /^(started|stopped|enabled|disabled|paused|resumed)\b/i.exec(text);
   if (switched) {
-    return { kind: 'field', field: 'new state', values: [switched[1]] };
+    return { kind: 'field', field: 'state', values: [switched[1]] };
   }
   // A heading line ("Allowed directories:") names what the paths under it are.
   const all = text.split('\n').map((l) => l.trim()).filter(Boolean);
@@ -115,6 +116,17 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
   if (nums.length === 1) return { kind: 'field', field: 'result', values: nums };
   if (text.length >= 2 && text.length <= 80 && !text.includes('\n') && !text.startsWith('[')) return { kind: 'field', field: 'exact response', values: [text] };
   return undefined;
+}
+
+/**
+ * A field whose value is a number, said as the count it is: "copies" → "number of copies", "total matches" → "total
+ * number of matches" (a person asks how many, not for "the copies").
+ */
+function asCount(field: string, v: Scalar): string {
+  const ws = field.split(' ');
+  const last = ws[ws.length - 1];
+  if (typeof v !== 'number' || ws.includes('of') || !/^[a-z]+s$/.test(last) || singular(last) === last) return field;
+  return [...ws.slice(0, -1), 'number of', last].join(' ');
 }
 
 /** The first line of each file in a reply that gives several, each headed by "PATH:"; undefined unless all are there. */

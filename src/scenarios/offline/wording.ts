@@ -94,7 +94,7 @@ export const TEMPLATES = {
     'I need the {fields} of {subject}.',
     'Can you tell me the {fields} of {subject}?',
     'Please list {subject} by {field}.',
-    'Name each of {subject} by its {field}.',
+    'Give me each of {subject}, by {field}.',
     'Tell me the {field} of every one of {subject}.',
   ],
   values: [
@@ -114,7 +114,7 @@ export const TEMPLATES = {
     'I need every one of the {field}.',
     'Can you give me the {field}?',
     'Please list the {field}.',
-    'Which are the {field}?',
+    'What {field} are there?',
     'Find the {field}, please.',
   ],
   write: [
@@ -161,11 +161,11 @@ export const TEMPLATES = {
     'What {is} the {field} of {subject}?',
     'Take {subject} and tell me the {field}.',
     'Work out the {field} of {subject}.',
-    'First find {inner}; then tell me the {field} of {subject}.',
+    'First find {inner}; then tell me the {field} of {it}.',
     "I'd like the {field} of {subject}.",
-    'Using {inner}, give me the {field} of {subject}.',
-    'Look up {inner}, and report the {field} of {subject}.',
-    'Find {inner} and then the {field} of {subject}.',
+    'Using {inner}, give me the {field} of {it}.',
+    'Look up {inner}, and report the {field} of {it}.',
+    'Find {inner} and then the {field} of {it}.',
   ],
 } as const;
 
