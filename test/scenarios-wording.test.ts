@@ -121,6 +121,27 @@ describe('offline tasks in a person\'s words', () => {
     for (const c of calls(ss, 'create_directory')) expect(c.args.path).toMatch(/^\{sandbox\}(\/trips)?\/[a-z]{5,12}$/);
   }, 300_000);
 
+  it('server-filesystem: a JSON file\'s fields are asked as what the file holds, its size as the file\'s own', async () => {
+    const { target, source } = await demoTarget('filesystem');
+    const session = await connect(target, { sandboxFrom: source, policy: new SafetyPolicy({}) });
+    try {
+      const tools = new Map((await session.listTools()).map((t) => [t.name, t]));
+      const [root] = (await session.callTool('list_allowed_directories', {})).text.split('\n').slice(1);
+      const ask = async (tool: string) => {
+        const args = { path: `${root.trim()}/budget.json` };
+        const answer = chooseAnswer(await session.callTool(tool, args), args, tools.get(tool)!, createRng(2));
+        return questionFill(answer!, 'the file').fill;
+      };
+      const held = await ask('read_text_file');
+      expect(held).toMatchObject({ of: 'in' });
+      // An amount of money in the file ("groceries": 420) is no count of groceries.
+      expect(held.field).not.toMatch(/^number of/);
+      expect(await ask('get_file_info')).toMatchObject({ of: 'of' });
+    } finally {
+      await session.close();
+    }
+  }, 60_000);
+
   it('server-filesystem with no image: no media task, and the coverage line says why', async () => {
     const m = await make(filesystemTarget('{sandbox}'), 12, 1, folderWithFiles());
     expectPersonWritten(m);

@@ -18,9 +18,9 @@ export const VAGUE_FIELDS = /^(to|from|of|in|at|by|on|for|type)$/i;
 
 /** `field` in words as a question asks it ("type", "id of the branch"); `noun`: what the record is, when known. */
 export type Answer =
-  | { kind: 'field'; field: string; values: string[]; noun?: string }
+  | { kind: 'field'; field: string; values: string[]; noun?: string; inFile?: boolean }
   | { kind: 'list'; field: string; noun: string; values: string[] }
-  | { kind: 'values'; field: string; values: string[]; noun?: string };
+  | { kind: 'values'; field: string; values: string[]; noun?: string; inFile?: boolean };
 
 /** Chooses what to ask about from a tool's real output; undefined when nothing checkable is there. */
 export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: ToolInfo, rng: Rng): Answer | undefined {
@@ -69,7 +69,11 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
         options.push({ kind: 'values', field: fieldWords(key), values: arr.map(String) });
       }
     }
-    return options.length ? rng.pick(options) : undefined;
+    if (!options.length) return undefined;
+    const pick = rng.pick(options);
+    // A file read whose text is JSON: its fields are what the file holds ("the rent in the file"), not the file's own.
+    const readsFile = /\bread\b/.test(words(tool.name).join(' ')) && Object.keys(args).some((k) => entityKey(k) === 'path') && /^[[{]/.test(resultText(o).trim());
+    return readsFile && pick.kind !== 'list' ? { ...pick, inFile: true } : pick;
   }
   // Plain text: a number the call produced (not one we passed in), else the whole short reply.
   const text = resultText(o);
@@ -118,6 +122,9 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
   return undefined;
 }
 
+/** Plural nouns whose number is an amount of money, not a count ("groceries": 420). */
+const AMOUNT_NOUNS = /^(groceries|savings|earnings|expenses|costs|fees|taxes|wages|funds|proceeds|utilities|bills|payments|sales|revenues|profits|losses|assets|dues|prices|totals)$/;
+
 /**
  * A field whose value is a number, said as the count it is: "copies" → "number of copies", "total matches" → "total
  * number of matches" (a person asks how many, not for "the copies").
@@ -125,7 +132,7 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
 function asCount(field: string, v: Scalar): string {
   const ws = field.split(' ');
   const last = ws[ws.length - 1];
-  if (typeof v !== 'number' || ws.includes('of') || !/^[a-z]+s$/.test(last) || singular(last) === last) return field;
+  if (typeof v !== 'number' || ws.includes('of') || !/^[a-z]+s$/.test(last) || singular(last) === last || AMOUNT_NOUNS.test(last)) return field;
   return [...ws.slice(0, -1), 'number of', last].join(' ');
 }
 

@@ -165,11 +165,12 @@ function isAre(field: string): string {
 /** The fill of a question's template: its answer's field, and the subject. */
 export function questionFill(answer: Answer, subject: string, bare = false): { family: TemplateFamily; fill: Fill } {
   if (answer.kind === 'list') return { family: 'list', fill: { fields: plural(answer.field), field: answer.field, subject } };
-  if (answer.kind === 'values') return { family: 'values', fill: { field: answer.field, subject } };
+  const of = answer.inFile ? 'in' : 'of';
+  if (answer.kind === 'values') return { family: 'values', fill: { field: answer.field, subject, of } };
   if (/^(result|exact response)$/.test(answer.field)) {
-    return bare ? { family: 'field', fill: { field: 'result', subject, is: 'is' } } : { family: 'whole', fill: { subject } };
+    return bare ? { family: 'field', fill: { field: 'result', subject, is: 'is', of } } : { family: 'whole', fill: { subject } };
   }
-  return { family: 'field', fill: { field: answer.field, subject, is: isAre(answer.field) } };
+  return { family: 'field', fill: { field: answer.field, subject, is: isAre(answer.field), of } };
 }
 
 /** A field of a record in words, as a question about a `noun` says it: "entityType" of an entity → "type", "branch_id" → "id of the branch". */
