@@ -11,11 +11,15 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { publishedTarget, writeTargetInputs } from '../scripts/demo-targets.js';
 import { connect, SafetyPolicy, type Target, type ToolInfo } from '../src/mcp/index.js';
-import { measureQuality, toolNaming } from '../src/ruler/quality.js';
+import { measureQuality } from '../src/ruler/quality.js';
+import { toolNaming } from '../src/scenarios/naming.js';
 import { FILLER_WORDS } from '../src/scenarios/json-schema-args.js';
+import { chooseAnswer } from '../src/scenarios/offline/answer.js';
 import { generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline/index.js';
+import { questionFill, subjectOf } from '../src/scenarios/offline/phrasing.js';
+import { createRng } from '../src/util/rng.js';
 import { checkedCalls, isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
-import { filesystemTarget, folderWithFiles, tsStdioTarget, REPO_ROOT } from './helpers/servers.js';
+import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, tsStdioTarget, REPO_ROOT } from './helpers/servers.js';
 
 interface Made {
   result: OfflineResult;
@@ -23,12 +27,15 @@ interface Made {
   quality: Awaited<ReturnType<typeof measureQuality>>;
 }
 
-/** Offline scenarios for a target (write tasks replayed on isolated servers), with its tools and quality table. */
-async function make(target: Target, count: number, seed: number, sandboxFrom?: string): Promise<Made> {
-  const opts = { sandboxFrom, policy: new SafetyPolicy({}) };
+/**
+ * Offline scenarios for a target (write tasks replayed on isolated servers: sandboxes, or fresh processes of a target
+ * that keeps its state in memory), with its tools and quality table.
+ */
+async function make(target: Target, count: number, seed: number, sandboxFrom?: string, stateInMemory = false): Promise<Made> {
+  const opts = { sandboxFrom, stateInMemory, policy: new SafetyPolicy({}) };
   const session = await connect(target, opts);
   try {
-    const result = await generateOfflineScenarios(session, { count, seed, isolatedServer: sandboxFrom ? () => connect(target, { ...opts, isolated: true }) : undefined });
+    const result = await generateOfflineScenarios(session, { count, seed, isolatedServer: sandboxFrom || stateInMemory ? () => connect(target, { ...opts, isolated: true }) : undefined });
     return { result, tools: await session.listTools(), quality: await measureQuality(session, result.scenarios) };
   } finally {
     await session.close();
@@ -55,6 +62,13 @@ function expectPersonWritten(m: Made): void {
     // A read-only task is a question with an answer to judge: never "run this" checked by the call alone.
     if (!s.checks?.some(isStateCheck)) expect(s.checks?.some((c) => c.kind === 'answer_value' || c.kind === 'answer_contains'), s.task).toBe(true);
     expect(s.task).not.toMatch(/entitys|the name of the trees|when you directory tree/);
+    // A value is said with what it is ('the "debug" type'), never bare at the end ('for "debug"').
+    expect(s.task).not.toMatch(/\bfor "[^"]*"[?.]?$/);
+    // No conversion to the unit the amount is in ("the price in USD of 71 USD", "71 USD in USD").
+    expect(s.task).not.toMatch(/\b([A-Z]{3}) of [\d.]+ \1\b|\b[\d.]+ ([A-Z]{3}) in \2\b/);
+    expect(s.task).not.toMatch(/\bWhich are the\b|\bby its name\b|\bnew state now\b/);
+    // A question says what it found once: a follow-up refers back to it ("…, and report the rate of it in EUR").
+    if (!s.checks?.some(isStateCheck)) for (const q of new Set(s.task.match(/"[^"]+"/g) ?? [])) expect(s.task.split(q).length, s.task).toBe(2);
   }
   expect(m.quality).toMatchObject({ namingTool: 0 });
   expect(m.quality.oraclePassIdleFail).toBe(m.quality.measured);
@@ -65,7 +79,7 @@ const calls = (ss: Scenario[], tool: string) => ss.flatMap((s) => checkedCalls(s
 describe('offline tasks in a person\'s words', () => {
   it('server-memory (the demo\'s graph): plain requests with values from the graph, and find-then-act chains', async () => {
     const { target, source } = await demoTarget('memory');
-    const m = await make(target, 20, 1, source);
+    const m = await make(target, 24, 3, source);
     expectPersonWritten(m);
     const ss = m.result.scenarios;
     // New entities take a type in use and notes that things of that type have; relations join existing entities by a
@@ -77,6 +91,17 @@ describe('offline tasks in a person\'s words', () => {
         expect(graph).toContain(`"name":"${r.from}"`);
         expect(graph).toContain(`"name":"${r.to}"`);
         expect(['manages', 'owns', 'works on', 'works at']).toContain(r.relationType);
+      }
+    }
+    // A change is asked once (no relation twice in one request); notes added to a thing are of its kind's.
+    for (const c of calls(ss, 'create_relations')) expect(new Set((c.args.relations as unknown[]).map((r) => JSON.stringify(r))).size).toBe((c.args.relations as unknown[]).length);
+    const entities = graph.trim().split('\n').map((l) => JSON.parse(l) as { type: string; name: string; entityType: string; observations: string[] }).filter((e) => e.type === 'entity');
+    const kindOf = new Map(entities.map((e) => [e.name, e.entityType]));
+    for (const c of calls(ss, 'add_observations')) {
+      for (const o of c.args.observations as { entityName: string; contents: string[] }[]) {
+        if (!kindOf.has(o.entityName)) continue;
+        const notesOfKind = entities.filter((e) => e.entityType === kindOf.get(o.entityName)).flatMap((e) => e.observations);
+        for (const note of o.contents) expect(notesOfKind, `${note} → ${o.entityName}`).toContain(note);
       }
     }
     // A chain names its entity by what is noted about it, in one request.
@@ -96,6 +121,27 @@ describe('offline tasks in a person\'s words', () => {
     for (const c of calls(ss, 'create_directory')) expect(c.args.path).toMatch(/^\{sandbox\}(\/trips)?\/[a-z]{5,12}$/);
   }, 300_000);
 
+  it('server-filesystem: a JSON file\'s fields are asked as what the file holds, its size as the file\'s own', async () => {
+    const { target, source } = await demoTarget('filesystem');
+    const session = await connect(target, { sandboxFrom: source, policy: new SafetyPolicy({}) });
+    try {
+      const tools = new Map((await session.listTools()).map((t) => [t.name, t]));
+      const [root] = (await session.callTool('list_allowed_directories', {})).text.split('\n').slice(1);
+      const ask = async (tool: string) => {
+        const args = { path: `${root.trim()}/budget.json` };
+        const answer = chooseAnswer(await session.callTool(tool, args), args, tools.get(tool)!, createRng(2));
+        return questionFill(answer!, 'the file').fill;
+      };
+      const held = await ask('read_text_file');
+      expect(held).toMatchObject({ of: 'in' });
+      // An amount of money in the file ("groceries": 420) is no count of groceries.
+      expect(held.field).not.toMatch(/^number of/);
+      expect(await ask('get_file_info')).toMatchObject({ of: 'of' });
+    } finally {
+      await session.close();
+    }
+  }, 60_000);
+
   it('server-filesystem with no image: no media task, and the coverage line says why', async () => {
     const m = await make(filesystemTarget('{sandbox}'), 12, 1, folderWithFiles());
     expectPersonWritten(m);
@@ -107,5 +153,45 @@ describe('offline tasks in a person\'s words', () => {
     const m = await make(tsStdioTarget(path.join(REPO_ROOT, 'test', 'helpers', 'library-server.ts')), 20, 1);
     expectPersonWritten(m);
     expect(m.quality.chains).toBeGreaterThan(0);
+    // A count is asked as one: "the number of copies", never "the copies".
+    const counts = m.result.scenarios.filter((s) => /\b(copies|holds)\b/.test(s.task));
+    expect(counts.length).toBeGreaterThan(0);
+    for (const s of counts) expect(s.task).toMatch(/\bnumber of (copies|holds)\b/);
   }, 300_000);
+
+  it('the bookshop: conversions to another currency, said as such; a filter said with what it filters', async () => {
+    const m = await make(fixtureStdioTarget(), 24, 1, undefined, true);
+    expectPersonWritten(m);
+    const ss = m.result.scenarios;
+    const conversions = calls(ss, 'convert_price');
+    expect(conversions.length).toBeGreaterThan(0);
+    for (const c of conversions) expect(c.args.currency).not.toBe('USD');
+    // A conversion asked outright states its amount (a chain finds it: a price).
+    for (const s of ss.filter((x) => x.difficulty <= 2 && checkedCalls(x.checks ?? []).some((c) => c.tool === 'convert_price'))) {
+      const c = checkedCalls(s.checks ?? []).find((x) => x.tool === 'convert_price')!;
+      expect(s.task).toContain(`${c.args.amount as number} USD in ${c.args.currency as string}`);
+    }
+    const genres = ss.filter((s) => calls([s], 'search_books').some((c) => typeof c.args.genre === 'string'));
+    expect(genres.length, ss.map((s) => s.task).join('\n')).toBeGreaterThan(0);
+    for (const s of genres) expect(s.task).toContain(`"${calls([s], 'search_books')[0].args.genre as string}" genre`);
+  }, 300_000);
+
+  it('server-everything: its real tools and replies, said with what their values are', async () => {
+    // Generating a whole set here takes minutes (its slow tools); its phrasing is checked on its own tools and replies.
+    const session = await connect(everythingStdioTarget(), { policy: new SafetyPolicy({}) });
+    try {
+      const tools = new Map((await session.listTools()).map((t) => [t.name, t]));
+      const say = (name: string, args: Record<string, unknown>, noun?: string) => subjectOf(tools.get(name)!, args, { noun, isFolder: () => false })?.subject;
+      expect(say('echo', { message: 'Cloudy' })).toBe('the echo of the "Cloudy" message');
+      expect(say('get-annotated-message', { messageType: 'debug' })).toBe('the annotated message of the "debug" type');
+      // The weather tool is "structured content", no noun a person asks about: the place is what is asked of.
+      expect(say('get-structured-content', { location: 'Chicago' })).toBe('Chicago');
+      const rng = createRng(1);
+      const links = chooseAnswer(await session.callTool('get-resource-links', {}), {}, tools.get('get-resource-links')!, rng);
+      expect(links).toMatchObject({ kind: 'values', field: 'URIs', noun: 'resource' });
+      expect(questionFill(links!, say('get-resource-links', {}, 'resource')!).fill).toMatchObject({ field: 'URIs', subject: 'the resource links' });
+    } finally {
+      await session.close();
+    }
+  }, 60_000);
 });

@@ -12,7 +12,7 @@ import { OpenAIPolicy } from '../src/agent/policy.js';
 import { rolloutGroups } from '../src/agent/rollout-groups.js';
 import { connect, type McpSession, type ToolInfo } from '../src/mcp/index.js';
 import { scoreChecks } from '../src/ruler/checks.js';
-import { toolNaming } from '../src/ruler/quality.js';
+import { toolNaming } from '../src/scenarios/naming.js';
 import { generateOfflineScenarios } from '../src/scenarios/offline/index.js';
 import { stringLeaves } from '../src/scenarios/offline/values.js';
 import type { Scenario } from '../src/scenarios/scenario.js';

@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rollout } from '../../src/agent/rollout.js';
 import { McpSession, SafetyPolicy, type ToolInfo } from '../../src/mcp/index.js';
@@ -99,6 +100,28 @@ describe('synthetic servers', () => {
     const b = await open(0);
     expect((await b.callTool(find.name, { query: 'Zebra' })).text).not.toContain('Zebra Cactus');
     await b.close();
+  });
+});
+
+/** A raw initialize request to `url` with extra headers; resolves with the HTTP status. */
+function initializeStatus(url: string, headers: Record<string, string>): Promise<number> {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('serveSynthetic over HTTP', () => {
+  it('refuses a foreign Host (DNS rebinding) and a foreign Origin (a web page), and serves its own', async () => {
+    const url = host.url(0);
+    expect(await initializeStatus(url, { host: 'evil.example' })).toBe(403);
+    expect(await initializeStatus(url, { origin: 'http://evil.example' })).toBe(403);
+    expect(await initializeStatus(url, { origin: new URL(url).origin })).toBe(200);
   });
 });
 

@@ -24,6 +24,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { makeRng } from '../random-model.js';
 import { handleMcpRequest, jsonRpcError } from '../../fixtures/server/http.js';
+import { createHttpGuard } from '../../src/util/http-guard.js';
 
 type Rng = ReturnType<typeof makeRng>;
 
@@ -429,9 +430,13 @@ export interface SyntheticHost {
  */
 export async function serveSynthetic(): Promise<SyntheticHost> {
   const sessions = new Map<string, StreamableHTTPServerTransport>();
+  // A local HTTP server like any other: a web page the user visits must not reach it (foreign Host or Origin).
+  const guard = createHttpGuard({ host: '127.0.0.1' });
   const http = createServer((req, res) => {
     void (async () => {
       try {
+        const refused = guard.check(req);
+        if (refused) return jsonRpcError(res, refused.status, `${refused.code}: ${refused.message}`);
         const url = new URL(req.url ?? '/', 'http://127.0.0.1');
         const m = /^\/(\d+)\/mcp$/.exec(url.pathname);
         if (!m) return jsonRpcError(res, 404, 'Not found: the endpoints are /<index>/mcp');

@@ -1,8 +1,8 @@
 /**
  * `mcprl scenarios <target> --out DIR`: AutoRL tasks for a server, written as DIR/train.jsonl and DIR/val.jsonl (and
  * DIR/test.jsonl with --test-fraction).
- * With --offline they are verifiable scenarios built from the schemas and read-only tools alone; otherwise an
- * OpenAI-compatible LLM writes them.
+ * With --offline they are verifiable scenarios built from the schemas and read-only tools alone (and, given
+ * --generator-model, reworded by that LLM, their checks unchanged); otherwise an OpenAI-compatible LLM writes them.
  */
 import { Command, Option } from 'commander';
 import { connect, isolatedServerOpener, McpConnectError, McpListError, refusedWrites, type McpSession } from '../mcp/index.js';
@@ -11,6 +11,7 @@ import { writeScenarioSet } from '../scenarios/scenario.js';
 import { generateScenarioSet, type ScenarioSetOptions, type ScenarioSummary } from '../scenarios/scenario-set.js';
 import { DEFAULT_VAL_FRACTION } from '../scenarios/split.js';
 import { formatCoverage, formatInfeasible } from '../scenarios/coverage.js';
+import { formatRephrasing } from '../scenarios/rephrase.js';
 import { formatQuality, measureQuality } from '../ruler/quality.js';
 import { formatNumber, numberParser } from './parse-number.js';
 import { addTargetOptions, connectOptionsFromCli, isolationFromCli, targetFromCli, type TargetCliOptions } from './target-options.js';
@@ -25,6 +26,7 @@ export function formatSummary(s: ScenarioSummary, out: string): string {
     `by source      llm:${s.bySource.llm} schema:${s.bySource.schema}`,
     `dropped        ${s.droppedDuplicates} duplicates, ${s.droppedUnverifiable} unverifiable${infeasible ? ` (infeasible LLM tasks: ${infeasible})` : ''}, ${s.droppedInvalid} invalid`,
   ];
+  if (s.rephrasing) lines.push(`rephrased      ${formatRephrasing(s.rephrasing)}`);
   lines.push(...formatCoverage(s.coverage));
   return lines.join('\n');
 }
@@ -66,7 +68,7 @@ export function registerScenarios(program: Command): Command {
     )
     .option('--json', 'print the summary as JSON')
     .option('--generator-base-url <url>', 'OpenAI-compatible endpoint (default: OpenAI, or $OPENAI_BASE_URL)')
-    .option('--generator-model <model>', 'model that writes the tasks (required unless --offline)')
+    .option('--generator-model <model>', 'model that writes the tasks (required unless --offline); with --offline, it rewords each task, keeping its checks')
     .option('--generator-api-key-env <var>', 'environment variable holding the API key', 'OPENAI_API_KEY')
     .option('--generator-timeout <ms>', `timeout of one generator request (default ${DEFAULT_GENERATOR_TIMEOUT_MS}; retried twice, Retry-After honoured)`, numberParser({ integer: true, above: 0, unit: 'milliseconds' }))
     .option('--instructions <text>', 'extra guidance for the LLM about the tasks you want');
@@ -77,6 +79,7 @@ export function registerScenarios(program: Command): Command {
 Examples:
   mcprl scenarios --offline --out runs/shop/scenarios --count 40 -- node --import tsx fixtures/server/main.ts
   mcprl scenarios http://127.0.0.1:3001/mcp --out scen --generator-model gpt-4.1-mini
+  mcprl scenarios --offline --generator-model gpt-4.1-mini --out scen -- node --import tsx fixtures/server/main.ts
   mcprl scenarios --out scen --generator-base-url http://localhost:8000/v1 --generator-model qwen3 \\
       --generator-api-key-env VLLM_KEY -- npx @modelcontextprotocol/server-everything`,
   );
@@ -88,8 +91,9 @@ Examples:
         throw new ScenarioGenerationError(`--val-fraction ${formatNumber(opts.valFraction)} and --test-fraction ${formatNumber(opts.testFraction)} leave nothing to train on: their sum must be below 1`);
       }
       let generator: ScenarioSetOptions['generator'];
-      if (!opts.offline) {
-        if (!opts.generatorModel) throw new ScenarioGenerationError('--generator-model is required unless --offline is given');
+      if (!opts.offline && !opts.generatorModel) throw new ScenarioGenerationError('--generator-model is required unless --offline is given');
+      // With --offline the model (when given) rewords the tasks it made; without, it writes them.
+      if (opts.generatorModel) {
         const apiKey = process.env[opts.generatorApiKeyEnv];
         // Local endpoints (vLLM, llama.cpp) often need no key; OpenAI itself always does.
         if (!apiKey && !opts.generatorBaseUrl) {
@@ -120,6 +124,9 @@ Examples:
       // Whether the tasks test what they should: read-only calls of an oracle and of a random agent on the server.
       const quality = await measureQuality(session, [...train, ...val, ...test], { seed: opts.seed });
       process.stdout.write(opts.json ? `${JSON.stringify({ out: opts.out, ...summary, quality }, null, 2)}\n` : `${[formatSummary(summary, opts.out), ...formatQuality(quality)].join('\n')}\n`);
+      if (summary.rephrasing?.failed) {
+        process.stderr.write(`mcprl scenarios: rewording stopped (${summary.rephrasing.failed}); the tasks not reworded keep their generated wording\n`);
+      }
       if (summary.total < opts.count) {
         process.stderr.write(`mcprl scenarios: only ${summary.total} of ${opts.count} scenarios could be generated for this server\n`);
       }

@@ -11,7 +11,7 @@ import type { ToolInfo } from '../mcp/index.js';
 import { synthesizeArgs } from '../scenarios/json-schema-args.js';
 import type { ScenarioServer } from '../scenarios/offline/index.js';
 import { checkedCalls, isStateCheck, replaceSandbox, type Scenario } from '../scenarios/scenario.js';
-import { singular, words } from '../scenarios/offline/wording.js';
+import { toolNaming } from '../scenarios/naming.js';
 import { createRng, hashString } from '../util/rng.js';
 import { scoreChecks } from './checks.js';
 
@@ -42,62 +42,6 @@ export const ScenarioQualitySchema = z.object({
   randomPass: count,
 });
 export type ScenarioQuality = z.infer<typeof ScenarioQualitySchema>;
-
-/** A tool as the quality table reads it: its name and the argument keys of its input schema. */
-export interface NamedTool {
-  name: string;
-  inputSchema?: Record<string, unknown>;
-}
-
-/**
- * What a task's text names of the server's tools, or undefined: a tool's name as written (for names with `_`, `-` or
- * an inner capital), a tool's name in words ("search nodes", "directory tree"), an argument key of two words or more
- * in words ("entity type", "exclude patterns"), or a one-word key followed by its value ("tail 6", 'query "x"').
- * A one-word tool name or key alone is an ordinary word ("echo", "path") and is not counted.
- */
-export function toolNaming(task: string, tools: readonly NamedTool[]): string | undefined {
-  const taskWords = words(task).map(singular);
-  for (const t of tools) {
-    if (/[_-]|[a-z][A-Z]/.test(t.name) && new RegExp(`(^|[^\\w-])${escapeRegExp(t.name)}($|[^\\w-])`, 'i').test(task)) return t.name;
-    const ws = words(t.name).map(singular);
-    if (ws.length >= 2 && inRow(taskWords, ws)) return t.name;
-  }
-  for (const key of new Set(tools.flatMap((t) => argumentKeys(t.inputSchema)))) {
-    const ws = words(key).map(singular);
-    if (ws.length >= 2 && inRow(taskWords, ws)) return key;
-    // A one-word key reads as its word unless a value follows it, as in "tail 6" or 'query "Atlas"'.
-    if (ws.length === 1 && new RegExp(`(^|[^\\w])(${escapeRegExp(words(key)[0])}|${escapeRegExp(ws[0])}s?)\\s*[:=]?\\s*(["'\\[{]|-?\\d)`, 'i').test(task)) return key;
-  }
-  return undefined;
-}
-
-/** Whether a task's text names a tool or an argument key (see toolNaming). */
-export function namesTool(task: string, tools: readonly NamedTool[]): boolean {
-  return toolNaming(task, tools) !== undefined;
-}
-
-function inRow(hay: readonly string[], needle: readonly string[]): boolean {
-  for (let i = 0; i + needle.length <= hay.length; i++) if (needle.every((w, j) => hay[i + j] === w)) return true;
-  return false;
-}
-
-function escapeRegExp(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&');
-}
-
-/** Every property name of a schema, however deep (objects, array items), bounded. */
-function argumentKeys(schema: unknown, depth = 0, out: string[] = []): string[] {
-  if (depth > 6 || schema === null || typeof schema !== 'object' || Array.isArray(schema)) return out;
-  const s = schema as Record<string, unknown>;
-  const props = s.properties && typeof s.properties === 'object' ? (s.properties as Record<string, unknown>) : {};
-  for (const [k, v] of Object.entries(props)) {
-    out.push(k);
-    argumentKeys(v, depth + 1, out);
-  }
-  if (s.items) argumentKeys(s.items, depth + 1, out);
-  for (const k of ['anyOf', 'oneOf', 'allOf'] as const) if (Array.isArray(s[k])) for (const x of s[k] as unknown[]) argumentKeys(x, depth + 1, out);
-  return out;
-}
 
 /** Whether a task is a chain: one of its checked calls takes a value (of 2 characters or more) the task does not state. */
 export function isChain(s: Scenario): boolean {
@@ -146,7 +90,7 @@ export async function measureQuality(server: ScenarioServer, scenarios: readonly
   };
   const q: ScenarioQuality = { scenarios: scenarios.length, namingTool: 0, chains: 0, measured: 0, oraclePassIdleFail: 0, randomPass: 0 };
   for (const s of scenarios) {
-    if (namesTool(s.task, tools)) q.namingTool++;
+    if (toolNaming(s.task, tools) !== undefined) q.namingTool++;
     if (isChain(s)) q.chains++;
     const checks = s.checks ?? [];
     const calls = [...new Map(checkedCalls(checks).map((c) => [JSON.stringify(c), c])).values()];

@@ -244,7 +244,7 @@ function isFormatRejection(err: unknown): boolean {
   return err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422);
 }
 
-function describeApiError(err: unknown, baseURL: string): string {
+export function describeApiError(err: unknown, baseURL: string): string {
   if (err instanceof OpenAI.APIConnectionTimeoutError) return `the request to ${baseURL} timed out`;
   if (err instanceof OpenAI.APIConnectionError) return `cannot reach ${baseURL} (${err.message})`;
   if (err instanceof OpenAI.APIError) {
@@ -254,18 +254,21 @@ function describeApiError(err: unknown, baseURL: string): string {
   return (err as Error)?.message ?? String(err);
 }
 
+/** The generator's client: its endpoint and key, a timeout per request and the SDK's retries (the one place of their defaults). */
+export function generatorClient(opts: Pick<LlmGeneratorOptions, 'baseURL' | 'apiKey' | 'timeoutMs' | 'maxRetries'>): OpenAI {
+  return new OpenAI({
+    baseURL: opts.baseURL,
+    apiKey: opts.apiKey ?? process.env.OPENAI_API_KEY ?? 'missing-api-key',
+    timeout: opts.timeoutMs ?? DEFAULT_GENERATOR_TIMEOUT_MS,
+    maxRetries: opts.maxRetries ?? 2,
+  });
+}
+
 /** Generates `count` LLM scenarios for a server catalog. */
 export async function generateLlmScenarios(catalog: ServerCatalog, opts: LlmGeneratorOptions): Promise<LlmResult> {
   const count = opts.count ?? 24;
   const maxAttempts = opts.maxAttempts ?? 6;
-  const client =
-    opts.client ??
-    new OpenAI({
-      baseURL: opts.baseURL,
-      apiKey: opts.apiKey ?? process.env.OPENAI_API_KEY ?? 'missing-api-key',
-      timeout: opts.timeoutMs ?? DEFAULT_GENERATOR_TIMEOUT_MS,
-      maxRetries: opts.maxRetries ?? 2,
-    });
+  const client = opts.client ?? generatorClient(opts);
   const baseURL = client.baseURL;
   const filter = new DuplicateFilter(opts.duplicateThreshold ?? DEFAULT_DUPLICATE_THRESHOLD, opts.avoidTasks ?? []);
   const scenarios: Scenario[] = [];

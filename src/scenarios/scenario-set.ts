@@ -9,6 +9,7 @@ import { InfeasibleCountsSchema, scenariosPerTool, ToolCoverageSchema, type Infe
 import { createGrounder } from './grounded.js';
 import { generateLlmScenarios, ScenarioGenerationError } from './llm.js';
 import { generateOfflineScenarios, type OfflineOptions } from './offline/index.js';
+import { rephraseTasks, RephrasingSchema, type Rephrasing } from './rephrase.js';
 import { isStateCheck, type Scenario } from './scenario.js';
 import { DEFAULT_VAL_FRACTION, splitScenarios } from './split.js';
 
@@ -23,7 +24,7 @@ export interface ScenarioSetOptions {
   testFraction?: number;
   /** Schema-driven verifiable scenarios (no LLM). */
   offline?: boolean;
-  /** LLM settings (required unless offline). */
+  /** LLM settings: the model writes the tasks (required unless offline), or with offline rewords each (see rephrase.ts). */
   generator?: { baseURL?: string; model: string; apiKey?: string; timeoutMs?: number };
   instructions?: string;
   /** Opens a fresh isolated server: offline generation then makes write tasks too (see OfflineOptions). */
@@ -50,6 +51,8 @@ export const ScenarioSummarySchema = z.object({
   droppedInvalid: count,
   /** Per tool of the server: scenarios made and, for a tool with none, why. */
   coverage: z.array(ToolCoverageSchema),
+  /** Offline tasks a generator model reworded (only when one was given with offline). */
+  rephrasing: RephrasingSchema.optional(),
 });
 export type ScenarioSummary = z.infer<typeof ScenarioSummarySchema>;
 
@@ -66,9 +69,12 @@ export async function generateScenarioSet(
   let droppedInvalid = 0;
   let droppedInfeasible: InfeasibleCounts = {};
   let coverage: ToolCoverage[];
+  let rephrasing: Rephrasing | undefined;
   if (opts.offline) {
     const r = await generateOfflineScenarios(session, { count, seed, isolatedServer: opts.isolatedServer });
     ({ scenarios, droppedDuplicates, droppedUnverifiable, coverage } = r);
+    // Reworded before the split, which keeps near-duplicate tasks on one side by their words.
+    if (opts.generator?.model && scenarios.length) ({ scenarios, rephrasing } = await rephraseTasks(scenarios, await session.listTools(), { ...opts.generator, seed }));
   } else {
     if (!opts.generator?.model) throw new ScenarioGenerationError('--generator-model is required unless --offline is given');
     const tools = await session.listTools();
@@ -103,7 +109,7 @@ export async function generateScenarioSet(
     test,
     summary: {
       total: scenarios.length, train: train.length, val: val.length, test: test.length, byDifficulty, bySource,
-      droppedDuplicates, droppedUnverifiable, droppedInfeasible, droppedInvalid, coverage,
+      droppedDuplicates, droppedUnverifiable, droppedInfeasible, droppedInvalid, coverage, ...(rephrasing ? { rephrasing } : {}),
     },
   };
 }

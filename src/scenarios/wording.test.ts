@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ToolInfo } from '../mcp/index.js';
 import { label } from './offline/index.js';
-import { fieldWords, subjectOf, writeSentence } from './offline/phrasing.js';
+import { convertsToOwnUnit, fieldWords, subjectOf, writeSentence } from './offline/phrasing.js';
 
 const tool = (name: string, properties: Record<string, unknown> = {}): ToolInfo => ({ name, description: '', inputSchema: { type: 'object', properties }, annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } }) as ToolInfo;
 const isFolder = (p: string) => !/\.\w+$/.test(p);
@@ -24,7 +24,13 @@ describe('natural wording of offline tasks', () => {
     expect(subjectOf(tool('search_files'), { path: '{sandbox}', pattern: '*.md' }, { isFolder })?.subject).toBe('the files named *.md in the folder "{sandbox}"');
     expect(subjectOf(tool('get-sum', { a: { type: 'number' }, b: { type: 'number' } }), { a: 3, b: 4 }, { isFolder })?.subject).toBe('the sum of 3 and 4');
     const convert = tool('convert_price', { amount: { type: 'number', description: 'Amount in USD.' }, currency: { type: 'string' } });
-    expect(subjectOf(convert, { amount: 7, currency: 'EUR' }, { isFolder })?.subject).toBe('the price in EUR of 7 USD');
+    expect(subjectOf(convert, { amount: 7, currency: 'EUR' }, { isFolder })?.subject).toBe('7 USD in EUR');
+    // Converting to the currency the amount is in asks nothing.
+    expect(subjectOf(convert, { amount: 7, currency: 'USD' }, { isFolder })).toBeUndefined();
+    expect(convertsToOwnUnit(convert, { amount: 7, currency: 'USD' })).toBe(true);
+    // A filter is said with what it filters, the value first ('genre "children"' would read as an argument).
+    const search = tool('search_books', { query: { type: 'string' }, genre: { type: 'string' } });
+    expect(subjectOf(search, { query: 'Silent', genre: 'children' }, { noun: 'book', isFolder })?.subject).toBe('the book matching "Silent" of the "children" genre');
   });
 
   it('says a write as the change it makes: links, new things with notes, notes added, amounts, folders', () => {

@@ -18,9 +18,9 @@ export const VAGUE_FIELDS = /^(to|from|of|in|at|by|on|for|type)$/i;
 
 /** `field` in words as a question asks it ("type", "id of the branch"); `noun`: what the record is, when known. */
 export type Answer =
-  | { kind: 'field'; field: string; values: string[]; noun?: string }
+  | { kind: 'field'; field: string; values: string[]; noun?: string; inFile?: boolean }
   | { kind: 'list'; field: string; noun: string; values: string[] }
-  | { kind: 'values'; field: string; values: string[]; noun?: string };
+  | { kind: 'values'; field: string; values: string[]; noun?: string; inFile?: boolean };
 
 /** Chooses what to ask about from a tool's real output; undefined when nothing checkable is there. */
 export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: ToolInfo, rng: Rng): Answer | undefined {
@@ -42,7 +42,7 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
     const own = toolNoun(tool.name);
     for (const leaf of leaves(data)) {
       const key = leaf.path[leaf.path.length - 1];
-      if (usable(key, leaf.value)) options.push({ kind: 'field', field: fieldWords(leaf.path.join('_'), own), values: [String(leaf.value)] });
+      if (usable(key, leaf.value)) options.push({ kind: 'field', field: asCount(fieldWords(leaf.path.join('_'), own), leaf.value), values: [String(leaf.value)] });
     }
     // The entries of a folder's listing or tree are its entries, whatever the tool is called.
     const listNoun = pathKind(tool) === 'folder' ? 'entry' : own;
@@ -53,7 +53,7 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
       // A lookup that found exactly one record: its fields, and its short lists, are what to ask about.
       if (arr.length === 1 && isPlainObject(arr[0])) {
         for (const [k, v] of Object.entries(arr[0])) {
-          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: fieldWords(k, noun), noun, values: [String(v)] });
+          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: asCount(fieldWords(k, noun), v), noun, values: [String(v)] });
           if (Array.isArray(v) && v.length >= 1 && v.length <= 4 && v.every((x) => isScalar(x) && usable(k, x))) {
             options.push({ kind: 'values', field: fieldWords(k, noun), noun, values: v.map(String) });
           }
@@ -69,7 +69,11 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
         options.push({ kind: 'values', field: fieldWords(key), values: arr.map(String) });
       }
     }
-    return options.length ? rng.pick(options) : undefined;
+    if (!options.length) return undefined;
+    const pick = rng.pick(options);
+    // A file read whose text is JSON: its fields are what the file holds ("the rent in the file"), not the file's own.
+    const readsFile = /\bread\b/.test(words(tool.name).join(' ')) && Object.keys(args).some((k) => entityKey(k) === 'path') && /^[[{]/.test(resultText(o).trim());
+    return readsFile && pick.kind !== 'list' ? { ...pick, inFile: true } : pick;
   }
   // Plain text: a number the call produced (not one we passed in), else the whole short reply.
   const text = resultText(o);
@@ -97,11 +101,12 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
     if (options.length) return rng.pick(options);
   }
   const uris = resources.map((m) => m[1]).filter((u) => !argValues.has(u.toLowerCase()));
-  if (uris.length >= 2 && uris.length <= 4) return { kind: 'values', field: 'resource URIs', values: uris };
+  // Asked of what the tool is about ("the URIs of the resource links"): "the resource URIs" alone says not whose.
+  if (uris.length >= 2 && uris.length <= 4) return { kind: 'values', field: 'URIs', noun: 'resource', values: uris };
   // A switch says what it did first ("Started simulated logging…", "Stopped …"): that word is the answer.
   const switched = /^(started|stopped|enabled|disabled|paused|resumed)\b/i.exec(text);
   if (switched) {
-    return { kind: 'field', field: 'new state', values: [switched[1]] };
+    return { kind: 'field', field: 'state', values: [switched[1]] };
   }
   // A heading line ("Allowed directories:") names what the paths under it are.
   const all = text.split('\n').map((l) => l.trim()).filter(Boolean);
@@ -115,6 +120,20 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
   if (nums.length === 1) return { kind: 'field', field: 'result', values: nums };
   if (text.length >= 2 && text.length <= 80 && !text.includes('\n') && !text.startsWith('[')) return { kind: 'field', field: 'exact response', values: [text] };
   return undefined;
+}
+
+/** Plural nouns whose number is an amount of money, not a count ("groceries": 420). */
+const AMOUNT_NOUNS = /^(groceries|savings|earnings|expenses|costs|fees|taxes|wages|funds|proceeds|utilities|bills|payments|sales|revenues|profits|losses|assets|dues|prices|totals)$/;
+
+/**
+ * A field whose value is a number, said as the count it is: "copies" → "number of copies", "total matches" → "total
+ * number of matches" (a person asks how many, not for "the copies").
+ */
+function asCount(field: string, v: Scalar): string {
+  const ws = field.split(' ');
+  const last = ws[ws.length - 1];
+  if (typeof v !== 'number' || ws.includes('of') || !/^[a-z]+s$/.test(last) || singular(last) === last || AMOUNT_NOUNS.test(last)) return field;
+  return [...ws.slice(0, -1), 'number of', last].join(' ');
 }
 
 /** The first line of each file in a reply that gives several, each headed by "PATH:"; undefined unless all are there. */

@@ -8,7 +8,7 @@ import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
 import { leaves, outcomeData } from './output.js';
 import type { Drawn } from './types.js';
-import { aboutWords, questionFill, subjectOf } from './phrasing.js';
+import { aboutWords, convertsToOwnUnit, questionFill, subjectOf } from './phrasing.js';
 import { label, words } from './wording.js';
 
 /** A flow: a number from one output becomes another tool's argument. */
@@ -41,7 +41,7 @@ export async function flow(g: Generation, known: Discovery): Promise<Drawn> {
     return undefined;
   }
   const args = { ...rest, [pick.param]: pick.value };
-  if (!validates(pick.tool.inputSchema, args)) return undefined;
+  if (!validates(pick.tool.inputSchema, args) || convertsToOwnUnit(pick.tool, args)) return undefined;
   const out = await g.call(pick.tool.name, args);
   if (out.isError) {
     g.note(pick.tool.name, 'calls_failed');
@@ -60,7 +60,8 @@ export async function flow(g: Generation, known: Discovery): Promise<Drawn> {
   const tail = restText.startsWith(`the ${about} `) ? restText.slice(`the ${about} `.length) : restText.startsWith('the ') ? '' : restText;
   if (restText && !tail) return undefined;
   const { fill } = questionFill(answer, `${inner}${tail ? ` ${tail}` : ''}`);
-  const task = g.render('flow', { ...fill, inner });
+  // Templates that name the found value first refer back to it ("…; then tell me the rate of it in EUR").
+  const task = g.render('flow', { ...fill, inner, it: `it${tail ? ` ${tail}` : ''}` });
   return {
     task,
     difficulty: Math.min(5, 3 + start.hops),

@@ -6,7 +6,7 @@ import { chooseAnswer, type Answer } from './answer.js';
 import { canonical, entityKey, GLOB_NAMES, MEDIA_FILE, pathKind, requiredNames, SEARCH_NAMES, withFixed } from './arguments.js';
 import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
-import { questionFill, subjectOf, writeSentence } from './phrasing.js';
+import { convertsToOwnUnit, questionFill, subjectOf, writeSentence } from './phrasing.js';
 import type { Candidate, Drawn } from './types.js';
 import { isFiller, stringLeaves } from './values.js';
 
@@ -45,11 +45,13 @@ export async function lookup(g: Generation, known: Discovery, forced?: ToolInfo)
       return undefined;
     }
     const key = `${tool.name} ${canonical(args)}`;
-    if (g.failedArgs.has(key)) continue;
+    // A conversion to the unit the amount is already in ("71 USD in USD") is no question a person asks.
+    if (g.failedArgs.has(key) || convertsToOwnUnit(tool, args)) continue;
     out = await g.call(tool.name, args);
     if (!out.isError) break;
     g.failedArgs.add(key);
   }
+  if (!out && convertsToOwnUnit(tool, args)) return undefined;
   if (!out || out.isError) {
     g.note(tool.name, 'calls_failed', out?.text);
     return 'unverifiable';
@@ -110,7 +112,7 @@ export function asked(g: Generation, known: Discovery, tool: ToolInfo, args: Rec
     return undefined;
   }
   const { family, fill } = questionFill(answer, phrased.subject, phrased.bare);
-  const bare = answer.kind === 'values' && !Object.keys(args).length;
+  const bare = answer.kind === 'values' && !Object.keys(args).length && !answer.noun;
   const task = g.render(bare ? 'noSubjectValues' : family, fill);
   const difficulty = answer.kind !== 'field' || Object.keys(args).length >= 2 ? 2 : 1;
   return { task, difficulty, checks, mentions: phrased.mentions };

@@ -48,6 +48,39 @@ function unitOf(key: string, schema: JsonSchema | undefined): string | undefined
   return byKey ?? /\bin (USD|EUR|GBP|JPY|[A-Z]{3})\b/.exec(String(schema?.description ?? ''))?.[1];
 }
 
+const UNIT_NAMES = new Set(Object.values(UNITS));
+
+/**
+ * A conversion: an amount in a unit (its key or description says which) and a where-argument naming the unit to
+ * convert to ("currency": "JPY"). Said "63.6 USD in JPY"; one to the unit the amount is already in asks nothing.
+ */
+function conversionOf(tool: ToolInfo, args: Record<string, unknown>): { from: string; to: string } | undefined {
+  const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+  const from = Object.entries(args).map(([k, v]) => (typeof v === 'number' ? unitOf(k, props[k]) : undefined)).find(Boolean);
+  const to = Object.entries(args).find(([k, v]) => WHERE_NAMES.test(k) && typeof v === 'string' && (UNIT_NAMES.has(v) || /^[A-Z]{3}$/.test(v)))?.[1] as string | undefined;
+  return from && to ? { from, to } : undefined;
+}
+
+/** Whether a call converts an amount to the unit it is already in ("71 USD in USD"): no question a person asks. */
+export function convertsToOwnUnit(tool: ToolInfo, args: Record<string, unknown>): boolean {
+  const c = conversionOf(tool, args);
+  return c !== undefined && c.from === c.to;
+}
+
+/** Nouns of tools that hold anything (get_structured_content, fetch_data): a question about one says only where. */
+const CONTAINER_NOUNS = /\b(content|contents|data|info|information|details|result|results|output|response)$/;
+
+/**
+ * A value said with what it is, from the last word of its key: messageType "debug" → 'the "debug" type', genre
+ * "children" → 'the "children" genre'. The value comes first: 'genre "children"' reads as an argument written out.
+ */
+function described(key: string, v: string | string[]): string {
+  const noun = singular(words(key).pop() ?? '');
+  const quoted = listOf((Array.isArray(v) ? v : [v]).map(quote));
+  if (noun.length < 3) return quoted;
+  return `the ${quoted} ${Array.isArray(v) && v.length > 1 ? plural(noun) : noun}`;
+}
+
 /**
  * The subject of a question about a call of `tool` with `args`: "the book lb-007", 'the file "{sandbox}/todo.txt"',
  * 'the entities matching "Atlas"', "the sum of 3 and 4". `noun` is what the answer is about ("entity") and `many`
@@ -87,20 +120,33 @@ export function subjectOf(tool: ToolInfo, args: Record<string, unknown>, opts: {
     } else if (typeof v === 'number') {
       const unit = unitOf(k, props[k]);
       values.push(unit ? `${v} ${unit}` : String(v));
-    } else if (typeof v === 'string') values.push(quote(v));
-    else if (Array.isArray(v) && v.length && v.every(isScalar)) values.push(listOf(v.map(quote)));
+    } else if (typeof v === 'string') values.push(described(k, v));
+    else if (Array.isArray(v) && v.length && v.every(isScalar)) values.push(described(k, v.map(String)));
     else return undefined;
   }
   const noun = opts.noun ?? singular(aboutWords(tool));
   const these = opts.many ? `the ${plural(noun)}` : `the ${noun}`;
-  const rest = [...filters, ...(values.length ? [`${values.every((x) => /^-?\d/.test(x)) ? 'of' : 'for'} ${listOf(values)}`] : [])].join(' ');
+  const rest = [...filters, ...(values.length ? [`of ${listOf(values)}`] : [])].join(' ');
+  const conversion = conversionOf(tool, args);
   let subject: string;
-  if (glob !== undefined) subject = `the files named ${glob}${heads.length ? ` in ${listOf(heads)}` : ''}`;
+  if (conversion && !heads.length && glob === undefined) {
+    // "63.6 USD in JPY": what is converted, and to what; a conversion to its own unit is no question.
+    if (conversion.from === conversion.to) return undefined;
+    subject = [listOf(values), ...filters].join(' ');
+  } else if (!heads.length && !values.length && glob === undefined && filters.length && filters.every((f) => f.startsWith('in ')) && !opts.many && CONTAINER_NOUNS.test(aboutWords(tool))) {
+    // "the temperature of Chicago": a tool that only holds things is no noun a person would ask about.
+    subject = listOf(filters.map((f) => f.replace(/^in /, '')));
+  } else if (glob !== undefined) subject = `the files named ${glob}${heads.length ? ` in ${listOf(heads)}` : ''}`;
   else if (heads.length && opts.noun === 'entry' && !opts.many) subject = `the entry in ${listOf(heads)}`;
   // A tree is everything below a folder, at any depth (a listing is what is directly in it).
   else if (heads.length && opts.many && /\btree\b/.test(words(tool.name).join(' '))) subject = `the ${plural(noun)} anywhere under ${listOf(heads)}`;
   else if (heads.length) subject = [opts.many && !heads.some((h) => h.startsWith('"')) ? `the ${plural(noun)} of ${listOf(heads)}` : listOf(heads), rest].filter(Boolean).join(' ');
-  else if (rest) subject = `${opts.many || values.length ? (opts.many ? these : `the ${aboutWords(tool)}`) : these} ${rest}`;
+  else if (rest) {
+    // "the sum of 3 and 4", "the echo of the "hi" message": what the tool makes; its records one at a time ("the book").
+    const about = aboutWords(tool);
+    const one = values.length && about !== plural(noun) ? `the ${about}` : `the ${noun}`;
+    subject = `${opts.many ? these : one} ${rest}`;
+  }
   else subject = opts.many ? `the ${plural(noun)}` : `the ${aboutWords(tool)}`;
   return { subject, mentions, bare: !heads.length && !rest && glob === undefined };
 }
@@ -119,11 +165,12 @@ function isAre(field: string): string {
 /** The fill of a question's template: its answer's field, and the subject. */
 export function questionFill(answer: Answer, subject: string, bare = false): { family: TemplateFamily; fill: Fill } {
   if (answer.kind === 'list') return { family: 'list', fill: { fields: plural(answer.field), field: answer.field, subject } };
-  if (answer.kind === 'values') return { family: 'values', fill: { field: answer.field, subject } };
+  const of = answer.inFile ? 'in' : 'of';
+  if (answer.kind === 'values') return { family: 'values', fill: { field: answer.field, subject, of } };
   if (/^(result|exact response)$/.test(answer.field)) {
-    return bare ? { family: 'field', fill: { field: 'result', subject, is: 'is' } } : { family: 'whole', fill: { subject } };
+    return bare ? { family: 'field', fill: { field: 'result', subject, is: 'is', of } } : { family: 'whole', fill: { subject } };
   }
-  return { family: 'field', fill: { field: answer.field, subject, is: isAre(answer.field) } };
+  return { family: 'field', fill: { field: answer.field, subject, is: isAre(answer.field), of } };
 }
 
 /** A field of a record in words, as a question about a `noun` says it: "entityType" of an entity → "type", "branch_id" → "id of the branch". */

@@ -63,19 +63,20 @@ export type Fill = Record<string, string>;
 
 /**
  * Phrasing templates; `{x}` is replaced from the fill. None names a tool or an argument: `{subject}` says what the
- * task is about and `{change}` what to change, in plain words (phrasing.ts). Each family has 8, so 4 partitions
+ * task is about and `{change}` what to change, in plain words (phrasing.ts); `{of}` is "of", or "in" for what a
+ * file holds ("the rent in the file …"). Each family has 8, so 4 partitions
  * (warm-up, train, validation, test) get 2 apiece, and 2 or 3 partitions get 4 or 2–3.
  */
 export const TEMPLATES = {
   field: [
-    'What {is} the {field} of {subject}?',
-    'Tell me the {field} of {subject}.',
+    'What {is} the {field} {of} {subject}?',
+    'Tell me the {field} {of} {subject}.',
     'Look up {subject} and give me the {field}.',
-    "I'd like to know the {field} of {subject}.",
+    "I'd like to know the {field} {of} {subject}.",
     'Can you check {subject} and tell me the {field}?',
-    'Find the {field} of {subject}, please.',
-    'Please give me the {field} of {subject}.',
-    'Do you know the {field} of {subject}?',
+    'Find the {field} {of} {subject}, please.',
+    'Please give me the {field} {of} {subject}.',
+    'Do you know the {field} {of} {subject}?',
   ],
   whole: [
     'What is {subject}?',
@@ -94,18 +95,18 @@ export const TEMPLATES = {
     'I need the {fields} of {subject}.',
     'Can you tell me the {fields} of {subject}?',
     'Please list {subject} by {field}.',
-    'Name each of {subject} by its {field}.',
+    'Give me each of {subject}, by {field}.',
     'Tell me the {field} of every one of {subject}.',
   ],
   values: [
-    'What are the {field} of {subject}?',
-    'List the {field} of {subject}.',
-    'Tell me all the {field} of {subject}.',
-    'I need every one of the {field} of {subject}.',
-    'Can you give me the {field} of {subject}?',
-    'Please list the {field} of {subject}.',
-    'Find all the {field} of {subject}.',
-    'Find the {field} of {subject}, please.',
+    'What are the {field} {of} {subject}?',
+    'List the {field} {of} {subject}.',
+    'Tell me all the {field} {of} {subject}.',
+    'I need every one of the {field} {of} {subject}.',
+    'Can you give me the {field} {of} {subject}?',
+    'Please list the {field} {of} {subject}.',
+    'Find all the {field} {of} {subject}.',
+    'Find the {field} {of} {subject}, please.',
   ],
   noSubjectValues: [
     'What are the {field}?',
@@ -114,7 +115,7 @@ export const TEMPLATES = {
     'I need every one of the {field}.',
     'Can you give me the {field}?',
     'Please list the {field}.',
-    'Which are the {field}?',
+    'What {field} are there?',
     'Find the {field}, please.',
   ],
   write: [
@@ -161,11 +162,11 @@ export const TEMPLATES = {
     'What {is} the {field} of {subject}?',
     'Take {subject} and tell me the {field}.',
     'Work out the {field} of {subject}.',
-    'First find {inner}; then tell me the {field} of {subject}.',
+    'First find {inner}; then tell me the {field} of {it}.',
     "I'd like the {field} of {subject}.",
-    'Using {inner}, give me the {field} of {subject}.',
-    'Look up {inner}, and report the {field} of {subject}.',
-    'Find {inner} and then the {field} of {subject}.',
+    'Using {inner}, give me the {field} of {it}.',
+    'Look up {inner}, and report the {field} of {it}.',
+    'Find {inner} and then the {field} of {it}.',
   ],
 } as const;
 

@@ -4,7 +4,7 @@ import type { Rng } from '../../util/rng.js';
 import { synthesizeArgs, validates, type CandidateContext } from '../json-schema-args.js';
 import { answerContains } from '../scenario.js';
 import { chooseAnswer } from './answer.js';
-import { entityKey, fixedCandidates, FOLDER_WORDS, hasKey, NEW_PATH_NAMES, NEW_TEXT_NAMES, OLD_TEXT_NAMES, REF_NAMES, smallAmounts, uniqueLines, withFixed, withOldText } from './arguments.js';
+import { canonical, entityKey, fixedCandidates, FOLDER_WORDS, hasKey, NEW_PATH_NAMES, NEW_TEXT_NAMES, OLD_TEXT_NAMES, REF_NAMES, smallAmounts, uniqueLines, withFixed, withOldText } from './arguments.js';
 import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
 import { asked } from './lookup.js';
@@ -126,13 +126,22 @@ export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, made?
     }
     args = placed;
   }
-  args = fittingKinds(known, args, g.rng);
+  args = distinctItems(fittingKinds(known, args, g.rng, destructive));
   // Stand-in text ("hello world") means nothing on this server: such a write is no task a person would ask for.
   if (stringLeaves(args).some(isFiller) || !validates(tool.inputSchema, args)) {
     g.note(tool.name, 'no_discoverable_arguments', 'no value from the server\'s own data for a text it writes');
     return undefined;
   }
   return args;
+}
+
+/** `args` with every list's repeated items dropped, however deep: a person asks for a change once, not twice in a row. */
+function distinctItems<T>(v: T): T {
+  if (Array.isArray(v)) {
+    const items = v.map(distinctItems);
+    return items.filter((x, i) => items.findIndex((y) => canonical(y) === canonical(x)) === i) as T;
+  }
+  return isPlainObject(v) ? (Object.fromEntries(Object.entries(v).map(([k, x]) => [k, distinctItems(x)])) as T) : v;
 }
 
 /**
@@ -159,9 +168,9 @@ function domainValues(known: Discovery, ctx: CandidateContext): readonly unknown
  * Records a write makes, fitted to what is there: at most two per write; a new named thing gets the kind most records
  * have ("person") and notes that things of its kind have; a link takes a type in use between the kinds it joins
  * ("works on" from a person to a project), never from a thing to itself nor one that exists; an email is made from
- * its name. A request a person would make, not random pairs of values.
+ * its name. A request a person would make, not random pairs of values. `removes`: the write deletes what it names.
  */
-function fittingKinds(known: Discovery, args: Record<string, unknown>, rng: Rng): Record<string, unknown> {
+function fittingKinds(known: Discovery, args: Record<string, unknown>, rng: Rng, removes: boolean): Record<string, unknown> {
   const kinds = new Map<string, string>();
   const links: { from: string; to: string; type: string }[] = [];
   for (const r of known.recs) {
@@ -205,9 +214,16 @@ function fittingKinds(known: Discovery, args: Record<string, unknown>, rng: Rng)
       else if (/^[A-Z][a-z]+ [A-Z][a-z]+$/.test(name)) o[typeKey] = 'person';
     }
     const listKey = keys.find((k) => Array.isArray(o[k]) && (o[k] as unknown[]).length && (o[k] as unknown[]).every((x) => typeof x === 'string'));
-    if (name && listKey) {
-      // Notes that things of its kind have; none known, a new thing (one given a kind) starts with none.
-      const pool = notesOf(typeKey ? (o[typeKey] as string) : kinds.get(name), name);
+    // A write that removes notes takes the thing's own (drawn from what is listed), never other things'.
+    if (name && listKey && !removes) {
+      // Notes that things of its kind have; none known, a new thing (one given a kind) starts with none. A thing that
+      // is there and alone of its kind (the one office) gets none of another kind's notes: a thing with kin is noted.
+      let about = name;
+      if (!typeKey && kinds.has(name) && !notesOf(kinds.get(name), name).length) {
+        const kin = [...kinds.keys()].filter((n) => notesOf(kinds.get(n), n).length);
+        if (kin.length) o[nameKey!] = about = rng.pick(kin);
+      }
+      const pool = notesOf(typeKey ? (o[typeKey] as string) : kinds.get(about), about);
       if (pool.length) o[listKey] = rng.shuffle(pool).slice(0, Math.min(2, (o[listKey] as unknown[]).length));
       else if (typeKey) o[listKey] = (o[listKey] as string[]).filter((x) => !isFiller(x));
     }
