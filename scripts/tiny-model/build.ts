@@ -20,7 +20,9 @@
  *
  * `--recipe general` warms up on many synthetic MCP servers too (synthetic-servers.ts, worked by general-expert.ts;
  * never server-memory or server-filesystem, which it is then trained on by GRPO), with a tokenizer also trained on
- * the markdown docs of node_modules; RECIPES below holds what else it changes (docs/tiny-model.md).
+ * the markdown docs of node_modules, copy drills over open vocabularies and open tool drills (open-drills.ts: tools,
+ * keys and values made up for every drill), and no habit cycle; RECIPES below holds what else it changes
+ * (docs/tiny-model.md).
  *
  * The defaults make the bundled model (built so at commit b526be3, docs/tiny-model.md). `--tokenizer FILE` skips
  * step 3 and uses that tokenizer.json (fixtures/models/tiny-bookshop-v1's was trained on a README draft that no
@@ -79,7 +81,8 @@ const { values } = parseArgs({
     'synthetic-per-server': { type: 'string' },
     /** general: characters of node_modules' markdown docs the tokenizer also learns from. */
     'docs-chars': { type: 'string' },
-    /** The last N cycles train on the habit-mixed transcripts; the ones before on the expert's alone (skills first). */
+    /** The last N cycles train on the habit-mixed transcripts; the ones before on the expert's alone (skills first).
+     *  The general recipe has none: its habit cycle taught "I don't know." on every tool list it did not recognise. */
     'habit-cycles': { type: 'string' },
     /** A model folder that already went through the drill phase of this same build (skips it; same result). */
     drilled: { type: 'string' },

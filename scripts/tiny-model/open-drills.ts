@@ -131,20 +131,30 @@ function tool(name: string, description: string, properties: Record<string, obje
 }
 const str = (description: string) => ({ type: 'string', description });
 
+/** Adds, sometimes, an optional argument (shown with `?` in the template's signature), as real tools often have. */
+function withOptional(rng: Rng, t: OpenAITool): OpenAITool {
+  if (rng.uniform() >= 0.35) return t;
+  const params = t.function.parameters as { properties: Record<string, object>; required: string[] };
+  const extra = key(rng, new Set(Object.keys(params.properties)), rng.uniform() < 0.5);
+  return { ...t, function: { ...t.function, parameters: { ...params, properties: { ...params.properties, [extra]: rng.uniform() < 0.5 ? str(extra) : { type: 'number' } } } } };
+}
+
 /**
- * The drill's own tools (`kinds`, made by `make` in that order) among a few others of the same family of server
- * (records or files), which the drill never calls: picking the tool is part of the skill.
+ * The drill's own tools (`kinds`, made by `make` in that order) among 1 to 12 others, mostly of the same family of
+ * server (records or files), which the drill never calls: picking the tool out of a list as long as a published
+ * server's (server-filesystem lists 14) is part of the skill.
  */
 function server(rng: Rng, kinds: Kind[], make: (names: string[]) => OpenAITool[]): OpenAITool[] {
   const taken = new Set<string>();
   const own = make(kinds.map((k) => toolName(rng, k, taken)));
   const family = FAMILIES.find((f) => kinds.every((k) => f.includes(k)))!;
-  const others = family.filter((k) => !kinds.includes(k)).sort(() => rng.uniform() - 0.5).slice(0, int(rng, 1, 4));
-  const listed = [...own, ...others.map((k) => {
+  const near = family.filter((k) => !kinds.includes(k));
+  const far = (Object.keys(KINDS) as Kind[]).filter((k) => !family.includes(k));
+  const others = Array.from({ length: int(rng, 1, 12) }, () => pick(rng, rng.uniform() < 0.8 ? near : far)).map((k) => {
     const keys = KINDS[k].keys.length && rng.uniform() < 0.7 ? [...KINDS[k].keys] : KINDS[k].keys.length ? [key(rng, new Set(), rng.uniform() < 0.5)] : [];
     return tool(toolName(rng, k, taken), `${capital(KINDS[k].verbs[0])} ${KINDS[k].nouns[0].replace(/_/g, ' ')}.`, Object.fromEntries(keys.map((x) => [x, str(x)])));
-  })].sort(() => rng.uniform() - 0.5);
-  return [...listed, COMPLETE_TASK_TOOL];
+  });
+  return [...[...own, ...others].map((t) => withOptional(rng, t)).sort(() => rng.uniform() - 0.5), COMPLETE_TASK_TOOL];
 }
 
 /** A transcript builder: each call is one assistant turn followed by its tool result. */
