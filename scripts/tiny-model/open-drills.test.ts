@@ -47,6 +47,13 @@ describe('openDrill', () => {
     expect(openDrill(makeRng(7))).toEqual(openDrill(makeRng(7)));
   });
 
+  it('lists as many tools as a published server does (server-filesystem: 14 and complete_task), with optional arguments', () => {
+    const sizes = drills.map((d) => d.tools.length);
+    expect(Math.min(...sizes)).toBeLessThanOrEqual(4);
+    expect(Math.max(...sizes)).toBeGreaterThanOrEqual(13);
+    expect(drills.some((d) => d.tools.some((t) => Object.keys((t.function.parameters as { properties: object }).properties).length > ((t.function.parameters as { required?: string[] }).required ?? []).length))).toBe(true);
+  });
+
   it('draws writes of objects, links, paths made in a folder, file reads, folder listings, look-ups and find-then-write chains', () => {
     const has = (f: (d: (typeof drills)[number]) => boolean) => drills.some(f);
     const firstArgs = (d: (typeof drills)[number]) => JSON.parse(d.messages[2].tool_calls![0].function.arguments) as Record<string, unknown>;
