@@ -20,7 +20,9 @@
  *
  * `--recipe general` warms up on many synthetic MCP servers too (synthetic-servers.ts, worked by general-expert.ts;
  * never server-memory or server-filesystem, which it is then trained on by GRPO), with a tokenizer also trained on
- * the markdown docs of node_modules; RECIPES below holds what else it changes (docs/tiny-model.md).
+ * the markdown docs of node_modules, copy drills over open vocabularies and open tool drills (open-drills.ts: tools,
+ * keys and values made up for every drill), and no habit cycle; RECIPES below holds what else it changes
+ * (docs/tiny-model.md).
  *
  * The defaults make the bundled model (built so at commit b526be3, docs/tiny-model.md). `--tokenizer FILE` skips
  * step 3 and uses that tokenizer.json (fixtures/models/tiny-bookshop-v1's was trained on a README draft that no
@@ -49,6 +51,7 @@ import { AUTHORS, BOOKS } from '../../fixtures/server/bookshop.js';
 import { GROUPED_DIGITS_SPLIT_REGEX, QWEN_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
 import { copyDrill } from './copy-drills.js';
 import { toolDrill } from './tool-drills.js';
+import { openCopyDrill, openDrill } from './open-drills.js';
 import type { Habit } from './expert.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
 import { fixtureTarget } from './fixture-target.js';
@@ -78,8 +81,9 @@ const { values } = parseArgs({
     'synthetic-per-server': { type: 'string' },
     /** general: characters of node_modules' markdown docs the tokenizer also learns from. */
     'docs-chars': { type: 'string' },
-    /** The last N cycles train on the habit-mixed transcripts; the ones before on the expert's alone (skills first). */
-    'habit-cycles': { type: 'string', default: '1' },
+    /** The last N cycles train on the habit-mixed transcripts; the ones before on the expert's alone (skills first).
+     *  The general recipe has none: its habit cycle taught "I don't know." on every tool list it did not recognise. */
+    'habit-cycles': { type: 'string' },
     /** A model folder that already went through the drill phase of this same build (skips it; same result). */
     drilled: { type: 'string' },
     'batch-size': { type: 'string', default: '16' },
@@ -90,6 +94,10 @@ const { values } = parseArgs({
     drills: { type: 'string', default: '16' },
     /** Tool drills (tool-drills.ts) per batch of the skill cycles: generic tool use on made-up domains. */
     'tool-drills': { type: 'string', default: '16' },
+    /** Open tool drills (open-drills.ts) per batch of the skill cycles: tools and values made up afresh each time. */
+    'open-drills': { type: 'string' },
+    /** The share of copy drills (drill phase and every batch) that copy open-vocabulary values (open-drills.ts). */
+    'open-copy': { type: 'string' },
     /** Habit mix of the warm-up transcripts: the share that look things up, and of those the share that report. */
     'lookup-rate': { type: 'string', default: '0.45' },
     'report-rate': { type: 'string', default: '0.5' },
@@ -113,11 +121,11 @@ const seed = Number(values.seed);
 const RECIPES = {
   bookshop: {
     vocab: '1024', cycles: '5', 'steps-per-cycle': '300', 'drill-steps': '1500', 'warmup-catalogues': '4', hidden: '128', layers: '4', intermediate: '384',
-    'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0',
+    'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0', 'habit-cycles': '1', 'open-drills': '0', 'open-copy': '0',
   },
   general: {
-    vocab: '2048', cycles: '4', 'steps-per-cycle': '160', 'drill-steps': '500', 'warmup-catalogues': '2', hidden: '128', layers: '4', intermediate: '384',
-    'synthetic-servers': '24', 'synthetic-per-server': '40', 'docs-chars': '600000',
+    vocab: '2048', cycles: '3', 'steps-per-cycle': '160', 'drill-steps': '2000', 'warmup-catalogues': '2', hidden: '128', layers: '4', intermediate: '384',
+    'synthetic-servers': '24', 'synthetic-per-server': '40', 'docs-chars': '600000', 'habit-cycles': '0', 'open-drills': '16', 'open-copy': '0.5',
   },
 } as const;
 type RecipeOption = keyof (typeof RECIPES)['bookshop'];
@@ -234,6 +242,11 @@ async function main() {
   // 5. SFT warm-up, merged after each cycle; first, if asked, a phase of copy drills alone
   const threads = values.threads ? Number(values.threads) : undefined;
   const rng = makeRng(seed);
+  // open-vocabulary drills draw from streams of their own, so that a recipe without them draws exactly the
+  // batches it drew before they existed, and a build given --drilled draws the open tool drills a full one does
+  const openCopyRng = makeRng(seed + 4000);
+  const openToolRng = makeRng(seed + 4001);
+  const copy = (r: typeof rng) => (opt('open-copy') > 0 && openCopyRng.uniform() < opt('open-copy') ? openCopyDrill(openCopyRng) : copyDrill(r));
   if (values.drilled) {
     modelDir = values.drilled;
   } else if (opt('drill-steps') > 0) {
@@ -244,7 +257,7 @@ async function main() {
     });
     const drillSchedule: LrSchedule = { kind: 'warmup', warmupSteps: 10 };
     for (let step = 0; step < opt('drill-steps'); step++) {
-      const batch = Array.from({ length: 64 }, () => trajectoryToSequences(engine, { messages: copyDrill(rng), tools: [] })).flat();
+      const batch = Array.from({ length: 64 }, () => trajectoryToSequences(engine, { messages: copy(rng), tools: [] })).flat();
       const optimizer = { lr: learningRate(drillSchedule, Number(values.lr), step), maxGradNorm: 1 };
       const m = await trainer.sftStep(batch, { foldLora: true, optimizer });
       if (step % 50 === 0) log(`drills step ${step}: loss ${m.loss.toFixed(4)}`);
@@ -263,7 +276,7 @@ async function main() {
   const cycles = opt('cycles');
   for (let cycle = 0; cycle < cycles; cycle++) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
-    const habitCycle = cycle >= cycles - Number(values['habit-cycles']);
+    const habitCycle = cycle >= cycles - opt('habit-cycles');
     const pool = habitCycle ? mixed : transcripts;
     const sequences: TrainSequence[] = pool.flatMap((t) => trajectoryToSequences(engine, t));
     const trainer = await Trainer.create(engine.model as never, {
@@ -273,9 +286,10 @@ async function main() {
     const schedule: LrSchedule = { kind: 'cosine', warmupSteps: 5, totalSteps: opt('steps-per-cycle') };
     for (let step = 0; step < opt('steps-per-cycle'); step++) {
       const batch = Array.from({ length: Number(values['batch-size']) }, () => sequences[Math.floor(sftRng.uniform() * sequences.length)]);
-      for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copyDrill(sftRng), tools: [] }));
+      for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copy(sftRng), tools: [] }));
       // the skill cycles only: a drill always looks up and reports, which would undo the habit cycle's mix
       if (!habitCycle) for (let k = 0; k < Number(values['tool-drills']); k++) batch.push(...trajectoryToSequences(engine, toolDrill(toolRng)));
+      if (!habitCycle) for (let k = 0; k < opt('open-drills'); k++) batch.push(...trajectoryToSequences(engine, openDrill(openToolRng)));
       const optimizer = { lr: learningRate(schedule, Number(values.lr), step), weightDecay: 0, maxGradNorm: 1 };
       const m = await trainer.sftStep(batch, { foldLora: true, optimizer });
       if (step % 10 === 0 || step === opt('steps-per-cycle') - 1) log(`cycle ${cycle} step ${step}: loss ${m.loss.toFixed(4)} grad ${m.gradNorm.toFixed(3)} ${Math.round(m.tokensPerSecond)} tok/s`);
@@ -302,7 +316,8 @@ async function main() {
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
     seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, warmup_habits: habits,
     digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: opt('warmup-catalogues'), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: opt('drill-steps'), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
-    cycles, habit_cycles: Number(values['habit-cycles']), steps_per_cycle: opt('steps-per-cycle'),
+    ...(opt('open-drills') > 0 || opt('open-copy') > 0 ? { open_drills_per_batch: opt('open-drills'), open_copy_share: opt('open-copy') } : {}),
+    cycles, habit_cycles: opt('habit-cycles'), steps_per_cycle: opt('steps-per-cycle'),
     batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank),
     val_success: summary.success_rate, test_success: testSummary.success_rate,
     ...(values.recipe === 'bookshop' ? {} : {

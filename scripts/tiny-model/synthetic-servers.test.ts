@@ -5,14 +5,8 @@ import { McpSession, SafetyPolicy, type ToolInfo } from '../../src/mcp/index.js'
 import { scoreChecks } from '../../src/ruler/checks.js';
 import type { Scenario } from '../../src/scenarios/index.js';
 import { GeneralExpertPolicy } from './general-expert.js';
+import { HELD_OUT_TOOLS } from './held-out.js';
 import { serveSynthetic, SYNTHETIC_KINDS, syntheticSpec, type SyntheticHost } from './synthetic-servers.js';
-
-// The published servers the general model is trained on by GRPO: no synthetic tool may share a name with theirs.
-const HELD_OUT_TOOLS = [
-  'create_entities', 'create_relations', 'add_observations', 'delete_entities', 'delete_observations', 'delete_relations', 'read_graph', 'search_nodes', 'open_nodes',
-  'read_file', 'read_text_file', 'read_media_file', 'read_multiple_files', 'write_file', 'edit_file', 'create_directory', 'list_directory',
-  'list_directory_with_sizes', 'directory_tree', 'move_file', 'search_files', 'get_file_info', 'list_allowed_directories',
-];
 
 let host: SyntheticHost;
 const policy = new SafetyPolicy({ allowUnisolatedWrites: true });
