@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import type { Trajectory } from '../src/agent/trajectory.js';
+import type { McpTrajectory } from '../src/agent/trajectory.js';
 import { isSuccess } from '../src/eval/evaluate.js';
 import { readScenarios } from '../src/scenarios/scenario.js';
 import { kindBreakdown, type KindRow, type Outcome } from '../src/train/breakdown.js';
@@ -108,7 +108,7 @@ export async function kindTable(dir: string): Promise<KindTable | null> {
     const file = run.testTrajectories(step);
     if (!existsSync(file)) return [];
     return (await readFile(file, 'utf8')).split('\n').filter((l) => l.trim() !== '').map((l) => {
-      const t = JSON.parse(l) as Trajectory;
+      const t = JSON.parse(l) as McpTrajectory;
       return { scenario_id: t.scenario_id, success: isSuccess(t) };
     });
   };

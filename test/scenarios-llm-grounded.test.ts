@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { AUTHORS, BOOKS } from '../fixtures/server/bookshop.js';
 import { OpenAIPolicy } from '../src/agent/policy.js';
 import { rolloutGroups } from '../src/agent/rollout-groups.js';
-import { TrajectorySchema } from '../src/agent/trajectory.js';
+import { McpTrajectorySchema } from '../src/agent/trajectory.js';
 import { connect, type McpSession } from '../src/mcp/index.js';
 import type { Target } from '../src/mcp/types.js';
 import { scoreChecks } from '../src/ruler/checks.js';
@@ -113,7 +113,7 @@ describe('grounded LLM scenarios', () => {
       '--out', out, '--', process.execPath, '--import', 'tsx', FIXTURE_SERVER_MAIN,
     ];
     await promisify(execFile)(process.execPath, args, { cwd: REPO_ROOT, env: { ...process.env, OPENAI_API_KEY: 'test-key' } });
-    const [t] = (await readFile(path.join(out, 'trajectories.jsonl'), 'utf8')).trim().split('\n').map((l) => TrajectorySchema.parse(JSON.parse(l)));
+    const [t] = (await readFile(path.join(out, 'trajectories.jsonl'), 'utf8')).trim().split('\n').map((l) => McpTrajectorySchema.parse(JSON.parse(l)));
     expect(t.reward_components).toEqual({ ruler: 0.6, checks: 1 });
     expect(t.reward).toBeCloseTo(0.8, 12);
   }, 120_000);

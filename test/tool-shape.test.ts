@@ -3,7 +3,7 @@
  * what the MCP rollout's and the library's trajectories keep are the same object.
  */
 import { describe, expect, it } from 'vitest';
-import { McpTrajectorySchema as McpTrajectorySchema } from '../src/agent/trajectory.js';
+import { McpTrajectorySchema } from '../src/agent/trajectory.js';
 import { TrajectorySchema } from '../src/backend/schemas.js';
 import { OpenAIToolSchema } from '../src/chat/tool.js';
 import { toOpenAITools } from '../src/mcp/openai-tools.js';

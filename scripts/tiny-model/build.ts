@@ -33,7 +33,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { rollout } from '../../src/agent/rollout.js';
 import { runEval } from '../../src/eval/evaluate.js';
-import type { Trajectory } from '../../src/agent/trajectory.js';
+import type { McpTrajectory } from '../../src/agent/trajectory.js';
 import { ChatEngine } from '../../src/chat/chat-engine.js';
 import { ChatTemplate } from '../../src/chat/chat-template.js';
 import { EnginePolicy } from '../../src/agent/engine-policy.js';
@@ -167,8 +167,8 @@ async function main() {
   const habitRng = makeRng(seed + 1000);
   const habits: Record<Habit, number> = { expert: 0, guess: 0, forget: 0 };
   const drawHabit = (): Habit => (habitRng.uniform() >= Number(values['lookup-rate']) ? 'guess' : habitRng.uniform() < Number(values['report-rate']) ? 'expert' : 'forget');
-  const transcripts: Trajectory[] = [];
-  const mixed: Trajectory[] = [];
+  const transcripts: McpTrajectory[] = [];
+  const mixed: McpTrajectory[] = [];
   // the expert reads any scenario's checks (calls and the values' `via`); a scenario it cannot solve is left out
   let unsolved = 0;
   const run = async (scenario: Scenario, habit: Habit, on = session) => {

@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { EnginePolicy } from '../../src/agent/engine-policy.js';
-import type { Trajectory } from '../../src/agent/trajectory.js';
+import type { McpTrajectory } from '../../src/agent/trajectory.js';
 import { ChatEngine } from '../../src/chat/chat-engine.js';
 import { isSuccess, runEval } from '../../src/eval/evaluate.js';
 import { parseScenarios } from '../../src/scenarios/scenario.js';
@@ -30,7 +30,7 @@ const { values } = parseArgs({
 });
 
 /** guess: the first turn ends the task; forget: the final answer is "Done."; full: anything else. */
-export function habitOf(t: Trajectory): 'guess' | 'forget' | 'full' {
+export function habitOf(t: McpTrajectory): 'guess' | 'forget' | 'full' {
   const first = t.messages.find((m) => m.role === 'assistant');
   if (first?.tool_calls?.[0]?.function.name === 'complete_task') return 'guess';
   return /^\s*done\.?\s*$/i.test(t.final_answer ?? '') ? 'forget' : 'full';

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { rollout } from '../../src/agent/rollout.js';
-import type { Trajectory } from '../../src/agent/trajectory.js';
+import type { McpTrajectory } from '../../src/agent/trajectory.js';
 import { McpSession, SafetyPolicy } from '../../src/mcp/index.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
 import { generateOfflineScenarios, type Scenario } from '../../src/scenarios/index.js';
@@ -17,9 +17,9 @@ import { serveSynthetic, syntheticSpec } from './synthetic-servers.js';
 
 export interface SyntheticWarmup {
   /** The expert's transcript of every scenario it solved. */
-  transcripts: Trajectory[];
+  transcripts: McpTrajectory[];
   /** The same scenarios with the habit `habitFor` drew. */
-  mixed: Trajectory[];
+  mixed: McpTrajectory[];
   scenarios: Scenario[];
   /** Scenarios generated but left out: the expert's calls did not pass their checks. */
   unsolved: number;

@@ -78,13 +78,6 @@ export const McpTrajectorySchema = z.object({
 export type McpTrajectory = z.infer<typeof McpTrajectorySchema>;
 export type TrajectoryMetrics = z.infer<typeof TrajectoryMetricsSchema>;
 
-// The names before the rename, for files of other areas still being changed (scripts/tiny-model, scripts/demo-table.ts,
-// test/scenarios-llm-grounded.test.ts): to go once those use the new names.
-/** @deprecated McpTrajectorySchema. */
-export const TrajectorySchema = McpTrajectorySchema;
-/** @deprecated McpTrajectory. */
-export type Trajectory = McpTrajectory;
-
 /** Tool answers starting with these mark calls the loop did not execute (see wasExecuted). */
 export const INVALID_CALL_PREFIX = 'Error: invalid tool call.';
 export const NOT_EXECUTED_PREFIX = 'Not executed:';
