@@ -9,10 +9,11 @@
  * model is trained on afterwards (HELD_OUT_TOOLS): their names are made of made-up words.
  */
 import type { ChatMessage } from '../../src/agent/policy.js';
-import { COMPLETE_TASK_TOOL, DEFAULT_SYSTEM_PROMPT } from '../../src/agent/rollout.js';
+import { COMPLETE_TASK_TOOL } from '../../src/agent/rollout.js';
 import type { OpenAITool } from '../../src/mcp/openai-tools.js';
 import { int, pick } from './copy-drills.js';
 import { HELD_OUT_TOOLS } from './held-out.js';
+import { Transcript } from './tool-drills.js';
 import type { makeRng } from '../random-model.js';
 
 type Rng = ReturnType<typeof makeRng>;
@@ -155,26 +156,6 @@ function server(rng: Rng, kinds: Kind[], make: (names: string[]) => OpenAITool[]
     return tool(toolName(rng, k, taken), `${capital(KINDS[k].verbs[0])} ${KINDS[k].nouns[0].replace(/_/g, ' ')}.`, Object.fromEntries(keys.map((x) => [x, str(x)])));
   });
   return [...[...own, ...others].map((t) => withOptional(rng, t)).sort(() => rng.uniform() - 0.5), COMPLETE_TASK_TOOL];
-}
-
-/** A transcript builder: each call is one assistant turn followed by its tool result. */
-class Transcript {
-  readonly messages: ChatMessage[];
-  private n = 0;
-  constructor(task: string) {
-    this.messages = [{ role: 'system', content: DEFAULT_SYSTEM_PROMPT }, { role: 'user', content: task }];
-  }
-  call(name: string, args: Record<string, unknown>, result: unknown) {
-    const id = `call_${this.n++}`;
-    this.messages.push(
-      { role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name, arguments: JSON.stringify(args) } }] },
-      { role: 'tool', tool_call_id: id, name, content: typeof result === 'string' ? result : JSON.stringify(result, null, 2) },
-    );
-    return this;
-  }
-  answer(summary: string) {
-    return this.call(COMPLETE_TASK_TOOL.function.name, { summary }, 'Task marked complete.');
-  }
 }
 
 const quoted = (xs: string[]) => (xs.length === 1 ? `"${xs[0]}"` : `${xs.slice(0, -1).map((x) => `"${x}"`).join(', ')} and "${xs[xs.length - 1]}"`);

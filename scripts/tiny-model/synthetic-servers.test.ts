@@ -1,4 +1,3 @@
-import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rollout } from '../../src/agent/rollout.js';
 import { McpSession, SafetyPolicy, type ToolInfo } from '../../src/mcp/index.js';
@@ -6,6 +5,7 @@ import { scoreChecks } from '../../src/ruler/checks.js';
 import type { Scenario } from '../../src/scenarios/index.js';
 import { GeneralExpertPolicy } from './general-expert.js';
 import { HELD_OUT_TOOLS } from './held-out.js';
+import { rawInitialize } from '../../test/mcp-server-helpers.js';
 import { serveSynthetic, SYNTHETIC_KINDS, syntheticSpec, type SyntheticHost } from './synthetic-servers.js';
 
 let host: SyntheticHost;
@@ -97,25 +97,13 @@ describe('synthetic servers', () => {
   });
 });
 
-/** A raw initialize request to `url` with extra headers; resolves with the HTTP status. */
-function initializeStatus(url: string, headers: Record<string, string>): Promise<number> {
-  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 describe('serveSynthetic over HTTP', () => {
   it('refuses a foreign Host (DNS rebinding) and a foreign Origin (a web page), and serves its own', async () => {
     const url = host.url(0);
-    expect(await initializeStatus(url, { host: 'evil.example' })).toBe(403);
-    expect(await initializeStatus(url, { origin: 'http://evil.example' })).toBe(403);
-    expect(await initializeStatus(url, { origin: new URL(url).origin })).toBe(200);
+    expect(await rawInitialize(url, { host: 'evil.example' })).toBe(403);
+    expect(await rawInitialize(url, { origin: 'http://evil.example' })).toBe(403);
+    expect(await rawInitialize(url, { origin: new URL(url).origin })).toBe(200);
   });
 });
 

@@ -51,8 +51,8 @@ function tool(name: string, description: string, props: Record<string, object>, 
   return { type: 'function', function: { name, description, parameters: { type: 'object', properties: props, required } } };
 }
 
-/** A transcript builder: each call is one assistant turn followed by its tool result. */
-class Transcript {
+/** A transcript builder: each call is one assistant turn followed by its tool result (open-drills.ts's too). */
+export class Transcript {
   readonly messages: ChatMessage[];
   private n = 0;
   constructor(task: string) {
