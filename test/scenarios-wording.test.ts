@@ -67,6 +67,8 @@ function expectPersonWritten(m: Made): void {
     // No conversion to the unit the amount is in ("the price in USD of 71 USD", "71 USD in USD").
     expect(s.task).not.toMatch(/\b([A-Z]{3}) of [\d.]+ \1\b|\b[\d.]+ ([A-Z]{3}) in \2\b/);
     expect(s.task).not.toMatch(/\bWhich are the\b|\bby its name\b|\bnew state now\b/);
+    // What a write made is named when it is looked up again, never a bare "it" after adding several things.
+    expect(s.task).not.toMatch(/\bthat it (is there|shows up)\b|\blook it up\b|\bcheck it again\b|\bdouble-check it\b|\blook at it to see\b/);
     // A question says what it found once: a follow-up refers back to it ("…, and report the rate of it in EUR").
     if (!s.checks?.some(isStateCheck)) for (const q of new Set(s.task.match(/"[^"]+"/g) ?? [])) expect(s.task.split(q).length, s.task).toBe(2);
   }

@@ -42,10 +42,11 @@ export async function makeThenUse(g: Generation, known: Discovery, forced: ToolI
       g.note(forced.name, 'replay_failed');
       return 'unverifiable';
     }
-    // The reader is named by what it is asked about ("Nora Lindqvist"), or as "it" when it takes nothing.
-    const shown = stringLeaves(reader.args)[0];
+    // The reader is named by what it is asked about ("Nora Lindqvist"); a reader that takes nothing (the whole
+    // graph) by the first thing made, since "it" after a write that made several reads as nothing in particular.
+    const shown = stringLeaves(reader.args)[0] ?? madeValues[0];
     return {
-      task: `${first} ${g.render('thenRead', { what: shown ? `"${shown}"` : 'it' })}`,
+      task: `${first} ${g.render('thenRead', { what: `"${shown}"` })}`,
       difficulty: 3,
       checks: [makeCall, { kind: 'tool_called', tool: forced.name, args: reader.args }, state],
       verified: true,
