@@ -48,7 +48,7 @@ describe('scoreChecks', () => {
       ],
       'It is 12.87 EUR.',
     );
-    expect(scoreChecks(t, scenario)).toEqual({ passed: 3, total: 3, fraction: 1, results: [true, true, true] });
+    expect(scoreChecks(t, scenario)).toEqual({ passed: 3, total: 3, fraction: 1, credit: 1, results: [true, true, true] });
   });
 
   it('ignores calls the loop rejected, and a missing answer fails answer_contains', () => {
@@ -104,6 +104,38 @@ describe('scoreChecks', () => {
     expect(scoreChecks(t, scenario).results).toEqual([true, true, true]);
   });
 
+  it('credit: a failed answer check earns the share of its multi-word value the answer states, success unchanged', () => {
+    const record = '{"id":"au-02","name":"Kenji Watanabe","country":"Japan","book_ids":["bk-002","bk-014"]}';
+    const name: Scenario = {
+      id: 'n', task: 'Tell me the name for the author au-02.', difficulty: 1, source: 'schema',
+      checks: [{ kind: 'tool_called', tool: 'get_author', args: { author_id: 'au-02' } }, { kind: 'answer_contains', value: 'Kenji Watanabe' }],
+    };
+    const said = (answer: string, result = record) => traj([assistantCalls(['1', 'get_author', '{"author_id":"au-02"}']), toolAnswer('1', result)], answer);
+    expect(scoreChecks(said('Kenji Watanabe'), name)).toMatchObject({ passed: 2, fraction: 1, credit: 1 });
+    // One word of two: half the answer check, the call whole; still no success.
+    expect(scoreChecks(said('Watanabe'), name)).toMatchObject({ passed: 1, fraction: 0.5, credit: 0.75, results: [true, false] });
+    expect(scoreChecks(said('bk-002, bk-014'), name)).toMatchObject({ passed: 1, credit: 0.5 });
+    // Every word but not the value as written: below a pass.
+    expect(scoreChecks(said('Watanabe, Kenji'), name).credit).toBe(0.75);
+    // A word no executed result holds whole (guessed, or of another record) earns nothing.
+    expect(scoreChecks(said('Watanabe', '{"id":"au-06","name":"Daniel Reyes"}'), name).credit).toBe(0.5);
+    expect(scoreChecks(traj([], 'Kenji'), name).credit).toBe(0);
+    // Words the task holds earn nothing; a one-word value or a number is all or nothing.
+    const title: Scenario = { id: 'l', task: 'Using query "Last", search books and give me the title of every book.', difficulty: 2, source: 'schema', checks: [{ kind: 'answer_contains', value: 'The Last Orchard' }] };
+    const found = (answer: string) => traj([assistantCalls(['1', 'search_books', '{"query":"Last"}']), toolAnswer('1', '[{"title":"The Last Orchard"}]')], answer);
+    expect(scoreChecks(found('The Last'), title).credit).toBe(0);
+    expect(scoreChecks(found('Orchard'), title).credit).toBeCloseTo(1 / 3, 12);
+    const one = (value: string, result: string, answer: string) =>
+      scoreChecks(traj([assistantCalls(['1', 'get_book', '{}']), toolAnswer('1', result)], answer), { ...title, task: 'Which?', checks: [{ kind: 'answer_contains', value }] }).credit;
+    expect(one('bk-004', '["bk-004"]', 'bk-014')).toBe(0);
+    expect(one('12.87', '{"price":12.87}', '12')).toBe(0);
+    // answer_value: an answer holding another entity's value earns nothing.
+    const listed: Scenario = { ...name, checks: [{ kind: 'answer_value', value: 'Kenji Watanabe', others: ['Elena Petrova'] }] };
+    const listing = '[{"name":"Kenji Watanabe"},{"name":"Elena Petrova"}]';
+    expect(scoreChecks(said('Watanabe', listing), listed).credit).toBe(0.5);
+    expect(scoreChecks(said('Watanabe, Elena Petrova', listing), listed).credit).toBe(0);
+  });
+
   it('a scenario without checks scores total 0', () => {
     expect(scoreChecks(traj([], 'x'), { ...scenario, checks: undefined })).toMatchObject({ passed: 0, total: 0 });
   });
@@ -111,7 +143,7 @@ describe('scoreChecks', () => {
 
 describe('blendRewards', () => {
   const checks = (...fractions: number[]): ChecksScore[] =>
-    fractions.map((f) => ({ passed: Math.round(f * 4), total: 4, fraction: f, results: [] }));
+    fractions.map((f) => ({ passed: Math.round(f * 4), total: 4, fraction: f, credit: f, results: [] }));
   const group = () => [traj([], 'a'), traj([], 'b')];
   const ruler = { scores: [0.8, 0.2], explanations: ['', ''], attempts: 1, cached: false };
   const skipped = { skipped: true as const, reason: 'judge down', attempts: 4 };
@@ -155,6 +187,13 @@ describe('blendRewards', () => {
     expect(out).toEqual({ scored: false, reason: 'judge failed: judge down' });
     expect(g.every((t) => t.unscored === 'judge failed: judge down')).toBe(true);
     expect(g[0].reward_components).toEqual({ checks: 1 });
+  });
+
+  it('the checks component is the credit, partial answers included, not the fraction passed', () => {
+    const g = group();
+    blendRewards(g, { mode: 'checks', checks: [{ passed: 1, total: 2, fraction: 0.5, credit: 0.75, results: [true, false] }, { passed: 1, total: 2, fraction: 0.5, credit: 0.5, results: [true, false] }] });
+    expect(g.map((t) => t.reward)).toEqual([0.75, 0.5]);
+    expect(g[0].metrics).toMatchObject({ checks_passed: 1, checks_total: 2 });
   });
 
   it('checks mode on a scenario without checks is unscored', () => {

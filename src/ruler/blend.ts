@@ -37,7 +37,8 @@ export interface BlendOutcome {
 
 /**
  * Sets `reward`, `reward_components` and the checks metrics of every trajectory of one group.
- * - `ruler`: the judge's score. `checks`: the fraction of checks passed.
+ * - `ruler`: the judge's score. `checks`: the checks' credit (ChecksScore.credit: each check passed counts 1, a
+ *   failed answer check the part of its value the answer states).
  * - `blend`: rulerWeight·ruler + (1−rulerWeight)·checks when both exist; the one that exists otherwise.
  * Every component that was computed is kept in reward_components, whatever the mode. When the mode's
  * components are missing (judge failed, scenario without checks), the group is marked unscored rather than
@@ -63,7 +64,7 @@ export function blendRewards(group: McpTrajectory[], opts: BlendOptions): BlendO
     if (rulerScores) components.ruler = rulerScores[i];
     if (hasChecks) {
       const c = opts.checks![i];
-      components.checks = c.fraction;
+      components.checks = c.credit;
       t.metrics.checks_passed = c.passed;
       t.metrics.checks_total = c.total;
     }
