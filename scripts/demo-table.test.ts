@@ -6,7 +6,7 @@ import { RunDir } from '../src/train/run-dir.js';
 import { writeJsonAtomic } from '../src/util/atomic.js';
 import { formatScenarios, type Scenario } from '../src/scenarios/scenario.js';
 import { writeFileAtomic } from '../src/util/atomic.js';
-import { formatKindTable, formatSeedTable, kindTable, meanKindTable, seedRow } from './demo-table.js';
+import { formatKindTable, formatRunTables, formatSeedTable, kindTable, meanKindTable, seedRow } from './demo-table.js';
 
 let work: string;
 
@@ -81,6 +81,26 @@ describe('the demo per-kind test table', () => {
     ]);
     expect(mean).toEqual({ run: 'a, b', bestStep: null, rows: [row('get_book', 1, [0.25, 0.75]), row('search_books', 1, [0, 0.5])] });
     expect(formatKindTable(mean).split('\n')[0]).toBe('| tool shape | difficulty | test tasks | untrained | selected | gain |');
+  });
+
+  it('prints, for runs made one by one, the mean per kind that one --seeds run prints', async () => {
+    const dirs: string[] = [];
+    for (const [name, selected] of [['one', [true, false]], ['two', [true, true]]] as const) {
+      const run = new RunDir(await fakeRun(name, dirs.length + 1, [0, 0.5, 0.5]));
+      await writeFileAtomic(run.path('scenarios', 'test.jsonl'), formatScenarios([scenario('a', 1, 'get_book'), scenario('b', 1, 'get_book')]));
+      await writeFileAtomic(run.testTrajectories(0), [attempt('a', false), attempt('b', false)].join('\n') + '\n');
+      await writeFileAtomic(run.testTrajectories(2), [attempt('a', selected[0]), attempt('b', selected[1])].join('\n') + '\n');
+      dirs.push(run.dir);
+    }
+    const text = await formatRunTables(dirs, true);
+    expect(text).toContain(`Test success per kind, ${dirs[0]}:`);
+    expect(text.split('Test success per kind, mean of 2 runs:\n')[1].split('\n')).toEqual([
+      '| tool shape | difficulty | test tasks | untrained | selected (step 2) | gain |',
+      '| --- | --- | --- | --- | --- | --- |',
+      '| get_book | 1 | 2 | 0.0% | 75.0% | +75.0 |',
+      '| all |  | 2 | 0.0% | 75.0% | +75.0 |',
+    ]);
+    expect(await formatRunTables([dirs[0]], true)).not.toContain('mean of');
   });
 
   it('is null for a run without a test set', async () => {

@@ -4,6 +4,9 @@
  * and the wall time. Everything is read from the runs' own files (metrics.jsonl, state.json).
  *
  *   node --import tsx scripts/demo-table.ts runs/demo-seed1-… runs/demo-seed2-… [--markdown]
+ *
+ * prints the seeds table, each run's test table per kind and, for several runs, their mean per kind (the table
+ * docs/training.md shows), so that runs made by separate commands give the table one `--seeds` run prints.
  */
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
@@ -158,6 +161,21 @@ export function formatKindTable(t: KindTable, markdown = true): string {
   return [head, ...body].map((cells) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
 }
 
+/** What the script prints for these run folders: the seeds table, each run's per-kind table, and their mean per kind. */
+export async function formatRunTables(dirs: readonly string[], markdown: boolean): Promise<string> {
+  const rows = await Promise.all(dirs.map((d) => seedRow(d)));
+  const out = [formatSeedTable(rows, markdown)];
+  const kinds: KindTable[] = [];
+  for (const d of dirs) {
+    const t = await kindTable(d);
+    if (!t) continue;
+    out.push(`\nTest success per kind, ${d}:\n${formatKindTable(t, markdown)}`);
+    kinds.push(t);
+  }
+  if (kinds.length > 1) out.push(`\nTest success per kind, mean of ${kinds.length} runs:\n${formatKindTable(meanKindTable(kinds), markdown)}`);
+  return out.join('\n');
+}
+
 // Run as a script (not imported): compared by name too, since a bundle of the demo (scripts/device-e2e.sh) shares
 // this module's import.meta.url with its entry point.
 if (import.meta.url === pathToFileURL(process.argv[1]).href && /demo-table\.[jt]s$/.test(process.argv[1])) {
@@ -166,10 +184,5 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href && /demo-table\.[jt]
     console.error('usage: demo-table.ts RUN_DIR... [--markdown]');
     process.exit(1);
   }
-  const rows = await Promise.all(positionals.map((d) => seedRow(d)));
-  console.log(formatSeedTable(rows, values.markdown));
-  for (const d of positionals) {
-    const kinds = await kindTable(d);
-    if (kinds) console.log(`\nTest success per kind, ${d}:\n${formatKindTable(kinds, values.markdown)}`);
-  }
+  console.log(await formatRunTables(positionals, values.markdown));
 }
