@@ -16,7 +16,8 @@ import { toolNaming } from '../src/scenarios/naming.js';
 import { FILLER_WORDS } from '../src/scenarios/json-schema-args.js';
 import { chooseAnswer } from '../src/scenarios/offline/answer.js';
 import { generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline/index.js';
-import { questionFill, subjectOf } from '../src/scenarios/offline/phrasing.js';
+import { question, questionFill, subjectOf } from '../src/scenarios/offline/phrasing.js';
+import { templateRenderer, TEMPLATES } from '../src/scenarios/offline/wording.js';
 import { createRng } from '../src/util/rng.js';
 import { checkedCalls, isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
 import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, tsStdioTarget, REPO_ROOT } from './helpers/servers.js';
@@ -69,6 +70,8 @@ function expectPersonWritten(m: Made): void {
     expect(s.task).not.toMatch(/\bWhich are the\b|\bby its name\b|\bnew state now\b/);
     // What a write made is named when it is looked up again, never a bare "it" after adding several things.
     expect(s.task).not.toMatch(/\bthat it (is there|shows up)\b|\blook it up\b|\bcheck it again\b|\bdouble-check it\b|\blook at it to see\b/);
+    // A search's own count is the search's, never one record's ("the total number of matches of the book matching").
+    expect(s.task).not.toMatch(/\b(matches|results|hits) of the [a-z]+[^s] (of|matching|in)\b/);
     // A question says what it found once: a follow-up refers back to it ("…, and report the rate of it in EUR").
     if (!s.checks?.some(isStateCheck)) for (const q of new Set(s.task.match(/"[^"]+"/g) ?? [])) expect(s.task.split(q).length, s.task).toBe(2);
   }
@@ -177,6 +180,29 @@ describe('offline tasks in a person\'s words', () => {
     expect(genres.length, ss.map((s) => s.task).join('\n')).toBeGreaterThan(0);
     for (const s of genres) expect(s.task).toContain(`"${calls([s], 'search_books')[0].args.genre as string}" genre`);
   }, 300_000);
+
+  it('the bookshop: a search\'s own count is asked of the search ("How many books … are there?")', async () => {
+    const session = await connect(fixtureStdioTarget(), { policy: new SafetyPolicy({}) });
+    try {
+      const search = (await session.listTools()).find((t) => t.name === 'search_books')!;
+      const args = { query: 'the', genre: 'fiction' };
+      const out = await session.callTool('search_books', args);
+      const total = String((JSON.parse(out.text) as { total_matches: number }).total_matches);
+      // The answer drawn from the reply varies with the seed; the seeds that draw the count are what is looked at.
+      const counts = Array.from({ length: 40 }, (_, i) => chooseAnswer(out, args, search, createRng(i + 1))).filter((a) => a?.kind === 'field' && a.values[0] === total && /match/.test(a.field));
+      expect(counts.length).toBeGreaterThan(0);
+      for (const a of counts) {
+        const q = question(search, args, a!, () => false)!;
+        expect(q).toMatchObject({ family: 'count', fill: { things: 'books of the "fiction" genre matching "the"' } });
+        for (let i = 0; i < TEMPLATES.count.length; i++) {
+          const task = templateRenderer(createRng(i), undefined)(q.family, q.fill);
+          expect(task).toMatch(/(how many|number of|count the) books of the "fiction" genre matching "the"/i);
+        }
+      }
+    } finally {
+      await session.close();
+    }
+  }, 60_000);
 
   it('server-everything: its real tools and replies, said with what their values are', async () => {
     // Generating a whole set here takes minutes (its slow tools); its phrasing is checked on its own tools and replies.

@@ -17,8 +17,12 @@ export const UNSTABLE_KEYS = /(^|_|\b)(accessed|modified|created|mtime|atime|cti
 export const VAGUE_FIELDS = /^(to|from|of|in|at|by|on|for|type)$/i;
 
 /** `field` in words as a question asks it ("type", "id of the branch"); `noun`: what the record is, when known. */
+/**
+ * `counts`: the field is the reply's own count of the records it lists (a search's "total_matches"), asked of the
+ * search ("How many books match …?"), never of one record.
+ */
 export type Answer =
-  | { kind: 'field'; field: string; values: string[]; noun?: string; inFile?: boolean }
+  | { kind: 'field'; field: string; values: string[]; noun?: string; inFile?: boolean; counts?: true }
   | { kind: 'list'; field: string; noun: string; values: string[] }
   | { kind: 'values'; field: string; values: string[]; noun?: string; inFile?: boolean };
 
@@ -40,16 +44,22 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
   const options: Answer[] = [];
   if (data !== undefined) {
     const own = toolNoun(tool.name);
-    for (const leaf of leaves(data)) {
-      const key = leaf.path[leaf.path.length - 1];
-      if (usable(key, leaf.value)) options.push({ kind: 'field', field: asCount(fieldWords(leaf.path.join('_'), own), leaf.value), values: [String(leaf.value)] });
-    }
     // The entries of a folder's listing or tree are its entries, whatever the tool is called.
     const listNoun = pathKind(tool) === 'folder' ? 'entry' : own;
     const arrays: [string, unknown[]][] = Array.isArray(data) ? [[listNoun, data]] : isPlainObject(data) ? Object.entries(data).filter((e): e is [string, unknown[]] => Array.isArray(e[1])) : [];
+    const nounOf = (key: string) => (Array.isArray(data) ? listNoun : /^(results?|items?|data|matches)$/i.test(key) ? own : singular(words(key).pop() ?? key));
+    // The records the reply lists, when it lists some: what a count beside them counts.
+    const listed = arrays.find(([, arr]) => arr.length > 0 && arr.every(isPlainObject));
+    for (const leaf of leaves(data)) {
+      const key = leaf.path[leaf.path.length - 1];
+      if (!usable(key, leaf.value)) continue;
+      if (listed && leaf.path.length === 1 && typeof leaf.value === 'number' && COUNT_KEYS.test(words(key).join(' '))) {
+        options.push({ kind: 'field', field: asCount(fieldWords(key), leaf.value), noun: nounOf(listed[0]), counts: true, values: [String(leaf.value)] });
+      } else options.push({ kind: 'field', field: asCount(fieldWords(leaf.path.join('_'), own), leaf.value), values: [String(leaf.value)] });
+    }
     for (const [key, arr] of arrays) {
       if (arr.length < 1 || arr.length > 4) continue;
-      const noun = Array.isArray(data) ? listNoun : /^(results?|items?|data|matches)$/i.test(key) ? own : singular(words(key).pop() ?? key);
+      const noun = nounOf(key);
       // A lookup that found exactly one record: its fields, and its short lists, are what to ask about.
       if (arr.length === 1 && isPlainObject(arr[0])) {
         for (const [k, v] of Object.entries(arr[0])) {
@@ -121,6 +131,9 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
   if (text.length >= 2 && text.length <= 80 && !text.includes('\n') && !text.startsWith('[')) return { kind: 'field', field: 'exact response', values: [text] };
   return undefined;
 }
+
+/** Keys (in words) of a reply's count of what it found: "total_matches", "count", "num_results", "hits". */
+const COUNT_KEYS = /^(?!.*\bpages?\b).*\b(total|count|matches|hits|found|(num|number) (of )?(results|items|records|entries))\b/;
 
 /** Plural nouns whose number is an amount of money, not a count ("groceries": 420). */
 const AMOUNT_NOUNS = /^(groceries|savings|earnings|expenses|costs|fees|taxes|wages|funds|proceeds|utilities|bills|payments|sales|revenues|profits|losses|assets|dues|prices|totals)$/;

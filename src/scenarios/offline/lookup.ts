@@ -6,7 +6,7 @@ import { chooseAnswer, type Answer } from './answer.js';
 import { canonical, entityKey, GLOB_NAMES, MEDIA_FILE, pathKind, requiredNames, SEARCH_NAMES, withFixed } from './arguments.js';
 import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
-import { convertsToOwnUnit, questionFill, subjectOf, writeSentence } from './phrasing.js';
+import { convertsToOwnUnit, question, writeSentence } from './phrasing.js';
 import type { Candidate, Drawn } from './types.js';
 import { isFiller, stringLeaves } from './values.js';
 
@@ -106,14 +106,12 @@ export function asked(g: Generation, known: Discovery, tool: ToolInfo, args: Rec
     if (!change) return undefined;
     return { task: g.render('writeThenAnswer', { change: change.subject, field: answer.field }), difficulty: 2, checks, mentions: change.mentions };
   }
-  const phrased = subjectOf(tool, args, { noun: answer.noun, many: answer.kind === 'list', isFolder });
-  if (!phrased) {
+  const q = question(tool, args, answer, isFolder);
+  if (!q) {
     g.note(tool.name, 'nothing_to_ask');
     return undefined;
   }
-  const { family, fill } = questionFill(answer, phrased.subject, phrased.bare);
-  const bare = answer.kind === 'values' && !Object.keys(args).length && !answer.noun;
-  const task = g.render(bare ? 'noSubjectValues' : family, fill);
+  const task = g.render(q.family, q.fill);
   const difficulty = answer.kind !== 'field' || Object.keys(args).length >= 2 ? 2 : 1;
-  return { task, difficulty, checks, mentions: phrased.mentions };
+  return { task, difficulty, checks, mentions: q.mentions };
 }

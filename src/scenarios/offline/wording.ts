@@ -108,6 +108,16 @@ export const TEMPLATES = {
     'Find all the {field} {of} {subject}.',
     'Find the {field} {of} {subject}, please.',
   ],
+  count: [
+    'How many {things} are there?',
+    'Tell me how many {things} there are.',
+    'What is the number of {things}?',
+    'How many {things} can you find?',
+    'Find out how many {things} there are.',
+    'I need the number of {things}.',
+    'Could you count the {things}?',
+    'Do you know how many {things} there are?',
+  ],
   noSubjectValues: [
     'What are the {field}?',
     'List the {field}.',
