@@ -5,7 +5,7 @@
  * a media reader gets media only; and server-memory's find-then-act tasks are phrased as one request. The quality
  * table's oracle passes, and a do-nothing agent fails, every read-only task.
  */
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -20,7 +20,7 @@ import { question, questionFill, subjectOf } from '../src/scenarios/offline/phra
 import { templateRenderer, TEMPLATES } from '../src/scenarios/offline/wording.js';
 import { createRng } from '../src/util/rng.js';
 import { checkedCalls, isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
-import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, tsStdioTarget, REPO_ROOT } from './helpers/servers.js';
+import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, memoryTarget, SEEDED_MEMORY, tsStdioTarget, REPO_ROOT } from './helpers/servers.js';
 
 interface Made {
   result: OfflineResult;
@@ -199,6 +199,26 @@ describe('offline tasks in a person\'s words', () => {
           expect(task).toMatch(/(how many|number of|count the) books of the "fiction" genre matching "the"/i);
         }
       }
+    } finally {
+      await session.close();
+    }
+  }, 60_000);
+
+  it('server-memory: what a relation of a named entity says is asked of the relation, never as the entity\'s own', async () => {
+    const seeded = await mkdtemp(path.join(tmpdir(), 'mcprl-wording-memory-'));
+    await writeFile(path.join(seeded, 'memory.jsonl'), SEEDED_MEMORY);
+    const session = await connect(memoryTarget('{sandbox}/memory.jsonl'), { policy: new SafetyPolicy({}), sandboxFrom: seeded });
+    try {
+      const open = (await session.listTools()).find((t) => t.name === 'open_nodes')!;
+      const args = { names: ['Ada Lovelace'] };
+      const out = await session.callTool('open_nodes', args);
+      // The answer drawn from the reply varies with the seed: Ada's own type ("person") and her relation's ("wrote notes on").
+      const answers = Array.from({ length: 40 }, (_, i) => chooseAnswer(out, args, open, createRng(i + 1))!);
+      const ask = (value: string) => answers.filter((a) => a.values.includes(value)).map((a) => templateRenderer(createRng(1), undefined)(question(open, args, a, () => false)!.family, question(open, args, a, () => false)!.fill));
+      expect(ask('wrote notes on').length).toBeGreaterThan(0);
+      for (const task of ask('wrote notes on')) expect(task).toMatch(/\bthe relation of "Ada Lovelace"/);
+      expect(ask('person').length).toBeGreaterThan(0);
+      for (const task of ask('person')) expect(task).toMatch(/type of "Ada Lovelace"/);
     } finally {
       await session.close();
     }

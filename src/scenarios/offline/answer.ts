@@ -19,12 +19,13 @@ export const VAGUE_FIELDS = /^(to|from|of|in|at|by|on|for|type)$/i;
 /** `field` in words as a question asks it ("type", "id of the branch"); `noun`: what the record is, when known. */
 /**
  * `counts`: the field is the reply's own count of the records it lists (a search's "total_matches"), asked of the
- * search ("How many books match …?"), never of one record.
+ * search ("How many books match …?"), never of one record. `related`: the record is not the stated thing's own but
+ * one linked to it (a relation of an entity), asked as the stated thing's ("the type of the relation of "Ada"").
  */
 export type Answer =
-  | { kind: 'field'; field: string; values: string[]; noun?: string; inFile?: boolean; counts?: true }
+  | { kind: 'field'; field: string; values: string[]; noun?: string; inFile?: boolean; counts?: true; related?: true }
   | { kind: 'list'; field: string; noun: string; values: string[] }
-  | { kind: 'values'; field: string; values: string[]; noun?: string; inFile?: boolean };
+  | { kind: 'values'; field: string; values: string[]; noun?: string; inFile?: boolean; related?: true };
 
 /** Chooses what to ask about from a tool's real output; undefined when nothing checkable is there. */
 export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: ToolInfo, rng: Rng): Answer | undefined {
@@ -62,10 +63,13 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
       const noun = nounOf(key);
       // A lookup that found exactly one record: its fields, and its short lists, are what to ask about.
       if (arr.length === 1 && isPlainObject(arr[0])) {
+        // A record that names none of the stated things (a relation of the entity asked about) is not theirs.
+        const related = argValues.size > 0 && !Object.entries(arr[0]).some(([k, v]) => isScalar(v) && entityKey(k) !== undefined && argValues.has(String(v).toLowerCase()));
+        const of = related ? ({ related: true } as const) : {};
         for (const [k, v] of Object.entries(arr[0])) {
-          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: asCount(fieldWords(k, noun), v), noun, values: [String(v)] });
+          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: asCount(fieldWords(k, noun), v), noun, values: [String(v)], ...of });
           if (Array.isArray(v) && v.length >= 1 && v.length <= 4 && v.every((x) => isScalar(x) && usable(k, x))) {
-            options.push({ kind: 'values', field: fieldWords(k, noun), noun, values: v.map(String) });
+            options.push({ kind: 'values', field: fieldWords(k, noun), noun, values: v.map(String), ...of });
           }
         }
       }

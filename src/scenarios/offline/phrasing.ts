@@ -84,10 +84,10 @@ function described(key: string, v: string | string[]): string {
 /**
  * The subject of a question about a call of `tool` with `args`: "the book lb-007", 'the file "{sandbox}/todo.txt"',
  * 'the entities matching "Atlas"', "the sum of 3 and 4". `noun` is what the answer is about ("entity") and `many`
- * says the answer lists several of them. Undefined when an argument cannot be said in plain words (a required
+ * says the answer lists several of them; `related`, that they are linked to what the call names, not it. Undefined when an argument cannot be said in plain words (a required
  * switch, an object).
  */
-export function subjectOf(tool: ToolInfo, args: Record<string, unknown>, opts: { noun?: string; many?: boolean; isFolder: (p: string) => boolean }): Phrased | undefined {
+export function subjectOf(tool: ToolInfo, args: Record<string, unknown>, opts: { noun?: string; many?: boolean; related?: boolean; isFolder: (p: string) => boolean }): Phrased | undefined {
   const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
   const heads: string[] = [];
   const filters: string[] = [];
@@ -139,6 +139,8 @@ export function subjectOf(tool: ToolInfo, args: Record<string, unknown>, opts: {
     subject = listOf(filters.map((f) => f.replace(/^in /, '')));
   } else if (glob !== undefined) subject = `the files named ${glob}${heads.length ? ` in ${listOf(heads)}` : ''}`;
   else if (heads.length && opts.noun === 'entry' && !opts.many) subject = `the entry in ${listOf(heads)}`;
+  // A record linked to what the call names, not its own: "the relation of "Ada Lovelace"".
+  else if (heads.length && opts.related && opts.noun) subject = [`the ${opts.many ? plural(opts.noun) : opts.noun} of ${listOf(heads)}`, rest].filter(Boolean).join(' ');
   // A tree is everything below a folder, at any depth (a listing is what is directly in it).
   else if (heads.length && opts.many && /\btree\b/.test(words(tool.name).join(' '))) subject = `the ${plural(noun)} anywhere under ${listOf(heads)}`;
   else if (heads.length) subject = [opts.many && !heads.some((h) => h.startsWith('"')) ? `the ${plural(noun)} of ${listOf(heads)}` : listOf(heads), rest].filter(Boolean).join(' ');
@@ -182,7 +184,7 @@ export function questionFill(answer: Answer, subject: string, bare = false): { f
  * is said in the plural ("the books matching …").
  */
 export function question(tool: ToolInfo, args: Record<string, unknown>, answer: Answer, isFolder: (p: string) => boolean): { family: TemplateFamily; fill: Fill; mentions: Record<string, string> } | undefined {
-  const phrased = subjectOf(tool, args, { noun: answer.noun, many: answer.kind === 'list' || (answer.kind === 'field' && answer.counts === true), isFolder });
+  const phrased = subjectOf(tool, args, { noun: answer.noun, many: answer.kind === 'list' || (answer.kind === 'field' && answer.counts === true), related: answer.kind !== 'list' && answer.related === true, isFolder });
   if (!phrased) return undefined;
   const { family, fill } = questionFill(answer, phrased.subject, phrased.bare);
   // Values that come with no subject ("the allowed directories") are asked on their own.
