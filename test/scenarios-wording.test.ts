@@ -181,6 +181,15 @@ describe('offline tasks in a person\'s words', () => {
     for (const s of genres) expect(s.task).toContain(`"${calls([s], 'search_books')[0].args.genre as string}" genre`);
   }, 300_000);
 
+  it('a list is asked as the field of each thing, never "each of the books, by title"', () => {
+    const fill = { fields: 'titles', field: 'title', subject: 'the books matching "Last"' };
+    for (const [i, tpl] of TEMPLATES.list.entries()) {
+      const task = templateRenderer(createRng(1), { index: i, of: TEMPLATES.list.length })('list', fill);
+      expect(task, tpl).toMatch(/\btitles?\b/);
+      expect(task, tpl).not.toMatch(/\bby title\b/);
+    }
+  });
+
   it('the bookshop: a search\'s own count is asked of the search ("How many books … are there?")', async () => {
     const session = await connect(fixtureStdioTarget(), { policy: new SafetyPolicy({}) });
     try {

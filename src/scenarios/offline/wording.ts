@@ -94,8 +94,8 @@ export const TEMPLATES = {
     'Give me the {field} of each of {subject}.',
     'I need the {fields} of {subject}.',
     'Can you tell me the {fields} of {subject}?',
-    'Please list {subject} by {field}.',
-    'Give me each of {subject}, by {field}.',
+    'Which {fields} do {subject} have?',
+    'Go through {subject} and give me their {fields}.',
     'Tell me the {field} of every one of {subject}.',
   ],
   values: [
