@@ -20,7 +20,10 @@ import { question, questionFill, subjectOf } from '../src/scenarios/offline/phra
 import { templateRenderer, TEMPLATES } from '../src/scenarios/offline/wording.js';
 import { createRng } from '../src/util/rng.js';
 import { checkedCalls, isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
-import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, memoryTarget, SEEDED_MEMORY, tsStdioTarget, REPO_ROOT } from './helpers/servers.js';
+import { discover } from '../src/scenarios/offline/discovery.js';
+import { startGeneration } from '../src/scenarios/offline/generation.js';
+import { writeArgs } from '../src/scenarios/offline/write.js';
+import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, folderWithFilesAndImage, memoryTarget, SEEDED_MEMORY, tsStdioTarget, REPO_ROOT, USER_FILES_WITH_IMAGE } from './helpers/servers.js';
 
 interface Made {
   result: OfflineResult;
@@ -146,6 +149,25 @@ describe('offline tasks in a person\'s words', () => {
       await session.close();
     }
   }, 60_000);
+
+  it('server-filesystem: the text a write puts in a file is a line of the folder\'s files, never another key\'s value', async () => {
+    const session = await connect(filesystemTarget('{sandbox}'), { sandboxFrom: folderWithFilesAndImage(), policy: new SafetyPolicy({ allowDestructive: true }) });
+    try {
+      const lines = Object.values(USER_FILES_WITH_IMAGE).filter((v) => typeof v === 'string').flatMap((t) => t.split('\n').map((l) => l.trim()));
+      const write = (await session.listTools()).find((t) => t.name === 'write_file')!;
+      const made = [];
+      for (const seed of [1, 2, 3, 4, 5]) {
+        const g = await startGeneration(session, { seed });
+        const args = writeArgs(g, await discover(g), write);
+        if (args) made.push(args);
+      }
+      expect(made.length).toBeGreaterThan(0);
+      // A listing's "file" type written into todo.md ('Write "file" to the file …') is no change a person asks for.
+      for (const args of made) expect(lines, JSON.stringify(args)).toContain(args.content);
+    } finally {
+      await session.close();
+    }
+  }, 120_000);
 
   it('server-filesystem with no image: no media task, and the coverage line says why', async () => {
     const m = await make(filesystemTarget('{sandbox}'), 12, 1, folderWithFiles());
