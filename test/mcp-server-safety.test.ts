@@ -10,7 +10,10 @@ import path from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatCoverage } from '../src/scenarios/coverage.js';
+import { formatRephrasing } from '../src/scenarios/rephrase.js';
+import { loadScenarioSet } from '../src/scenarios/scenario.js';
 import { ScenarioSummarySchema } from '../src/scenarios/scenario-set.js';
+import { chatReply, startOpenAIDouble, type RecordedRequest } from './doubles/openai-double.js';
 import { REPO_ROOT, startFixtureHttp, type RunningHttpServer } from './helpers/servers.js';
 import { call, FIXTURE_TARGET, httpClient, mcpArgs, rawInitialize, startMcprlHttp, stdioClient } from './mcp-server-helpers.js';
 import { fault } from './faults/fault-table.js';
@@ -146,6 +149,48 @@ describe('mcprl mcp over stdio: confinement, bad arguments, secrets, policy', ()
     const noGenerator = await call(client, 'generate_scenarios', { target: FIXTURE_TARGET, name: 'gen2' });
     expect(noGenerator.text).toMatch(/offline: true, or generator/);
   });
+
+  it('rewords an offline set with a generator, keeping its checks, under the same API-key policy', async () => {
+    // The OpenAI double stands in for the remote LLM (none can run here); the mcprl server and the bookshop are real.
+    const sent = (req: RecordedRequest): { id: string; task: string }[] => JSON.parse(req.body.messages[1].content).tasks;
+    const llm = await startOpenAIDouble([], {
+      // Each task reworded with a prefix, but the first of each request names a tool: refused, it keeps its wording.
+      fallback: (req) => chatReply(JSON.stringify({ tasks: sent(req).map(({ id, task }, i) => ({ id, task: i === 0 ? `Use get_book: ${task}` : `Quick question: ${task}` })) })),
+    });
+    const granted = (await stdioClient(['--workspace', ws, '--allow-key-env', `REWORD_KEY=${llm.baseURL}`], { REWORD_KEY: 'reword-secret-44' })).client;
+    try {
+      const args = { target: FIXTURE_TARGET, offline: true, count: 6, seed: 3 };
+      const r = await call(granted, 'generate_scenarios', { ...args, name: 'reworded', generator: { model: 'rewriter', base_url: llm.baseURL, api_key_env: 'REWORD_KEY' } });
+      expect(r.isError, r.text).toBe(false);
+      const rephrasing = ScenarioSummarySchema.parse(r.data.summary).rephrasing!;
+      expect(rephrasing).toEqual({ model: 'rewriter', kept: r.data.summary.total - 1, refused: 1, refusedBy: { names_tool: 1 } });
+      expect(r.text).toContain(`rephrased ${formatRephrasing(rephrasing)}`);
+      expect(llm.requests[0].body.model).toBe('rewriter');
+      expect(llm.requests[0].headers.authorization).toBe('Bearer reword-secret-44');
+      expect(JSON.stringify(r.result)).not.toContain('reword-secret-44');
+      // The same seed without a generator: the same tasks in their generated words, with the same checks.
+      const plain = await call(granted, 'generate_scenarios', { ...args, name: 'plain' });
+      expect(plain.data.summary).not.toHaveProperty('rephrasing');
+      const load = async (name: string) => {
+        const set = await loadScenarioSet(path.join(ws, 'scenarios', name));
+        return new Map([...set.train, ...set.val].map((sc) => [sc.id, sc]));
+      };
+      const [reworded, generated] = await Promise.all([load('reworded'), load('plain')]);
+      expect([...reworded.keys()].sort()).toEqual([...generated.keys()].sort());
+      for (const [id, sc] of reworded) {
+        expect([`Quick question: ${generated.get(id)!.task}`, generated.get(id)!.task]).toContain(sc.task);
+        expect(sc.checks).toEqual(generated.get(id)!.checks);
+      }
+      expect([...reworded.values()].filter((sc) => sc.task.startsWith('Quick question: '))).toHaveLength(rephrasing.kept);
+      // A variable not granted for that URL is refused before anything is generated.
+      const refused = await call(granted, 'generate_scenarios', { ...args, name: 'other', generator: { model: 'rewriter', base_url: 'http://127.0.0.1:9/v1', api_key_env: 'REWORD_KEY' } });
+      expect(refused.isError).toBe(true);
+      expect(refused.text).toMatch(/REWORD_KEY may be sent only to/);
+    } finally {
+      await granted.close();
+      await llm.close();
+    }
+  }, 120_000);
 
   it('uses header and env values of targets but never echoes them', async () => {
     const fixture: RunningHttpServer = await startFixtureHttp();

@@ -5,7 +5,7 @@
  * a media reader gets media only; and server-memory's find-then-act tasks are phrased as one request. The quality
  * table's oracle passes, and a do-nothing agent fails, every read-only task.
  */
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -16,10 +16,14 @@ import { toolNaming } from '../src/scenarios/naming.js';
 import { FILLER_WORDS } from '../src/scenarios/json-schema-args.js';
 import { chooseAnswer } from '../src/scenarios/offline/answer.js';
 import { generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline/index.js';
-import { questionFill, subjectOf } from '../src/scenarios/offline/phrasing.js';
+import { question, questionFill, subjectOf } from '../src/scenarios/offline/phrasing.js';
+import { templateRenderer, TEMPLATES } from '../src/scenarios/offline/wording.js';
 import { createRng } from '../src/util/rng.js';
 import { checkedCalls, isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
-import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, tsStdioTarget, REPO_ROOT } from './helpers/servers.js';
+import { discover } from '../src/scenarios/offline/discovery.js';
+import { startGeneration } from '../src/scenarios/offline/generation.js';
+import { writeArgs } from '../src/scenarios/offline/write.js';
+import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, folderWithFilesAndImage, memoryTarget, SEEDED_MEMORY, tsStdioTarget, REPO_ROOT, USER_FILES_WITH_IMAGE } from './helpers/servers.js';
 
 interface Made {
   result: OfflineResult;
@@ -69,6 +73,8 @@ function expectPersonWritten(m: Made): void {
     expect(s.task).not.toMatch(/\bWhich are the\b|\bby its name\b|\bnew state now\b/);
     // What a write made is named when it is looked up again, never a bare "it" after adding several things.
     expect(s.task).not.toMatch(/\bthat it (is there|shows up)\b|\blook it up\b|\bcheck it again\b|\bdouble-check it\b|\blook at it to see\b/);
+    // A search's own count is the search's, never one record's ("the total number of matches of the book matching").
+    expect(s.task).not.toMatch(/\b(matches|results|hits) of the [a-z]+[^s] (of|matching|in)\b/);
     // A question says what it found once: a follow-up refers back to it ("…, and report the rate of it in EUR").
     if (!s.checks?.some(isStateCheck)) for (const q of new Set(s.task.match(/"[^"]+"/g) ?? [])) expect(s.task.split(q).length, s.task).toBe(2);
   }
@@ -144,6 +150,25 @@ describe('offline tasks in a person\'s words', () => {
     }
   }, 60_000);
 
+  it('server-filesystem: the text a write puts in a file is a line of the folder\'s files, never another key\'s value', async () => {
+    const session = await connect(filesystemTarget('{sandbox}'), { sandboxFrom: folderWithFilesAndImage(), policy: new SafetyPolicy({ allowDestructive: true }) });
+    try {
+      const lines = Object.values(USER_FILES_WITH_IMAGE).filter((v) => typeof v === 'string').flatMap((t) => t.split('\n').map((l) => l.trim()));
+      const write = (await session.listTools()).find((t) => t.name === 'write_file')!;
+      const made = [];
+      for (const seed of [1, 2, 3, 4, 5]) {
+        const g = await startGeneration(session, { seed });
+        const args = writeArgs(g, await discover(g), write);
+        if (args) made.push(args);
+      }
+      expect(made.length).toBeGreaterThan(0);
+      // A listing's "file" type written into todo.md ('Write "file" to the file …') is no change a person asks for.
+      for (const args of made) expect(lines, JSON.stringify(args)).toContain(args.content);
+    } finally {
+      await session.close();
+    }
+  }, 120_000);
+
   it('server-filesystem with no image: no media task, and the coverage line says why', async () => {
     const m = await make(filesystemTarget('{sandbox}'), 12, 1, folderWithFiles());
     expectPersonWritten(m);
@@ -177,6 +202,58 @@ describe('offline tasks in a person\'s words', () => {
     expect(genres.length, ss.map((s) => s.task).join('\n')).toBeGreaterThan(0);
     for (const s of genres) expect(s.task).toContain(`"${calls([s], 'search_books')[0].args.genre as string}" genre`);
   }, 300_000);
+
+  it('a list is asked as the field of each thing, never "each of the books, by title"', () => {
+    const fill = { fields: 'titles', field: 'title', subject: 'the books matching "Last"' };
+    for (const [i, tpl] of TEMPLATES.list.entries()) {
+      const task = templateRenderer(createRng(1), { index: i, of: TEMPLATES.list.length })('list', fill);
+      expect(task, tpl).toMatch(/\btitles?\b/);
+      expect(task, tpl).not.toMatch(/\bby title\b/);
+    }
+  });
+
+  it('the bookshop: a search\'s own count is asked of the search ("How many books … are there?")', async () => {
+    const session = await connect(fixtureStdioTarget(), { policy: new SafetyPolicy({}) });
+    try {
+      const search = (await session.listTools()).find((t) => t.name === 'search_books')!;
+      const args = { query: 'the', genre: 'fiction' };
+      const out = await session.callTool('search_books', args);
+      const total = String((JSON.parse(out.text) as { total_matches: number }).total_matches);
+      // The answer drawn from the reply varies with the seed; the seeds that draw the count are what is looked at.
+      const counts = Array.from({ length: 40 }, (_, i) => chooseAnswer(out, args, search, createRng(i + 1))).filter((a) => a?.kind === 'field' && a.values[0] === total && /match/.test(a.field));
+      expect(counts.length).toBeGreaterThan(0);
+      for (const a of counts) {
+        const q = question(search, args, a!, () => false)!;
+        expect(q).toMatchObject({ family: 'count', fill: { things: 'books of the "fiction" genre matching "the"' } });
+        for (let i = 0; i < TEMPLATES.count.length; i++) {
+          const task = templateRenderer(createRng(i), undefined)(q.family, q.fill);
+          expect(task).toMatch(/(how many|number of|count the) books of the "fiction" genre matching "the"/i);
+        }
+      }
+    } finally {
+      await session.close();
+    }
+  }, 60_000);
+
+  it('server-memory: what a relation of a named entity says is asked of the relation, never as the entity\'s own', async () => {
+    const seeded = await mkdtemp(path.join(tmpdir(), 'mcprl-wording-memory-'));
+    await writeFile(path.join(seeded, 'memory.jsonl'), SEEDED_MEMORY);
+    const session = await connect(memoryTarget('{sandbox}/memory.jsonl'), { policy: new SafetyPolicy({}), sandboxFrom: seeded });
+    try {
+      const open = (await session.listTools()).find((t) => t.name === 'open_nodes')!;
+      const args = { names: ['Ada Lovelace'] };
+      const out = await session.callTool('open_nodes', args);
+      // The answer drawn from the reply varies with the seed: Ada's own type ("person") and her relation's ("wrote notes on").
+      const answers = Array.from({ length: 40 }, (_, i) => chooseAnswer(out, args, open, createRng(i + 1))!);
+      const ask = (value: string) => answers.filter((a) => a.values.includes(value)).map((a) => templateRenderer(createRng(1), undefined)(question(open, args, a, () => false)!.family, question(open, args, a, () => false)!.fill));
+      expect(ask('wrote notes on').length).toBeGreaterThan(0);
+      for (const task of ask('wrote notes on')) expect(task).toMatch(/\bthe relation of "Ada Lovelace"/);
+      expect(ask('person').length).toBeGreaterThan(0);
+      for (const task of ask('person')) expect(task).toMatch(/type of "Ada Lovelace"/);
+    } finally {
+      await session.close();
+    }
+  }, 60_000);
 
   it('server-everything: its real tools and replies, said with what their values are', async () => {
     // Generating a whole set here takes minutes (its slow tools); its phrasing is checked on its own tools and replies.

@@ -30,7 +30,7 @@ describe('natural wording of offline tasks', () => {
     expect(convertsToOwnUnit(convert, { amount: 7, currency: 'USD' })).toBe(true);
     // A filter is said with what it filters, the value first ('genre "children"' would read as an argument).
     const search = tool('search_books', { query: { type: 'string' }, genre: { type: 'string' } });
-    expect(subjectOf(search, { query: 'Silent', genre: 'children' }, { noun: 'book', isFolder })?.subject).toBe('the book matching "Silent" of the "children" genre');
+    expect(subjectOf(search, { query: 'Silent', genre: 'children' }, { noun: 'book', isFolder })?.subject).toBe('the book of the "children" genre matching "Silent"');
   });
 
   it('says a write as the change it makes: links, new things with notes, notes added, amounts, folders', () => {

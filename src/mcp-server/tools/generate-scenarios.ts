@@ -1,4 +1,7 @@
-/** generate_scenarios: a scenario set for an MCP server, offline or by an LLM, written into the workspace. */
+/**
+ * generate_scenarios: a scenario set for an MCP server, offline or by an LLM, written into the workspace; an offline
+ * set may be reworded by an LLM (as `mcprl scenarios --offline --generator-model M`), its checks unchanged.
+ */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -7,11 +10,26 @@ import { isolatedServerOpener, refusedWrites } from '../../mcp/index.js';
 import { writeScenarioSet } from '../../scenarios/scenario.js';
 import { generateScenarioSet, ScenarioSummarySchema } from '../../scenarios/scenario-set.js';
 import { formatCoverage } from '../../scenarios/coverage.js';
+import { DEFAULT_GENERATOR_TIMEOUT_MS } from '../../scenarios/llm.js';
+import { formatRephrasing } from '../../scenarios/rephrase.js';
 import { McprlError } from '../../util/errors.js';
 import type { McprlServerContext } from '../context.js';
 import { Workspace } from '../workspace.js';
 import { isolationFor, targetFromInput, TargetInput, withSession } from './target-input.js';
 import { guarded, ok, stamp } from './tool-kit.js';
+
+/**
+ * The LLM that writes the tasks, or with `offline: true` rewords each offline task. Its key is resolved by the
+ * server's API-key policy (api-keys.ts) in either use.
+ */
+export const GeneratorInput = z
+  .object({
+    model: z.string().describe('Writes the tasks; with offline: true, rewords each offline task (its checks unchanged; a rewording that drops or adds a value, names a tool or is long is refused and the task keeps its wording)'),
+    base_url: z.string().optional().describe('OpenAI-compatible endpoint (default OpenAI, or $OPENAI_BASE_URL of the mcprl server)'),
+    api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional().describe("Environment variable of the mcprl server holding the key; it must be granted for base_url"),
+    timeout_ms: z.number().int().positive().optional().describe(`Timeout of one request in milliseconds (default ${DEFAULT_GENERATOR_TIMEOUT_MS}; retried twice)`),
+  })
+  .describe('The LLM: required unless offline; with offline it rewords the offline tasks');
 
 export function registerGenerateScenarios(server: McpServer, ctx: McprlServerContext): void {
   const ws = ctx.workspace;
@@ -21,16 +39,16 @@ export function registerGenerateScenarios(server: McpServer, ctx: McprlServerCon
       title: 'Generate training scenarios',
       description:
         'Write a scenario set (train.jsonl + val.jsonl) for an MCP server into the workspace (scenarios/<name>). offline: verifiable ' +
-        'tasks from the tool schemas and read-only tools (no LLM). Otherwise an OpenAI-compatible LLM writes them (generator.model; ' +
-        'its API key is read from the environment variable generator.api_key_env of the mcprl server, which the operator must have ' +
-        'granted for that base_url; without api_key_env, OPENAI_API_KEY where granted (https://api.openai.com), else no key).',
+        'tasks from the tool schemas and read-only tools (no LLM); with a generator too, that LLM rewords each task, keeping its ' +
+        'checks (summary.rephrasing says how many rewordings were kept and why the others were refused). Otherwise an ' +
+        'OpenAI-compatible LLM writes them (generator.model). Either way its API key is read from the environment variable ' +
+        'generator.api_key_env of the mcprl server, which the operator must have granted for that base_url; without ' +
+        'api_key_env, OPENAI_API_KEY where granted (https://api.openai.com), else no key.',
       inputSchema: {
         target: TargetInput,
         count: z.number().int().min(2).max(500).default(24).describe('Scenarios in total (train + val)'),
         offline: z.boolean().default(false),
-        generator: z
-          .object({ model: z.string(), base_url: z.string().optional(), api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional() })
-          .optional(),
+        generator: GeneratorInput.optional(),
         name: z.string().optional().describe('Folder name under scenarios/ (default a timestamp)'),
         seed: z.number().int().optional(),
       },
@@ -63,14 +81,21 @@ export function registerGenerateScenarios(server: McpServer, ctx: McprlServerCon
           // Write tasks only where each replay's state is its own (a {sandbox}, or a target declared in-memory).
           ...(isolatedServer ? { isolatedServer } : {}),
           // 'no-key' rather than undefined: the OpenAI client would otherwise read OPENAI_API_KEY by itself.
-          ...(generator && key ? { generator: { model: generator.model, baseURL: key.baseURL, apiKey: key.apiKey ?? 'no-key' } } : {}),
+          // With offline, the generator rewords the offline tasks (scenario-set.ts); without, it writes them.
+          ...(generator && key ? { generator: { model: generator.model, baseURL: key.baseURL, apiKey: key.apiKey ?? 'no-key', timeoutMs: generator.timeout_ms } } : {}),
         });
       });
       if (set.train.length + set.val.length === 0) throw new Error('no scenarios could be generated for this server');
       await writeScenarioSet(out, set.train, set.val);
+      const { rephrasing } = set.summary;
       return ok(
         { path: ws.display(out), train: set.train.length, val: set.val.length, summary: set.summary, ...(refused ? { refused_writes: refused } : {}) },
-        [`wrote ${set.train.length} train and ${set.val.length} val scenarios to ${ws.display(out)}`, ...(refused ? [refused] : []), ...formatCoverage(set.summary.coverage)].join('\n'),
+        [
+          `wrote ${set.train.length} train and ${set.val.length} val scenarios to ${ws.display(out)}`,
+          ...(rephrasing ? [`rephrased ${formatRephrasing(rephrasing)}`] : []),
+          ...(refused ? [refused] : []),
+          ...formatCoverage(set.summary.coverage),
+        ].join('\n'),
       );
     }),
   );

@@ -17,10 +17,15 @@ export const UNSTABLE_KEYS = /(^|_|\b)(accessed|modified|created|mtime|atime|cti
 export const VAGUE_FIELDS = /^(to|from|of|in|at|by|on|for|type)$/i;
 
 /** `field` in words as a question asks it ("type", "id of the branch"); `noun`: what the record is, when known. */
+/**
+ * `counts`: the field is the reply's own count of the records it lists (a search's "total_matches"), asked of the
+ * search ("How many books match …?"), never of one record. `related`: the record is not the stated thing's own but
+ * one linked to it (a relation of an entity), asked as the stated thing's ("the type of the relation of "Ada"").
+ */
 export type Answer =
-  | { kind: 'field'; field: string; values: string[]; noun?: string; inFile?: boolean }
+  | { kind: 'field'; field: string; values: string[]; noun?: string; inFile?: boolean; counts?: true; related?: true }
   | { kind: 'list'; field: string; noun: string; values: string[] }
-  | { kind: 'values'; field: string; values: string[]; noun?: string; inFile?: boolean };
+  | { kind: 'values'; field: string; values: string[]; noun?: string; inFile?: boolean; related?: true };
 
 /** Chooses what to ask about from a tool's real output; undefined when nothing checkable is there. */
 export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, tool: ToolInfo, rng: Rng): Answer | undefined {
@@ -40,22 +45,31 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
   const options: Answer[] = [];
   if (data !== undefined) {
     const own = toolNoun(tool.name);
-    for (const leaf of leaves(data)) {
-      const key = leaf.path[leaf.path.length - 1];
-      if (usable(key, leaf.value)) options.push({ kind: 'field', field: asCount(fieldWords(leaf.path.join('_'), own), leaf.value), values: [String(leaf.value)] });
-    }
     // The entries of a folder's listing or tree are its entries, whatever the tool is called.
     const listNoun = pathKind(tool) === 'folder' ? 'entry' : own;
     const arrays: [string, unknown[]][] = Array.isArray(data) ? [[listNoun, data]] : isPlainObject(data) ? Object.entries(data).filter((e): e is [string, unknown[]] => Array.isArray(e[1])) : [];
+    const nounOf = (key: string) => (Array.isArray(data) ? listNoun : /^(results?|items?|data|matches)$/i.test(key) ? own : singular(words(key).pop() ?? key));
+    // The records the reply lists, when it lists some: what a count beside them counts.
+    const listed = arrays.find(([, arr]) => arr.length > 0 && arr.every(isPlainObject));
+    for (const leaf of leaves(data)) {
+      const key = leaf.path[leaf.path.length - 1];
+      if (!usable(key, leaf.value)) continue;
+      if (listed && leaf.path.length === 1 && typeof leaf.value === 'number' && COUNT_KEYS.test(words(key).join(' '))) {
+        options.push({ kind: 'field', field: asCount(fieldWords(key), leaf.value), noun: nounOf(listed[0]), counts: true, values: [String(leaf.value)] });
+      } else options.push({ kind: 'field', field: asCount(fieldWords(leaf.path.join('_'), own), leaf.value), values: [String(leaf.value)] });
+    }
     for (const [key, arr] of arrays) {
       if (arr.length < 1 || arr.length > 4) continue;
-      const noun = Array.isArray(data) ? listNoun : /^(results?|items?|data|matches)$/i.test(key) ? own : singular(words(key).pop() ?? key);
+      const noun = nounOf(key);
       // A lookup that found exactly one record: its fields, and its short lists, are what to ask about.
       if (arr.length === 1 && isPlainObject(arr[0])) {
+        // A record that names none of the stated things (a relation of the entity asked about) is not theirs.
+        const related = argValues.size > 0 && !Object.entries(arr[0]).some(([k, v]) => isScalar(v) && entityKey(k) !== undefined && argValues.has(String(v).toLowerCase()));
+        const of = related ? ({ related: true } as const) : {};
         for (const [k, v] of Object.entries(arr[0])) {
-          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: asCount(fieldWords(k, noun), v), noun, values: [String(v)] });
+          if (isScalar(v) && usable(k, v)) options.push({ kind: 'field', field: asCount(fieldWords(k, noun), v), noun, values: [String(v)], ...of });
           if (Array.isArray(v) && v.length >= 1 && v.length <= 4 && v.every((x) => isScalar(x) && usable(k, x))) {
-            options.push({ kind: 'values', field: fieldWords(k, noun), noun, values: v.map(String) });
+            options.push({ kind: 'values', field: fieldWords(k, noun), noun, values: v.map(String), ...of });
           }
         }
       }
@@ -121,6 +135,9 @@ export function chooseAnswer(o: ToolCallOutcome, args: Record<string, unknown>, 
   if (text.length >= 2 && text.length <= 80 && !text.includes('\n') && !text.startsWith('[')) return { kind: 'field', field: 'exact response', values: [text] };
   return undefined;
 }
+
+/** Keys (in words) of a reply's count of what it found: "total_matches", "count", "num_results", "hits". */
+const COUNT_KEYS = /^(?!.*\bpages?\b).*\b(total|count|matches|hits|found|(num|number) (of )?(results|items|records|entries))\b/;
 
 /** Plural nouns whose number is an amount of money, not a count ("groceries": 420). */
 const AMOUNT_NOUNS = /^(groceries|savings|earnings|expenses|costs|fees|taxes|wages|funds|proceeds|utilities|bills|payments|sales|revenues|profits|losses|assets|dues|prices|totals)$/;

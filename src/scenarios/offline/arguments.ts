@@ -21,6 +21,8 @@ export const GLOB_NAMES = /^(pattern|glob|glob_?pattern|file_?pattern|include)$/
 export const OLD_TEXT_NAMES = /^(old|original|search|find|from|match)_?(text|string|str|content|line|value)$/i;
 /** Parameters that take the text that replaces another (an edit's `newText`). */
 export const NEW_TEXT_NAMES = /^(new|replacement)_?(text|string|str|content|line|value)$/i;
+/** Parameters that take the text a write puts in a file (write_file's `content`), beside its path. */
+export const FILE_TEXT_NAMES = /^(content|contents|text|body)$/i;
 /** Parameters that name a new thing (where a file is moved or written to). */
 export const NEW_PATH_NAMES = /^(destination|dest|target|to_?path|new_?path)$/i;
 /** Keys whose values name an entity, so that they are worth feeding back as arguments of other tools. */

@@ -80,11 +80,15 @@ export class Keeper {
    * show (an agent that did the work may quote them), and excluded entities (another set's).
    */
   private othersOf(value: string, outputs: string): string[] {
-    const keys = new Set(this.known.recs.flatMap((r) => Object.entries(r.fields).filter(([, v]) => String(v) === value).map(([k]) => k)));
+    const recs = this.known.recs;
+    const keys = new Set(recs.flatMap((r) => Object.entries(r.fields).filter(([, v]) => String(v) === value).map(([k]) => k)));
+    // A value in a record's list (an entity's observation): the same list of the other records holds its others, so
+    // that a reply that dumps every record (server-memory's read_graph) is no answer.
+    const listKeys = new Set(recs.flatMap((r) => Object.entries(r.lists ?? {}).filter(([, xs]) => xs.includes(value)).map(([k]) => k)));
     const out = new Set<string>();
-    for (const r of this.known.recs) {
-      for (const k of keys) {
-        const o = r.fields[k];
+    for (const r of recs) {
+      const candidates = [...[...keys].map((k) => r.fields[k]), ...[...listKeys].flatMap((k) => (r.lists?.[k]?.includes(value) ? [] : (r.lists?.[k] ?? [])))];
+      for (const o of candidates) {
         if (typeof o !== 'string' || o.trim().length < 2 || numberValue(normalizeAnswerText(o)) !== undefined) continue;
         if (answerContains(o, value) || answerContains(value, o) || answerContains(outputs, o) || this.excludedEntities.has(o.trim().toLowerCase())) continue;
         out.add(o);

@@ -1,12 +1,12 @@
 /** Task shape lookup (difficulty 1–2): one call, what it is about stated in the task in plain words. */
 import type { ToolCallOutcome, ToolInfo } from '../../mcp/index.js';
 import { synthesizeArgs, validates, type JsonSchema } from '../json-schema-args.js';
-import type { Check } from '../scenario.js';
+import { answerContains, type Check } from '../scenario.js';
 import { chooseAnswer, type Answer } from './answer.js';
 import { canonical, entityKey, GLOB_NAMES, MEDIA_FILE, pathKind, requiredNames, SEARCH_NAMES, withFixed } from './arguments.js';
 import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
-import { convertsToOwnUnit, questionFill, subjectOf, writeSentence } from './phrasing.js';
+import { convertsToOwnUnit, question, writeSentence } from './phrasing.js';
 import type { Candidate, Drawn } from './types.js';
 import { isFiller, stringLeaves } from './values.js';
 
@@ -62,7 +62,43 @@ export async function lookup(g: Generation, known: Discovery, forced?: ToolInfo)
     g.note(tool.name, 'nothing_to_ask');
     return undefined;
   }
+  if (tool.annotations.readOnlyHint === true && (await answeredElsewhere(g.call.bind(g), tool, args, answer))) {
+    g.note(tool.name, 'nothing_to_ask', 'its answer is the same for other values of what the task states');
+    return undefined;
+  }
   return asked(g, known, tool, args, answer);
+}
+
+/** Calls that contrast with one another: at most this many per lookup. */
+const CONTRASTS = 4;
+
+/**
+ * The same call with another value of one enum argument: of those the task states, or, when it states none, of the
+ * optional ones the call left to their default (the weather of another city; a resource of the other type).
+ */
+export function contrastArgs(tool: ToolInfo, args: Record<string, unknown>): Record<string, unknown>[] {
+  const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
+  const enums = Object.entries(props).filter(([k, s]) => Array.isArray(s.enum) && (Object.keys(args).length ? k in args : true));
+  const out: Record<string, unknown>[] = [];
+  for (const [k, s] of enums) {
+    // An argument left out takes its default: that value is the asked call itself.
+    const asked = k in args ? args[k] : s.default;
+    for (const v of s.enum as unknown[]) if (v !== asked && out.length < CONTRASTS) out.push({ ...args, [k]: v });
+  }
+  return out.filter((a) => validates(tool.inputSchema, a));
+}
+
+/**
+ * Whether a call the task does not ask for shows every value of `answer` too (New York's humidity is Chicago's; a
+ * blob's MIME type is a text's): then its checks cannot tell the asked call from another, and one random call of the
+ * tool passes them.
+ */
+export async function answeredElsewhere(call: (tool: string, args: Record<string, unknown>) => Promise<ToolCallOutcome>, tool: ToolInfo, args: Record<string, unknown>, answer: Answer): Promise<boolean> {
+  for (const other of contrastArgs(tool, args)) {
+    const out = await call(tool.name, other);
+    if (!out.isError && answer.values.every((v) => answerContains(out.text, v))) return true;
+  }
+  return false;
 }
 
 /**
@@ -106,14 +142,12 @@ export function asked(g: Generation, known: Discovery, tool: ToolInfo, args: Rec
     if (!change) return undefined;
     return { task: g.render('writeThenAnswer', { change: change.subject, field: answer.field }), difficulty: 2, checks, mentions: change.mentions };
   }
-  const phrased = subjectOf(tool, args, { noun: answer.noun, many: answer.kind === 'list', isFolder });
-  if (!phrased) {
+  const q = question(tool, args, answer, isFolder);
+  if (!q) {
     g.note(tool.name, 'nothing_to_ask');
     return undefined;
   }
-  const { family, fill } = questionFill(answer, phrased.subject, phrased.bare);
-  const bare = answer.kind === 'values' && !Object.keys(args).length && !answer.noun;
-  const task = g.render(bare ? 'noSubjectValues' : family, fill);
+  const task = g.render(q.family, q.fill);
   const difficulty = answer.kind !== 'field' || Object.keys(args).length >= 2 ? 2 : 1;
-  return { task, difficulty, checks, mentions: phrased.mentions };
+  return { task, difficulty, checks, mentions: q.mentions };
 }

@@ -84,10 +84,10 @@ function described(key: string, v: string | string[]): string {
 /**
  * The subject of a question about a call of `tool` with `args`: "the book lb-007", 'the file "{sandbox}/todo.txt"',
  * 'the entities matching "Atlas"', "the sum of 3 and 4". `noun` is what the answer is about ("entity") and `many`
- * says the answer lists several of them. Undefined when an argument cannot be said in plain words (a required
+ * says the answer lists several of them; `related`, that they are linked to what the call names, not it. Undefined when an argument cannot be said in plain words (a required
  * switch, an object).
  */
-export function subjectOf(tool: ToolInfo, args: Record<string, unknown>, opts: { noun?: string; many?: boolean; isFolder: (p: string) => boolean }): Phrased | undefined {
+export function subjectOf(tool: ToolInfo, args: Record<string, unknown>, opts: { noun?: string; many?: boolean; related?: boolean; isFolder: (p: string) => boolean }): Phrased | undefined {
   const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
   const heads: string[] = [];
   const filters: string[] = [];
@@ -126,7 +126,8 @@ export function subjectOf(tool: ToolInfo, args: Record<string, unknown>, opts: {
   }
   const noun = opts.noun ?? singular(aboutWords(tool));
   const these = opts.many ? `the ${plural(noun)}` : `the ${noun}`;
-  const rest = [...filters, ...(values.length ? [`of ${listOf(values)}`] : [])].join(' ');
+  // What the things are before how they were searched: 'the books of the "children" genre matching "Silent"'.
+  const rest = [...(values.length ? [`of ${listOf(values)}`] : []), ...filters].join(' ');
   const conversion = conversionOf(tool, args);
   let subject: string;
   if (conversion && !heads.length && glob === undefined) {
@@ -138,6 +139,8 @@ export function subjectOf(tool: ToolInfo, args: Record<string, unknown>, opts: {
     subject = listOf(filters.map((f) => f.replace(/^in /, '')));
   } else if (glob !== undefined) subject = `the files named ${glob}${heads.length ? ` in ${listOf(heads)}` : ''}`;
   else if (heads.length && opts.noun === 'entry' && !opts.many) subject = `the entry in ${listOf(heads)}`;
+  // A record linked to what the call names, not its own: "the relation of "Ada Lovelace"".
+  else if (heads.length && opts.related && opts.noun) subject = [`the ${opts.many ? plural(opts.noun) : opts.noun} of ${listOf(heads)}`, rest].filter(Boolean).join(' ');
   // A tree is everything below a folder, at any depth (a listing is what is directly in it).
   else if (heads.length && opts.many && /\btree\b/.test(words(tool.name).join(' '))) subject = `the ${plural(noun)} anywhere under ${listOf(heads)}`;
   else if (heads.length) subject = [opts.many && !heads.some((h) => h.startsWith('"')) ? `the ${plural(noun)} of ${listOf(heads)}` : listOf(heads), rest].filter(Boolean).join(' ');
@@ -164,6 +167,8 @@ function isAre(field: string): string {
 
 /** The fill of a question's template: its answer's field, and the subject. */
 export function questionFill(answer: Answer, subject: string, bare = false): { family: TemplateFamily; fill: Fill } {
+  // A search's own count is asked of the search: "How many books of the "children" genre match "Silent"?".
+  if (answer.kind === 'field' && answer.counts) return { family: 'count', fill: { things: subject.replace(/^the /, '') } };
   if (answer.kind === 'list') return { family: 'list', fill: { fields: plural(answer.field), field: answer.field, subject } };
   const of = answer.inFile ? 'in' : 'of';
   if (answer.kind === 'values') return { family: 'values', fill: { field: answer.field, subject, of } };
@@ -171,6 +176,20 @@ export function questionFill(answer: Answer, subject: string, bare = false): { f
     return bare ? { family: 'field', fill: { field: 'result', subject, is: 'is', of } } : { family: 'whole', fill: { subject } };
   }
   return { family: 'field', fill: { field: answer.field, subject, is: isAre(answer.field), of } };
+}
+
+/**
+ * The question that asks for `answer` from a call of `tool` with `args`: its template family and fill, and how each
+ * value it states is said; undefined when the arguments do not read as plain words. What the answer lists or counts
+ * is said in the plural ("the books matching …").
+ */
+export function question(tool: ToolInfo, args: Record<string, unknown>, answer: Answer, isFolder: (p: string) => boolean): { family: TemplateFamily; fill: Fill; mentions: Record<string, string> } | undefined {
+  const phrased = subjectOf(tool, args, { noun: answer.noun, many: answer.kind === 'list' || (answer.kind === 'field' && answer.counts === true), related: answer.kind !== 'list' && answer.related === true, isFolder });
+  if (!phrased) return undefined;
+  const { family, fill } = questionFill(answer, phrased.subject, phrased.bare);
+  // Values that come with no subject ("the allowed directories") are asked on their own.
+  const bare = answer.kind === 'values' && !Object.keys(args).length && !answer.noun;
+  return { family: bare ? 'noSubjectValues' : family, fill, mentions: phrased.mentions };
 }
 
 /** A field of a record in words, as a question about a `noun` says it: "entityType" of an entity → "type", "branch_id" → "id of the branch". */

@@ -94,8 +94,8 @@ export const TEMPLATES = {
     'Give me the {field} of each of {subject}.',
     'I need the {fields} of {subject}.',
     'Can you tell me the {fields} of {subject}?',
-    'Please list {subject} by {field}.',
-    'Give me each of {subject}, by {field}.',
+    'Which {fields} do {subject} have?',
+    'Go through {subject} and give me their {fields}.',
     'Tell me the {field} of every one of {subject}.',
   ],
   values: [
@@ -107,6 +107,16 @@ export const TEMPLATES = {
     'Please list the {field} {of} {subject}.',
     'Find all the {field} {of} {subject}.',
     'Find the {field} {of} {subject}, please.',
+  ],
+  count: [
+    'How many {things} are there?',
+    'Tell me how many {things} there are.',
+    'What is the number of {things}?',
+    'How many {things} can you find?',
+    'Find out how many {things} there are.',
+    'I need the number of {things}.',
+    'Could you count the {things}?',
+    'Do you know how many {things} there are?',
   ],
   noSubjectValues: [
     'What are the {field}?',

@@ -4,7 +4,7 @@ import type { Rng } from '../../util/rng.js';
 import { synthesizeArgs, validates, type CandidateContext } from '../json-schema-args.js';
 import { answerContains } from '../scenario.js';
 import { chooseAnswer } from './answer.js';
-import { canonical, entityKey, fixedCandidates, FOLDER_WORDS, hasKey, NEW_PATH_NAMES, NEW_TEXT_NAMES, OLD_TEXT_NAMES, REF_NAMES, smallAmounts, uniqueLines, withFixed, withOldText } from './arguments.js';
+import { canonical, entityKey, FILE_TEXT_NAMES, fixedCandidates, FOLDER_WORDS, hasKey, MEDIA_FILE, NEW_PATH_NAMES, NEW_TEXT_NAMES, OLD_TEXT_NAMES, REF_NAMES, smallAmounts, uniqueLines, withFixed, withOldText } from './arguments.js';
 import type { Discovery } from './discovery.js';
 import type { Generation } from './generation.js';
 import { asked } from './lookup.js';
@@ -84,6 +84,7 @@ export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, made?
   const destructive = tool.annotations.destructiveHint !== false;
   // An edit replaces text that is there: its path is a file whose content discovery read.
   const edits = hasKey(tool.inputSchema, OLD_TEXT_NAMES);
+  const writesFile = Object.keys(tool.inputSchema.properties ?? {}).some((k) => entityKey(k) === 'path');
   const refs = (ctx: CandidateContext) => {
     if (!ctx.name) return undefined;
     const fixed = fixedCandidates(ctx.name, ctx.schema);
@@ -93,8 +94,9 @@ export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, made?
     if (edits && entityKey(ctx.name) === 'path') return [...known.contentOf.keys()].filter((p) => !known.folders.has(p));
     // An amount a person asks for in one change is small, and a large one is likelier refused (stock, limits).
     if ((ctx.schema.type === 'integer' || ctx.schema.type === 'number') && !isIdName(ctx.name)) return smallAmounts(ctx.schema);
-    // Text that replaces a line: a line another file holds (the folder's own words), never stand-in text.
-    if (NEW_TEXT_NAMES.test(ctx.name)) return [...known.contentOf.values()].flatMap((c) => uniqueLines(c.text));
+    // Text that replaces a line, or that a write puts in a file: a line another file holds (the folder's own words),
+    // never stand-in text nor a value of another key (a listing's "file" type).
+    if (NEW_TEXT_NAMES.test(ctx.name) || (FILE_TEXT_NAMES.test(ctx.name) && writesFile)) return fileLines(known);
     if (REF_NAMES.test(ctx.name)) return (known.keyValues.get('path') ?? []).filter((p) => typeof p === 'string' && /\/[^/]+\.[a-z0-9]+$/i.test(p));
     if (isIdName(ctx.name) || (words(ctx.name).length >= 2 && entityKey(ctx.name))) return known.candidates(tool)(ctx);
     if (destructive) {
@@ -133,6 +135,12 @@ export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, made?
     return undefined;
   }
   return args;
+}
+
+/** The lines the folder's text files hold (what a search for files printed, a path per line, is none). */
+function fileLines(known: Discovery): string[] {
+  const files = [...known.contentOf.entries()].filter(([p]) => !known.folders.has(p) && !MEDIA_FILE.test(p));
+  return files.flatMap(([, c]) => uniqueLines(c.text)).filter((l) => !/^\s*(\{sandbox\}|\/)\S*$/.test(l));
 }
 
 /** `args` with every list's repeated items dropped, however deep: a person asks for a change once, not twice in a row. */
