@@ -102,6 +102,9 @@ const { values } = parseArgs({
     'lookup-rate': { type: 'string', default: '0.45' },
     'report-rate': { type: 'string', default: '0.5' },
     'drill-steps': { type: 'string' },
+    /** Copy-drill steps after the drill phase (after `--drilled` too), in rounds of DRILL_ROUND steps, each with a
+     *  fresh adapter and optimiser merged into the model after it (see RECIPES). */
+    'drill-more': { type: 'string' },
     /** Use this tokenizer.json instead of training one (e.g. the bundled model's, to rebuild it exactly). */
     tokenizer: { type: 'string' },
     /** How the tokenizer splits digits: `single` one by one (as Qwen's does), `grouped` in runs of up to three. */
@@ -121,13 +124,17 @@ const seed = Number(values.seed);
 const RECIPES = {
   bookshop: {
     vocab: '1024', cycles: '5', 'steps-per-cycle': '300', 'drill-steps': '1500', 'warmup-catalogues': '4', hidden: '128', layers: '4', intermediate: '384',
-    'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0', 'habit-cycles': '1', 'open-drills': '0', 'open-copy': '0',
+    'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0', 'habit-cycles': '1', 'open-drills': '0', 'open-copy': '0', 'drill-more': '0',
   },
   general: {
     vocab: '2048', cycles: '3', 'steps-per-cycle': '160', 'drill-steps': '2000', 'warmup-catalogues': '2', hidden: '128', layers: '4', intermediate: '384',
     'synthetic-servers': '24', 'synthetic-per-server': '40', 'docs-chars': '600000', 'habit-cycles': '0', 'open-drills': '16', 'open-copy': '0.5',
+    // the copy loss still falls after the drill phase, fastest just after a fresh adapter and optimiser start
+    'drill-more': '1000',
   },
 } as const;
+/** Steps of each round of `--drill-more`. */
+const DRILL_ROUND = 250;
 type RecipeOption = keyof (typeof RECIPES)['bookshop'];
 /** Where each recipe writes by default: the general model never lands on the bundled one. */
 const RECIPE_FOLDERS = { bookshop: { model: 'tiny-bookshop', scenarios: 'bookshop' }, general: { model: 'tiny-general', scenarios: 'general' } } as const;
@@ -269,6 +276,28 @@ async function main() {
     await mergeAdapter({ modelDir, adapterDir, out: next, dtype: 'F32', overwrite: true });
     modelDir = next;
   }
+  // more copy drills in rounds, on streams of their own (a build given --drilled draws the same ones)
+  const moreRng = makeRng(seed + 6);
+  const moreOpenRng = makeRng(seed + 7);
+  for (let done = 0; done < opt('drill-more'); done += DRILL_ROUND) {
+    const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
+    const trainer = await Trainer.create(engine.model as never, {
+      adapterName: 'drills', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS], seed: seed + 6 + done,
+    });
+    for (let step = 0; step < Math.min(DRILL_ROUND, opt('drill-more') - done); step++) {
+      const more = () => (opt('open-copy') > 0 && moreOpenRng.uniform() < opt('open-copy') ? openCopyDrill(moreOpenRng) : copyDrill(moreRng));
+      const batch = Array.from({ length: 64 }, () => trajectoryToSequences(engine, { messages: more(), tools: [] })).flat();
+      const optimizer = { lr: learningRate({ kind: 'warmup', warmupSteps: 10 }, Number(values.lr), step), maxGradNorm: 1 };
+      const m = await trainer.sftStep(batch, { foldLora: true, optimizer });
+      if (step % 50 === 0) log(`more drills step ${done + step}: loss ${m.loss.toFixed(4)}`);
+    }
+    const adapterDir = join(work, `adapter-more-${done}`);
+    await trainer.save(adapterDir);
+    (engine.model as { close(): void }).close();
+    const next = join(work, `drilled-more-${done + DRILL_ROUND}`);
+    await mergeAdapter({ modelDir, adapterDir, out: next, dtype: 'F32', overwrite: true });
+    modelDir = next;
+  }
   // the warm-up's own random stream, so that a build given --drilled draws exactly the batches a full one does
   const sftRng = makeRng(seed + 2000);
   // a stream of its own, so that `--tool-drills 0` draws exactly the batches the builds before tool drills drew
@@ -315,7 +344,7 @@ async function main() {
   await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios([...new Map([...sets.warmup, ...madeUp, ...synthetic.scenarios].map((s) => [s.id, s])).values()]));
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
     seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, warmup_habits: habits,
-    digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: opt('warmup-catalogues'), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: opt('drill-steps'), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
+    digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: opt('warmup-catalogues'), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: opt('drill-steps'), ...(opt('drill-more') > 0 ? { drill_more: opt('drill-more') } : {}), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
     ...(opt('open-drills') > 0 || opt('open-copy') > 0 ? { open_drills_per_batch: opt('open-drills'), open_copy_share: opt('open-copy') } : {}),
     cycles, habit_cycles: opt('habit-cycles'), steps_per_cycle: opt('steps-per-cycle'),
     batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank),
