@@ -4,8 +4,9 @@
  *   node --import tsx scripts/tiny-model/copy-probe.ts MODEL_DIR... [--scenarios memory=DIR] [--scenarios filesystem=DIR]
  *     [--temperature 1.2] [--n 200] [--show K: each set's first K examples token by token]
  * - copies: open copy drills (open-drills.ts, a fixed seed no build draws) and copies of a sandbox path of the
- *   filesystem demo: the mean negative log-probability per answer token, and the mean probability that a sample
- *   at the temperature reproduces the whole answer;
+ *   filesystem demo, alone and after the demo's system prompt and each server's tool list: the mean negative
+ *   log-probability per answer token, and the mean probability that a sample at the temperature reproduces the
+ *   whole answer;
  * - calls: each demo TRAINING task's first correct call, as the general expert would make it from the task's
  *   checks (measurement only: nothing here trains), after the demo's system prompt, its server's real tool list
  *   and the task: the probability of the tool's name, the mean negative log-probability per argument token, and
@@ -102,12 +103,14 @@ for (const spec of values.scenarios!) {
   }
 }
 
+// the same path copies after the demo's system prompt and a published server's tool list: copying at a call's distance
+const listed = Object.entries(calls).map(([k, v]) => [k, paths.map((p) => ({ messages: [v[0].messages[0], ...p.messages], tools: v[0].tools }))] as const);
 console.log(`temperature ${temperature}; copies: ${drills.length} open copy drills, ${paths.length} sandbox paths; calls: ${Object.entries(calls).map(([k, v]) => `${k} ${v.length}`).join(', ')}`);
-console.log('| model | open copies: nll/token, P(all) | sandbox paths: nll/token, P(all) | ' + Object.keys(calls).map((k) => `${k}: P(name), args nll/token, P(call), P(call)>0.1`).join(' | ') + ' |');
+console.log('| model | open copies: nll/token, P(all) | sandbox paths: nll/token, P(all) | ' + listed.map(([k]) => `sandbox paths after ${k}'s tool list`).join(' | ') + ' | ' + Object.keys(calls).map((k) => `${k}: P(name), args nll/token, P(call), P(call)>0.1`).join(' | ') + ' |');
 for (const dir of positionals) {
   const engine = await ChatEngine.load(dir);
   const row = [dir];
-  for (const set of [drills, paths]) {
+  for (const set of [drills, paths, ...listed.map(([, v]) => v)]) {
     const r = await score(engine, set);
     row.push(`${f(mean(r.map((x) => -mean(x.lp))))}, ${f(mean(r.map((x) => Math.exp(sum(x.lp)))))}`);
   }
