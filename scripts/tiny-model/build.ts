@@ -31,7 +31,7 @@
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { rollout } from '../../src/agent/rollout.js';
+import { DEFAULT_SYSTEM_PROMPT, rollout } from '../../src/agent/rollout.js';
 import { runEval } from '../../src/eval/evaluate.js';
 import type { McpTrajectory } from '../../src/agent/trajectory.js';
 import { ChatEngine } from '../../src/chat/chat-engine.js';
@@ -96,12 +96,17 @@ const { values } = parseArgs({
     'tool-drills': { type: 'string', default: '16' },
     /** Open tool drills (open-drills.ts) per batch of the skill cycles: tools and values made up afresh each time. */
     'open-drills': { type: 'string' },
+    /** The share of the skill cycles' copy drills that come after the system prompt and an open drill's tool list. */
+    'copy-context': { type: 'string' },
     /** The share of copy drills (drill phase and every batch) that copy open-vocabulary values (open-drills.ts). */
     'open-copy': { type: 'string' },
     /** Habit mix of the warm-up transcripts: the share that look things up, and of those the share that report. */
     'lookup-rate': { type: 'string', default: '0.45' },
     'report-rate': { type: 'string', default: '0.5' },
     'drill-steps': { type: 'string' },
+    /** Copy-drill steps after the drill phase (after `--drilled` too), in rounds of DRILL_ROUND steps, each with a
+     *  fresh adapter and optimiser merged into the model after it (see RECIPES). */
+    'drill-more': { type: 'string' },
     /** Use this tokenizer.json instead of training one (e.g. the bundled model's, to rebuild it exactly). */
     tokenizer: { type: 'string' },
     /** How the tokenizer splits digits: `single` one by one (as Qwen's does), `grouped` in runs of up to three. */
@@ -121,13 +126,19 @@ const seed = Number(values.seed);
 const RECIPES = {
   bookshop: {
     vocab: '1024', cycles: '5', 'steps-per-cycle': '300', 'drill-steps': '1500', 'warmup-catalogues': '4', hidden: '128', layers: '4', intermediate: '384',
-    'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0', 'habit-cycles': '1', 'open-drills': '0', 'open-copy': '0',
+    'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0', 'habit-cycles': '1', 'open-drills': '0', 'open-copy': '0', 'drill-more': '0', 'copy-context': '0',
   },
   general: {
     vocab: '2048', cycles: '3', 'steps-per-cycle': '160', 'drill-steps': '2000', 'warmup-catalogues': '2', hidden: '128', layers: '4', intermediate: '384',
     'synthetic-servers': '24', 'synthetic-per-server': '40', 'docs-chars': '600000', 'habit-cycles': '0', 'open-drills': '16', 'open-copy': '0.5',
+    // the copy loss still falls after the drill phase, fastest just after a fresh adapter and optimiser start
+    'drill-more': '1000',
+    // a model drilled on short chats alone copies far worse after a published server's tool list (docs/tiny-model.md)
+    'copy-context': '0.5',
   },
 } as const;
+/** Steps of each round of `--drill-more`. */
+const DRILL_ROUND = 250;
 type RecipeOption = keyof (typeof RECIPES)['bookshop'];
 /** Where each recipe writes by default: the general model never lands on the bundled one. */
 const RECIPE_FOLDERS = { bookshop: { model: 'tiny-bookshop', scenarios: 'bookshop' }, general: { model: 'tiny-general', scenarios: 'general' } } as const;
@@ -269,10 +280,39 @@ async function main() {
     await mergeAdapter({ modelDir, adapterDir, out: next, dtype: 'F32', overwrite: true });
     modelDir = next;
   }
+  // more copy drills in rounds, on streams of their own (a build given --drilled draws the same ones)
+  const moreRng = makeRng(seed + 6);
+  const moreOpenRng = makeRng(seed + 7);
+  for (let done = 0; done < opt('drill-more'); done += DRILL_ROUND) {
+    const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
+    const trainer = await Trainer.create(engine.model as never, {
+      adapterName: 'drills', rank: Number(values.rank), alpha: Number(values.rank), targets: [...LORA_TARGETS], seed: seed + 6 + done,
+    });
+    for (let step = 0; step < Math.min(DRILL_ROUND, opt('drill-more') - done); step++) {
+      const more = () => (opt('open-copy') > 0 && moreOpenRng.uniform() < opt('open-copy') ? openCopyDrill(moreOpenRng) : copyDrill(moreRng));
+      const batch = Array.from({ length: 64 }, () => trajectoryToSequences(engine, { messages: more(), tools: [] })).flat();
+      const optimizer = { lr: learningRate({ kind: 'warmup', warmupSteps: 10 }, Number(values.lr), step), maxGradNorm: 1 };
+      const m = await trainer.sftStep(batch, { foldLora: true, optimizer });
+      if (step % 50 === 0) log(`more drills step ${done + step}: loss ${m.loss.toFixed(4)}`);
+    }
+    const adapterDir = join(work, `adapter-more-${done}`);
+    await trainer.save(adapterDir);
+    (engine.model as { close(): void }).close();
+    const next = join(work, `drilled-more-${done + DRILL_ROUND}`);
+    await mergeAdapter({ modelDir, adapterDir, out: next, dtype: 'F32', overwrite: true });
+    modelDir = next;
+  }
   // the warm-up's own random stream, so that a build given --drilled draws exactly the batches a full one does
   const sftRng = makeRng(seed + 2000);
   // a stream of its own, so that `--tool-drills 0` draws exactly the batches the builds before tool drills drew
   const toolRng = makeRng(seed + 3000);
+  // copy drills at a tool call's distance from the task, on a stream of their own (0: the batches drawn before them)
+  const contextRng = makeRng(seed + 4002);
+  const skillCopy = (r: typeof rng) => {
+    const messages = copy(r);
+    if (!(opt('copy-context') > 0 && contextRng.uniform() < opt('copy-context'))) return { messages, tools: [] };
+    return { messages: [{ role: 'system' as const, content: DEFAULT_SYSTEM_PROMPT }, ...messages], tools: openDrill(contextRng).tools };
+  };
   const cycles = opt('cycles');
   for (let cycle = 0; cycle < cycles; cycle++) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
@@ -286,7 +326,7 @@ async function main() {
     const schedule: LrSchedule = { kind: 'cosine', warmupSteps: 5, totalSteps: opt('steps-per-cycle') };
     for (let step = 0; step < opt('steps-per-cycle'); step++) {
       const batch = Array.from({ length: Number(values['batch-size']) }, () => sequences[Math.floor(sftRng.uniform() * sequences.length)]);
-      for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, { messages: copy(sftRng), tools: [] }));
+      for (let k = 0; k < Number(values.drills); k++) batch.push(...trajectoryToSequences(engine, skillCopy(sftRng)));
       // the skill cycles only: a drill always looks up and reports, which would undo the habit cycle's mix
       if (!habitCycle) for (let k = 0; k < Number(values['tool-drills']); k++) batch.push(...trajectoryToSequences(engine, toolDrill(toolRng)));
       if (!habitCycle) for (let k = 0; k < opt('open-drills'); k++) batch.push(...trajectoryToSequences(engine, openDrill(openToolRng)));
@@ -315,7 +355,7 @@ async function main() {
   await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios([...new Map([...sets.warmup, ...madeUp, ...synthetic.scenarios].map((s) => [s.id, s])).values()]));
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
     seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, warmup_habits: habits,
-    digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: opt('warmup-catalogues'), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: opt('drill-steps'), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
+    digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: opt('warmup-catalogues'), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: opt('drill-steps'), ...(opt('drill-more') > 0 ? { drill_more: opt('drill-more') } : {}), ...(opt('copy-context') > 0 ? { copy_context_share: opt('copy-context') } : {}), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
     ...(opt('open-drills') > 0 || opt('open-copy') > 0 ? { open_drills_per_batch: opt('open-drills'), open_copy_share: opt('open-copy') } : {}),
     cycles, habit_cycles: opt('habit-cycles'), steps_per_cycle: opt('steps-per-cycle'),
     batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank),

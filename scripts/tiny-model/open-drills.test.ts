@@ -54,7 +54,7 @@ describe('openDrill', () => {
     expect(drills.some((d) => d.tools.some((t) => Object.keys((t.function.parameters as { properties: object }).properties).length > ((t.function.parameters as { required?: string[] }).required ?? []).length))).toBe(true);
   });
 
-  it('draws writes of objects, links, paths made in a folder, file reads, folder listings, look-ups and find-then-write chains', () => {
+  it('draws writes of objects, links, paths made in a folder, file reads, folder listings and walks, files found by a pattern, file metadata, look-ups and find-then-write chains', () => {
     const has = (f: (d: (typeof drills)[number]) => boolean) => drills.some(f);
     const firstArgs = (d: (typeof drills)[number]) => JSON.parse(d.messages[2].tool_calls![0].function.arguments) as Record<string, unknown>;
     expect(has((d) => d.messages.filter((m) => m.role === 'assistant').length === 3)).toBe(true);
@@ -64,6 +64,9 @@ describe('openDrill', () => {
     expect(has((d) => /entries of the folder|every entry/.test(d.messages[1].content!))).toBe(true);
     expect(has((d) => /record that "/.test(d.messages[1].content!))).toBe(true);
     expect(has((d) => /noted as "/.test(d.messages[1].content!))).toBe(true);
+    expect(has((d) => /files named \*\*?\/?\*?\.\w+ in the folder/.test(d.messages[1].content!))).toBe(true);
+    expect(has((d) => /anywhere under the folder/.test(d.messages[1].content!) && /"children"/.test(d.messages[3].content!))).toBe(true);
+    expect(has((d) => /(size|permissions)/.test(d.messages[1].content!) && /permissions: \d+/.test(d.messages[3].content!))).toBe(true);
   });
 });
 

@@ -110,9 +110,11 @@ const KINDS = {
   mkdir: { verbs: ['create', 'make', 'new', 'add'], nouns: ['directory', 'folder', 'dir'], keys: ['path'] },
   info: { verbs: ['get', 'show', 'stat'], nouns: ['file_info', 'info', 'stats', 'metadata'], keys: ['path'] },
   write: { verbs: ['write', 'save', 'put'], nouns: ['file', 'document', 'text'], keys: ['path', 'content'] },
+  glob: { verbs: ['search', 'find', 'glob', 'locate', 'match'], nouns: ['files', 'paths', 'file_names', 'documents'], keys: ['path', 'pattern'] },
+  tree: { verbs: ['tree', 'walk', 'list', 'show'], nouns: ['tree', 'all_entries', 'folder_tree', 'subtree', 'recursive'], keys: ['path'] },
 } as const;
 type Kind = keyof typeof KINDS;
-const FAMILIES: Kind[][] = [['create', 'notes', 'link', 'open', 'search', 'delete', 'dump'], ['read', 'readMany', 'list', 'mkdir', 'info', 'write', 'search']];
+const FAMILIES: Kind[][] = [['create', 'notes', 'link', 'open', 'search', 'delete', 'dump'], ['read', 'readMany', 'list', 'mkdir', 'info', 'write', 'glob', 'tree']];
 const HELD_OUT = new Set<string>(HELD_OUT_TOOLS);
 
 function toolName(rng: Rng, kind: Kind, taken: Set<string>): string {
@@ -288,7 +290,53 @@ function findThenWrite(rng: Rng): Drill {
   return { tools, messages: new Transcript(task).call(own[0], { [queryKey]: clue }, { results: [target] }).call(own[1], { [arrayKey]: items }, items).answer('Done.').messages };
 }
 
-const SHAPES = [writeRecords, writeLink, makeInFolder, readLine, readMany, listFolder, lookUp, findThenWrite];
+/** Files whose names match a pattern the task gives, under a quoted folder; their paths reported. */
+function findFiles(rng: Rng): Drill {
+  const camel = rng.uniform() < 0.5;
+  const [pathKey, patternKey] = rng.uniform() < 0.7 ? ['path', 'pattern'] : [key(rng, new Set(), camel), key(rng, new Set(['path']), camel)];
+  const dir = folder(rng);
+  const ext = pick(rng, EXTENSIONS);
+  const found = Array.from({ length: int(rng, 1, 3) }, () => `${dir}/${rng.uniform() < 0.3 ? `${word(rng)}/` : ''}${word(rng)}.${ext}`);
+  const pattern = found.length === 1 && rng.uniform() < 0.3 ? found[0].slice(found[0].lastIndexOf('/') + 1) : pick(rng, [`*.${ext}`, `**/*.${ext}`]);
+  let own: string[] = [];
+  const tools = server(rng, ['glob'], (names) => ((own = names), [tool(names[0], 'Find the files whose names match a pattern.', { [pathKey]: str('The folder to search.'), [patternKey]: str('The pattern to match.') })]));
+  const task = pick(rng, [`Find the paths of the files named ${pattern} in the folder "${dir}", please.`, `Please list the paths of the files named ${pattern} in the folder "${dir}".`, `Tell me all the paths of the files named ${pattern} in the folder "${dir}".`]);
+  return { tools, messages: new Transcript(task).call(own[0], { [pathKey]: dir, [patternKey]: pattern }, found.join('\n')).answer(found.join(', ')).messages };
+}
+
+/** A file's metadata looked up by its quoted path; one field of it reported. */
+function fileInfo(rng: Rng): Drill {
+  const pathKey = rng.uniform() < 0.7 ? 'path' : key(rng, new Set(), rng.uniform() < 0.5);
+  const path = `${folder(rng)}/${fileName(rng)}`;
+  const date = () => `2026-${String(int(rng, 1, 12)).padStart(2, '0')}-${String(int(rng, 1, 28)).padStart(2, '0')}T${String(int(rng, 0, 23)).padStart(2, '0')}:${String(int(rng, 0, 59)).padStart(2, '0')}:00.000Z`;
+  const info = { size: String(int(rng, 10, 99999)), created: date(), modified: date(), isDirectory: 'false', isFile: 'true', permissions: pick(rng, ['644', '600', '664', '755', '444']) };
+  const field = pick(rng, ['size', 'permissions', 'modified', 'created'] as const);
+  let own: string[] = [];
+  const tools = server(rng, ['info'], (names) => ((own = names), [tool(names[0], 'Show the size, dates and permissions of a file.', { [pathKey]: str('The file.') })]));
+  const task = pick(rng, [askValue(rng, field, `the file "${path}"`), `Can you check the file "${path}" and tell me the ${field}?`, `Look up the file "${path}" and give me the ${field}.`]);
+  const result = Object.entries(info).map(([k, v]) => `${k}: ${v}`).join('\n');
+  return { tools, messages: new Transcript(task).call(own[0], { [pathKey]: path }, result).answer(info[field]).messages };
+}
+
+/** Every entry anywhere under a quoted folder, from one call that walks it and answers nested JSON. */
+function walkFolder(rng: Rng): Drill {
+  const pathKey = rng.uniform() < 0.7 ? 'path' : key(rng, new Set(), rng.uniform() < 0.5);
+  const dir = folder(rng);
+  const names: string[] = [];
+  const entries = (depth: number): object[] => Array.from({ length: int(rng, 1, 3) }, () => {
+    const isDir = depth < 2 && rng.uniform() < 0.3;
+    const n = isDir ? word(rng) : fileName(rng);
+    names.push(n);
+    return isDir ? { name: n, type: 'directory', children: entries(depth + 1) } : { name: n, type: 'file' };
+  });
+  const tree = entries(0);
+  let own: string[] = [];
+  const tools = server(rng, ['tree'], (ns) => ((own = ns), [tool(ns[0], 'Show everything under a folder, as nested JSON.', { [pathKey]: str('The folder.') })]));
+  const task = pick(rng, [`Tell me the name of every one of the entries anywhere under the folder "${dir}".`, `List the names of the entries anywhere under the folder "${dir}".`]);
+  return { tools, messages: new Transcript(task).call(own[0], { [pathKey]: dir }, JSON.stringify(tree, null, 2)).answer(names.join(', ')).messages };
+}
+
+const SHAPES = [writeRecords, writeLink, makeInFolder, readLine, readMany, listFolder, lookUp, findThenWrite, findFiles, fileInfo, walkFolder];
 
 /** One open tool drill of a shape drawn at random. */
 export function openDrill(rng: Rng): Drill {
