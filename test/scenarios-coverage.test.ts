@@ -47,19 +47,22 @@ describe('server-filesystem on three text files and a 1×1 PNG: every allowed to
   }
 });
 
-describe('server-memory on an empty graph: make → use, so its readers get tasks, on every seed', () => {
+describe('server-memory on an empty graph: make → use, so its readers, add_observations and create_relations get tasks, on every seed', () => {
   for (const seed of [1, 2]) {
     it(`seed ${seed}`, async () => {
       const setup: Setup = { target: memoryTarget('{sandbox}/memory.jsonl'), sandboxFrom: mkdtempSync(path.join(tmpdir(), 'mcprl-memory-empty-')), safety: new SafetyPolicy({}) };
       const r = await generate(setup, 12, seed);
-      // An empty graph holds no note and no relation type: a write that needs one has no value of the server's own
-      // (stand-in text is none), and says so.
-      expect(uncoveredAllowed(r).sort()).toEqual(['add_observations (no_discoverable_arguments)', 'create_relations (no_discoverable_arguments)']);
-      expect(r.coverage.find((c) => c.tool === 'add_observations')?.detail).toMatch(/server's own data/);
-      // The readers are used on a person the same task adds first.
+      expect(uncoveredAllowed(r)).toEqual([]);
+      // The readers, a note and a link are used on people the same task adds first; the link joins two of them.
       const chains = r.scenarios.filter((s) => s.checks?.[0]?.kind === 'tool_called' && s.checks[0].tool === 'create_entities' && s.checks[1]?.kind === 'tool_called');
       const used = new Set(chains.map((s) => (s.checks![1].kind === 'tool_called' ? s.checks![1].tool : '')));
-      for (const t of ['open_nodes', 'search_nodes', 'read_graph']) expect(used.has(t), t).toBe(true);
+      for (const t of ['open_nodes', 'search_nodes', 'read_graph', 'add_observations', 'create_relations']) expect(used.has(t), t).toBe(true);
+      for (const s of chains.filter((c) => c.checks![1].kind === 'tool_called' && c.checks![1].tool === 'create_relations')) {
+        const made = JSON.stringify(s.checks![0].kind === 'tool_called' ? s.checks![0].args : {});
+        const links = checkedCalls(s.checks!)[1].args.relations as { from: string; to: string }[];
+        for (const l of links) expect(l.from !== l.to && made.includes(`"${l.from}"`) && made.includes(`"${l.to}"`), JSON.stringify(l)).toBe(true);
+      }
+      for (const s of r.scenarios) expect(s.task).not.toMatch(/hello world|quarterly report|blue notebook|research notes|project alpha/);
       for (const s of chains) {
         expect(s.checks!.some((c) => c.kind.startsWith('state_'))).toBe(true);
         expect(s.task).toMatch(/[.?] (Then|After that|Next|Once that is done|When that is done|Afterwards|After this),? /);

@@ -98,6 +98,16 @@ describe('offline scenarios on the fixture server', () => {
     expect(await checkAll(session, r.scenarios)).toBe(r.scenarios.length);
   });
 
+  it('a listing too long to ask about unfiltered (every author) is asked narrowed by a filter the tool takes', async () => {
+    for (const seed of [1, 2]) {
+      const r = await generateOfflineScenarios(session, { count: 12, seed });
+      const asked = r.scenarios.filter((s) => checkedCalls(s.checks ?? []).some((c) => c.tool === 'list_authors'));
+      expect(asked.length, `seed ${seed}: ${JSON.stringify(r.coverage.find((c) => c.tool === 'list_authors'))}`).toBeGreaterThan(0);
+      for (const s of asked) expect(checkedCalls(s.checks!).find((c) => c.tool === 'list_authors')?.args).toHaveProperty('country');
+      expect(await checkAll(session, asked)).toBe(asked.length);
+    }
+  });
+
   it('is reproducible by seed and varies with it', async () => {
     const a = await generateOfflineScenarios(session, { count: 12, seed: 5 });
     const b = await generateOfflineScenarios(session, { count: 12, seed: 5 });

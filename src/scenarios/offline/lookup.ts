@@ -57,7 +57,15 @@ export async function lookup(g: Generation, known: Discovery, forced?: ToolInfo)
     return 'unverifiable';
   }
   // A read whose result holds nothing to ask about makes no task: "run it" has no outcome to judge.
-  const answer = chooseAnswer(out, args, tool, g.rng);
+  let answer = chooseAnswer(out, args, tool, g.rng);
+  // A listing too long to ask about (every author) is asked narrowed by a filter the tool takes (the authors from
+  // Japan): left to chance, a tool whose unfiltered reply has nothing to ask could go without a task.
+  const narrowed = answer ? args : withFilter(g, known, tool, args, true);
+  if (narrowed !== args) {
+    const again = await g.call(tool.name, narrowed);
+    const found = again.isError ? undefined : chooseAnswer(again, narrowed, tool, g.rng);
+    if (found) [args, answer] = [narrowed, found];
+  }
   if (!answer) {
     g.note(tool.name, 'nothing_to_ask');
     return undefined;
@@ -114,15 +122,18 @@ function twoFiles(g: Generation, known: Discovery, tool: ToolInfo, args: Record<
   return validates(tool.inputSchema, out) ? out : args;
 }
 
-/** `args` with, now and then, one optional filter the tool takes (an enum value, or a discovered value of its key). */
-function withFilter(g: Generation, known: Discovery, tool: ToolInfo, args: Record<string, unknown>): Record<string, unknown> {
+/**
+ * `args` with, now and then (`always`: surely, when the tool takes one), one optional filter the tool takes (an enum
+ * value, or a discovered value of its key); `args` itself when none is added.
+ */
+function withFilter(g: Generation, known: Discovery, tool: ToolInfo, args: Record<string, unknown>, always = false): Record<string, unknown> {
   const props = (tool.inputSchema.properties ?? {}) as Record<string, JsonSchema>;
   const required = new Set(requiredNames(tool));
   const filters = Object.entries(props).filter(([k, s]) => {
     if (required.has(k) || k in args || LAYOUT_NAMES.test(k) || SEARCH_NAMES.test(k) || GLOB_NAMES.test(k) || entityKey(k) === 'path') return false;
     return (Array.isArray(s.enum) && s.enum.every((x) => typeof x === 'string')) || (s.type === 'string' && (known.keyValues.get(k)?.length ?? 0) > 0);
   });
-  if (!filters.length || !g.rng.chance(0.3)) return args;
+  if (!filters.length || (!always && !g.rng.chance(0.3))) return args;
   const [k, s] = g.rng.pick(filters);
   const v = g.rng.pick((Array.isArray(s.enum) ? s.enum : known.keyValues.get(k)!) as unknown[]);
   const out = { ...args, [k]: v };

@@ -103,7 +103,7 @@ export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, made?
       const listed = known.listValues.get(ctx.name);
       return listed?.length ? listed : known.candidates(tool)(ctx);
     }
-    return domainValues(known, ctx);
+    return domainValues(known, ctx) ?? (made ? newPersonValues(ctx, [...made.values()].flat()) : undefined);
   };
   let args: Record<string, unknown>;
   try {
@@ -129,6 +129,18 @@ export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, made?
     args = placed;
   }
   args = distinctItems(fittingKinds(known, args, g.rng, destructive));
+  // A link joins two things: one drawn to itself ends at another thing made first, when there is one.
+  const others = (v: unknown) => [...(made?.values() ?? [])].flat().filter((x) => x !== v);
+  let selfLink = false;
+  walkObjects(args, (o) => {
+    if (typeof o.from !== 'string' || o.from !== o.to) return;
+    if (others(o.from).length) o.to = g.rng.pick(others(o.from));
+    else selfLink = true;
+  });
+  if (selfLink) {
+    g.note(tool.name, 'no_discoverable_arguments', 'a link from a thing to itself');
+    return undefined;
+  }
   // Stand-in text ("hello world") means nothing on this server: such a write is no task a person would ask for.
   if (stringLeaves(args).some(isFiller) || !validates(tool.inputSchema, args)) {
     g.note(tool.name, 'no_discoverable_arguments', 'no value from the server\'s own data for a text it writes');
@@ -170,6 +182,27 @@ function domainValues(known: Discovery, ctx: CandidateContext): readonly unknown
     return notes.length ? [...new Set(notes)] : undefined;
   }
   return undefined;
+}
+
+/** A person's name as the generator makes one ("Nora Lindqvist"): what a thing on an empty graph is named. */
+const PERSON_NAME = /^[A-Z][a-z]+ [A-Z][a-z]+$/;
+
+/** What a person asks to note of, or to link between, people: no server holds it before they are added. */
+const PERSON_NOTES = ['lives in Oslo', 'works as a nurse', 'speaks Portuguese', 'plays the violin', 'studies chemistry', 'was born in Lima'];
+const PERSON_LINKS = ['knows', 'works with', 'is a friend of', 'is a neighbour of'];
+const LINK_ENDS = /^(from|to)$/;
+
+/**
+ * Values a write takes about people the same task adds first (on an empty graph, where nothing is there to take
+ * from): a note for its list of notes (add_observations' "contents"), a link type for a relation between them.
+ * Undefined unless every thing made is a person, and for any other argument.
+ */
+function newPersonValues(ctx: CandidateContext, madeValues: readonly string[]): readonly string[] | undefined {
+  if (!madeValues.length || !madeValues.every((v) => PERSON_NAME.test(v)) || ctx.schema.type !== 'string') return undefined;
+  if (TYPE_KEY.test(ctx.name ?? '')) return PERSON_LINKS;
+  // A link's ends (a relation's "from" and "to") are the people added.
+  if (LINK_ENDS.test(ctx.name ?? '')) return madeValues;
+  return ctx.path.includes('[]') && !entityKey(ctx.name ?? '') ? PERSON_NOTES : undefined;
 }
 
 /**
@@ -219,7 +252,7 @@ function fittingKinds(known: Discovery, args: Record<string, unknown>, rng: Rng,
       // With no kind in use (an empty graph), a person's name is a person's.
       const common = mostCommon(known.recs.map((r) => r.fields[typeKey]).filter((x): x is string => typeof x === 'string'));
       if (common) o[typeKey] = common;
-      else if (/^[A-Z][a-z]+ [A-Z][a-z]+$/.test(name)) o[typeKey] = 'person';
+      else if (PERSON_NAME.test(name)) o[typeKey] = 'person';
     }
     const listKey = keys.find((k) => Array.isArray(o[k]) && (o[k] as unknown[]).length && (o[k] as unknown[]).every((x) => typeof x === 'string'));
     // A write that removes notes takes the thing's own (drawn from what is listed), never other things'.
