@@ -6,15 +6,12 @@
  * generation is quick). And a reply that dumps every record (server-memory's read_graph) is no answer to what one
  * record's list says (an entity's observations): the other records' lists are the check's `others`.
  */
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { connect, SafetyPolicy } from '../src/mcp/index.js';
 import type { JsonSchema } from '../src/scenarios/json-schema-args.js';
 import { generateOfflineScenarios, type ScenarioServer } from '../src/scenarios/offline/index.js';
 import { answerContains, checkedCalls } from '../src/scenarios/scenario.js';
-import { everythingStdioTarget, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
+import { everythingStdioTarget, memoryTarget, SEEDED_MEMORY, folderWithSeededMemory } from './helpers/servers.js';
 
 const TOOLS = ['get-structured-content', 'get-resource-reference'];
 
@@ -49,8 +46,7 @@ describe('answers that other values of the task\'s arguments give too', () => {
   }, 120_000);
 
   it('a dump of every record is no answer to what one record\'s list says', async () => {
-    const seeded = await mkdtemp(path.join(tmpdir(), 'mcprl-contrast-memory-'));
-    await writeFile(path.join(seeded, 'memory.jsonl'), SEEDED_MEMORY);
+    const seeded = folderWithSeededMemory();
     const session = await connect(memoryTarget('{sandbox}/memory.jsonl'), { policy: new SafetyPolicy({}), sandboxFrom: seeded });
     try {
       const { scenarios } = await generateOfflineScenarios(session, { count: 16, seed: 1 });

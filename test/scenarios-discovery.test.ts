@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type McpSession, type ToolCallOutcome } from '../src/mcp/index.js';
 import { disguisedError, generateOfflineScenarios, type OfflineResult } from '../src/scenarios/offline/index.js';
 import { answerContains, checkedCalls, type Scenario } from '../src/scenarios/scenario.js';
-import { filesystemTarget, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
+import { filesystemTarget, memoryTarget, SEEDED_MEMORY, folderWithSeededMemory } from './helpers/servers.js';
 
 const calledArgs = (s: Scenario) => checkedCalls(s.checks ?? []);
 const expected = (s: Scenario) => (s.checks ?? []).flatMap((c) => (c.kind === 'answer_contains' || c.kind === 'answer_value' ? [c.value] : []));
@@ -78,8 +78,7 @@ describe('server-filesystem on a folder with a few files', () => {
 
 describe('server-memory', () => {
   it('on a seeded memory file (copied into a sandbox): tasks about the entities that exist, the file untouched', async () => {
-    const seed = mkdtempSync(path.join(tmpdir(), 'mcprl-memory-seed-'));
-    writeFileSync(path.join(seed, 'memory.jsonl'), SEEDED_MEMORY);
+    const seed = folderWithSeededMemory();
     const session = await connect(memoryTarget('{sandbox}/memory.jsonl'), { sandboxFrom: seed });
     try {
       const r = await generateOfflineScenarios(session, { count: 20, seed: 1 });

@@ -9,14 +9,13 @@
  * A scripted oracle (the checked calls) passes every check and a do-nothing agent none. The agents are scripted
  * policies behind an OpenAI-compatible HTTP double (it stands in for a remote model, which cannot run here).
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SafetyPolicy } from '../src/mcp/index.js';
 import { checkedCalls, type Scenario } from '../src/scenarios/scenario.js';
 import { calledTool, closeDoubles, expectOracleAllIdleNone, generateFor, type Setup } from './helpers/scenario-setups.js';
-import { filesystemTarget, fixtureStdioTarget, folderWithFiles, memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
+import { filesystemTarget, fixtureStdioTarget, folderWithFiles, memoryTarget, SEEDED_MEMORY, folderWithSeededMemory } from './helpers/servers.js';
 
 afterAll(closeDoubles);
 
@@ -69,8 +68,7 @@ describe('tools that had no scenario', () => {
 
 describe('find → act chains on the published servers', () => {
   it('server-memory, seeded: the entity named by an observation only it has; searched for, then opened or changed', async () => {
-    const seed = mkdtempSync(path.join(tmpdir(), 'mcprl-memory-seed-'));
-    writeFileSync(path.join(seed, 'memory.jsonl'), SEEDED_MEMORY);
+    const seed = folderWithSeededMemory();
     const setup: Setup = { target: memoryTarget('{sandbox}/memory.jsonl'), sandboxFrom: seed, safety: new SafetyPolicy() };
     const chains = (await generate(setup, 40, 1)).filter((s) => / noted as "/.test(s.task));
     expect(chains.length).toBeGreaterThan(1);

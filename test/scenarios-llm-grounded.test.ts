@@ -6,7 +6,7 @@
  * one that does nothing); the judge for `--reward blend` is the HTTP double too.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -23,7 +23,7 @@ import { writeScenarioSet, type Scenario } from '../src/scenarios/scenario.js';
 import { generateScenarioSet } from '../src/scenarios/scenario-set.js';
 import { chatReply, startOpenAIDouble, type OpenAIDouble } from './doubles/openai-double.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble, type Strategy } from './doubles/policy-double.js';
-import { FIXTURE_SERVER_MAIN, fixtureStdioTarget, memoryTarget, REPO_ROOT, SEEDED_MEMORY } from './helpers/servers.js';
+import { FIXTURE_SERVER_MAIN, fixtureStdioTarget, memoryTarget, REPO_ROOT, SEEDED_MEMORY, folderWithSeededMemory } from './helpers/servers.js';
 
 const doubles: OpenAIDouble[] = [];
 const sessions: McpSession[] = [];
@@ -119,8 +119,7 @@ describe('grounded LLM scenarios', () => {
   }, 120_000);
 
   it('server-memory, seeded: a write task is replayed on an isolated server and checked by state; the user file is untouched', async () => {
-    const seed = mkdtempSync(path.join(tmpdir(), 'mcprl-memory-seed-'));
-    writeFileSync(path.join(seed, 'memory.jsonl'), SEEDED_MEMORY);
+    const seed = folderWithSeededMemory();
     const target = memoryTarget('{sandbox}/memory.jsonl');
     const llm = await generatorDouble('- name = "Ada Lovelace"', [
       item('Note on Grace Hopper that she invented the compiler.', 'add_observations', { observations: [{ entityName: 'Grace Hopper', contents: ['invented the compiler'] }] }),

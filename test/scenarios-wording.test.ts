@@ -5,7 +5,7 @@
  * a media reader gets media only; and server-memory's find-then-act tasks are phrased as one request. The quality
  * table's oracle passes, and a do-nothing agent fails, every read-only task.
  */
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -23,7 +23,7 @@ import { checkedCalls, isStateCheck, type Scenario } from '../src/scenarios/scen
 import { discover } from '../src/scenarios/offline/discovery.js';
 import { startGeneration } from '../src/scenarios/offline/generation.js';
 import { writeArgs } from '../src/scenarios/offline/write.js';
-import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, folderWithFilesAndImage, memoryTarget, SEEDED_MEMORY, tsStdioTarget, REPO_ROOT, USER_FILES_WITH_IMAGE } from './helpers/servers.js';
+import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, folderWithFiles, folderWithFilesAndImage, memoryTarget, tsStdioTarget, REPO_ROOT, USER_FILES_WITH_IMAGE, folderWithSeededMemory } from './helpers/servers.js';
 
 interface Made {
   result: OfflineResult;
@@ -236,8 +236,7 @@ describe('offline tasks in a person\'s words', () => {
   }, 60_000);
 
   it('server-memory: what a relation of a named entity says is asked of the relation, never as the entity\'s own', async () => {
-    const seeded = await mkdtemp(path.join(tmpdir(), 'mcprl-wording-memory-'));
-    await writeFile(path.join(seeded, 'memory.jsonl'), SEEDED_MEMORY);
+    const seeded = folderWithSeededMemory();
     const session = await connect(memoryTarget('{sandbox}/memory.jsonl'), { policy: new SafetyPolicy({}), sandboxFrom: seeded });
     try {
       const open = (await session.listTools()).find((t) => t.name === 'open_nodes')!;

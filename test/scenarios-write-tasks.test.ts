@@ -4,8 +4,7 @@
  * double (standing in for a remote model, which cannot run here): an oracle that makes the checked calls, and one
  * that does nothing.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OpenAIPolicy } from '../src/agent/policy.js';
@@ -18,7 +17,7 @@ import { stringLeaves } from '../src/scenarios/offline/values.js';
 import type { Scenario } from '../src/scenarios/scenario.js';
 import type { OpenAIDouble } from './doubles/openai-double.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble } from './doubles/policy-double.js';
-import { memoryTarget, SEEDED_MEMORY } from './helpers/servers.js';
+import { memoryTarget, SEEDED_MEMORY, folderWithSeededMemory } from './helpers/servers.js';
 
 const target = memoryTarget('{sandbox}/memory.jsonl');
 const doubles: OpenAIDouble[] = [];
@@ -28,8 +27,7 @@ let writes: Scenario[];
 let tools: ToolInfo[];
 
 beforeAll(async () => {
-  seed = mkdtempSync(path.join(tmpdir(), 'mcprl-memory-seed-'));
-  writeFileSync(path.join(seed, 'memory.jsonl'), SEEDED_MEMORY);
+  seed = folderWithSeededMemory();
   session = await connect(target, { sandboxFrom: seed });
   const r = await generateOfflineScenarios(session, {
     count: 8, seed: 5, maxAttempts: 40, isolatedServer: () => connect(target, { sandboxFrom: seed, isolated: true }),

@@ -201,6 +201,13 @@ export const SEEDED_MEMORY = [
   .map((x) => JSON.stringify(x))
   .join('\n');
 
+/** A fresh temp folder holding SEEDED_MEMORY as memory.jsonl: server-memory's file, for `sandboxFrom`. */
+export function folderWithSeededMemory(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mcprl-memory-seed-'));
+  writeFileSync(path.join(dir, 'memory.jsonl'), SEEDED_MEMORY);
+  return dir;
+}
+
 /** A handful of files, as a user's folder served by server-filesystem would hold them. */
 export const USER_FILES: Record<string, string> = {
   'notes.txt': 'Shopping: apples, pears, walnuts.\n',
