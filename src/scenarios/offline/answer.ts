@@ -16,11 +16,12 @@ export const UNSTABLE_KEYS = /(^|_|\b)(accessed|modified|created|mtime|atime|cti
 /** Field names that are bare prepositions ("to", "from" of a relation) say nothing as a question. */
 export const VAGUE_FIELDS = /^(to|from|of|in|at|by|on|for|type)$/i;
 
-/** `field` in words as a question asks it ("type", "id of the branch"); `noun`: what the record is, when known. */
 /**
- * `counts`: the field is the reply's own count of the records it lists (a search's "total_matches"), asked of the
- * search ("How many books match …?"), never of one record. `related`: the record is not the stated thing's own but
- * one linked to it (a relation of an entity), asked as the stated thing's ("the type of the relation of "Ada"").
+ * What a task asks about: `field` in words as a question asks it ("type", "id of the branch"); `noun`: what the
+ * record is, when known. `counts`: the field is the reply's own count of the records it lists (a search's
+ * "total_matches"), asked of the search ("How many books match …?"), never of one record. `related`: the record is
+ * not the stated thing's own but one linked to it (a relation of an entity), asked as the stated thing's ("the type
+ * of the relation of "Ada"").
  */
 export type Answer =
   | { kind: 'field'; field: string; values: string[]; noun?: string; inFile?: boolean; counts?: true; related?: true }
