@@ -51,7 +51,8 @@ import { AUTHORS, BOOKS } from '../../fixtures/server/bookshop.js';
 import { GROUPED_DIGITS_SPLIT_REGEX, QWEN_SPLIT_REGEX, trainByteLevelBpe } from './bpe.js';
 import { copyDrill } from './copy-drills.js';
 import { toolDrill } from './tool-drills.js';
-import { openCopyDrill, openDrill } from './open-drills.js';
+import { openCopyDrill, openDrill, withVocabulary, wordTokens } from './open-drills.js';
+import { HfTokenizer } from '../../src/chat/tokenizer.js';
 import type { Habit } from './expert.js';
 import { scoreChecks } from '../../src/ruler/checks.js';
 import { fixtureTarget } from './fixture-target.js';
@@ -100,6 +101,8 @@ const { values } = parseArgs({
     'copy-context': { type: 'string' },
     /** The share of copy drills (drill phase and every batch) that copy open-vocabulary values (open-drills.ts). */
     'open-copy': { type: 'string' },
+    /** The share of the open drills' words drawn from the model's own word tokens (open-drills.ts withVocabulary). */
+    'vocab-words': { type: 'string' },
     /** Habit mix of the warm-up transcripts: the share that look things up, and of those the share that report. */
     'lookup-rate': { type: 'string', default: '0.45' },
     'report-rate': { type: 'string', default: '0.5' },
@@ -126,7 +129,7 @@ const seed = Number(values.seed);
 const RECIPES = {
   bookshop: {
     vocab: '1024', cycles: '5', 'steps-per-cycle': '300', 'drill-steps': '1500', 'warmup-catalogues': '4', hidden: '128', layers: '4', intermediate: '384',
-    'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0', 'habit-cycles': '1', 'open-drills': '0', 'open-copy': '0', 'drill-more': '0', 'copy-context': '0',
+    'synthetic-servers': '0', 'synthetic-per-server': '0', 'docs-chars': '0', 'habit-cycles': '1', 'open-drills': '0', 'open-copy': '0', 'drill-more': '0', 'copy-context': '0', 'vocab-words': '0',
   },
   general: {
     vocab: '2048', cycles: '3', 'steps-per-cycle': '160', 'drill-steps': '2000', 'warmup-catalogues': '2', hidden: '128', layers: '4', intermediate: '384',
@@ -135,6 +138,8 @@ const RECIPES = {
     'drill-more': '1000',
     // a model drilled on short chats alone copies far worse after a published server's tool list (docs/tiny-model.md)
     'copy-context': '0.5',
+    // the tokenizer's whole-word tokens (" Lindqvist", " March") are copied at 4 nats a token when no drill holds them
+    'vocab-words': '0.5',
   },
 } as const;
 /** Steps of each round of `--drill-more`. */
@@ -255,8 +260,13 @@ async function main() {
   const rng = makeRng(seed);
   // open-vocabulary drills draw from streams of their own, so that a recipe without them draws exactly the
   // batches it drew before they existed, and a build given --drilled draws the open tool drills a full one does
-  const openCopyRng = makeRng(seed + 4000);
-  const openToolRng = makeRng(seed + 4001);
+  // with a share of their words from the trained model's own word tokens (0: the draws made before that existed)
+  const tokenizer = await HfTokenizer.load(values.drilled ?? modelDir);
+  const words = opt('vocab-words') > 0 ? wordTokens((id) => tokenizer.decode([id]), vocabSize) : [];
+  const vocabulary = (r: ReturnType<typeof makeRng>) => (opt('vocab-words') > 0 ? withVocabulary(r, words, opt('vocab-words')) : r);
+  if (words.length) log(`open drills: ${opt('vocab-words')} of their words from the model's ${words.length} word tokens`);
+  const openCopyRng = vocabulary(makeRng(seed + 4000));
+  const openToolRng = vocabulary(makeRng(seed + 4001));
   const copy = (r: typeof rng) => (opt('open-copy') > 0 && openCopyRng.uniform() < opt('open-copy') ? openCopyDrill(openCopyRng) : copyDrill(r));
   if (values.drilled) {
     modelDir = values.drilled;
@@ -282,7 +292,7 @@ async function main() {
   }
   // more copy drills in rounds, on streams of their own (a build given --drilled draws the same ones)
   const moreRng = makeRng(seed + 6);
-  const moreOpenRng = makeRng(seed + 7);
+  const moreOpenRng = vocabulary(makeRng(seed + 7));
   for (let done = 0; done < opt('drill-more'); done += DRILL_ROUND) {
     const engine = await ChatEngine.load(modelDir, threads ? { threads } : {});
     const trainer = await Trainer.create(engine.model as never, {
@@ -307,7 +317,7 @@ async function main() {
   // a stream of its own, so that `--tool-drills 0` draws exactly the batches the builds before tool drills drew
   const toolRng = makeRng(seed + 3000);
   // copy drills at a tool call's distance from the task, on a stream of their own (0: the batches drawn before them)
-  const contextRng = makeRng(seed + 4002);
+  const contextRng = vocabulary(makeRng(seed + 4002));
   const skillCopy = (r: typeof rng) => {
     const messages = copy(r);
     if (!(opt('copy-context') > 0 && contextRng.uniform() < opt('copy-context'))) return { messages, tools: [] };
@@ -355,7 +365,7 @@ async function main() {
   await writeFile(join(out, 'mcprl_warmup.jsonl'), formatScenarios([...new Map([...sets.warmup, ...madeUp, ...synthetic.scenarios].map((s) => [s.id, s])).values()]));
   await writeJsonAtomic(join(out, 'mcprl_build.json'), {
     seed, vocab_size: vocabSize, warmup_transcripts: transcripts.length, warmup_habits: habits,
-    digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: opt('warmup-catalogues'), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: opt('drill-steps'), ...(opt('drill-more') > 0 ? { drill_more: opt('drill-more') } : {}), ...(opt('copy-context') > 0 ? { copy_context_share: opt('copy-context') } : {}), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
+    digits: values.tokenizer ? undefined : values.digits, warmup_catalogues: opt('warmup-catalogues'), lookup_rate: Number(values['lookup-rate']), report_rate: Number(values['report-rate']), drill_steps: opt('drill-steps'), ...(opt('drill-more') > 0 ? { drill_more: opt('drill-more') } : {}), ...(opt('copy-context') > 0 ? { copy_context_share: opt('copy-context') } : {}), ...(opt('vocab-words') > 0 ? { vocab_words_share: opt('vocab-words'), vocab_words: words.length } : {}), drills_per_batch: Number(values.drills), tool_drills_per_batch: Number(values['tool-drills']),
     ...(opt('open-drills') > 0 || opt('open-copy') > 0 ? { open_drills_per_batch: opt('open-drills'), open_copy_share: opt('open-copy') } : {}),
     cycles, habit_cycles: opt('habit-cycles'), steps_per_cycle: opt('steps-per-cycle'),
     batch_size: Number(values['batch-size']), lr: Number(values.lr), rank: Number(values.rank),

@@ -3,7 +3,8 @@
  * teacher-forced log-probabilities, no sampling, so two models compare on the same tokens.
  *   node --import tsx scripts/tiny-model/copy-probe.ts MODEL_DIR... [--scenarios memory=DIR] [--scenarios filesystem=DIR]
  *     [--temperature 1.2] [--n 200] [--show K: each set's first K examples token by token]
- * - copies: open copy drills (open-drills.ts, a fixed seed no build draws) and copies of a sandbox path of the
+ * - copies: open copy drills (open-drills.ts, a fixed seed no build draws), copies of the first model's own word
+ *   tokens (wordTokens: what a drill of everyday and made-up words never holds) and copies of a sandbox path of the
  *   filesystem demo, alone and after the demo's system prompt and each server's tool list: the mean negative
  *   log-probability per answer token, and the mean probability that a sample at the temperature reproduces the
  *   whole answer;
@@ -31,7 +32,8 @@ import { makeRng } from '../random-model.js';
 import { publishedTarget, writeTargetInputs } from '../demo-targets.js';
 import { pick } from './copy-drills.js';
 import { plannedCalls } from './general-expert.js';
-import { openCopyDrill } from './open-drills.js';
+import { openCopyDrill, wordTokens } from './open-drills.js';
+import { int } from './copy-drills.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -76,6 +78,15 @@ const f = (x: number, d = 3) => x.toFixed(d);
 const rng = makeRng(424242);
 const drills = Array.from({ length: Number(values.n) }, () => ({ messages: openCopyDrill(rng), tools: [] }));
 const paths = Array.from({ length: Math.round(Number(values.n) / 2) }, () => ({ messages: sandboxCopy(rng), tools: [] }));
+const first = await ChatEngine.load(positionals[0]);
+const vocabulary = wordTokens((id) => first.tokenizer.decode([id]), (first.model as Model).config.vocabSize);
+(first.model as Model).close();
+// a stream of its own: the other sets are the examples they were before this one existed
+const vocabRng = makeRng(434343);
+const vocabCopies = Array.from({ length: Math.round(Number(values.n) / 2) }, () => {
+  const items = Array.from({ length: int(vocabRng, 1, 3) }, () => Array.from({ length: int(vocabRng, 1, 3) }, () => pick(vocabRng, vocabulary)).join(' '));
+  return { messages: [{ role: 'user' as const, content: `Repeat exactly: ${items.map((v) => `"${v}"`).join(', ')}` }, { role: 'assistant' as const, content: items.join(', ') }], tools: [] };
+});
 const calls: Record<string, { messages: ChatMessage[]; tools: OpenAITool[] }[]> = {};
 for (const spec of values.scenarios!) {
   const [name, dir] = spec.split('=');
@@ -105,12 +116,12 @@ for (const spec of values.scenarios!) {
 
 // the same path copies after the demo's system prompt and a published server's tool list: copying at a call's distance
 const listed = Object.entries(calls).map(([k, v]) => [k, paths.map((p) => ({ messages: [v[0].messages[0], ...p.messages], tools: v[0].tools }))] as const);
-console.log(`temperature ${temperature}; copies: ${drills.length} open copy drills, ${paths.length} sandbox paths; calls: ${Object.entries(calls).map(([k, v]) => `${k} ${v.length}`).join(', ')}`);
-console.log('| model | open copies: nll/token, P(all) | sandbox paths: nll/token, P(all) | ' + listed.map(([k]) => `sandbox paths after ${k}'s tool list`).join(' | ') + ' | ' + Object.keys(calls).map((k) => `${k}: P(name), args nll/token, P(call), P(call)>0.1`).join(' | ') + ' |');
+console.log(`temperature ${temperature}; copies: ${drills.length} open copy drills, ${vocabCopies.length} of word tokens, ${paths.length} sandbox paths; calls: ${Object.entries(calls).map(([k, v]) => `${k} ${v.length}`).join(', ')}`);
+console.log('| model | open copies: nll/token, P(all) | word tokens: nll/token, P(all) | sandbox paths: nll/token, P(all) | ' + listed.map(([k]) => `sandbox paths after ${k}'s tool list`).join(' | ') + ' | ' + Object.keys(calls).map((k) => `${k}: P(name), args nll/token, P(call), P(call)>0.1`).join(' | ') + ' |');
 for (const dir of positionals) {
   const engine = await ChatEngine.load(dir);
   const row = [dir];
-  for (const set of [drills, paths, ...listed.map(([, v]) => v)]) {
+  for (const set of [drills, vocabCopies, paths, ...listed.map(([, v]) => v)]) {
     const r = await score(engine, set);
     row.push(`${f(mean(r.map((x) => -mean(x.lp))))}, ${f(mean(r.map((x) => Math.exp(sum(x.lp)))))}`);
   }

@@ -2,7 +2,7 @@ import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { makeRng } from '../random-model.js';
 import { HELD_OUT_TOOLS } from './held-out.js';
-import { openCopyDrill, openDrill } from './open-drills.js';
+import { openCopyDrill, openDrill, withVocabulary, wordTokens } from './open-drills.js';
 
 const strings = (v: unknown): string[] => (typeof v === 'string' ? [v] : Array.isArray(v) ? v.flatMap(strings) : v && typeof v === 'object' ? Object.values(v).flatMap(strings) : []);
 
@@ -76,5 +76,29 @@ describe('openCopyDrill', () => {
       const [user, assistant] = openCopyDrill(makeRng(i));
       for (const v of assistant.content!.split(', ')) expect(user.content).toContain(v);
     }
+  });
+});
+
+describe('withVocabulary', () => {
+  const words = ['Lindqvist', 'March', 'quorum'];
+  const text = (d: { messages: { content: string | null }[] }) => d.messages.map((m) => m.content ?? '').join('\n');
+
+  it('draws a share of the words from the vocabulary given, and nothing changes at share 0', () => {
+    const plain = Array.from({ length: 50 }, (_, i) => openDrill(makeRng(i + 1)));
+    expect(Array.from({ length: 50 }, (_, i) => openDrill(withVocabulary(makeRng(i + 1), words, 0)))).toEqual(plain);
+    const drawn = Array.from({ length: 100 }, (_, i) => text(openDrill(withVocabulary(makeRng(i + 1), words, 0.5))));
+    for (const w of words) expect(drawn.filter((t) => t.includes(w)).length).toBeGreaterThan(5);
+    expect(plain.filter((d) => words.some((w) => text(d).includes(w))).length).toBe(0);
+    // copies too, still of values the message holds
+    for (let i = 1; i <= 100; i++) {
+      const [user, assistant] = openCopyDrill(withVocabulary(makeRng(i), words, 1));
+      for (const v of assistant.content!.split(', ')) expect(user.content).toContain(v);
+    }
+    expect(() => withVocabulary(makeRng(1), [], 0.5)).toThrow(/no words/);
+  });
+
+  it('wordTokens: the tokens that are a word or a piece of one, without their space', () => {
+    const vocab = [' Lindqvist', 'ity', ' the', 'a', ' 12', '", "', ' x', 'Type', ' Lindqvist'];
+    expect(wordTokens((id) => vocab[id], vocab.length)).toEqual(['Lindqvist', 'ity', 'the', 'Type']);
   });
 });

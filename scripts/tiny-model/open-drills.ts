@@ -16,7 +16,28 @@ import { HELD_OUT_TOOLS } from './held-out.js';
 import { Transcript } from './tool-drills.js';
 import type { makeRng } from '../random-model.js';
 
-type Rng = ReturnType<typeof makeRng>;
+/**
+ * A drill's random stream, and, when the build gives them, the model's own word tokens: a share of the words drawn
+ * are those (withVocabulary). Everyday and made-up words alone leave most of a tokenizer's whole-word tokens
+ * (" Lindqvist", " March") out of every copy, and a model never asked to copy them does not (docs/tiny-model.md).
+ */
+type Rng = ReturnType<typeof makeRng> & { vocabulary?: { words: readonly string[]; share: number } };
+
+/** `rng`, drawing a `share` of its words from `words` (a vocabulary's word tokens, wordTokens) from now on. */
+export function withVocabulary(rng: ReturnType<typeof makeRng>, words: readonly string[], share: number): Rng {
+  if (words.length === 0 && share > 0) throw new Error('withVocabulary: no words to draw from');
+  return Object.assign(rng, { vocabulary: { words, share } });
+}
+
+/** The tokens of a vocabulary that are a word or a piece of one (two letters or more, with or without the space before it), as words. */
+export function wordTokens(decode: (id: number) => string, size: number): string[] {
+  const out = new Set<string>();
+  for (let id = 0; id < size; id++) {
+    const m = /^ ?([A-Za-z]{2,})$/.exec(decode(id));
+    if (m) out.add(m[1]);
+  }
+  return [...out];
+}
 
 /** Everyday words: half the vocabulary of names, phrases and keys; the other half is made-up words. */
 const WORDS = (
@@ -38,7 +59,11 @@ function madeUp(rng: Rng): string {
   for (let i = int(rng, 2, 3); i > 0; i--) w += pick(rng, [...CONSONANTS]) + pick(rng, [...VOWELS]) + (rng.uniform() < 0.3 ? pick(rng, [...CONSONANTS]) : '');
   return w;
 }
-const word = (rng: Rng) => (rng.uniform() < 0.5 ? pick(rng, WORDS) : madeUp(rng));
+function word(rng: Rng): string {
+  const v = rng.vocabulary;
+  if (v && v.share > 0 && rng.uniform() < v.share) return pick(rng, v.words);
+  return rng.uniform() < 0.5 ? pick(rng, WORDS) : madeUp(rng);
+}
 const capital = (w: string) => w[0].toUpperCase() + w.slice(1);
 /** A name as people and things have them: one to three capitalised words, sometimes with a number. */
 const name = (rng: Rng) => Array.from({ length: int(rng, 1, 3) }, () => capital(word(rng))).join(' ') + (rng.uniform() < 0.15 ? ` ${int(rng, 2, 99)}` : '');
