@@ -180,4 +180,15 @@ describe('argument synthesis', () => {
     // Unbounded quantifiers stay short: at most three repetitions beyond their minimum.
     for (let seed = 0; seed < 20; seed++) expect(generateFromPattern('^x+y*$', createRng(seed))!.length).toBeLessThanOrEqual(7);
   });
+
+  it('never repeats an item of a list unless its minimum length needs it', () => {
+    const relation = { type: 'object', properties: { from: { enum: ['Priya Raman'] }, relationType: { enum: ['works on'] }, to: { enum: ['Beacon'] } }, required: ['from', 'relationType', 'to'] };
+    const schema = (minItems?: number): JsonSchema => ({ type: 'object', properties: { relations: { type: 'array', items: relation, ...(minItems ? { minItems } : {}) } }, required: ['relations'] });
+    for (let seed = 1; seed <= 40; seed++) {
+      expect((synthesizeArgs(schema(), { rng: createRng(seed) }).relations as unknown[]).length).toBe(1);
+      // one item can be made: the minimum of two is met by repeating it
+      const item = { from: 'Priya Raman', relationType: 'works on', to: 'Beacon' };
+      expect(synthesizeArgs(schema(2), { rng: createRng(seed) }).relations).toEqual([item, item]);
+    }
+  });
 });

@@ -258,9 +258,9 @@ function genArray(schema: JsonSchema, opts: SynthesisOptions, path: string[], na
   for (let tries = 0; out.length < n && tries < n * 10; tries++) {
     const v = gen(items, opts, [...path, '[]'], name, depth + 1);
     const key = JSON.stringify(v);
-    // A list that names the same thing twice ("read a, a and a") makes no sense even where the schema allows it;
-    // repeats are used only when the minimum length needs them.
-    if (seen.has(key) && (schema.uniqueItems || tries < n * 5)) continue;
+    // A list that names the same thing twice ("read a, a and a", a relation recorded twice in one request) makes no
+    // sense even where the schema allows it; repeats are used only when the minimum length needs them.
+    if (seen.has(key) && (schema.uniqueItems || tries < n * 5 || out.length >= min)) continue;
     seen.add(key);
     out.push(v);
   }
