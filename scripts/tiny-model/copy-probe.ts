@@ -10,8 +10,9 @@
  *   whole answer;
  * - calls: each demo TRAINING task's first correct call, as the general expert would make it from the task's
  *   checks (measurement only: nothing here trains), after the demo's system prompt, its server's real tool list
- *   and the task: the probability of the tool's name, the mean negative log-probability per argument token, and
- *   the probability of the whole call, each token renormalised over what the tool-call grammar allows there (as
+ *   and the task, and the first call of 24 fresh open drills: the probability of the tool's name, the mean negative
+ *   log-probability per argument token, and the probability of the whole call, each token renormalised over what
+ *   the tool-call grammar allows there (as
  *   the demo decodes calls: a tool's name and the schema's keys are forced once they are the only way on).
  */
 import { mkdtemp } from 'node:fs/promises';
@@ -32,7 +33,7 @@ import { makeRng } from '../random-model.js';
 import { publishedTarget, writeTargetInputs } from '../demo-targets.js';
 import { pick } from './copy-drills.js';
 import { plannedCalls } from './general-expert.js';
-import { openCopyDrill, wordTokens } from './open-drills.js';
+import { openCopyDrill, openDrill, wordTokens } from './open-drills.js';
 import { int } from './copy-drills.js';
 
 const { values, positionals } = parseArgs({
@@ -116,6 +117,13 @@ for (const spec of values.scenarios!) {
 
 // the same path copies after the demo's system prompt and a published server's tool list: copying at a call's distance
 const listed = Object.entries(calls).map(([k, v]) => [k, paths.map((p) => ({ messages: [v[0].messages[0], ...p.messages], tools: v[0].tools }))] as const);
+// the first call of fresh open drills (a stream no build draws): the model on the kind of task it was trained on,
+// beside the published servers' calls, so that a model that fits neither is told from one that does not transfer
+const drillRng = makeRng(454545);
+calls['open drills'] = Array.from({ length: 24 }, () => {
+  const d = openDrill(drillRng);
+  return { tools: d.tools, messages: d.messages.slice(0, d.messages.findIndex((m) => m.role === 'assistant') + 1) };
+});
 console.log(`temperature ${temperature}; copies: ${drills.length} open copy drills, ${vocabCopies.length} of word tokens, ${paths.length} sandbox paths; calls: ${Object.entries(calls).map(([k, v]) => `${k} ${v.length}`).join(', ')}`);
 console.log('| model | open copies: nll/token, P(all) | word tokens: nll/token, P(all) | sandbox paths: nll/token, P(all) | ' + listed.map(([k]) => `sandbox paths after ${k}'s tool list`).join(' | ') + ' | ' + Object.keys(calls).map((k) => `${k}: P(name), args nll/token, P(call), P(call)>0.1`).join(' | ') + ' |');
 for (const dir of positionals) {
