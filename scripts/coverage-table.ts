@@ -30,6 +30,7 @@ import type { Target } from '../src/mcp/types.js';
 import { scoreChecks } from '../src/ruler/checks.js';
 import { measureQuality, type ScenarioQuality } from '../src/ruler/quality.js';
 import { generateOfflineScenarios } from '../src/scenarios/offline/index.js';
+import type { ToolCoverage } from '../src/scenarios/coverage.js';
 import { isStateCheck, type Scenario } from '../src/scenarios/scenario.js';
 import { goodStrategy, scriptedStrategy, startPolicyDouble, type Strategy } from '../test/doubles/policy-double.js';
 import { everythingStdioTarget, filesystemTarget, fixtureStdioTarget, memoryTarget, REPO_ROOT, SEEDED_MEMORY, tsStdioTarget, USER_FILES_WITH_IMAGE } from '../test/helpers/servers.js';
@@ -52,8 +53,8 @@ export interface CoverageRow {
   server: string;
   toolsCovered: number;
   tools: number;
-  /** Tools without a scenario, with the report's reason. */
-  uncovered: { tool: string; reason?: string }[];
+  /** Tools without a scenario, with the report's reason and how many candidates stopped at each stage. */
+  uncovered: Pick<ToolCoverage, 'tool' | 'reason' | 'reasons'>[];
   scenarios: number;
   asked: number;
   byDifficulty: [number, number, number, number, number];
@@ -140,7 +141,7 @@ async function measure(s: Setup): Promise<CoverageRow> {
       server: s.server,
       toolsCovered: r.coverage.filter((c) => c.scenarios > 0).length,
       tools: r.coverage.length,
-      uncovered: r.coverage.filter((c) => c.scenarios === 0).map((c) => ({ tool: c.tool, reason: c.reason })),
+      uncovered: r.coverage.filter((c) => c.scenarios === 0).map((c) => ({ tool: c.tool, reason: c.reason, reasons: c.reasons })),
       scenarios: r.scenarios.length,
       asked: count,
       byDifficulty,
@@ -162,10 +163,16 @@ const HEADER = [
   '|---|---|---|---|---|---|---|---|---|---|---|---|',
 ].join('\n');
 
+/** "nothing_to_ask", or with several stages each with its count: "nothing_to_ask ×12, replay_failed ×1". */
+export function uncoveredReason(u: CoverageRow['uncovered'][number]): string {
+  const counts = Object.entries(u.reasons ?? {});
+  return counts.length > 1 ? counts.map(([r, n]) => `${r} ×${n}`).join(', ') : (u.reason ?? '?');
+}
+
 export function markdownRow(r: CoverageRow): string {
   const share = r.scenarios ? ` (${((100 * r.withStateCheck) / r.scenarios).toFixed(0)} %)` : '';
   const q = r.quality;
-  const uncovered = r.uncovered.map((u) => `${u.tool} (${u.reason ?? '?'})`).join(', ') || '–';
+  const uncovered = r.uncovered.map((u) => `${u.tool} (${uncoveredReason(u)})`).join(', ') || '–';
   return `| ${r.server} | ${r.toolsCovered}/${r.tools} | ${r.scenarios} | ${r.byDifficulty.join('/')} | ${r.withStateCheck}${share} | ${pct(r.oracle)} | ${pct(r.idle)} | ${q.namingTool} | ${q.chains} | ${q.oraclePassIdleFail}/${q.measured} | ${q.randomPass}/${q.measured} | ${uncovered} |`;
 }
 

@@ -10,8 +10,11 @@
  * policies behind an OpenAI-compatible HTTP double (it stands in for a remote model, which cannot run here).
  */
 import { readFileSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { publishedTarget, writeTargetInputs } from '../scripts/demo-targets.js';
 import { SafetyPolicy } from '../src/mcp/index.js';
 import { checkedCalls, type Scenario } from '../src/scenarios/scenario.js';
 import { calledTool, closeDoubles, expectOracleAllIdleNone, generateFor, type Setup } from './helpers/scenario-setups.js';
@@ -93,5 +96,14 @@ describe('find → act chains on the published servers', () => {
       expect(s.task).not.toMatch(/notes\.txt|todo\.md|config\.json/);
     }
     await expectOracleAllIdleNone(setup, chains);
+  }, 400_000);
+
+  it('server-filesystem (the demo\'s notes): a chain names its file by a line the request does not already quote', async () => {
+    const { source } = await writeTargetInputs(publishedTarget('filesystem'), await mkdtemp(path.join(tmpdir(), 'mcprl-find-edit-')));
+    const setup: Setup = { target: filesystemTarget('{sandbox}'), sandboxFrom: source, safety: new SafetyPolicy({ allowDestructive: true }) };
+    const chains = (await generate(setup, 40, 1)).filter((s) => /that contains the line "/.test(s.task));
+    expect(chains.some((s) => calledTool(s) === 'edit_file')).toBe(true);
+    // "replace "## Lentil soup" with … in the file that contains the line "## Lentil soup"" quotes its clue twice.
+    for (const s of chains) for (const q of new Set(s.task.match(/"[^"]+"/g))) expect(s.task.split(q).length, s.task).toBe(2);
   }, 400_000);
 });

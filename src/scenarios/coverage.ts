@@ -94,6 +94,12 @@ export const ToolCoverageSchema = z.object({
   stateChecked: z.number().int().nonnegative().default(0),
   /** Set when `scenarios` is 0. */
   reason: NoScenarioReasonSchema.optional(),
+  /**
+   * How many of the tool's candidates stopped at each stage, when `scenarios` is 0 and generation tried it: `reason`
+   * is the commonest, so that one try in another task's shape (a make → use whose write it never shows) does not
+   * hide why the tool's own tries stopped.
+   */
+  reasons: z.partialRecord(NoScenarioReasonSchema, z.number().int().positive()).optional(),
   /** More about the reason (the policy's refusal, the last error), when there is more to say. */
   detail: z.string().optional(),
 });

@@ -22,6 +22,8 @@ function searchFor(g: Generation, text: string): { tool: string; args: Record<st
 interface Clue {
   /** The words that name the value in a task ('the person noted as "backend engineer"'). */
   text: string;
+  /** What the clue quotes ("backend engineer"). */
+  quotes: string;
   /** The read-only call a solver makes to go from the clue to the value, and what its result must show. */
   find: { tool: string; args: Record<string, unknown> };
   shows: string;
@@ -42,7 +44,7 @@ function cluesFor(g: Generation, known: Discovery, v: string): Clue[] {
       for (const x of xs) {
         if (x.length < 4 || x.length > 60 || answerContains(x, v) || known.owners(x) !== 1) continue;
         const find = searchFor(g, x);
-        if (find) out.push({ text: `the ${kind} noted as "${x}"`, find, shows: v });
+        if (find) out.push({ text: `the ${kind} noted as "${x}"`, quotes: x, find, shows: v });
       }
     }
   }
@@ -53,7 +55,7 @@ function cluesFor(g: Generation, known: Discovery, v: string): Clue[] {
       if ([...known.contentOf].some(([p, o]) => p !== v && o.text.includes(l))) continue;
       // The folder is named (as a person would), so the agent knows where to look.
       const dir = v.includes('/') ? v.slice(0, v.lastIndexOf('/')) : '';
-      out.push({ text: `the file ${dir ? `in "${dir}" ` : ''}that contains the line "${l}"`, find: { tool: read.tool, args: read.args }, shows: l });
+      out.push({ text: `the file ${dir ? `in "${dir}" ` : ''}that contains the line "${l}"`, quotes: l, find: { tool: read.tool, args: read.args }, shows: l });
     }
   }
   return out;
@@ -71,7 +73,9 @@ export async function findThenAct(g: Generation, known: Discovery): Promise<Draw
   // The values the task states, each with the words that say it: a clue stands in for those words.
   const mentions = base.mentions ?? {};
   const named = [...new Set(stringLeaves(first.args))].filter((v) => known.isKnown(v) && mentions[v] !== undefined && base.task.includes(mentions[v]));
-  const options = named.flatMap((v) => cluesFor(g, known, v).map((c) => ({ v, ...c })));
+  // A clue never quotes what the task says already (the line an edit replaces or writes, a note it adds): a person
+  // names a file by one line and asks for a change to another.
+  const options = named.flatMap((v) => cluesFor(g, known, v).filter((c) => !base.task.includes(c.quotes)).map((c) => ({ v, ...c })));
   if (!options.length) return undefined;
   const pick = g.rng.pick(options);
   const task = base.task.split(mentions[pick.v]).join(pick.text);

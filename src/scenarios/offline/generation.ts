@@ -32,8 +32,9 @@ export interface Generation {
   /** Calls a read-only tool (cached unless `fresh`); an error in disguise comes back as an error. */
   call(name: string, args: Record<string, unknown>, fresh?: boolean): Promise<ToolCallOutcome>;
   /**
-   * Notes how far a candidate of `tool` got: a tool with no scenario is reported with the furthest stage, and with
-   * the detail given (the last error of failed calls, what no argument could be found for).
+   * Notes where a candidate of `tool` stopped: a tool with no scenario is reported with the stage its candidates
+   * stopped at most often (ties: the furthest), every stage with its count, and the detail given (the last error of
+   * failed calls, what no argument could be found for).
    */
   note(tool: string, reason: NoScenarioReason, detail?: string): void;
   /** Per tool of the server: scenarios made, and for a tool with none, why. */
@@ -45,7 +46,7 @@ export interface Generation {
   render(family: TemplateFamily, fill: Fill): string;
 }
 
-/** The stages a candidate passes, in order: a tool with no scenario is reported with the furthest it reached. */
+/** The stages a candidate passes, in order: of stages noted equally often, a tool is reported with the furthest. */
 const STAGES: NoScenarioReason[] = ['no_discoverable_arguments', 'calls_failed', 'nothing_to_ask', 'only_duplicates', 'replay_failed'];
 
 /** Checks the options, lists the server's tools and sorts them by what generation may do with them. */
@@ -62,10 +63,10 @@ export async function startGeneration(userServer: ScenarioServer, opts: OfflineO
   const maxAttempts = opts.maxAttempts ?? (10 * count + 50) * (partition?.of ?? 1);
 
   const allTools = await server.listTools();
-  // Tools left out from the start, and for the others the furthest stage a candidate of theirs reached.
+  // Tools left out from the start, and for the others how many of their candidates stopped at each stage.
   const excluded = new Map<string, { reason: NoScenarioReason; detail?: string }>();
-  const furthest = new Map<string, number>();
-  /** The last detail of each tool's furthest stage (an error, a missing kind of value): the report's detail. */
+  const stopped = new Map<string, Map<NoScenarioReason, number>>();
+  /** The last detail noted with a failed call or missing arguments (an error, a missing kind of value). */
   const lastError = new Map<string, string>();
   const { tools, writeTools } = sortTools(server, allTools, opts, excluded);
   const byName = new Map(tools.map((t) => [t.name, t]));
@@ -86,11 +87,11 @@ export async function startGeneration(userServer: ScenarioServer, opts: OfflineO
     failedArgs: new Set<string>(),
     call: guardedCall(server, byName, callTimeoutMs, disabled, excluded),
     note(tool, reason, detail) {
-      const i = STAGES.indexOf(reason);
-      if (i > (furthest.get(tool) ?? -1)) furthest.set(tool, i);
-      if ((reason === 'calls_failed' || reason === 'no_discoverable_arguments') && detail && i >= (furthest.get(tool) ?? -1)) lastError.set(tool, oneLine(detail).slice(0, 200));
+      const counts = stopped.get(tool) ?? new Map<NoScenarioReason, number>();
+      stopped.set(tool, counts.set(reason, (counts.get(reason) ?? 0) + 1));
+      if ((reason === 'calls_failed' || reason === 'no_discoverable_arguments') && detail) lastError.set(`${tool} ${reason}`, oneLine(detail).slice(0, 200));
     },
-    coverage: (scenarios) => coverageOf(allTools, scenarios, excluded, furthest, lastError),
+    coverage: (scenarios) => coverageOf(allTools, scenarios, excluded, stopped, lastError),
     usableTools: () => tools.filter((t) => !disabled.has(t.name)),
     leastTried(pool) {
       const fewest = Math.min(...pool.map((t) => tried.get(t.name) ?? 0));
@@ -153,7 +154,7 @@ function coverageOf(
   tools: ToolInfo[],
   scenarios: Scenario[],
   excluded: Map<string, { reason: NoScenarioReason; detail?: string }>,
-  furthest: Map<string, number>,
+  stopped: ReadonlyMap<string, ReadonlyMap<NoScenarioReason, number>>,
   lastError: ReadonlyMap<string, string>,
 ): ToolCoverage[] {
   const made = scenariosPerTool(scenarios);
@@ -161,9 +162,11 @@ function coverageOf(
   return tools.map((t) => {
     const n = made.get(t.name) ?? 0;
     if (n > 0) return { tool: t.name, scenarios: n, stateChecked: stateChecked.get(t.name) ?? 0 };
-    const stage = furthest.get(t.name);
-    const reason = stage === undefined ? 'not_tried' : STAGES[stage];
-    const detail = reason === 'calls_failed' || reason === 'no_discoverable_arguments' ? lastError.get(t.name) : undefined;
-    return { tool: t.name, scenarios: 0, stateChecked: 0, ...(excluded.get(t.name) ?? { reason, ...(detail ? { detail } : {}) }) };
+    const counts = [...(stopped.get(t.name) ?? [])];
+    // The commonest stage, and of those noted equally often the furthest.
+    const reason = counts.length ? counts.sort((a, b) => b[1] - a[1] || STAGES.indexOf(b[0]) - STAGES.indexOf(a[0]))[0][0] : 'not_tried';
+    const detail = lastError.get(`${t.name} ${reason}`);
+    const reasons = counts.length ? { reasons: Object.fromEntries(counts) } : {};
+    return { tool: t.name, scenarios: 0, stateChecked: 0, ...(excluded.get(t.name) ?? { reason, ...reasons, ...(detail ? { detail } : {}) }) };
   });
 }

@@ -52,7 +52,7 @@ export async function makeThenUse(g: Generation, known: Discovery, forced: ToolI
       verified: true,
     };
   }
-  const useArgs = writeArgs(g, known, forced, made);
+  const useArgs = writeArgs(g, known, forced, makeArgs);
   if (!useArgs || !stringLeaves(useArgs).some((v) => madeValues.includes(v))) return undefined;
   const knownOrMade = (v: string) => known.isKnown(v) || madeValues.includes(v);
   const evidence = writeEvidence(useArgs, knownOrMade);

@@ -75,10 +75,12 @@ async function ownResult(g: Generation, known: Discovery, open: NonNullable<Offl
 }
 
 /**
- * Arguments for a write tool, or undefined (noted) when none can be built. `made`: values a write before it in the
- * same task creates, by entity key ("name" → ["Quill"]): a reference to an entity takes one of those.
+ * Arguments for a write tool, or undefined (noted) when none can be built. `after`: the arguments of a write before
+ * it in the same task: a reference to an entity takes one of the values that write creates (madeBy), and a note that
+ * write already gives a thing is not given it again.
  */
-export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, made?: Map<string, string[]>): Record<string, unknown> | undefined {
+export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, after?: Record<string, unknown>): Record<string, unknown> | undefined {
+  const made = after ? madeBy(known, after) : undefined;
   // A reference to something (entityName, book_id) takes a discovered value; what the write creates is new.
   // A destructive tool removes what exists, so every value it takes is a discovered one (observations to delete).
   const destructive = tool.annotations.destructiveHint !== false;
@@ -128,8 +130,9 @@ export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, made?
     }
     args = placed;
   }
-  args = distinctItems(fittingKinds(known, args, g.rng, destructive));
-  // A link joins two things: one drawn to itself ends at another thing made first, when there is one.
+  args = fittingKinds(known, args, g.rng, destructive);
+  // A link joins two things: one drawn to itself ends at another thing made first, when there is one. Repeats are
+  // dropped after this, since a link so mended may become one the request already holds.
   const others = (v: unknown) => [...(made?.values() ?? [])].flat().filter((x) => x !== v);
   let selfLink = false;
   walkObjects(args, (o) => {
@@ -140,6 +143,15 @@ export function writeArgs(g: Generation, known: Discovery, tool: ToolInfo, made?
   if (selfLink) {
     g.note(tool.name, 'no_discoverable_arguments', 'a link from a thing to itself');
     return undefined;
+  }
+  args = distinctItems(args);
+  if (after) {
+    const rest = withoutGiven(args, after);
+    if (!rest) {
+      g.note(tool.name, 'no_discoverable_arguments', 'every note it would add was given by the write before it');
+      return undefined;
+    }
+    args = rest;
   }
   // Stand-in text ("hello world") means nothing on this server: such a write is no task a person would ask for.
   if (stringLeaves(args).some(isFiller) || !validates(tool.inputSchema, args)) {
@@ -155,13 +167,44 @@ function fileLines(known: Discovery): string[] {
   return files.flatMap(([, c]) => uniqueLines(c.text)).filter((l) => !/^\s*(\{sandbox\}|\/)\S*$/.test(l));
 }
 
-/** `args` with every list's repeated items dropped, however deep: a person asks for a change once, not twice in a row. */
+/**
+ * `args` with every list's repeated items dropped, however deep: a person asks for a change once, not twice in a row,
+ * and links two things once ("record that A owns B and record that A works on B" is one request said twice).
+ */
 function distinctItems<T>(v: T): T {
   if (Array.isArray(v)) {
     const items = v.map(distinctItems);
-    return items.filter((x, i) => items.findIndex((y) => canonical(y) === canonical(x)) === i) as T;
+    const part = (x: unknown) => (isPlainObject(x) && typeof x.from === 'string' && typeof x.to === 'string' ? canonical([x.from, x.to]) : canonical(x));
+    return items.filter((x, i) => items.findIndex((y) => part(y) === part(x)) === i) as T;
   }
   return isPlainObject(v) ? (Object.fromEntries(Object.entries(v).map(([k, x]) => [k, distinctItems(x)])) as T) : v;
+}
+
+/** The name a record is about (name, entityName), if it names one. */
+const nameOf = (o: Record<string, unknown>) => Object.entries(o).find(([k, v]) => entityKey(k) === 'name' && typeof v === 'string')?.[1] as string | undefined;
+const textLists = (o: Record<string, unknown>) => Object.entries(o).filter((e): e is [string, string[]] => Array.isArray(e[1]) && e[1].length > 0 && e[1].every((x) => typeof x === 'string'));
+
+/**
+ * `use` without the notes `given` (a write before it in one request) already gives the same thing: "add Sam with the
+ * note X, then add X to Sam" asks the second part for nothing. Undefined when a record is left with none.
+ */
+function withoutGiven(use: Record<string, unknown>, given: Record<string, unknown>): Record<string, unknown> | undefined {
+  const notes = new Map<string, Set<string>>();
+  walkObjects(given, (o) => {
+    const name = nameOf(o);
+    if (name) for (const [, xs] of textLists(o)) for (const x of xs) notes.set(name, (notes.get(name) ?? new Set()).add(x));
+  });
+  const out = structuredClone(use);
+  let emptied = false;
+  walkObjects(out, (o) => {
+    const had = notes.get(nameOf(o) ?? '');
+    if (!had) return;
+    for (const [k, xs] of textLists(o)) {
+      o[k] = xs.filter((x) => !had.has(x));
+      if (!(o[k] as string[]).length) emptied = true;
+    }
+  });
+  return emptied ? undefined : out;
 }
 
 /**
