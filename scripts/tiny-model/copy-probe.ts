@@ -31,10 +31,9 @@ import { loadScenarioSet } from '../../src/scenarios/index.js';
 import { trajectoryToSequences } from '../../src/train/tokenize.js';
 import { makeRng } from '../random-model.js';
 import { publishedTarget, writeTargetInputs } from '../demo-targets.js';
-import { pick } from './copy-drills.js';
+import { int, pick } from './copy-drills.js';
 import { plannedCalls } from './general-expert.js';
 import { openCopyDrill, openDrill, wordTokens } from './open-drills.js';
-import { int } from './copy-drills.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
