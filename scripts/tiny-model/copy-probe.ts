@@ -12,8 +12,8 @@
  *   checks (measurement only: nothing here trains), after the demo's system prompt, its server's real tool list
  *   and the task, and the first call of 24 fresh open drills: the probability of the tool's name, the mean negative
  *   log-probability per argument token, and the probability of the whole call, each token renormalised over what
- *   the tool-call grammar allows there (as
- *   the demo decodes calls: a tool's name and the schema's keys are forced once they are the only way on).
+ *   the tool-call grammar allows there (as the demo decodes calls: a tool's name and the schema's keys are forced
+ *   once they are the only way on).
  */
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
